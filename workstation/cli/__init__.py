@@ -1,0 +1,40 @@
+"""Command line: `workstation [-C PATH] COMMAND` or `workstation [PATH]` for the app.
+
+Each area registers its commands from its own module; heavy libraries are
+imported inside commands so that `workstation --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .common import WorkstationGroup, run_main
+
+
+@click.group(cls=WorkstationGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "workspace", default=".", metavar="PATH",
+              help="Run as if started in PATH (the workspace root).")
+@click.option("--model", "model", default=None, help="litellm model string for this run.")
+@click.version_option(package_name="workstation")
+@click.pass_context
+def main(ctx: click.Context, workspace: str, model: str | None) -> None:
+    """workstation: a terminal agent workstation with a live knowledge map and tiered memory."""
+    from .common import State
+
+    ctx.obj = State(workspace, model)
+    ctx.call_on_close(ctx.obj.close)
+
+
+def _register() -> None:
+    from . import app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds  # noqa: F401
+
+    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds):
+        for command in getattr(module, "COMMANDS", []):
+            main.add_command(command)
+
+
+_register()
+
+
+def entry() -> None:
+    run_main(main)

@@ -1,0 +1,3 @@
+"""Commands: see the module docstring of each command."""
+
+COMMANDS: list = []

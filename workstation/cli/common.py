@@ -1,0 +1,141 @@
+"""Shared CLI plumbing: workspace state, JSON output, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from dataclasses import asdict, is_dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from ..errors import ConfigError, WorkstationError
+
+
+class WorkstationGroup(click.Group):
+    """A group where `workstation PATH` (not a command name) opens the app on PATH."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = list(args)
+        i = 0
+        while i < len(rest):  # skip global options to find the first positional
+            arg = rest[i]
+            if arg in ("-C", "--model"):
+                i += 2
+                continue
+            if arg.startswith("-"):
+                i += 1
+                continue
+            break
+        if i >= len(rest):
+            if not any(a in ("-h", "--help", "--version") for a in rest):
+                rest.append("ui")
+        elif rest[i] not in self.commands:
+            rest.insert(i, "ui")
+        return super().parse_args(ctx, rest)
+
+
+class State:
+    """Lazily loaded config, paths and database for the chosen workspace."""
+
+    def __init__(self, workspace: str, model: str | None):
+        self.workspace = workspace
+        self.model = model
+        self._config = None
+        self._paths = None
+        self._db = None
+
+    def _load(self) -> None:
+        from .. import config as config_mod
+
+        overrides = {"model": {"name": self.model}} if self.model else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self._config, self._paths = config_mod.load(self.workspace, overrides)
+        for warning in caught:
+            click.echo(f"warning: {warning.message}", err=True)
+
+    @property
+    def config(self):
+        if self._config is None:
+            self._load()
+        return self._config
+
+    @property
+    def paths(self):
+        if self._paths is None:
+            self._load()
+        return self._paths
+
+    @property
+    def db(self):
+        if self._db is None:
+            from ..store import Database
+
+            self._db = Database(self.paths)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+pass_state = click.make_pass_decorator(State)
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def _default(obj: Any) -> Any:
+    if is_dataclass(obj):
+        return asdict(obj)
+    if isinstance(obj, (datetime, date)):
+        return obj.isoformat()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, tuple, frozenset)):
+        return list(obj)
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=_default, indent=2, ensure_ascii=False))
+
+
+def print_table(rows: list[dict], columns: list[str] | None = None, title: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    columns = columns or (list(rows[0]) if rows else [])
+    table = Table(title=title, show_lines=False)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in columns))
+    Console().print(table)
+
+
+def run_main(main: Callable) -> None:
+    """Run the click group, turning known errors into one line on stderr."""
+    try:
+        main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except ConfigError as err:
+        for line in err.lines:
+            click.echo(f"error: {line}", err=True)
+        sys.exit(2)
+    except WorkstationError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
