@@ -1,0 +1,82 @@
+import warnings
+
+import pytest
+
+from workstation import config
+from workstation.errors import ConfigError
+
+
+def write(root, text):
+    (root / ".workstation").mkdir(exist_ok=True)
+    (root / ".workstation" / "config.toml").write_text(text)
+
+
+def test_defaults(tmp_path):
+    cfg, paths = config.load(tmp_path)
+    assert cfg.memory.compact_threshold == 60 and cfg.memory.keep_recent == 40
+    assert paths.state == tmp_path.resolve() / ".workstation"
+
+
+def test_workspace_over_user(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[model]\nname = "user-model"\ntimeout_s = 5\n')
+    monkeypatch.setenv("WORKSTATION_HOME", str(home))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, '[model]\nname = "ws-model"\n')
+    cfg, _ = config.load(ws)
+    assert cfg.model.name == "ws-model" and cfg.model.timeout_s == 5
+    monkeypatch.setenv("WORKSTATION_MODEL", "env-model")
+    assert config.load(ws)[0].model.name == "env-model"
+
+
+def test_each_bad_key_gets_one_line(tmp_path):
+    write(tmp_path, '[memory]\ncompact_threshold = "lots"\nbogus = 1\n[nope]\nx = 1\n')
+    with pytest.raises(ConfigError) as err:
+        config.load(tmp_path)
+    lines = err.value.lines
+    assert len(lines) == 3, lines
+    assert any("memory.compact_threshold" in line for line in lines)
+    assert any("memory.bogus: unknown key" in line for line in lines)
+    assert any("nope: unknown key" in line for line in lines)
+    assert all("config.toml" in line and "\n" not in line for line in lines)
+
+
+def test_malformed_toml(tmp_path):
+    write(tmp_path, "[memory\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        config.load(tmp_path)
+
+
+def test_keep_recent_must_be_below_threshold(tmp_path):
+    write(tmp_path, "[memory]\ncompact_threshold = 40\nkeep_recent = 40\n")
+    with pytest.raises(ConfigError, match="keep_recent .40. must be below compact_threshold"):
+        config.load(tmp_path)
+
+
+def test_small_gap_warns(tmp_path):
+    write(tmp_path, "[memory]\ncompact_threshold = 60\nkeep_recent = 55\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfg, _ = config.load(tmp_path)
+    assert cfg.memory.keep_recent == 55
+    assert any("reclaims only 5 turns" in str(w.message) for w in caught)
+
+
+def test_state_dir_override(tmp_path):
+    write(tmp_path, '[workspace]\nstate_dir = "elsewhere/state"\n')
+    _, paths = config.load(tmp_path)
+    assert paths.state == tmp_path.resolve() / "elsewhere" / "state"
+    assert paths.config_file == tmp_path.resolve() / ".workstation" / "config.toml"
+
+
+def test_cli_reports_bad_config_in_one_line_per_key(tmp_path):
+    import subprocess
+    import sys
+
+    write(tmp_path, "[memory]\nkeep_recent = 70\n")
+    proc = subprocess.run([sys.executable, "-m", "workstation", "-C", str(tmp_path), "memory", "list",
+                           "--tier", "ltm"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "keep_recent (70) must be below" in proc.stderr

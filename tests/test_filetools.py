@@ -1,0 +1,129 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from workstation.agent.commands import allowed, run_command
+from workstation.agent.filetools import ReadLedger, grep, read_lines, replace_lines
+from workstation.errors import WorkstationError
+from workstation.fsutil import OutsideWorkspace, atomic_write, confine
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.py").write_text("one\ntwo\nthree\nfour\n")
+    (tmp_path / "secret.txt").write_text("s3cret\n")
+    return root
+
+
+@pytest.mark.parametrize("path", ["../secret.txt", "sub/../../secret.txt"])
+def test_relative_escape_refused(ws, path):
+    with pytest.raises(OutsideWorkspace):
+        read_lines(ws, path, 1, 1)
+
+
+def test_absolute_outside_refused_inside_allowed(ws, tmp_path):
+    with pytest.raises(OutsideWorkspace):
+        read_lines(ws, str(tmp_path / "secret.txt"), 1, 1)
+    assert read_lines(ws, str(ws / "a.py"), 2, 2).text == "two\n"
+
+
+def test_symlink_escape_refused(ws, tmp_path):
+    (ws / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (ws / "dirlink").symlink_to(tmp_path)
+    with pytest.raises(OutsideWorkspace):
+        read_lines(ws, "link.txt", 1, 1)
+    with pytest.raises(OutsideWorkspace):
+        read_lines(ws, "dirlink/secret.txt", 1, 1)
+    ledger = ReadLedger()
+    with pytest.raises(OutsideWorkspace):
+        replace_lines(ws, "link.txt", 1, 1, "x", ledger)
+    assert (tmp_path / "secret.txt").read_text() == "s3cret\n"
+
+
+def test_read_lines_is_one_indexed_inclusive(ws):
+    lines = read_lines(ws, "a.py", 2, 3)
+    assert lines.text == "two\nthree\n"
+    assert lines.numbered().splitlines() == ["2| two", "3| three"]
+    assert lines.total == 4
+
+
+@pytest.mark.parametrize("start,end", [(0, 1), (5, 6), (3, 2)])
+def test_read_lines_out_of_range_is_one_line_error(ws, start, end):
+    with pytest.raises(WorkstationError) as err:
+        read_lines(ws, "a.py", start, end)
+    assert "out of range" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_replace_requires_a_fresh_read(ws):
+    ledger = ReadLedger()
+    with pytest.raises(WorkstationError, match="read it before"):
+        replace_lines(ws, "a.py", 1, 1, "ONE", ledger)
+    read_lines(ws, "a.py", 1, 2, ledger)
+    (ws / "a.py").write_text("one\ntwo\nTHREE\nfour\n")  # someone else edits
+    with pytest.raises(WorkstationError, match="changed on disk"):
+        replace_lines(ws, "a.py", 1, 1, "ONE", ledger)
+    assert (ws / "a.py").read_text() == "one\ntwo\nTHREE\nfour\n"
+
+
+def test_replace_insert_and_delete(ws):
+    ledger = ReadLedger()
+    read_lines(ws, "a.py", 1, 4, ledger)
+    assert replace_lines(ws, "a.py", 2, 3, "TWO\nTHREE\nTHREE-B", ledger) == ("a.py", 2, 4)
+    assert (ws / "a.py").read_text() == "one\nTWO\nTHREE\nTHREE-B\nfour\n"
+    replace_lines(ws, "a.py", 1, 0, "zero", ledger)  # insert before line 1
+    assert (ws / "a.py").read_text().startswith("zero\none\n")
+    replace_lines(ws, "a.py", 2, 2, "", ledger)  # delete line 2
+    assert (ws / "a.py").read_text() == "zero\nTWO\nTHREE\nTHREE-B\nfour\n"
+    with pytest.raises(WorkstationError, match="out of range"):
+        replace_lines(ws, "a.py", 9, 9, "x", ledger)
+
+
+def test_atomic_write_keeps_mode_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "f.sh"
+    target.write_text("old")
+    os.chmod(target, 0o755)
+    atomic_write(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert target.stat().st_mode & 0o777 == 0o755
+    assert [p.name for p in tmp_path.iterdir()] == ["f.sh"]
+
+
+def test_grep(ws):
+    hits, truncated = grep(ws, r"t(wo|hree)", ["a.py", "missing.py"])
+    assert [(h.path, h.line) for h in hits] == [("a.py", 2), ("a.py", 3)] and not truncated
+    with pytest.raises(WorkstationError, match="invalid pattern"):
+        grep(ws, "(", ["a.py"])
+
+
+def test_allow_list_matching():
+    allow = ["git status", "pytest", "env FOO=1 make"]
+    assert allowed("git status --short", allow)
+    assert allowed("pytest -q tests/x.py", allow)
+    assert not allowed("git push", allow)
+    assert not allowed("pytest; rm -rf /", allow)  # shell syntax never matches
+    assert not allowed("sh -c 'pytest'", allow + ["sh"])  # a wrapper needs an exact entry
+    assert not allowed("env rm -rf /", allow + ["env"])
+    assert not allowed("xargs rm", allow + ["xargs"])
+    assert allowed("env FOO=1 make", allow)
+
+
+def test_run_command_needs_approval(ws):
+    calls = []
+    with pytest.raises(WorkstationError, match="not approved"):
+        run_command("echo hi", ws, allow=[], approve=lambda c: calls.append(c) or False,
+                    timeout_s=5, max_output_chars=100)
+    assert calls == ["echo hi"]
+    res = run_command("echo hi", ws, allow=[], approve=lambda c: True, timeout_s=5, max_output_chars=100)
+    assert res.output.strip() == "hi" and res.exit_code == 0 and res.approved_by == "user"
+    res = run_command("echo hi", ws, allow=["echo"], approve=None, timeout_s=5, max_output_chars=100)
+    assert res.approved_by == "allow-list"
+
+
+def test_run_command_timeout_and_cap(ws):
+    res = run_command("sleep 5", ws, allow=["sleep"], approve=None, timeout_s=0.3, max_output_chars=100)
+    assert res.exit_code is None and "timed out" in res.output and res.duration_s < 3
+    res = run_command("seq 1 10000", ws, allow=["seq"], approve=None, timeout_s=5, max_output_chars=200)
+    assert res.truncated and len(res.output) < 300

@@ -1,0 +1,67 @@
+"""Filesystem primitives every module shares: confinement to a root, atomic replace."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import WorkstationError
+
+
+class OutsideWorkspace(WorkstationError):
+    """A path that resolves outside the workspace root."""
+
+
+def confine(root: Path, path: str) -> tuple[Path, str]:
+    """Resolve `path` against `root`, following symlinks; refuse anything outside.
+
+    Returns the real path and the repo-relative path with '/' separators.
+    """
+    if not path or "\x00" in path:
+        raise WorkstationError(f"invalid path {path!r}")
+    root_real = Path(os.path.realpath(root))
+    candidate = Path(path)
+    if candidate.is_absolute():
+        joined = candidate
+    else:
+        joined = root_real / candidate
+    real = Path(os.path.realpath(joined))
+    if real != root_real and root_real not in real.parents:
+        raise OutsideWorkspace(f"{path} is outside the workspace {root_real}")
+    rel = real.relative_to(root_real).as_posix()
+    return real, rel
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace `path` with `data` so a crash leaves either the old or the new file."""
+    directory = path.parent
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
