@@ -15,3 +15,6 @@ def _isolated_user(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("WORKSTATION_HOME", str(home))
     monkeypatch.delenv("WORKSTATION_MODEL", raising=False)
     yield
+
+
+from conftest_llm import llm_spec, scripted_llm  # noqa: E402,F401  (shared fixtures)
