@@ -1,3 +1,215 @@
-"""Commands: see the module docstring of each command."""
+"""Commands: `workstation session ...` (list, show, compact, archive, restore, export, search)
+and `workstation sidecar` (the compaction worker)."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import click
+
+from .common import json_option, pass_state, print_json, print_table
+
+
+def _human_size(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
+
+
+def _episodic(state, flow: str):
+    """The workspace's episodic recorder, flushed before the database handle closes."""
+    from ..memory.episodic import Episodic
+
+    episodic = Episodic(state.db, flow=flow)
+    click.get_current_context().call_on_close(episodic.close)  # runs before the group closes the db
+    return episodic
+
+
+def _warn_problems(view) -> None:
+    for problem in view.problems:
+        click.echo(f"warning: unreadable {problem}", err=True)
+
+
+@click.group("session")
+def session_group() -> None:
+    """Session logs: list, show, compact, archive, restore, export, search."""
+
+
+@session_group.command("list")
+@click.option("--archived", is_flag=True, help="Include archived sessions.")
+@json_option
+@pass_state
+def list_cmd(state, archived: bool, as_json: bool) -> None:
+    """Sessions with turns, compacted range, size and last activity."""
+    from ..sessions.catalog import info_dict, list_sessions
+
+    infos = list_sessions(state.paths, archived=archived)
+    if as_json:
+        print_json([info_dict(i) for i in infos])
+        return
+    rows = [{"slug": i.slug, "state": i.state, "turns": i.turns, "compacted": i.compacted or "-",
+             "size": _human_size(i.size), "last activity": (i.last_activity or "")[:19].replace("T", " "),
+             "title": i.title[:40]} for i in infos]
+    columns = ["slug", "turns", "compacted", "size", "last activity", "title"]
+    if archived:
+        columns.insert(1, "state")
+    if not rows:
+        click.echo("no sessions" + ("" if archived else " (archived ones: --archived)"))
+        return
+    print_table(rows, columns)
+
+
+@session_group.command("show")
+@click.argument("slug")
+@click.option("--raw", is_flag=True, help="Every original record, also the compacted and redacted ones.")
+@json_option
+@pass_state
+def show_cmd(state, slug: str, raw: bool, as_json: bool) -> None:
+    """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
+    from ..sessions.catalog import export_markdown, load
+    from ..sessions.context import assemble
+
+    view, where = load(state.paths, slug)
+    _warn_problems(view)
+    if raw:
+        if as_json:
+            print_json({"slug": slug, "state": where, "records": view.records,
+                        "problems": [str(p) for p in view.problems]})
+        else:
+            click.echo(export_markdown(slug, view, where), nl=False)
+        return
+    context = assemble(view, state.config)
+    if as_json:
+        print_json({"slug": slug, "state": where, "turns": context.turn_count,
+                    "covered_turns": context.covered_turns, "summary_id": context.summary_id,
+                    "tokens": context.tokens, "redacted": [r.record_id for r in context.redactions],
+                    "messages": context.messages})
+        return
+    click.echo(f"# {slug} ({where}): {context.turn_count} turns, "
+               f"{context.covered_turns} summarized, ~{context.tokens:,} tokens in context")
+    for message in context.messages:
+        click.echo(f"\n[{message['role']}]")
+        if message.get("content"):
+            click.echo(message["content"])
+        for call in message.get("tool_calls") or ():
+            click.echo(f"-> {call['function']['name']}({call['function']['arguments']})")
+
+
+@session_group.command("compact")
+@click.argument("slug")
+@click.option("--keep", type=click.IntRange(min=0), default=None,
+              help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
+@json_option
+@pass_state
+def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
+    """Compact SLUG now, whatever the threshold."""
+    from ..errors import WorkstationError
+    from ..sessions import Session, compact
+
+    session = Session.open(state.paths, slug)
+    episodic = _episodic(state, "session compact")
+    result = compact(session, state.config, episodic, force=True, keep=keep, wait=30.0)
+    if result is None:
+        kept = state.config.memory.keep_recent if keep is None else keep
+        if as_json:
+            print_json({"slug": slug, "status": "nothing"})
+        else:
+            click.echo(f"nothing to compact in {slug}: every turn but the newest {kept} is summarized already")
+        return
+    if not result.ok:
+        raise WorkstationError(f"compaction of {slug} skipped: {result.reason}")
+    if as_json:
+        print_json({"slug": slug, "status": result.status, "first_turn": result.first_turn,
+                    "last_turn": result.last_turn, "model": result.model, "record_id": result.record["id"],
+                    "duration_s": round(result.duration_s, 3)})
+        return
+    click.echo(f"compacted turns {result.first_turn}–{result.last_turn} of {slug} with {result.model} "
+               f"in {result.duration_s:.1f}s (record {result.record['id']})")
+
+
+@session_group.command("archive")
+@click.argument("slug")
+@json_option
+@pass_state
+def archive_cmd(state, slug: str, as_json: bool) -> None:
+    """Summarize SLUG, then move it (compressed) to the archive."""
+    from ..sessions.archive import archive
+
+    result = archive(state.paths, slug, state.config, episodic=_episodic(state, "session archive"))
+    compaction = result.compaction
+    failed = compaction is not None and not compaction.ok
+    if as_json:
+        print_json({"slug": slug, "path": result.path, "summarized": result.summarized,
+                    "summary_error": compaction.reason if failed else None})
+        return
+    click.echo(f"archived {slug} to {result.path}")
+    if failed:
+        click.echo(f"warning: archived without a fresh summary: {compaction.reason}", err=True)
+
+
+@session_group.command("restore")
+@click.argument("slug")
+@pass_state
+def restore_cmd(state, slug: str) -> None:
+    """Bring an archived session back to the live folder."""
+    from ..sessions.archive import restore
+
+    session = restore(state.paths, slug)
+    click.echo(f"restored {slug} to {session.path}")
+
+
+@session_group.command("export")
+@click.argument("slug")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@pass_state
+def export_cmd(state, slug: str, fmt: str) -> None:
+    """Print every record of SLUG as markdown or JSON (archived sessions too)."""
+    from ..sessions.catalog import export
+
+    click.echo(export(state.paths, slug, fmt), nl=False)
+
+
+@session_group.command("search")
+@click.argument("text")
+@click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True)
+@json_option
+@pass_state
+def search_cmd(state, text: str, limit: int, as_json: bool) -> None:
+    """Find TEXT in every session, archived ones included."""
+    from ..sessions.catalog import search
+
+    hits = search(state.paths, text, limit=limit)
+    if as_json:
+        print_json(hits)
+        return
+    if not hits:
+        click.echo(f"no session mentions {text!r}")
+        return
+    print_table([{"slug": h.slug, "state": h.state, "turn": h.turn or "-", "type": h.type,
+                  "record": h.record_id, "snippet": h.snippet} for h in hits],
+                ["slug", "state", "turn", "type", "record", "snippet"])
+
+
+@click.command("sidecar")
+@click.option("--once", is_flag=True, help="One pass over every session, then exit.")
+@click.option("--parent", type=int, default=None, hidden=True, help="Exit when this process is gone.")
+@json_option
+@pass_state
+def sidecar_cmd(state, once: bool, parent: int | None, as_json: bool) -> None:
+    """Watch the sessions folder and compact sessions past the threshold."""
+    import time
+
+    from ..sessions.sidecar import serve
+
+    def report(line: str) -> None:
+        if not as_json:
+            click.echo(line if once else f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}")
+
+    results = serve(state.paths, state.config, once=once, episodic=_episodic(state, "sidecar"), report=report,
+                    parent_pid=parent)
+    if as_json:
+        print_json([{"slug": r.slug, "status": r.status, "first_turn": r.first_turn, "last_turn": r.last_turn,
+                     "model": r.model, "reason": r.reason} for r in results])
+
+
+COMMANDS: list = [session_group, sidecar_cmd]

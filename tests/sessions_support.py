@@ -1,0 +1,111 @@
+"""Helpers shared by the tests/test_sessions_*.py files: workspaces, filled sessions, a summarizing server."""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterable
+
+from fakellm import Reply
+from workstation import config as config_mod
+from workstation.sessions import Session
+
+KEY_ENV = "WS_TEST_KEY"
+KEY = "sk-wstest-FAKE0123456789abcdefDONOTLEAK"
+
+
+def make_config(root: Path, url: str | None = None, **memory):
+    """Config and paths for a workspace; chat and compact models point at the scripted server."""
+    memory.setdefault("compact_model", "openai/compact" if url else "")
+    memory.setdefault("compact_fallback_model", "openai/fallback" if url else "")
+    overrides = {"memory": memory,
+                 "model": {"name": "openai/chat", "api_base": url or "", "api_key_env": KEY_ENV if url else "",
+                           "timeout_s": 2.0, "max_retries": 0, "context_window": 1_000_000}}
+    return config_mod.load(root, overrides)
+
+
+def write_config_file(root: Path, url: str, **memory) -> None:
+    """The same settings as a config.toml, for subprocesses (the sidecar, the CLI)."""
+    memory.setdefault("compact_model", "openai/compact")
+    memory.setdefault("compact_fallback_model", "openai/fallback")
+    lines = ["[model]", 'name = "openai/chat"', f'api_base = "{url}"', f'api_key_env = "{KEY_ENV}"',
+             "timeout_s = 5.0", "max_retries = 0", "context_window = 1000000", "", "[memory]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in memory.items()]
+    (root / ".workstation").mkdir(exist_ok=True)
+    (root / ".workstation" / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def fill(session: Session, turns: int, *, start: int = 0, tools: bool = False, big: int = 0) -> list[dict]:
+    """Append `turns` turns. Plain: user/assistant alternating. With tools: user, assistant calling
+    read_file, tool result (`big` chars when big), assistant. Turn text names its number."""
+    records = []
+    n = start
+    while len(records) < turns:
+        n += 1
+        left = turns - len(records)
+        if tools and left >= 3 and n % 4 == 2:
+            call = {"id": f"call_{n}", "name": "read_file", "arguments": {"path": f"src/mod_{n}.py"}}
+            records.append(session.assistant(f"turn {n}: let me read src/mod_{n}.py", [call]))
+            body = (f"# src/mod_{n}.py turn {n + 1}\n" + "x = 1\n" * (big // 6 + 1))[: max(big, 40)]
+            records.append(session.tool(f"call_{n}", "read_file", body))
+            n += 1
+        elif n % 2:
+            records.append(session.user(f"turn {n}: please keep going (user message {n})"))
+        else:
+            records.append(session.assistant(f"turn {n}: done step {n}"))
+    return records
+
+
+SUMMARY = """## Task & instructions
+{task}
+## Decisions & conventions
+- keep the log append-only
+## Files touched
+{files}
+## Open to-dos
+- finish the loader
+## Errors seen
+(none)"""
+
+
+def turns_in_prompt(body: dict) -> list[int]:
+    """The [turn N] numbers a compaction request asked to fold in (not those of a previous summary)."""
+    text = body["messages"][-1]["content"]
+    new_part = text.split("to fold in:", 1)[1]
+    return [int(n) for n in re.findall(r"^\[turn (\d+)\]", new_part, flags=re.M)]
+
+
+def summarizer(fail: Iterable[str] = (), *, files: str = "- src/loader.py") -> Callable[[dict], Reply]:
+    """A responder summarizing whatever it is sent; models named in `fail` answer 500."""
+    failing = set(fail)
+
+    def respond(body: dict) -> Reply:
+        if body["model"] in failing:
+            return Reply(status=500, error_message=f"{body['model']} is down")
+        numbers = turns_in_prompt(body)
+        task = f"Summarized turns {numbers[0]}-{numbers[-1]} for {body['model']}."
+        return Reply(text=SUMMARY.format(task=task, files=files), usage=(100, 50))
+
+    return respond
+
+
+@contextmanager
+def real_episodic(paths):
+    """The real episodic recorder on the workspace database (this process becomes its owner)."""
+    from workstation.memory.episodic import Episodic
+    from workstation.store import Database
+
+    db = Database(paths)
+    episodic = Episodic(db, flow="test")
+    try:
+        yield episodic
+    finally:
+        episodic.close()
+        db.close()
+
+
+def compaction_events(episodic) -> list[dict]:
+    """Recorded compaction events, newest first."""
+    return episodic.query(types=["compaction"])

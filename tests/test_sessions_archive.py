@@ -1,0 +1,198 @@
+"""Archive, restore, recovery of interrupted moves, and the `workstation session ...` commands."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from fakellm import ScriptedLLM
+from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, summarizer,
+                              write_config_file)
+from workstation.cli import main
+from workstation.sessions import Session, SessionError
+from workstation.sessions.archive import archive, gz_path, meta_path, recover, restore
+from workstation.sessions.catalog import export_markdown, list_sessions, load, search
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+@pytest.fixture
+def server():
+    with ScriptedLLM(summarizer()) as srv:
+        yield srv
+
+
+def cli(root, *args):
+    result = CliRunner().invoke(main, ["-C", str(root), *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_archive_summarizes_compresses_and_restores_byte_for_byte(tmp_path, server):
+    config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+    session = Session.create(paths, "work")
+    turns = fill(session, 14, tools=True, big=3000)
+    original = session.path.read_bytes()
+    with real_episodic(paths) as episodic:
+        result = archive(paths, "work", config, episodic=episodic)
+        [event] = compaction_events(episodic)
+    assert result.summarized and result.compaction.ok and result.compaction.last_turn == 14
+    assert not session.path.exists() and event["ok"] is True and event["data"]["reason"] == "manual"
+    raw = gzip.decompress(gz_path(paths, "work").read_bytes())
+    assert raw.startswith(original) and raw.count(b"\n") == original.count(b"\n") + 1  # + the compact record
+    meta = json.loads(meta_path(paths, "work").read_text())
+    assert meta["turns"] == 14 and meta["covered_turns"] == 14 and meta["compact"]["type"] == "compact"
+    # still listed, readable, searchable
+    infos = {i.slug: i for i in list_sessions(paths, archived=True)}
+    assert infos["work"].state == "archived" and infos["work"].compacted == "1–14"
+    assert "work" not in {i.slug for i in list_sessions(paths)}
+    view, state = load(paths, "work")
+    assert state == "archived" and [t["id"] for t in view.turns] == [t["id"] for t in turns]
+    hits = search(paths, "SRC/MOD_6.PY")
+    assert {(h.slug, h.state) for h in hits} == {("work", "archived")} and len(hits) >= 2
+    restored = restore(paths, "work")
+    assert restored.path.read_bytes() == raw
+    assert not gz_path(paths, "work").exists() and not meta_path(paths, "work").exists()
+    restored.user("back to work")
+    assert Session(paths, "work").read().turns[-1]["content"] == "back to work"
+
+
+def test_archive_without_a_working_model_keeps_every_turn(tmp_path):
+    config, paths = make_config(tmp_path)  # no compact model configured
+    session = Session.create(paths, "quiet")
+    fill(session, 5)
+    original = session.path.read_bytes()
+    with real_episodic(paths) as episodic:
+        result = archive(paths, "quiet", config, episodic=episodic)
+        [event] = compaction_events(episodic)
+    assert not result.summarized and result.compaction.status == "failed"
+    assert event["ok"] is False and "no compact model" in event["data"]["reason"]
+    assert gzip.decompress(gz_path(paths, "quiet").read_bytes()) == original
+
+
+def test_restore_and_archive_refuse_clearly(tmp_path):
+    config, paths = make_config(tmp_path)
+    with pytest.raises(SessionError, match="no session named nope"):
+        archive(paths, "nope", config)
+    with pytest.raises(SessionError, match="no archived session named nope"):
+        restore(paths, "nope")
+    fill(Session.create(paths, "twin"), 2)
+    archive(paths, "twin", config)
+    with pytest.raises(SessionError, match="already exists in the archive"):
+        Session.create(paths, "twin")
+    restore(paths, "twin")
+    with pytest.raises(SessionError, match="a live session named twin already exists"):
+        restore(paths, "twin")
+
+
+def _archived(paths, config, slug, turns=4):
+    fill(Session.create(paths, slug), turns)
+    archive(paths, slug, config)
+    return gzip.decompress(gz_path(paths, slug).read_bytes())
+
+
+@pytest.mark.parametrize("state", ["gz+meta+live", "gz+live", "gz", "meta", "live+gz+meta, live longer"])
+def test_recover_finishes_or_undoes_interrupted_moves(tmp_path, state):
+    config, paths = make_config(tmp_path)
+    raw = _archived(paths, config, "cut")
+    live = paths.sessions / "cut.jsonl"
+    expect = "archived"
+    if state == "gz+meta+live":  # archive killed before unlinking the live log
+        live.write_bytes(raw)
+    elif state == "gz+live":  # restore killed after writing the live log (or archive before the meta)
+        live.write_bytes(raw)
+        os.unlink(meta_path(paths, "cut"))
+        expect = "live"
+    elif state == "gz":  # restore killed after dropping the meta
+        os.unlink(meta_path(paths, "cut"))
+        expect = "live"
+    elif state == "meta":
+        os.unlink(gz_path(paths, "cut"))
+        live.write_bytes(raw)
+        expect = "live"
+    else:  # the archiver died after its meta, then the TUI appended to the still-live log
+        live.write_bytes(raw + raw.split(b"\n")[0] .replace(b'"id":"', b'"id":"x') + b"\n")
+        expect = "live"
+    (paths.archive / ".cut.jsonl.gz.abc123.tmp").write_bytes(b"partial")
+    assert recover(paths)  # something was done
+    assert not (paths.archive / ".cut.jsonl.gz.abc123.tmp").exists()
+    view, where = load(paths, "cut")
+    assert where == expect and len(view.turns) >= 4 and view.problems == []
+    assert live.exists() == (expect == "live") and gz_path(paths, "cut").exists() == (expect == "archived")
+    assert meta_path(paths, "cut").exists() == (expect == "archived")
+    assert recover(paths) == []  # settled
+
+
+def test_cli_commands_end_to_end(tmp_path, server):
+    write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+    config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+    session = Session.create(paths, "cli")
+    turns = fill(session, 12, tools=True, big=2500)
+    listed = json.loads(cli(tmp_path, "session", "list", "--json"))
+    assert [(s["slug"], s["turns"], s["compacted"]) for s in listed] == [("cli", 12, "")]
+    assert listed[0]["size"] == session.path.stat().st_size and listed[0]["last_activity"] == turns[-1]["ts"]
+    assert "compacted turns 1–8 of cli" in cli(tmp_path, "session", "compact", "cli")
+    shown = json.loads(cli(tmp_path, "session", "show", "cli", "--json"))
+    assert shown["covered_turns"] == 8 and shown["messages"][0]["role"] == "system"
+    raw = cli(tmp_path, "session", "show", "cli", "--raw")
+    for turn in turns:  # every original turn, also the compacted ones
+        assert turn["id"] in raw
+    assert "Summary of turns 1–8" in raw
+    assert "archived cli" in cli(tmp_path, "session", "archive", "cli")
+    archived = json.loads(cli(tmp_path, "session", "list", "--archived", "--json"))
+    assert [(s["slug"], s["state"], s["compacted"]) for s in archived] == [("cli", "archived", "1–12")]
+    raw_archived = json.loads(cli(tmp_path, "session", "show", "cli", "--raw", "--json"))
+    assert [r["id"] for r in raw_archived["records"] if r["type"] not in ("compact", "redaction")] == \
+        [t["id"] for t in turns]
+    exported = json.loads(cli(tmp_path, "session", "export", "cli", "--format", "json"))
+    assert exported["format"] == "workstation-session" and exported["state"] == "archived"
+    md = cli(tmp_path, "session", "export", "cli", "--format", "md")
+    assert md.startswith("# Session cli") and "src/mod_2.py" in md
+    hits = json.loads(cli(tmp_path, "session", "search", "please keep going", "--json"))
+    assert {h["slug"] for h in hits} == {"cli"} and all(h["state"] == "archived" for h in hits)
+    assert "restored cli" in cli(tmp_path, "session", "restore", "cli")
+    assert json.loads(cli(tmp_path, "session", "list", "--json"))[0]["state"] == "live"
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    env = dict(os.environ)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "workstation", "-C", str(tmp_path), *a],  # noqa: E731
+                                    capture_output=True, text=True, env=env, timeout=60)
+    missing = run("session", "show", "ghost")
+    assert missing.returncode == 1 and missing.stderr == "error: no session named ghost\n"
+    bad = run("session", "export", "../x")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: invalid session name '../x'")
+    (tmp_path / ".workstation").mkdir(exist_ok=True)
+    (tmp_path / ".workstation" / "config.toml").write_text("[memory]\ncompact_threshold = 30\nkeep_recent = 30\n")
+    knobs = run("session", "list")
+    assert knobs.returncode == 2 and knobs.stderr.count("\n") == 1
+    assert "keep_recent (30) must be below compact_threshold (30)" in knobs.stderr
+    (tmp_path / ".workstation" / "config.toml").write_text("[memory]\ncompact_threshold = 30\nkeep_recent = 28\n")
+    close = run("session", "list")
+    assert close.returncode == 0 and "warning: memory.keep_recent (28) is close to compact_threshold" in close.stderr
+    (tmp_path / ".workstation" / "config.toml").unlink()
+    fill(Session.create(make_config(tmp_path)[1], "s"), 3)
+    skipped = run("session", "compact", "s", "--keep", "0")
+    assert skipped.returncode == 1
+    assert skipped.stderr == "error: compaction of s skipped: no compact model configured (memory.compact_model)\n"
+
+
+def test_markdown_export_marks_unreadable_lines(tmp_path):
+    _, paths = make_config(tmp_path)
+    session = Session.create(paths, "md")
+    fill(session, 2)
+    with open(session.path, "ab") as fh:
+        fh.write(b"oops\n")
+    fill(session, 1, start=2)
+    view, state = load(paths, "md")
+    text = export_markdown("md", view, state)
+    assert "> unreadable line 3: not valid JSON" in text and "## 3. user" in text

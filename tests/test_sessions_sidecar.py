@@ -1,0 +1,101 @@
+"""The sidecar as a real process: one pass, watching while a session is appended to, two at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fakellm import ScriptedLLM
+from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, summarizer,
+                              turns_in_prompt, write_config_file)
+from workstation.sessions import Session
+from workstation.sessions.compaction import plan_compaction
+from workstation.sessions.sidecar import start_sidecar, stop_sidecar
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+def test_sidecar_once_compacts_what_is_due_and_records_why(tmp_path):
+    with ScriptedLLM(summarizer(fail=["compact"])) as server:
+        write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+        config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+        due, small = Session.create(paths, "due"), Session.create(paths, "small")
+        fill(due, 12)
+        fill(small, 5)
+        out = subprocess.run([sys.executable, "-m", "workstation", "-C", str(tmp_path), "sidecar", "--once"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "due: compacted turns 1–8 with openai/fallback" in out.stdout
+        assert [r["model"] for r in server.requests] == ["compact", "fallback"]
+    assert len(due.read().compacts()) == 1 and small.read().compacts() == []
+    with real_episodic(paths) as episodic:
+        [event] = compaction_events(episodic)
+    assert event["name"] == "due" and event["ok"] is True and event["flow"] == "sidecar"
+
+
+def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
+    """Two real sidecars watch while this process appends 240 turns: every turn survives, in order,
+    each range is compacted exactly once, and the compact records chain without gaps."""
+    answer = summarizer()
+
+    def slowish(body):
+        reply = answer(body)
+        reply.delay_s = 0.05
+        return reply
+
+    knobs = dict(compact_threshold=20, keep_recent=8)
+    with ScriptedLLM(slowish) as server:
+        write_config_file(tmp_path, server.url, **knobs)
+        config, paths = make_config(tmp_path, server.url, **knobs)
+        session = Session.create(paths, "busy")
+        sidecars = [start_sidecar(paths), start_sidecar(paths)]
+        log = paths.state / "sidecar.log"
+        try:
+            deadline = time.monotonic() + 90
+            while not log.exists() or log.read_text().count("model client loaded") < 2:
+                assert time.monotonic() < deadline and all(p.poll() is None for p in sidecars), log.read_text()
+                time.sleep(0.1)
+            appended = []
+            for n in range(240):
+                appended += fill(session, 1, start=n, tools=False)
+                time.sleep(0.02)
+            deadline = time.monotonic() + 90
+            while plan_compaction(session.read(), config) is not None:
+                assert time.monotonic() < deadline, "the sidecars did not catch up"
+                assert all(p.poll() is None for p in sidecars), (paths.state / "sidecar.log").read_text()
+                time.sleep(0.2)
+        finally:
+            codes = [stop_sidecar(p) for p in sidecars]
+        requests = list(server.requests)
+    assert codes == [0, 0], (paths.state / "sidecar.log").read_text()
+    view = Session(paths, "busy").read()
+    assert view.problems == []
+    assert [t["id"] for t in view.turns] == [r["id"] for r in appended]
+    compacts = view.compacts()
+    assert len(compacts) >= 3
+    # compactions landed between appends, not only after them
+    assert view.records.index(compacts[0]) < view.records.index(view.turns[-1])
+    previous = None
+    for record in compacts:
+        covers = record["covers"]
+        assert covers["new_first_turn"] == (previous["covers"]["last_turn"] + 1 if previous else 1)
+        assert record.get("folds") == (previous["id"] if previous else None)
+        previous = record
+    sent = [n for body in requests for n in turns_in_prompt(body)]
+    assert sent == list(range(1, previous["covers"]["last_turn"] + 1))  # no turn summarized twice
+
+
+def test_sidecar_stops_when_its_parent_is_gone(tmp_path):
+    make_config(tmp_path)
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    sidecar = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(tmp_path), "sidecar",
+                                "--parent", str(parent.pid)], stdout=subprocess.PIPE, text=True)
+    parent.wait()
+    assert sidecar.wait(timeout=30) == 0
+    assert "parent process is gone" in sidecar.stdout.read()

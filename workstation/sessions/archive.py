@@ -1,0 +1,235 @@
+"""Archiving: a durable summary plus the gzip-compressed raw log, moved out of the live folder.
+
+An archived session is two files in sessions/archive/: `<slug>.jsonl.gz` (the
+raw log, byte for byte) and `<slug>.meta.json` (listing facts and the newest
+summary, so listing needs no decompression). Each step is atomic and the
+order is chosen so that an interrupted archive or restore never loses a
+turn, and `recover` can tell which way to finish:
+
+    archive: write .gz -> write .meta.json -> unlink the live log
+    restore: unlink .meta.json -> write the live log -> unlink .gz
+
+Both run under the session's claim, and archive holds the append lock from
+copying to unlinking, so no append can slip in between.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..fsutil import atomic_write
+from ..paths import Paths
+from .compaction import CompactResult, compact
+from .context import covered_count
+from .log import SUFFIX, Claim, LogView, Session, SessionError, _fsync_dir, check_slug, now_iso, parse_lines
+
+GZ_SUFFIX = SUFFIX + ".gz"
+META_SUFFIX = ".meta.json"
+CLAIM_WAIT_S = 30.0
+
+
+@dataclass
+class ArchiveResult:
+    slug: str
+    path: Path
+    compaction: CompactResult | None  # None: the log was already fully summarized (or empty)
+    summarized: bool  # the archive holds a summary covering every turn
+
+
+def gz_path(paths: Paths, slug: str) -> Path:
+    return paths.archive / f"{slug}{GZ_SUFFIX}"
+
+
+def meta_path(paths: Paths, slug: str) -> Path:
+    return paths.archive / f"{slug}{META_SUFFIX}"
+
+
+def archived_slugs(paths: Paths) -> list[str]:
+    try:
+        names = os.listdir(paths.archive)
+    except FileNotFoundError:
+        return []
+    return sorted(n[: -len(META_SUFFIX)] for n in names if n.endswith(META_SUFFIX) and not n.startswith("."))
+
+
+def read_meta(paths: Paths, slug: str) -> dict:
+    try:
+        return json.loads(meta_path(paths, slug).read_text())
+    except FileNotFoundError:
+        raise SessionError(f"no archived session named {slug}") from None
+    except ValueError as err:
+        raise SessionError(f"archive metadata of {slug} is not valid JSON: {err}") from None
+
+
+def read_archived(paths: Paths, slug: str) -> LogView:
+    try:
+        with gzip.open(gz_path(paths, check_slug(slug)), "rb") as fh:
+            return parse_lines(fh.read())
+    except FileNotFoundError:
+        raise SessionError(f"no archived session named {slug}") from None
+    except (OSError, EOFError) as err:  # gzip's own errors are OSError subclasses
+        raise SessionError(f"archive of {slug} cannot be read: {err}") from None
+
+
+def meta_for(slug: str, view: LogView, size: int) -> dict:
+    turns = view.turns
+    compact = view.last_compact()
+    covered = covered_count(turns, compact)
+    first_user = next((str(t.get("content") or "") for t in turns if t["type"] == "user"), "")
+    return {"format": 1, "slug": slug, "archived_at": now_iso(), "turns": len(turns),
+            "records": len(view.records), "covered_turns": covered, "size": size,
+            "last_activity": view.last_activity, "title": " ".join(first_user.split())[:80],
+            "problems": [str(p) for p in view.problems], "compact": compact}
+
+
+def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> ArchiveResult:
+    """Summarize the whole session (if a compact model answers), then move it to the archive."""
+    session = Session.open(paths, slug)
+    result = compact(session, config, episodic, force=True, keep=0, wait=CLAIM_WAIT_S)
+    with Claim(paths, slug, wait=CLAIM_WAIT_S) as claimed:
+        if not claimed:
+            raise SessionError(f"session {slug} is busy (another process is compacting or archiving it)")
+        paths.archive.mkdir(parents=True, exist_ok=True)
+        with session.locked() as fd:
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size, 0) if size else b""
+            view = parse_lines(data)
+            _atomic_gzip(gz_path(paths, slug), data)
+            meta = meta_for(slug, view, size)
+            atomic_write(meta_path(paths, slug), json.dumps(meta, ensure_ascii=False, indent=1).encode(), mode=0o600)
+            os.unlink(session.path)
+            _fsync_dir(paths.sessions)
+    return ArchiveResult(slug, gz_path(paths, slug), result, meta["covered_turns"] == meta["turns"])
+
+
+def restore(paths: Paths, slug: str) -> Session:
+    check_slug(slug)
+    with Claim(paths, slug, wait=CLAIM_WAIT_S) as claimed:
+        if not claimed:
+            raise SessionError(f"session {slug} is busy (another process is compacting or archiving it)")
+        live = paths.sessions / f"{slug}{SUFFIX}"
+        if live.exists():
+            raise SessionError(f"a live session named {slug} already exists")
+        if not gz_path(paths, slug).exists():
+            raise SessionError(f"no archived session named {slug}")
+        with gzip.open(gz_path(paths, slug), "rb") as fh:
+            data = fh.read()
+        _unlink(meta_path(paths, slug))  # from here on recover() finishes the restore
+        _fsync_dir(paths.archive)
+        atomic_write(live, data, mode=0o600)
+        _unlink(gz_path(paths, slug))
+        _fsync_dir(paths.archive)
+    return Session.open(paths, slug)
+
+
+def recover(paths: Paths, slug: str | None = None) -> list[str]:
+    """Finish or undo archives and restores cut short by a crash; returns what was done.
+
+    Sessions whose claim is held by a running process are left alone.
+    """
+    slugs = [slug] if slug else _all_slugs(paths)
+    notes = []
+    for name in slugs:
+        with Claim(paths, name) as claimed:
+            if claimed:
+                note = _recover_one(paths, name)
+                if note:
+                    notes.append(f"{name}: {note}")
+    return notes
+
+
+def _all_slugs(paths: Paths) -> list[str]:
+    found = set()
+    for folder, suffixes in ((paths.sessions, (SUFFIX,)), (paths.archive, (GZ_SUFFIX, META_SUFFIX))):
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            for suffix in suffixes:
+                if name.endswith(suffix) and not name.startswith("."):
+                    found.add(name[: -len(suffix)])
+    valid = []
+    for name in sorted(found):
+        try:
+            valid.append(check_slug(name))
+        except SessionError:
+            continue  # not ours: a file someone else put there
+    return valid
+
+
+def _recover_one(paths: Paths, slug: str) -> str | None:
+    live = paths.sessions / f"{slug}{SUFFIX}"
+    gz, meta = gz_path(paths, slug), meta_path(paths, slug)
+    _remove_temps(paths, slug)
+    has_live, has_gz, has_meta = live.exists(), gz.exists(), meta.exists()
+    if has_live and has_gz:
+        if has_meta and _gunzip(gz) == live.read_bytes():
+            _unlink(live)
+            _fsync_dir(paths.sessions)
+            return "finished an interrupted archive"
+        # the live log holds every turn: an archive cut short, or a restore past its write
+        _unlink(meta)
+        _unlink(gz)
+        _fsync_dir(paths.archive)
+        return "kept the live log, dropped an unfinished archive copy"
+    if has_gz and not has_meta and not has_live:
+        atomic_write(live, _gunzip(gz), mode=0o600)
+        _unlink(gz)
+        _fsync_dir(paths.archive)
+        return "finished an interrupted restore"
+    if has_meta and not has_gz:
+        _unlink(meta)
+        _fsync_dir(paths.archive)
+        return "removed archive metadata without its log"
+    return None
+
+
+def _remove_temps(paths: Paths, slug: str) -> None:
+    """Temp files of atomic writes a killed process left behind (we hold the claim: none is live)."""
+    prefixes = {paths.sessions: f".{slug}{SUFFIX}.",
+                paths.archive: (f".{slug}{GZ_SUFFIX}.", f".{slug}{META_SUFFIX}.")}
+    for folder, prefix in prefixes.items():
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if name.startswith(prefix) and name.endswith(".tmp"):
+                _unlink(folder / name)
+
+
+def _atomic_gzip(path: Path, data: bytes) -> None:
+    """Compress straight into a temp file beside `path`, then rename it into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            with gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
+                for start in range(0, len(data), 1 << 20):
+                    gz.write(data[start:start + (1 << 20)])
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(Path(tmp))
+        raise
+    _fsync_dir(path.parent)
+
+
+def _gunzip(path: Path) -> bytes:
+    with gzip.open(path, "rb") as fh:
+        return fh.read()
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,169 @@
+"""Finding sessions, live and archived: listing, opening, search, export."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..paths import Paths
+from .archive import archived_slugs, gz_path, read_archived, read_meta, recover
+from .context import covered_count
+from .log import FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text
+
+
+@dataclass
+class SessionInfo:
+    slug: str
+    state: str  # live | archived
+    turns: int
+    covered_turns: int  # turns 1..covered_turns are summarized by a compact record
+    size: int  # bytes of the raw log (uncompressed)
+    last_activity: str | None
+    title: str
+    problems: int  # unreadable lines
+
+    @property
+    def compacted(self) -> str:
+        return f"1–{self.covered_turns}" if self.covered_turns else ""
+
+
+def _title(view: LogView) -> str:
+    first = next((str(t.get("content") or "") for t in view.turns if t["type"] == "user"), "")
+    return " ".join(first.split())[:80]
+
+
+def list_sessions(paths: Paths, *, archived: bool = False) -> list[SessionInfo]:
+    """Live sessions (and archived ones too when asked), newest activity first."""
+    recover(paths)
+    infos = []
+    for slug in live_slugs(paths):
+        try:
+            view = Session(paths, slug).read()
+        except SessionError:
+            continue  # archived between listing the folder and reading it
+        infos.append(SessionInfo(slug, "live", len(view.turns), covered_count(view.turns, view.last_compact()),
+                                 view.size, view.last_activity, _title(view), len(view.problems)))
+    if archived:
+        for slug in archived_slugs(paths):
+            meta = read_meta(paths, slug)
+            infos.append(SessionInfo(slug, "archived", meta["turns"], meta["covered_turns"], meta["size"],
+                                     meta["last_activity"], meta.get("title", ""), len(meta.get("problems", []))))
+    return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
+
+
+def load(paths: Paths, slug: str) -> tuple[LogView, str]:
+    """Every readable record of a session wherever it is; returns (view, 'live' | 'archived')."""
+    check_slug(slug)
+    recover(paths, slug)
+    live = paths.sessions / f"{slug}.jsonl"
+    if live.exists():
+        return Session(paths, slug).read(), "live"
+    if not gz_path(paths, slug).exists():
+        raise SessionError(f"no session named {slug}")
+    return read_archived(paths, slug), "archived"
+
+
+@dataclass
+class SearchHit:
+    slug: str
+    state: str
+    record_id: str
+    type: str
+    turn: int | None  # 1-based turn number; None for compact/redaction records
+    ts: str
+    snippet: str
+
+
+def search(paths: Paths, text: str, *, limit: int = 200) -> list[SearchHit]:
+    """Case-insensitive substring search over every record of every session, archived ones included."""
+    needle = text.lower()
+    if not needle.strip():
+        raise SessionError("search text is empty")
+    hits: list[SearchHit] = []
+    recover(paths)
+    sources = [(s, "live") for s in live_slugs(paths)] + [(s, "archived") for s in archived_slugs(paths)]
+    for slug, state in sources:
+        try:
+            view = Session(paths, slug).read() if state == "live" else read_archived(paths, slug)
+        except SessionError:
+            continue  # moved between listing and reading; it is found under its other state next time
+        turn = 0
+        for record in view.records:
+            is_turn = record["type"] in ("user", "assistant", "tool", "system")
+            turn += is_turn
+            body = record_text(record)
+            at = body.lower().find(needle)
+            if at < 0:
+                continue
+            hits.append(SearchHit(slug, state, record["id"], record["type"], turn if is_turn else None,
+                                  record.get("ts", ""), _snippet(body, at, len(needle))))
+            if len(hits) >= limit:
+                return hits
+    return hits
+
+
+def _snippet(body: str, at: int, length: int, margin: int = 60) -> str:
+    start, end = max(0, at - margin), min(len(body), at + length + margin)
+    text = " ".join(body[start:end].split())
+    return ("…" if start else "") + text + ("…" if end < len(body) else "")
+
+
+# --------------------------------------------------------------------------- export
+def export_json(slug: str, view: LogView, state: str) -> str:
+    return json.dumps({"format": "workstation-session", "version": FORMAT_VERSION, "slug": slug,
+                       "state": state, "records": view.records,
+                       "problems": [{"line": p.line, "reason": p.reason} for p in view.problems]},
+                      ensure_ascii=False, indent=1)
+
+
+def export_markdown(slug: str, view: LogView, state: str) -> str:
+    out = [f"# Session {slug}", "", f"{len(view.turns)} turns · {state}", ""]
+    for problem in view.problems:
+        out.append(f"> unreadable {problem}")
+    turn = 0
+    for record in view.records:
+        kind = record["type"]
+        if kind in ("user", "assistant", "tool", "system"):
+            turn += 1
+            out += [f"## {turn}. {kind}" + (f" · {record.get('name')}" if kind == "tool" else "")
+                    + f" · {record.get('ts', '')} · `{record['id']}`", ""]
+            content = str(record.get("content") or "")
+            if kind == "tool":
+                out += [_fence(content), ""]
+            elif content:
+                out += [content, ""]
+            for call in record.get("tool_calls") or ():
+                out += [f"→ `{call.get('name')}` {_fence(str(call.get('arguments', '')), 'json')}", ""]
+        elif kind == "compact":
+            covers = record.get("covers") or {}
+            out += [f"## Summary of turns 1–{covers.get('last_turn', '?')} · {record.get('model', '')} · "
+                    f"`{record['id']}`", ""]
+            out += ["> " + line if line else ">" for line in str(record.get("summary", "")).splitlines()]
+            out.append("")
+        elif kind == "redaction":
+            ids = ", ".join(f"`{t.get('id')}`" for t in record.get("targets") or ())
+            out += [f"*Redacted from the model's context from here on: {ids}*", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def export(paths: Paths, slug: str, fmt: str) -> str:
+    view, state = load(paths, slug)
+    if fmt == "json":
+        return export_json(slug, view, state)
+    if fmt == "md":
+        return export_markdown(slug, view, state)
+    raise SessionError(f"unknown export format {fmt!r}: use md or json")
+
+
+def info_dict(info: SessionInfo) -> dict[str, Any]:
+    return {"slug": info.slug, "state": info.state, "turns": info.turns, "compacted": info.compacted,
+            "covered_turns": info.covered_turns, "size": info.size, "last_activity": info.last_activity,
+            "title": info.title, "problems": info.problems}

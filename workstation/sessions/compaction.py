@@ -1,0 +1,399 @@
+"""Compaction: two knobs, a token guard, a structured summary appended as a record.
+
+`memory.compact_threshold` says when: once the live context (turns not yet
+covered by a summary) holds that many turns. `memory.keep_recent` says how
+much stays verbatim: everything older than the newest keep_recent turns is
+folded into one `compact` record. The token guard starts compaction early
+when the assembled context passes `memory.compact_token_ratio` of the chat
+model's window.
+
+Never called on the reply's hot path: the sidecar (or a background thread)
+runs `compact`; replies only read the newest compact record. A per-session
+claim (flock) plus a re-read of the log under the append lock before writing
+means two workers never compact the same range twice, and a kill -9 at any
+moment leaves the log as it was or with one complete record more.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .context import assemble, covered_count, memory_of
+from .log import Claim, LogView, Session, TokenCounter, tool_call_arguments
+
+SECTIONS = (
+    ("task", "Task & instructions"),
+    ("decisions", "Decisions & conventions"),
+    ("files", "Files touched"),
+    ("todos", "Open to-dos"),
+    ("errors", "Errors seen"),
+)
+# heading words that identify a section in the model's answer
+_SECTION_WORDS = (("task", ("task", "instruction", "goal")), ("decisions", ("decision", "convention")),
+                  ("files", ("file",)), ("todos", ("to-do", "todo", "to do", "open")),
+                  ("errors", ("error", "failure")))
+_PATH_ARGS = ("path", "file_path", "file", "filename", "paths", "src", "dst", "target")
+_CAPS = {"user": 4000, "system": 2000, "assistant": 3000, "tool": 1200}  # chars per turn in the prompt
+MAX_LISTED_FILES = 60
+MAX_LISTED_ERRORS = 20
+
+PROMPT = """You compact the older part of a coding-agent session into a summary that replaces those \
+turns in the agent's context. The raw turns stay on disk, but your summary is all the agent will see of them.
+
+Write markdown with exactly these five sections, in this order, and nothing before or after:
+## Task & instructions
+The user's goals and every instruction or constraint still in force (quote the user where wording matters).
+## Decisions & conventions
+Choices made and why; naming, style, tooling and workflow conventions agreed on.
+## Files touched
+One bullet per file path read, created or changed, saying what was done to it.
+## Open to-dos
+What remains to be done, as bullets, most urgent first.
+## Errors seen
+Errors, failed commands and failing tests with their exact message, and whether each was resolved.
+
+If a previous summary is given, fold it in: your answer replaces it, so carry over everything in it that \
+still matters, merged with the new turns. Never quote or nest the previous summary. Be dense; keep exact \
+paths, names, commands and numbers. Write (none) under an empty section."""
+
+
+class SummaryFormatError(Exception):
+    """A model answered without the summary sections."""
+
+
+@dataclass
+class CompactPlan:
+    turns: list[dict]  # the turns to fold in (not yet covered)
+    first_turn: int  # 1-based number of turns[0]
+    last_turn: int  # 1-based number of the last turn covered after this compaction
+    previous: dict | None  # the compact record being folded in
+    reason: str  # threshold | tokens | manual
+
+
+@dataclass
+class CompactResult:
+    status: str  # compacted | failed
+    slug: str
+    reason: str = ""  # why it failed, or why it ran (threshold | tokens | manual)
+    record: dict | None = None
+    first_turn: int = 0  # range newly folded in
+    last_turn: int = 0
+    model: str = ""
+    duration_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "compacted"
+
+    def describe(self) -> str:
+        if self.ok:
+            return (f"compacted turns {self.first_turn}–{self.last_turn} of {self.slug} with {self.model} "
+                    f"in {self.duration_s:.1f}s")
+        return f"compaction of {self.slug} skipped: {self.reason}"
+
+
+# --------------------------------------------------------------------------- planning
+def context_window_of(config: Any) -> int | None:
+    """The chat model's window in tokens (None when no model is configured: no token guard)."""
+    model = getattr(config, "model", None)
+    if model is None:
+        return None
+    if model.context_window:
+        return model.context_window
+    if not model.name:
+        return None
+    from .. import llm
+
+    return llm.context_window(model.name)
+
+
+def plan_compaction(view: LogView, config: Any, *, force: bool = False, keep: int | None = None,
+                    window_tokens: int | None = None, counter: TokenCounter | None = None) -> CompactPlan | None:
+    """What a compaction would cover now, or None when nothing is due."""
+    memory = memory_of(config)
+    turns = view.turns
+    previous = view.last_compact()
+    start = covered_count(turns, previous)
+    keep_n = memory.keep_recent if keep is None else max(0, keep)
+    if force:
+        reason = "manual"
+    elif len(turns) - start >= memory.compact_threshold:
+        reason = "threshold"
+    elif window_tokens and _over_token_guard(view, config, window_tokens, counter):
+        reason = "tokens"
+        keep_n = min(keep_n, _turns_fitting(turns[start:], memory.compact_token_ratio * window_tokens / 2))
+    else:
+        return None
+    cut = len(turns) - keep_n
+    # never separate tool results from the assistant turn that called them
+    while 0 < cut < len(turns) and turns[cut]["type"] == "tool":
+        cut -= 1
+    if cut <= start:
+        return None
+    return CompactPlan(turns[start:cut], start + 1, cut, previous if start else None, reason)
+
+
+def _over_token_guard(view: LogView, config: Any, window_tokens: int, counter: TokenCounter | None) -> bool:
+    tokens = assemble(view, config, counter=counter).tokens
+    return tokens > memory_of(config).compact_token_ratio * window_tokens
+
+
+def _turns_fitting(turns: list[dict], budget: float) -> int:
+    """How many of the newest turns fit in `budget` tokens (at least one)."""
+    used = 0
+    for n, record in enumerate(reversed(turns), start=1):
+        used += int(record.get("tokens") or 0)
+        if used > budget:
+            return max(1, n - 1)
+    return len(turns)
+
+
+def needs_compaction(session: Session, config: Any, *, window_tokens: int | None = None) -> bool:
+    """Cheap check for workers: is a compaction due (turn threshold or token guard)?"""
+    if window_tokens is None:
+        window_tokens = context_window_of(config)
+    return plan_compaction(session.read(), config, window_tokens=window_tokens,
+                           counter=session.counter) is not None
+
+
+# --------------------------------------------------------------------------- rendering the prompt
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more chars]"
+
+
+def render_turn(number: int, record: dict) -> str:
+    kind = record["type"]
+    text = _clip(str(record.get("content") or ""), _CAPS.get(kind, 2000))
+    if kind == "assistant":
+        calls = "".join(f"\n  -> {c.get('name')}({_clip(str(c.get('arguments', '')), 400)})"
+                        for c in record.get("tool_calls") or ())
+        return f"[turn {number}] assistant: {text}{calls}"
+    if kind == "tool":
+        status = "" if record.get("ok", True) else " FAILED"
+        return f"[turn {number}] tool {record.get('name', '')}{status}: {text}"
+    return f"[turn {number}] {kind}: {text}"
+
+
+def _chunks(lines: list[tuple[int, str]], budget: int, counter: TokenCounter) -> list[list[tuple[int, str]]]:
+    chunks: list[list[tuple[int, str]]] = [[]]
+    used = 0
+    for number, line in lines:
+        size = counter(line)
+        if chunks[-1] and used + size > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append((number, line))
+        used += size
+    return chunks
+
+
+def build_messages(previous_summary: str | None, covered_before: int, chunk: list[tuple[int, str]]) -> list[dict]:
+    parts = []
+    if previous_summary:
+        parts.append(f"Previous summary (turns 1–{covered_before}):\n{previous_summary}")
+    parts.append(f"Turns {chunk[0][0]}–{chunk[-1][0]} to fold in:\n" + "\n".join(line for _, line in chunk))
+    return [{"role": "system", "content": PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+# --------------------------------------------------------------------------- the summary
+def parse_sections(text: str) -> dict[str, str]:
+    """The five sections of a model's answer; SummaryFormatError if it has none of them."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        heading = re.match(r"^\s*#{1,6}\s*(.+?)\s*#*\s*$", line) or re.match(r"^\s*\*\*(.+?)\*\*:?\s*$", line)
+        key = _section_of(heading.group(1)) if heading else None
+        if key is not None:
+            current = key
+            sections.setdefault(key, [])
+        elif current is not None:
+            sections[current].append(line)
+    if not sections:
+        raise SummaryFormatError("the answer has none of the summary sections")
+    return {key: "\n".join(sections.get(key, [])).strip() or "(none)" for key, _ in SECTIONS}
+
+
+def _section_of(heading: str) -> str | None:
+    low = heading.lower()
+    for key, words in _SECTION_WORDS:
+        if any(word in low for word in words):
+            return key
+    return None
+
+
+def render_summary(sections: dict[str, str]) -> str:
+    return "\n\n".join(f"## {title}\n{sections.get(key) or '(none)'}" for key, title in SECTIONS)
+
+
+def touched_paths(turns: list[dict]) -> list[str]:
+    """File paths named in tool-call arguments, in first-seen order."""
+    seen: dict[str, None] = {}
+    for record in turns:
+        for call in record.get("tool_calls") or ():
+            args = tool_call_arguments(call)
+            for name in _PATH_ARGS:
+                value = args.get(name)
+                for item in value if isinstance(value, list) else [value]:
+                    if isinstance(item, str) and item.strip() and len(item) < 300:
+                        seen.setdefault(item.strip(), None)
+    return list(seen)
+
+
+def errors_seen(turns: list[dict]) -> list[str]:
+    found = []
+    for record in turns:
+        if record["type"] == "tool" and record.get("ok") is False:
+            first = next((l.strip() for l in str(record.get("content") or "").splitlines() if l.strip()), "")
+            found.append(f"{record.get('name', 'tool')}: {_clip(first, 160)}")
+    return found[-MAX_LISTED_ERRORS:]
+
+
+def _ensure_listed(section: str, items: list[str], note: str, limit: int) -> str:
+    """Add the deterministic facts (paths, errors) the model's text left out."""
+    missing = [item for item in items if item[:60] not in section][:limit]
+    if not missing:
+        return section
+    body = "" if section == "(none)" else section + "\n"
+    return body + "\n".join(f"- {item} ({note})" for item in missing)
+
+
+# --------------------------------------------------------------------------- compacting
+def compact_models(config: Any) -> list[str]:
+    memory = memory_of(config)
+    return [m for m in (memory.compact_model, memory.compact_fallback_model) if m]
+
+
+def _spec(config: Any, model: str):
+    from ..llm import ModelSpec
+
+    chat = getattr(config, "model", None)
+    if chat is None:
+        return ModelSpec(model)
+    # the chat model's endpoint and key serve the compactor only when it is the same provider
+    same_provider = bool(chat.name) and chat.name.split("/", 1)[0] == model.split("/", 1)[0]
+    return ModelSpec(model, api_base=(chat.api_base or None) if same_provider else None,
+                     api_key_env=(chat.api_key_env or None) if same_provider else None,
+                     timeout_s=chat.timeout_s, max_retries=chat.max_retries)
+
+
+def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter) -> tuple[dict, dict]:
+    """Fold plan.turns (in prompt-sized chunks) into the previous summary with one model.
+
+    Returns (sections, usage); raises LLMError or SummaryFormatError.
+    """
+    from .. import llm
+
+    spec = _spec(config, model)
+    running = plan.previous.get("summary") if plan.previous else None
+    covered_before = plan.first_turn - 1
+    lines = [(plan.first_turn + i, render_turn(plan.first_turn + i, r)) for i, r in enumerate(plan.turns)]
+    budget = max(2000, int(llm.context_window(model) * 0.5) - counter(running or "") - counter(PROMPT))
+    usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
+    sections: dict[str, str] = {}
+    for chunk in _chunks(lines, budget, counter):
+        answer = llm.complete(spec, build_messages(running, covered_before, chunk))
+        sections = parse_sections(answer.text)
+        running = render_summary(sections)
+        covered_before = chunk[-1][0]
+        usage["tokens_in"] += answer.tokens_in
+        usage["tokens_out"] += answer.tokens_out
+        usage["cost_usd"] = None if answer.cost_usd is None or usage["cost_usd"] is None \
+            else usage["cost_usd"] + answer.cost_usd
+        usage["calls"] += 1
+    return sections, usage
+
+
+def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
+            keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0) -> CompactResult | None:
+    """Compact now if due (or forced). None when nothing is due or another worker holds the claim.
+
+    Model failures never raise: the result says `failed`, the raw turns stay as
+    they were, and the episodic recorder (duck-typed `.record(...)`) gets why.
+    """
+    if window_tokens is None and not force:
+        window_tokens = context_window_of(config)
+    with Claim(session.paths, session.slug, wait=wait) as claimed:
+        if not claimed:
+            return None
+        plan = plan_compaction(session.read(), config, force=force, keep=keep,
+                               window_tokens=window_tokens, counter=session.counter)
+        if plan is None:
+            return None
+        return _run(session, config, plan, episodic)
+
+
+def _context_tokens(session: Session, config: Any) -> int:
+    return assemble(session.read(), config, counter=session.counter).tokens
+
+
+def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any) -> CompactResult | None:
+    from ..llm import LLMError
+
+    started = time.monotonic()
+    before = _context_tokens(session, config) if episodic is not None else 0
+    models = compact_models(config)
+    errors: list[str] = []
+    if not models:
+        errors.append("no compact model configured (memory.compact_model)")
+    for model in models:
+        try:
+            sections, usage = summarize(plan, config, model, session.counter)
+        except (LLMError, SummaryFormatError) as err:
+            errors.append(f"{model}: {err}")
+            continue
+        record = _append_compact(session, plan, model, sections, usage, time.monotonic() - started)
+        if record is None:  # another worker's compact landed first (only without the claim): theirs stands
+            return None
+        result = CompactResult("compacted", session.slug, plan.reason, record, plan.first_turn,
+                               plan.last_turn, model, time.monotonic() - started, errors)
+        if episodic is not None:
+            _record_event(episodic, result, usage, before, _context_tokens(session, config))
+        return result
+    result = CompactResult("failed", session.slug, "; ".join(errors), None, plan.first_turn, plan.last_turn,
+                           "", time.monotonic() - started, errors)
+    if episodic is not None:
+        _record_event(episodic, result, None, before, before)
+    return result
+
+
+def _append_compact(session: Session, plan: CompactPlan, model: str, sections: dict, usage: dict,
+                    elapsed: float) -> dict | None:
+    previous = plan.previous
+    files = list(dict.fromkeys((previous or {}).get("files", []) + touched_paths(plan.turns)))
+    sections = dict(sections)
+    sections["files"] = _ensure_listed(sections["files"], files, "from tool calls", MAX_LISTED_FILES)
+    sections["errors"] = _ensure_listed(sections["errors"], errors_seen(plan.turns), "from tool results",
+                                        MAX_LISTED_ERRORS)
+    summary = render_summary(sections)
+    first, last = plan.turns[0], plan.turns[-1]
+    covers = {"first_id": (previous or {}).get("covers", {}).get("first_id", first["id"]),
+              "last_id": last["id"], "first_turn": 1, "last_turn": plan.last_turn,
+              "new_first_turn": plan.first_turn, "new_first_id": first["id"]}
+    expected_previous = previous["id"] if previous else None
+
+    def still_uncovered(view: LogView) -> bool:
+        newest = view.last_compact()
+        return (newest["id"] if newest else None) == expected_previous
+
+    return session.append_if(
+        still_uncovered, "compact", summary=summary, sections=sections, files=files, covers=covers,
+        folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
+        tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"], calls=usage["calls"],
+        duration_ms=int(elapsed * 1000))
+
+
+def _record_event(episodic: Any, result: CompactResult, usage: dict | None, before: int, after: int) -> None:
+    data = {"first_turn": result.first_turn, "last_turn": result.last_turn, "reason": result.reason,
+            "context_tokens_before": before, "context_tokens_after": after}
+    if result.ok:
+        episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000),
+                        tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
+                        ok=True, model=result.model, record_id=result.record["id"], **data)
+    else:
+        episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000), ok=False, **data)

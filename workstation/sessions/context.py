@@ -1,0 +1,212 @@
+"""The model's view of a session, built on the reply's hot path.
+
+Reading only: the newest `compact` record stands in (as one system turn) for
+the raw turns it covers, the turns after it follow verbatim, and rolling
+redaction swaps old, large tool outputs for a marker naming the record id to
+fetch them back with. Nothing here calls a model or takes a lock, so a
+compaction running elsewhere cannot slow a reply down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .log import (LogProblem, LogView, Session, SessionError, TokenCounter, default_counter, record_text,
+                  tool_call_arguments)
+
+# arguments that say what a tool output was about, most telling first
+_KEY_ARGS = ("path", "file_path", "file", "filename", "paths", "pattern", "query", "command", "cmd", "url")
+
+
+@dataclass(frozen=True)
+class Redaction:
+    record_id: str
+    name: str
+    chars: int
+    key: str
+
+    @property
+    def marker(self) -> str:
+        key = f" Key context: {self.key}." if self.key else ""
+        return (f"[REDACTED: Output of {self.name} ({self.chars:,} chars).{key} "
+                f"Fetch with record id {self.record_id}.]")
+
+
+@dataclass
+class ContextView:
+    messages: list[dict]
+    tokens: int  # estimated tokens of `messages`
+    turn_count: int  # turns in the log
+    covered_turns: int  # turns 1..covered_turns are stood in for by the summary
+    summary_id: str | None
+    redactions: list[Redaction] = field(default_factory=list)
+    problems: list[LogProblem] = field(default_factory=list)
+
+    @property
+    def live_turns(self) -> int:
+        return self.turn_count - self.covered_turns
+
+
+def memory_of(config: Any):
+    """Accept a whole Config or just its MemoryConfig."""
+    return getattr(config, "memory", config)
+
+
+def covered_count(turns: list[dict], compact: dict | None) -> int:
+    """How many leading turns a compact record covers (found by id, by number if that line is lost)."""
+    if compact is None:
+        return 0
+    covers = compact.get("covers") or {}
+    last_id = covers.get("last_id")
+    for index in range(len(turns) - 1, -1, -1):
+        if turns[index]["id"] == last_id:
+            return index + 1
+    return min(int(covers.get("last_turn") or 0), len(turns))
+
+
+def key_context(call: dict | None, output: str) -> str:
+    if call is not None:
+        args = tool_call_arguments(call)
+        for name in _KEY_ARGS:
+            value = args.get(name)
+            if isinstance(value, list):
+                value = ", ".join(str(v) for v in value[:5])
+            if value:
+                return _one_line(str(value), 120)
+    for line in output.splitlines():
+        if line.strip():
+            return _one_line(line.strip(), 80)
+    return ""
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def redaction_start(turn_count: int, redact_every: int) -> int:
+    """Turns with a 0-based index below this are old enough to redact.
+
+    Redaction moves in steps: at each multiple R of redact_every turns, tool
+    outputs older than the newest redact_every turns (index < R - redact_every)
+    become eligible, so the model's context changes only once per step.
+    """
+    step = (turn_count // redact_every) * redact_every
+    return max(0, step - redact_every)
+
+
+def planned_redactions(turns: list[dict], start: int, memory: Any, calls: dict[str, dict]) -> list[Redaction]:
+    """Rolling redaction over turns[start:]: large tool outputs old enough to go."""
+    limit = redaction_start(len(turns), memory.redact_every)
+    found = []
+    for record in turns[start:limit]:
+        if record["type"] != "tool":
+            continue
+        content = str(record.get("content") or "")
+        if len(content) > memory.redact_min_chars:
+            call = calls.get(record.get("tool_call_id", ""))
+            found.append(Redaction(record["id"], record.get("name") or "tool", len(content),
+                                   key_context(call, content)))
+    return found
+
+
+def _persisted_redactions(view: LogView) -> set[str]:
+    ids: set[str] = set()
+    for record in view.records:
+        if record["type"] == "redaction":
+            ids.update(t.get("id") for t in record.get("targets") or () if t.get("id"))
+    return ids
+
+
+def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
+             counter: TokenCounter | None = None) -> ContextView:
+    """The messages a model sees for this log (pure: no I/O)."""
+    memory = memory_of(config)
+    counter = counter or default_counter()
+    turns = view.turns
+    compact = view.last_compact()
+    start = covered_count(turns, compact)
+    live = turns[start:]
+    calls = {c["id"]: c for r in live if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+
+    redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
+    for record_id in _persisted_redactions(view) - set(redactions):
+        record = next((t for t in live if t["id"] == record_id and t["type"] == "tool"), None)
+        if record is not None:
+            content = str(record.get("content") or "")
+            redactions[record_id] = Redaction(record_id, record.get("name") or "tool", len(content),
+                                              key_context(calls.get(record.get("tool_call_id", "")), content))
+
+    messages: list[dict] = []
+    tokens = 0
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+        tokens += counter(system_prompt)
+    if compact is not None and start:
+        text = summary_turn_text(compact, start)
+        messages.append({"role": "system", "content": text})
+        tokens += counter(text)
+
+    pending: list[str] = []  # tool calls of the latest assistant turn still without a result
+    for record in live:
+        kind = record["type"]
+        if kind != "tool" and pending:
+            # an interrupted tool call: the API needs a result for every call
+            messages.extend({"role": "tool", "tool_call_id": cid, "content": "[no result recorded]"}
+                            for cid in pending)
+            pending = []
+        if kind == "tool":
+            call_id = record.get("tool_call_id", "")
+            if call_id not in calls:
+                continue  # its call was compacted away; an orphan result would be rejected
+            if call_id in pending:
+                pending.remove(call_id)
+            redaction = redactions.get(record["id"])
+            content = redaction.marker if redaction else str(record.get("content") or "")
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": record.get("name", ""),
+                             "content": content})
+            tokens += counter(content) if redaction else _tokens(record, counter)
+            continue
+        message: dict[str, Any] = {"role": kind, "content": str(record.get("content") or "")}
+        if kind == "assistant" and record.get("tool_calls"):
+            message["content"] = message["content"] or None
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in record["tool_calls"]]
+            pending = [c["id"] for c in record["tool_calls"]]
+        messages.append(message)
+        tokens += _tokens(record, counter)
+
+    return ContextView(messages, tokens, len(turns), start, compact["id"] if compact and start else None,
+                       sorted(redactions.values(), key=lambda r: r.record_id), list(view.problems))
+
+
+def _tokens(record: dict, counter: TokenCounter) -> int:
+    value = record.get("tokens")
+    if isinstance(value, int):
+        return value
+    return counter(record_text(record))
+
+
+def summary_turn_text(compact: dict, covered: int | None = None) -> str:
+    covers = compact.get("covers") or {}
+    last = covered if covered is not None else covers.get("last_turn", "?")
+    return (f"Summary of the earlier conversation (turns 1–{last}, compacted by {compact.get('model', '?')}; "
+            f"the raw turns stay on disk):\n\n{compact.get('summary', '')}")
+
+
+class SessionContext:
+    """Entry point for the agent's reply path."""
+
+    @staticmethod
+    def build(session: Session, config: Any, *, system_prompt: str | None = None) -> ContextView:
+        return assemble(session.read(), config, system_prompt=system_prompt, counter=session.counter)
+
+
+def fetch_original(session: Session, record_id: str) -> dict:
+    """The record a redaction marker (or anything else) names, verbatim from disk."""
+    record = session.read().get(record_id)
+    if record is None:
+        raise SessionError(f"session {session.slug} has no record {record_id}")
+    return record

@@ -1,0 +1,475 @@
+"""The session log: one append-only JSONL file per session, format version 1.
+
+Every line is one JSON record (see sessions/README.md at the repository top
+level). Appends write one whole line with a single write() under an flock on
+the file, then fsync, so concurrent appenders (the TUI, the sidecar) never
+interleave and a kill -9 leaves at worst a torn last line. Nothing ever
+rewrites a line: compaction and redaction are themselves appended records.
+
+The reader never gives up on a bad line: it reports it (line number and
+reason) and keeps every valid line after it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import importlib.util
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..errors import WorkstationError
+from ..paths import Paths
+
+FORMAT_VERSION = 1
+TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
+RECORD_TYPES = TURN_TYPES | {"compact", "redaction"}
+SUFFIX = ".jsonl"
+_SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")  # no dots: file suffixes stay unambiguous
+
+TokenCounter = Callable[[str], int]
+
+
+class SessionError(WorkstationError):
+    """A session that cannot be found, created or written."""
+
+
+class SessionArchived(SessionError):
+    """The session's live log was moved to the archive."""
+
+
+# --------------------------------------------------------------------------- helpers
+def _estimate_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def default_counter() -> TokenCounter:
+    """workstation.tokens.count when that module exists, else a 4-chars-per-token estimate."""
+    if importlib.util.find_spec("workstation.tokens") is None:
+        return _estimate_tokens
+    from ..tokens import count  # type: ignore[import-not-found]
+
+    return count
+
+
+def new_record_id() -> str:
+    """Time-ordered and unique across processes: milliseconds in hex plus 24 random bits."""
+    return f"{time.time_ns() // 1_000_000:011x}-{secrets.token_hex(3)}"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def check_slug(slug: str) -> str:
+    if not isinstance(slug, str) or not _SLUG_RE.match(slug):
+        raise SessionError(
+            f"invalid session name {slug!r}: use lowercase letters, digits, '_' or '-' (at most 100)")
+    return slug
+
+
+def slugify(title: str, *, when: datetime | None = None) -> str:
+    """`2025-01-31-fix-the-loader` from a title (the first words of a first message)."""
+    words = re.findall(r"[a-z0-9]+", title.lower())[:6]
+    stem = "-".join(words)[:48].strip("-") or "session"
+    day = (when or datetime.now()).strftime("%Y-%m-%d")
+    return f"{day}-{stem}"
+
+
+def record_text(record: dict) -> str:
+    """The text a record contributes to a model context (for token counts and search)."""
+    kind = record.get("type")
+    if kind == "compact":
+        return str(record.get("summary") or "")
+    text = str(record.get("content") or "")
+    if kind == "assistant":
+        for call in record.get("tool_calls") or ():
+            text += f"\n{call.get('name', '')}({call.get('arguments', '')})"
+    return text
+
+
+def tool_call_arguments(call: dict) -> dict:
+    """Arguments of a stored tool call as a dict ({} when not a JSON object)."""
+    raw = call.get("arguments")
+    if isinstance(raw, dict):
+        return raw
+    try:
+        parsed = json.loads(raw or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+# --------------------------------------------------------------------------- reading
+@dataclass(frozen=True)
+class LogProblem:
+    line: int  # 1-based line number in the file
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+@dataclass
+class LogView:
+    """Everything readable in one log: valid records in file order, and the problems met."""
+
+    records: list[dict] = field(default_factory=list)
+    problems: list[LogProblem] = field(default_factory=list)
+    size: int = 0
+
+    @property
+    def turns(self) -> list[dict]:
+        return [r for r in self.records if r["type"] in TURN_TYPES]
+
+    def compacts(self) -> list[dict]:
+        return [r for r in self.records if r["type"] == "compact"]
+
+    def last_compact(self) -> dict | None:
+        for record in reversed(self.records):
+            if record["type"] == "compact":
+                return record
+        return None
+
+    def get(self, record_id: str) -> dict | None:
+        for record in self.records:
+            if record.get("id") == record_id:
+                return record
+        return None
+
+    @property
+    def last_activity(self) -> str | None:
+        return self.records[-1].get("ts") if self.records else None
+
+
+def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    """One line to a record, or (None, reason) saying why it is not one."""
+    if not raw.strip():
+        return None, "empty line"
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        return None, f"not valid JSON ({str(err).split(':')[0]})"
+    if not isinstance(record, dict):
+        return None, "not a JSON object"
+    version = record.get("v")
+    if version != FORMAT_VERSION:
+        return None, f"unsupported format version {version!r} (this reader knows {FORMAT_VERSION})"
+    kind = record.get("type")
+    if kind not in RECORD_TYPES:
+        return None, f"unknown record type {kind!r}"
+    if not isinstance(record.get("id"), str) or not record["id"]:
+        return None, "record without an id"
+    return record, None
+
+
+def parse_lines(data: bytes, *, first_line: int = 1) -> LogView:
+    """Parse a whole log held in memory (archived logs are read this way)."""
+    view = LogView(size=len(data))
+    lines = data.split(b"\n")
+    tail = lines.pop()  # after the last newline: b"" for a well-formed file
+    for number, raw in enumerate(lines, start=first_line):
+        record, reason = parse_line(raw)
+        if record is None:
+            view.problems.append(LogProblem(number, reason))
+        else:
+            view.records.append(record)
+    if tail:
+        record, reason = parse_line(tail)
+        if record is None:
+            view.problems.append(LogProblem(first_line + len(lines), f"torn last line ({reason})"))
+        else:
+            view.records.append(record)  # complete JSON, only its newline was lost
+    return view
+
+
+# --------------------------------------------------------------------------- the session
+class Session:
+    """One session log. Reading takes no file lock and is incremental; appending is locked."""
+
+    def __init__(self, paths: Paths, slug: str, *, counter: TokenCounter | None = None):
+        self.paths = paths
+        self.slug = check_slug(slug)
+        self.path = paths.sessions / f"{slug}{SUFFIX}"
+        self._counter = counter
+        self._read_lock = threading.Lock()  # one Session may serve the UI thread and a worker
+        self._reset_cache()
+
+    def __repr__(self) -> str:
+        return f"Session({self.slug!r})"
+
+    # -- creation ---------------------------------------------------------------
+    @classmethod
+    def create(cls, paths: Paths, slug: str | None = None, *, title: str = "",
+               counter: TokenCounter | None = None) -> "Session":
+        """A new, empty session; with no slug one is made from the title (made unique)."""
+        paths.ensure()
+        if slug is not None:
+            return cls._create_exact(paths, check_slug(slug), counter)
+        base = slugify(title)
+        for n in range(1, 10_000):
+            candidate = base if n == 1 else f"{base}-{n}"
+            try:
+                return cls._create_exact(paths, candidate, counter)
+            except SessionError as err:
+                if "already exists" not in str(err):
+                    raise
+        raise SessionError(f"no free session name left for {base}")
+
+    @classmethod
+    def _create_exact(cls, paths: Paths, slug: str, counter: TokenCounter | None) -> "Session":
+        session = cls(paths, slug, counter=counter)
+        archived = paths.archive / f"{slug}{SUFFIX}.gz"
+        if archived.exists():
+            raise SessionError(f"session {slug} already exists in the archive (restore it instead)")
+        try:
+            fd = os.open(session.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise SessionError(f"session {slug} already exists") from None
+        os.close(fd)
+        _fsync_dir(session.path.parent)
+        return session
+
+    @classmethod
+    def open(cls, paths: Paths, slug: str, *, counter: TokenCounter | None = None) -> "Session":
+        """An existing live session; a clear error if it is missing or archived."""
+        session = cls(paths, slug, counter=counter)
+        if not session.path.exists():
+            if (paths.archive / f"{slug}{SUFFIX}.gz").exists():
+                raise SessionArchived(f"session {slug} is archived (workstation session restore {slug})")
+            raise SessionError(f"no session named {slug}")
+        return session
+
+    @property
+    def counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = default_counter()
+        return self._counter
+
+    # -- appending --------------------------------------------------------------
+    def append(self, type: str, **fields: Any) -> dict:
+        """Append one record; returns it as written (with id, ts, v and tokens)."""
+        record = self._make(type, fields)
+        self.append_records([record])
+        return record
+
+    def _make(self, type: str, fields: dict) -> dict:
+        if type not in RECORD_TYPES:
+            raise SessionError(f"unknown record type {type!r}")
+        record = {"v": FORMAT_VERSION, "id": fields.pop("id", None) or new_record_id(),
+                  "ts": now_iso(), "type": type}
+        record.update({k: v for k, v in fields.items() if v is not None})
+        if "tokens" not in record:
+            record["tokens"] = self.counter(record_text(record))
+        return record
+
+    def append_if(self, check: Callable[[LogView], bool], type: str, **fields: Any) -> dict | None:
+        """Append only if check(view) holds, the view read under the append lock (None if not)."""
+        record = self._make(type, fields)
+        with self.locked() as fd:
+            if not check(self.read()):
+                return None
+            _write_records(fd, [record])
+        return record
+
+    def append_records(self, records: Iterable[dict]) -> None:
+        """Write complete records as one locked, fsynced write."""
+        with self.locked() as fd:
+            _write_records(fd, list(records))
+
+    def user(self, content: str, **extra: Any) -> dict:
+        return self.append("user", content=content, **extra)
+
+    def system(self, content: str, **extra: Any) -> dict:
+        return self.append("system", content=content, **extra)
+
+    def assistant(self, content: str = "", tool_calls: Iterable[dict] = (), **extra: Any) -> dict:
+        """tool_calls: dicts with id, name and arguments (a JSON string or a dict)."""
+        calls = []
+        for call in tool_calls:
+            args = call.get("arguments", "{}")
+            calls.append({"id": call.get("id") or f"call_{secrets.token_hex(4)}", "name": call["name"],
+                          "arguments": args if isinstance(args, str) else json.dumps(args)})
+        return self.append("assistant", content=content, tool_calls=calls or None, **extra)
+
+    def tool(self, tool_call_id: str, name: str, content: str, *, ok: bool = True, **extra: Any) -> dict:
+        return self.append("tool", tool_call_id=tool_call_id, name=name, content=content, ok=ok, **extra)
+
+    def locked(self) -> "_AppendLock":
+        """The append lock: an flock on the live file, re-checked against renames/unlinks."""
+        return _AppendLock(self)
+
+    # -- reading ----------------------------------------------------------------
+    def _reset_cache(self) -> None:
+        self._view = LogView()
+        self._offset = 0
+        self._lines = 0
+        self._identity: tuple[int, int] | None = None
+
+    def read(self) -> LogView:
+        """The whole log, reading only what was appended since the last call."""
+        with self._read_lock:
+            return self._read()
+
+    def _read(self) -> LogView:
+        try:
+            with open(self.path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if (st.st_dev, st.st_ino) != self._identity or st.st_size < self._offset:
+                    self._reset_cache()  # replaced (a restore) or shrunk: start over
+                    self._identity = (st.st_dev, st.st_ino)
+                fh.seek(self._offset)
+                data = fh.read(st.st_size - self._offset)
+        except FileNotFoundError:
+            if (self.paths.archive / f"{self.slug}{SUFFIX}.gz").exists():
+                raise SessionArchived(f"session {self.slug} is archived") from None
+            raise SessionError(f"no session named {self.slug}") from None
+        end = data.rfind(b"\n") + 1  # complete lines only; a partial tail stays unread
+        if end:
+            chunk = parse_lines(data[:end], first_line=self._lines + 1)
+            self._view.records.extend(chunk.records)
+            self._view.problems.extend(chunk.problems)
+            self._lines += data.count(b"\n", 0, end)
+            self._offset += end
+        view = LogView(list(self._view.records), list(self._view.problems), self._offset + len(data) - end)
+        tail = data[end:]
+        if tail:
+            record, reason = parse_line(tail)
+            if record is not None:  # whole JSON with its newline missing: still a valid record
+                view.records.append(record)
+            else:
+                view.problems.append(LogProblem(
+                    self._lines + 1, f"torn last line ({reason}; a write was cut off or is in progress)"))
+        return view
+
+
+class _AppendLock:
+    """Context manager yielding an O_APPEND fd of the live log, flock-ed exclusively."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.fd: int | None = None
+
+    def __enter__(self) -> int:
+        path = self.session.path
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError:
+                raise _gone(self.session) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                current = os.stat(path)
+            except FileNotFoundError:  # archived while we waited for the lock
+                os.close(fd)
+                raise _gone(self.session) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            mine = os.fstat(fd)
+            if (mine.st_dev, mine.st_ino) == (current.st_dev, current.st_ino):
+                self.fd = fd
+                return fd
+            os.close(fd)  # replaced by a restore while we waited: lock the new file
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+def _gone(session: Session) -> SessionError:
+    if (session.paths.archive / f"{session.slug}{SUFFIX}.gz").exists():
+        return SessionArchived(
+            f"session {session.slug} was archived; restore it before adding to it")
+    return SessionError(f"no session named {session.slug}")
+
+
+def _write_records(fd: int, records: list[dict]) -> None:
+    payload = b"".join(
+        json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in records)
+    size = os.fstat(fd).st_size
+    # after a torn last line (a writer killed mid-write) start a fresh line, or this record is lost too
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        payload = b"\n" + payload
+    _write_all(fd, payload)  # one write() per append: readers and kill -9 see whole lines or a torn tail
+    os.fsync(fd)
+
+
+class Claim:
+    """An exclusive, per-session claim for long operations (compaction, archiving, restoring).
+
+    An flock on sessions/.locks/<slug>.lock: the kernel drops it when its holder
+    exits or is killed, so a crashed sidecar never wedges anyone. Appends don't
+    take it; they only take the short append lock.
+    """
+
+    def __init__(self, paths: Paths, slug: str, *, wait: float = 0.0):
+        self.path = paths.sessions / ".locks" / f"{check_slug(slug)}.lock"
+        self.wait = wait
+        self.fd: int | None = None
+
+    def __enter__(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.02)
+                continue
+            self.fd = fd
+            return True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as err:  # some filesystems refuse fsync on directories
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def live_slugs(paths: Paths) -> list[str]:
+    """Slugs of the live sessions, sorted."""
+    try:
+        names = os.listdir(paths.sessions)
+    except FileNotFoundError:
+        return []
+    slugs = []
+    for name in names:
+        if name.endswith(SUFFIX) and not name.startswith("."):
+            slug = name[: -len(SUFFIX)]
+            if _SLUG_RE.match(slug):
+                slugs.append(slug)
+    return sorted(slugs)

@@ -1,0 +1,223 @@
+"""The sidecar worker: watches the sessions folder and compacts sessions off the reply path.
+
+`workstation sidecar` runs it standalone (`--once` for one pass); the TUI
+starts it with `start_sidecar` and stops it with `stop_sidecar`. Every
+change it makes is an appended record taken under the session's claim and
+append lock, so it can run beside a TUI that appends to the same session,
+beside another sidecar, and be killed at any moment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..paths import Paths
+from .archive import recover
+from .compaction import CompactResult, compact, compact_models, context_window_of
+from .context import assemble
+from .log import SUFFIX, LogView, Session, SessionError, live_slugs
+
+DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
+RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
+RETRY_MIN_S = 30.0  # after both models failed, wait this long (doubling) before trying that session again
+RETRY_MAX_S = 600.0
+
+
+def persist_redactions(session: Session, config: Any, episodic: Any = None) -> dict | None:
+    """Append a `redaction` record for tool outputs that rolling redaction newly hides, if any.
+
+    The context builder redacts by rule anyway; the record makes each decision
+    durable (a later config change does not bring the output back) and visible
+    in the log.
+    """
+    view = session.read()
+    new = _unpersisted(view, config, session)
+    if not new:
+        return None
+    targets = [{"id": r.record_id, "name": r.name, "chars": r.chars, "key": r.key} for r in new]
+    wanted = {t["id"] for t in targets}
+    record = session.append_if(lambda v: wanted.isdisjoint(_persisted(v)), "redaction",
+                               targets=targets, at_turn=len(view.turns))
+    if record is not None and episodic is not None:
+        turns = {t["id"]: n for n, t in enumerate(view.turns, start=1)}
+        for redaction in new:
+            episodic.record("redaction", redaction.name, turn=turns.get(redaction.record_id),
+                            chars_before=redaction.chars, chars_after=len(redaction.marker),
+                            record_id=redaction.record_id, session=session.slug)
+    return record
+
+
+def _persisted(view: LogView) -> set[str]:
+    return {t.get("id") for r in view.records if r["type"] == "redaction" for t in r.get("targets") or ()}
+
+
+def _unpersisted(view: LogView, config: Any, session: Session) -> list:
+    done = _persisted(view)
+    return [r for r in assemble(view, config, counter=session.counter).redactions if r.record_id not in done]
+
+
+class Sidecar:
+    def __init__(self, paths: Paths, config: Any, *, episodic: Any = None,
+                 report: Callable[[str], None] | None = None, window_tokens: int | None = None):
+        self.paths = paths
+        self.config = config
+        self.episodic = episodic
+        self.report = report or (lambda line: None)
+        self.window_tokens = window_tokens if window_tokens is not None else context_window_of(config)
+        self._retry_at: dict[str, tuple[float, float]] = {}  # slug -> (not before, current delay)
+        self._sessions: dict[str, Session] = {}  # incremental readers, one per slug
+
+    def process(self, slug: str) -> CompactResult | None:
+        """One look at one session: finish interrupted moves, compact if due, persist redactions."""
+        for note in recover(self.paths, slug):
+            self.report(f"recovered {note}")
+        session = self._sessions.get(slug) or self._sessions.setdefault(slug, Session(self.paths, slug))
+        if not session.path.exists():
+            self._sessions.pop(slug, None)
+            return None
+        try:
+            result = self._maybe_compact(session)
+            persist_redactions(session, self.config, self.episodic)
+        except SessionError as err:  # archived or removed while we worked: nothing left to do here
+            self.report(f"{slug}: skipped: {err}")
+            return None
+        return result
+
+    def _maybe_compact(self, session: Session) -> CompactResult | None:
+        slug = session.slug
+        not_before, delay = self._retry_at.get(slug, (0.0, 0.0))
+        if time.monotonic() < not_before:
+            return None
+        result = compact(session, self.config, self.episodic, window_tokens=self.window_tokens)
+        if result is None:
+            return None
+        if result.ok:
+            self._retry_at.pop(slug, None)
+            self.report(f"{slug}: compacted turns {result.first_turn}–{result.last_turn} "
+                        f"with {result.model} in {result.duration_s:.1f}s ({result.reason})")
+        else:
+            delay = min(RETRY_MAX_S, max(RETRY_MIN_S, delay * 2))
+            self._retry_at[slug] = (time.monotonic() + delay, delay)
+            self.report(f"{slug}: compaction skipped: {result.reason} (retry in {delay:.0f}s)")
+        return result
+
+    def run_once(self) -> list[CompactResult]:
+        results = []
+        for slug in live_slugs(self.paths):
+            result = self.process(slug)
+            if result is not None:
+                results.append(result)
+        for note in recover(self.paths):  # archived-side leftovers with no live log
+            self.report(f"recovered {note}")
+        return results
+
+    def _warm(self) -> None:
+        from .. import llm
+
+        llm.warm_import()  # seconds of import paid now, not by the first compaction
+        self.report("model client loaded")
+
+    def run(self, stop: threading.Event, *, parent_pid: int | None = None) -> None:
+        """Watch until `stop` is set (or the parent process is gone)."""
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        dirty: set[str] = set()
+        wake = threading.Condition()
+
+        def note(path: str | bytes) -> None:
+            name = os.path.basename(os.fsdecode(path))
+            if name.endswith(SUFFIX) and not name.startswith("."):
+                with wake:
+                    dirty.add(name[: -len(SUFFIX)])
+                    wake.notify()
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: Any) -> None:
+                note(event.src_path)
+                if getattr(event, "dest_path", ""):
+                    note(event.dest_path)
+
+        if compact_models(self.config):
+            threading.Thread(target=self._warm, name="sidecar-warm", daemon=True).start()
+        self.paths.ensure()
+        observer = Observer()
+        observer.schedule(Handler(), str(self.paths.sessions), recursive=False)
+        observer.start()
+        self.report(f"watching {self.paths.sessions}")
+        try:
+            self.run_once()
+            next_scan = time.monotonic() + RESCAN_S
+            while not stop.is_set():
+                if parent_pid is not None and not _alive(parent_pid):
+                    self.report("parent process is gone; stopping")
+                    return
+                with wake:
+                    wake.wait(timeout=0.5)
+                    if dirty:
+                        wake.wait(timeout=DEBOUNCE_S)
+                    batch = sorted(dirty)
+                    dirty.clear()
+                for slug in batch:
+                    if stop.is_set():
+                        break
+                    if (self.paths.sessions / f"{slug}{SUFFIX}").exists():
+                        self.process(slug)
+                if time.monotonic() >= next_scan:
+                    self.run_once()
+                    next_scan = time.monotonic() + RESCAN_S
+        finally:
+            observer.stop()
+            observer.join(timeout=5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
+          report: Callable[[str], None] | None = None, parent_pid: int | None = None) -> list[CompactResult]:
+    """What `workstation sidecar` runs: one pass, or watch until SIGTERM/SIGINT."""
+    sidecar = Sidecar(paths, config, episodic=episodic, report=report)
+    if once:
+        return sidecar.run_once()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    sidecar.run(stop, parent_pid=parent_pid)
+    return []
+
+
+def start_sidecar(paths: Paths, *, log_path: Path | None = None) -> subprocess.Popen:
+    """Start `workstation sidecar` for this workspace; it stops by itself when this process dies."""
+    paths.ensure()
+    log_path = log_path or paths.state / "sidecar.log"
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "workstation", "-C", str(paths.root), "sidecar", "--parent", str(os.getpid())],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)  # a Ctrl-C meant for the TUI does not reach it mid-write
+
+
+def stop_sidecar(proc: subprocess.Popen, timeout: float = 10.0) -> int:
+    """SIGTERM, then SIGKILL after `timeout`; both are safe for the logs. Returns the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
