@@ -1,3 +1,221 @@
-"""Commands: see the module docstring of each command."""
+"""`workstation memory get|set|list|delete|fence` and `workstation reflect`.
 
-COMMANDS: list = []
+LTM is the default tier. STM belongs to a running execution: from here you
+can only read what executions published with fence('stm'); writing it would
+vanish when this command exits, so that is refused. Episodic is append-only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from ..errors import WorkstationError
+from .common import State, json_option, pass_state, print_json, print_table
+
+TIERS = ("stm", "ltm", "episodic")
+_STM_IS_LIVE = ("stm belongs to a running execution (the app or an agent run); "
+                "this command has none of its own")
+
+tier_option = click.option("--tier", type=click.Choice(TIERS), default="ltm", show_default=True,
+                           help="Memory tier.")
+namespace_option = click.option("--namespace", "-n", default="default", show_default=True, help="LTM namespace.")
+
+
+def _memory(state: State):
+    from ..memory import Memory
+
+    return Memory(state.db, session="cli", writer="cli", record_lookups=())
+
+
+def _iso(epoch: float | None) -> str:
+    if epoch is None:
+        return ""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _event_out(event: dict) -> dict:
+    return {**event, "ts": _iso(event["ts"])}
+
+
+def _published(state: State, session: str | None) -> list[dict]:
+    from ..memory import published_stm
+
+    snapshots = published_stm(state.db, session)
+    if not snapshots:
+        whose = f"session {session!r}" if session else "any running execution"
+        raise WorkstationError(f"no STM published by {whose}: STM lives inside a running execution and is "
+                               "visible here only after it fences stm")
+    return snapshots
+
+
+@click.group("memory")
+def memory() -> None:
+    """Read and write the memory tiers: stm, ltm (default) and episodic."""
+
+
+@memory.command("get")
+@click.argument("key")
+@tier_option
+@namespace_option
+@click.option("--session", default=None, help="STM: the session whose published STM to read.")
+@json_option
+@pass_state
+def get_cmd(state: State, key: str, tier: str, namespace: str, session: str | None, as_json: bool) -> None:
+    """Print the value of KEY (for episodic, KEY is an event id)."""
+    from ..memory import MemoryKeyError
+
+    if tier == "stm":
+        snapshots = _published(state, session)
+        found = [s for s in snapshots if key in s["values"]]
+        if not found:
+            raise MemoryKeyError(f"no stm key {key!r} in the STM published by {len(snapshots)} running execution(s)")
+        if len(found) > 1 and len({s["session"] for s in found}) > 1:
+            raise WorkstationError(f"stm key {key!r} is in several sessions "
+                                   f"({', '.join(sorted({s['session'] for s in found}))}): pass --session")
+        snap = max(found, key=lambda s: s["published_at"])
+        value = json.loads(snap["values"][key])
+        out = {"tier": tier, "key": key, "value": value, "session": snap["session"],
+               "published_at": _iso(snap["published_at"])}
+    elif tier == "ltm":
+        out = {"tier": tier, "namespace": namespace, "key": key, "value": _memory(state).qmem("ltm", key,
+                                                                                         namespace=namespace)}
+    else:
+        out = {"tier": tier, "key": key, "value": _event_out(_memory(state).qmem("episodic", key))}
+    if as_json:
+        print_json(out)
+    else:
+        click.echo(json.dumps(out["value"], ensure_ascii=False, indent=2))
+
+
+@memory.command("set")
+@click.argument("key")
+@click.argument("value")
+@tier_option
+@namespace_option
+@click.option("--string", "-s", "as_string", is_flag=True, help="Store VALUE as a JSON string, unparsed.")
+@pass_state
+def set_cmd(state: State, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
+    """Store VALUE (JSON, e.g. '{"a": 1}' or '"text"') under KEY, durably."""
+    from ..memory import MemoryTierError, MemoryValueError
+
+    if tier == "stm":
+        raise MemoryTierError(f"{_STM_IS_LIVE}: a value set here would vanish when it exits; use --tier ltm")
+    if as_string:
+        parsed: Any = value
+    else:
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise MemoryValueError(f"value is not JSON ({err.msg} at column {err.colno}); "
+                                   "quote text as '\"text\"' or pass --string") from None
+    mem = _memory(state)
+    mem.umem(tier, key, parsed, namespace=namespace)
+    mem.fence(tier)
+    click.echo(f"stored {tier} {namespace}:{key}")
+
+
+@memory.command("list")
+@tier_option
+@click.option("--namespace", "-n", default=None, help="LTM: only this namespace (default: all).")
+@click.option("--prefix", default="", help="Only keys starting with this.")
+@click.option("--session", default=None, help="Episodic/STM: only this session.")
+@click.option("--type", "types", multiple=True, help="Episodic: only events of this type (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
+@json_option
+@pass_state
+def list_cmd(state: State, tier: str, namespace: str | None, prefix: str, session: str | None,
+             types: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """List entries: LTM keys, the newest episodic events, or published STM."""
+    if tier == "stm":
+        rows = [{"session": s["session"], "execution": s["execution"], "pid": s["pid"], "key": k,
+                 "value": json.loads(v), "published_at": _iso(s["published_at"])}
+                for s in _published(state, session) for k, v in sorted(s["values"].items())
+                if k.startswith(prefix)][:limit]
+        columns = ["session", "pid", "key", "value", "published_at"]
+    elif tier == "ltm":
+        rows = [{**r, "updated_at": _iso(r["updated_at"])}
+                for r in _memory(state).list("ltm", namespace=namespace, prefix=prefix, limit=limit)]
+        columns = ["namespace", "key", "value", "updated_at", "updated_by"]
+    else:
+        rows = [_event_out(e) for e in _memory(state).list("episodic", session=session, types=list(types) or None,
+                                                            limit=limit or 50)]
+        columns = ["ts", "session", "step", "type", "name", "duration_ms", "ok", "data"]
+    if as_json:
+        print_json(rows)
+        return
+    print_table([{c: (_short(r[c]) if c in ("value", "data") else r[c]) for c in columns} for r in rows], columns)
+
+
+@memory.command("delete")
+@click.argument("key")
+@tier_option
+@namespace_option
+@pass_state
+def delete_cmd(state: State, key: str, tier: str, namespace: str) -> None:
+    """Delete KEY from LTM (durably)."""
+    from ..memory import MemoryKeyError, MemoryTierError
+
+    if tier == "stm":
+        raise MemoryTierError(f"{_STM_IS_LIVE}: only the execution itself can delete from it")
+    mem = _memory(state)
+    if not mem.delete(tier, key, namespace=namespace):
+        raise MemoryKeyError(f"no ltm key {key!r} in namespace {namespace!r}")
+    mem.fence(tier)
+    click.echo(f"deleted ltm {namespace}:{key}")
+
+
+@memory.command("fence")
+@click.option("--tier", type=click.Choice(TIERS), default=None, help="Tier to fence (default: ltm and episodic).")
+@pass_state
+def fence_cmd(state: State, tier: str | None) -> None:
+    """Make every earlier write durable and visible to all processes."""
+    if tier == "stm":
+        click.echo(f"stm: nothing to fence: {_STM_IS_LIVE}")
+        return
+    mem = _memory(state)
+    for name in ([tier] if tier else ["ltm", "episodic"]):
+        mem.fence(name)
+        click.echo(f"fenced {name}")
+
+
+@click.command("reflect")
+@click.argument("name", required=False)
+@click.option("--sql", default=None, help="Run your own read-only SELECT over the documented views.")
+@click.option("--list", "list_names", is_flag=True, help="List the named reflections.")
+@click.option("--session", default=None, help="Only this session (named reflections).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
+@json_option
+@pass_state
+def reflect_cmd(state: State, name: str | None, sql: str | None, list_names: bool, session: str | None,
+                limit: int | None, as_json: bool) -> None:
+    """Ask the episodic history: `reflect NAME`, `reflect --sql "SELECT ..."`, `reflect --list`."""
+    from ..memory import reflect
+
+    if sum(bool(x) for x in (name, sql, list_names)) != 1:
+        raise click.UsageError("give exactly one of NAME, --sql or --list")
+    if list_names:
+        rows = [{"name": n, "description": d} for n, d in reflect.names()]
+        print_json(rows) if as_json else print_table(rows, ["name", "description"])
+        return
+    if sql:
+        result = reflect.run_sql(state.db, sql, limit=limit or reflect.SQL_ROW_LIMIT)
+    else:
+        result = reflect.run(state.db, name, session=session, limit=limit or reflect.DEFAULT_LIMIT)
+    if as_json:
+        print_json(result.records())
+    else:
+        print_table(result.records(), result.columns, title=result.name or None)
+    if result.truncated:
+        click.echo(f"(first {len(result.rows)} rows shown; pass --limit for more)", err=True)
+
+
+COMMANDS: list = [memory, reflect_cmd]

@@ -4,18 +4,33 @@ DuckDB lets one process open a file read-write and then no other process at
 all. So exactly one process of a workspace, the *owner*, opens the databases;
 every other process is a *client* that sends its calls to the owner over a
 Unix socket. Ownership is an flock on `owner.lock`: whoever holds it owns.
-The kernel drops the lock when the owner exits or is killed, and the next
-client whose call fails takes it over, so no process ever sees a lock error
-and a kill -9 wedges nobody. DuckDB's WAL keeps every committed write.
 
-Calls name a module-level function `fn(con, *args)` in the workstation
-package; the owner runs it with a connection of its own. A call may be
-retried after an owner dies, so calls must be idempotent (upserts, inserts
-keyed by client-made ids).
+- Election: a client whose call cannot reach an owner tries the flock; if it
+  wins it opens DuckDB and serves, otherwise someone else is starting up and
+  it retries with back-off (up to `connect_timeout_s`), so users never see a
+  DuckDB lock error.
+- Crash: the kernel drops the flock (and DuckDB's own file lock) when the
+  owner is killed; the next client whose call fails takes over and DuckDB
+  replays its WAL, so every committed (fenced) write survives a kill -9.
+- Clean exit: `close()` (also run at interpreter exit) runs the close hooks
+  (memory buffers flush), stops accepting calls, lets calls in flight finish
+  and answer (for up to CLOSE_GRACE_S; longer ones are interrupted and the
+  client retries them), disconnects clients, checkpoints, and only then
+  releases the flock; a client then elects a new owner.
+- Fork: a forked child drops the parent's lock and socket and becomes a client.
+
+Calls name a module-level function `fn(con, *args, **kwargs)` of the
+workstation package; the owner runs it with a DuckDB cursor of its own. A call
+whose owner dies mid-flight is sent again to the next owner, so every call
+must be idempotent (upserts, inserts keyed by client-made ids).
+
+Security: the socket is created 0600 and both ends check the peer's uid
+(SO_PEERCRED) because requests and replies are pickles.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import importlib
@@ -24,38 +39,51 @@ import os
 import pickle
 import shutil
 import socket
-import socketserver
 import struct
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import StoreError
+from ..errors import StoreError, WorkstationError
 from ..paths import Paths
 from .schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct("!I")
-CONNECT_TIMEOUT_S = 30.0
+_HEADER = struct.Struct("!Q")
+CONNECT_TIMEOUT_S = 30.0  # how long a call waits for some process to become owner
+CLOSE_GRACE_S = 5.0  # how long close() lets calls in flight finish before interrupting them (they are retried)
+_MAX_IDLE_CURSORS = 16
+_MAX_IDLE_SOCKETS = 8
+_PEERCRED = struct.Struct("3i")  # struct ucred {pid, uid, gid}
 
 
-def _send(sock: socket.socket, obj: Any) -> None:
+class RemoteError(Exception):
+    """An exception raised by a call on the owner that could not travel as itself."""
+
+
+class _OwnerGone(Exception):
+    """The owner is closing: the request was not run and may be sent elsewhere."""
+
+
+# ---------------------------------------------------------------- wire format
+
+def _dumps(obj: Any) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_HEADER.pack(len(data)) + data)
+    return _HEADER.pack(len(data)) + data
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
-            raise ConnectionError("owner closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        if not k:
+            raise ConnectionError("peer closed the connection")
+        got += k
+    return buf
 
 
 def _recv(sock: socket.socket) -> Any:
@@ -63,19 +91,96 @@ def _recv(sock: socket.socket) -> Any:
     return pickle.loads(_recv_exact(sock, size))
 
 
+def _peer_uid(sock: socket.socket) -> int | None:
+    if not hasattr(socket, "SO_PEERCRED"):  # not Linux: the 0600 socket file is the guard
+        return None
+    _pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return uid
+
+
+def _picklable(obj: Any) -> bool:
+    try:
+        pickle.loads(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+        return True
+    except Exception:  # any failure means "send a stand-in instead"
+        return False
+
+
+def _error_reply(err: BaseException) -> bytes:
+    if not _picklable(err):
+        err = RemoteError(f"{type(err).__name__}: {err}")
+    return _dumps(("err", err))
+
+
+# ---------------------------------------------------------------- functions
+
+_resolved: dict[str, Callable] = {}
+
+
 def _resolve(name: str) -> Callable:
-    module, _, attr = name.partition(":")
-    if not module.startswith("workstation."):
-        raise StoreError(f"refusing to call {name}: not a workstation function")
-    return getattr(importlib.import_module(module), attr)
+    fn = _resolved.get(name)
+    if fn is None:
+        module, _, attr = name.partition(":")
+        if not module.startswith("workstation.") or not attr.isidentifier():
+            raise StoreError(f"refusing to call {name}: not a module-level workstation function")
+        fn = _resolved[name] = getattr(importlib.import_module(module), attr)
+    return fn
 
 
 def _name_of(fn: Callable) -> str:
-    return f"{fn.__module__}:{fn.__qualname__}"
+    module, qualname = getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")
+    if not module.startswith("workstation.") or not qualname.isidentifier():
+        raise ValueError(f"Database.call needs a module-level workstation function, got {module}:{qualname}")
+    return f"{module}:{qualname}"
 
 
-class RemoteError(Exception):
-    """An exception raised by a call on the owner, carried back to the caller."""
+def readonly(fn: Callable) -> Callable:
+    """Mark a store function as read-only: the owner runs it without the write lock."""
+    fn._ws_readonly = True
+    return fn
+
+
+@readonly
+def ping(con) -> int:
+    """The owner's process id: a cheap way to ask who serves the workspace."""
+    return os.getpid()
+
+
+_current = threading.local()  # the owner running the call on this thread
+
+
+def owner_state(key: str, factory: Callable[[], Any]) -> Any:
+    """Per-owner process state (caches, registries) for functions run by `Database.call`.
+
+    It lives as long as this process owns the workspace; a new owner starts empty.
+    """
+    owner = getattr(_current, "owner", None)
+    if owner is None:
+        raise RuntimeError("owner_state() is only available inside a function run by Database.call")
+    with owner.state_lock:
+        if key not in owner.state:
+            owner.state[key] = factory()
+        return owner.state[key]
+
+
+# ---------------------------------------------------------------- opening
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).splitlines() or [type(err).__name__])[0]
+
+
+def _is_lock_conflict(err: BaseException) -> bool:
+    return "Could not set lock" in str(err) or "Conflicting lock" in str(err)
+
+
+def _sql_str(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _damaged_memory(paths: Paths, err: BaseException) -> StoreError:
+    return StoreError(
+        f"memory store {paths.memory_db} cannot be read ({_first_line(err)}); "
+        "it holds LTM and history, so it was left untouched: move it aside to start afresh")
 
 
 def _open_duckdb(paths: Paths):
@@ -84,34 +189,53 @@ def _open_duckdb(paths: Paths):
     try:
         con = duckdb.connect(str(paths.memory_db))
     except duckdb.Error as err:
-        raise StoreError(
-            f"memory store {paths.memory_db} cannot be opened ({str(err).splitlines()[0]}); "
-            "it holds LTM and history, so it was left untouched: move it aside to start afresh"
-        ) from None
+        if _is_lock_conflict(err):
+            raise StoreError(
+                f"memory store {paths.memory_db} is held by a program outside workstation "
+                f"({_first_line(err)}); close it and retry") from None
+        raise _damaged_memory(paths, err) from None
     try:
-        con.execute(f"ATTACH '{_sql_str(paths.index_db)}' AS kmap")
-    except duckdb.Error as err:
-        # The knowledge map is derived from the files: set the damaged file aside and rebuild.
-        aside = paths.index_db.with_name(f"index.duckdb.corrupt-{int(time.time())}")
-        warnings.warn(f"knowledge map {paths.index_db} is unreadable ({str(err).splitlines()[0]}); "
-                      f"moved to {aside.name}, it will be rebuilt from the files", stacklevel=2)
-        shutil.move(str(paths.index_db), aside)
-        wal = Path(str(paths.index_db) + ".wal")
-        if wal.exists():
-            shutil.move(str(wal), str(aside) + ".wal")
-        con.execute(f"ATTACH '{_sql_str(paths.index_db)}' AS kmap")
-    try:
-        migrate(con, "main", MEMORY_MIGRATIONS)
-        migrate(con, "kmap", INDEX_MIGRATIONS)
-    except duckdb.Error as err:
+        try:
+            migrate(con, "main", MEMORY_MIGRATIONS)
+        except duckdb.Error as err:  # a half-written file can open and fail on first read
+            raise _damaged_memory(paths, err) from None
+        _attach_index(con, paths)
+    except BaseException:
         con.close()
-        raise StoreError(f"cannot migrate the workspace databases: {str(err).splitlines()[0]}") from None
+        raise
     return con
 
 
-def _sql_str(path: Path) -> str:
-    return str(path).replace("'", "''")
+def _attach_index(con, paths: Paths) -> None:
+    import duckdb
 
+    try:
+        con.execute(f"ATTACH '{_sql_str(paths.index_db)}' AS kmap")
+        migrate(con, "kmap", INDEX_MIGRATIONS)
+        return
+    except duckdb.Error as err:
+        if _is_lock_conflict(err):
+            raise StoreError(f"knowledge map {paths.index_db} is held by a program outside workstation "
+                             f"({_first_line(err)}); close it and retry") from None
+        reason = _first_line(err)
+    # The knowledge map is derived from the files: set the damaged file aside and rebuild.
+    try:
+        con.execute("DETACH kmap")
+    except duckdb.Error:
+        pass  # it never attached
+    aside = paths.index_db.with_name(f"index.duckdb.corrupt-{time.time_ns()}")
+    shutil.move(str(paths.index_db), aside)
+    wal = Path(str(paths.index_db) + ".wal")
+    if wal.exists():
+        shutil.move(str(wal), str(aside) + ".wal")
+    message = (f"knowledge map {paths.index_db} was unreadable ({reason}); moved to {aside.name}, "
+               "it will be rebuilt from the files")
+    log.warning(message)  # one line on stderr unless the app routes logging elsewhere
+    con.execute(f"ATTACH '{_sql_str(paths.index_db)}' AS kmap")
+    migrate(con, "kmap", INDEX_MIGRATIONS)
+
+
+# ---------------------------------------------------------------- the owner
 
 class _Owner:
     """The process-local database, served to other processes over a socket."""
@@ -120,86 +244,233 @@ class _Owner:
         self.paths = paths
         self.lock_fd = lock_fd
         self.con = _open_duckdb(paths)
-        self.write_lock = threading.RLock()
-        self._local = threading.local()
+        self.write_lock = threading.RLock()  # one writer at a time keeps transactions from conflicting
+        self.state: dict[str, Any] = {}
+        self.state_lock = threading.Lock()
         self._cursors: list = []
-        self.server: socketserver.ThreadingUnixStreamServer | None = None
-        self._serve()
+        self._cursor_lock = threading.Lock()
+        self._flight = threading.Condition()
+        self._in_flight = 0
+        self._closing = False
+        self._conns: set[socket.socket] = set()
+        self._handlers: set[threading.Thread] = set()
+        self._listener: socket.socket | None = None
+        self._accept_thread: threading.Thread | None = None
+        try:
+            self._listen()
+        except BaseException:
+            self.con.close()
+            raise
 
-    def cursor(self):
-        cur = getattr(self._local, "cursor", None)
-        if cur is None:
-            cur = self._local.cursor = self.con.cursor()
-            self._cursors.append(cur)
-        return cur
+    # -- running calls
+
+    def _enter(self) -> None:
+        """Count a call in flight; close() waits for these (refused once closing)."""
+        with self._flight:
+            if self._closing:
+                raise _OwnerGone()
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._flight:
+            self._in_flight -= 1
+            self._flight.notify_all()
 
     def run(self, name: str, args: tuple, kwargs: dict) -> Any:
-        fn = _resolve(name)
-        if getattr(fn, "_ws_readonly", False):
-            return fn(self.cursor(), *args, **kwargs)
-        with self.write_lock:  # one writer at a time keeps transactions from conflicting
-            return fn(self.cursor(), *args, **kwargs)
-
-    def _serve(self) -> None:
-        sock_path = self.paths.owner_socket
+        self._enter()
         try:
-            sock_path.unlink()
+            return self._execute(name, args, kwargs)
+        finally:
+            self._leave()
+
+    def _execute(self, name: str, args: tuple, kwargs: dict) -> Any:
+        fn = _resolve(name)
+        cur = self._take_cursor()
+        previous = getattr(_current, "owner", None)
+        _current.owner = self
+        try:
+            if getattr(fn, "_ws_readonly", False):
+                result = fn(cur, *args, **kwargs)
+            else:
+                with self.write_lock:
+                    result = fn(cur, *args, **kwargs)
+        except BaseException as err:
+            cur.close()  # drops whatever transaction the failed call left open
+            if self._closing:  # likely interrupted by close(): let the caller retry on the next owner
+                raise _OwnerGone() from None
+            if type(err).__name__ == "IOException":  # a damaged file or a failing disk, not a bug
+                raise StoreError(f"workspace database I/O failed in {name}: {_first_line(err)}") from None
+            raise
+        finally:
+            _current.owner = previous
+        self._return_cursor(cur)
+        return result
+
+    def _take_cursor(self):
+        with self._cursor_lock:
+            if self._cursors:
+                return self._cursors.pop()
+        return self.con.cursor()
+
+    def _return_cursor(self, cur) -> None:
+        with self._cursor_lock:
+            if len(self._cursors) < _MAX_IDLE_CURSORS and not self._closing:
+                self._cursors.append(cur)
+                return
+        cur.close()
+
+    # -- serving
+
+    def _listen(self) -> None:
+        path = self.paths.owner_socket
+        try:
+            path.unlink()  # a stale socket of a dead owner: we hold the lock, so it is not live
         except FileNotFoundError:
             pass
-        owner = self
+        except OSError as err:
+            raise StoreError(f"cannot replace the owner socket {path}: {err.strerror}") from None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(str(path))
+            os.chmod(path, 0o600)  # before listen(), so nobody else can ever connect
+            sock.listen(64)
+        except BaseException:
+            sock.close()
+            raise
+        self._listener = sock
+        self._accept_thread = threading.Thread(target=self._accept_loop, name="ws-owner-accept", daemon=True)
+        self._accept_thread.start()
 
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                while True:
+    def _accept_loop(self) -> None:
+        my_uid = os.getuid()
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError as err:
+                if self._closing:
+                    return
+                if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("owner cannot accept a connection: %s", err)
+                    time.sleep(0.1)
+                    continue
+                if err.errno in (errno.EBADF, errno.EINVAL):  # listener closed under us
+                    return
+                raise
+            try:
+                trusted = _peer_uid(conn) in (None, my_uid)
+            except OSError:
+                trusted = False
+            if not trusted:
+                conn.close()
+                continue
+            with self._flight:
+                if self._closing:
+                    conn.close()
+                    continue
+                self._conns.add(conn)
+                handler = threading.Thread(target=self._serve_conn, args=(conn,), name="ws-owner-conn", daemon=True)
+                self._handlers.add(handler)
+            handler.start()
+
+    def _serve_conn(self, conn: socket.socket) -> None:
+        try:
+            while True:
+                try:
+                    (size,) = _HEADER.unpack(_recv_exact(conn, _HEADER.size))
+                    payload = _recv_exact(conn, size)
+                except (OSError, ConnectionError):
+                    return
+                try:
+                    self._enter()  # until the answer is sent, so close() cannot cut it off
+                except _OwnerGone:
+                    return  # closing: no answer, the client retries with the next owner
+                try:
                     try:
-                        name, args, kwargs = _recv(self.request)
-                    except (ConnectionError, OSError, EOFError):
+                        name, args, kwargs = pickle.loads(payload)
+                        reply = _dumps(("ok", self._execute(name, args, kwargs)))
+                    except _OwnerGone:
                         return
+                    except Exception as err:
+                        if not isinstance(err, WorkstationError):  # maybe a bug: keep its traceback for debugging
+                            log.debug("call from a client failed", exc_info=True)
+                        reply = _error_reply(err)
+                    except BaseException as err:  # e.g. SystemExit raised by a call: report it, keep serving
+                        reply = _error_reply(RemoteError(f"{type(err).__name__}: {err}"))
                     try:
-                        reply = ("ok", owner.run(name, args, kwargs))
-                    except Exception as err:  # carried back to the caller, who raises it
-                        reply = ("err", err if _picklable(err) else RemoteError(f"{type(err).__name__}: {err}"))
-                    try:
-                        _send(self.request, reply)
+                        conn.sendall(reply)
                     except OSError:
                         return
-
-        old_umask = os.umask(0o077)  # the socket is for this user only
-        try:
-            self.server = socketserver.ThreadingUnixStreamServer(str(sock_path), Handler)
+                finally:
+                    self._leave()
         finally:
-            os.umask(old_umask)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, name="ws-owner", daemon=True).start()
+            with self._flight:
+                self._conns.discard(conn)
+                self._handlers.discard(threading.current_thread())
+            conn.close()
+
+    # -- closing
 
     def close(self) -> None:
-        if self.server:
-            self.server.shutdown()
-            self.server.server_close()
+        with self._flight:
+            self._closing = True
+        if self._listener is not None:
             try:
-                self.paths.owner_socket.unlink()
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # not connected: close() below is what wakes accept()
+            self._listener.close()
+            if self._accept_thread is not None:
+                self._accept_thread.join(5)
+            try:
+                self.paths.owner_socket.unlink()  # we still hold the lock, so the path is ours
             except FileNotFoundError:
                 pass
-        with self.write_lock:
-            for cur in self._cursors:
-                cur.close()
-            self.con.execute("CHECKPOINT")
-            self.con.close()
-        os.close(self.lock_fd)  # releases the flock: the next process takes over
+        with self._flight:  # let calls in flight finish and answer
+            self._flight.wait_for(lambda: self._in_flight == 0, timeout=CLOSE_GRACE_S)
+            if self._in_flight:
+                log.warning("closing the workspace database with %d calls still running", self._in_flight)
+                self.con.interrupt()
+            conns, handlers = list(self._conns), list(self._handlers)
+        for conn in conns:  # idle clients see EOF and go elect the next owner
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for handler in handlers:
+            handler.join(5)
+        try:
+            with self.write_lock, self._cursor_lock:
+                for cur in self._cursors:
+                    cur.close()
+                self._cursors.clear()
+                self.state.clear()
+                try:
+                    self.con.execute("CHECKPOINT")
+                finally:
+                    self.con.close()
+        finally:
+            os.close(self.lock_fd)  # releases the flock: the next process takes over
+
+    def abandon_after_fork(self) -> None:
+        """In a forked child: let go of the parent's lock and socket, never of its DuckDB.
+
+        Freeing the connection here would run DuckDB's shutdown (a checkpoint)
+        in the child, writing the file under the parent: so it is never freed.
+        """
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self))
+        for fd in (self.lock_fd, self._listener.fileno() if self._listener else -1):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # already closed: nothing to let go of
 
 
-def _picklable(err: Exception) -> bool:
-    try:
-        pickle.loads(pickle.dumps(err))
-        return True
-    except Exception:
-        return False
+# ---------------------------------------------------------------- the handle
 
-
-def readonly(fn: Callable) -> Callable:
-    """Mark a store function as read-only: the owner runs it without the write lock."""
-    fn._ws_readonly = True
-    return fn
+_live: "set[Database]" = set()  # open handles, closed at exit even if their owner forgot
 
 
 class Database:
@@ -209,92 +480,158 @@ class Database:
         self.paths = paths.ensure()
         self.connect_timeout_s = connect_timeout_s
         self._owner: _Owner | None = None
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()  # one in-flight call per client socket
         self._closed = False
+        self._close_hooks: list[Callable[[], None]] = []
+        self._reset_client_state()
+        _live.add(self)
+
+    def _reset_client_state(self) -> None:
+        self._idle: list[socket.socket] = []  # connected sockets not in use; one call at a time each
+        self._pool_lock = threading.Lock()
+        self._elect_lock = threading.Lock()
 
     @property
     def is_owner(self) -> bool:
         return self._owner is not None
 
     def call(self, fn: Callable, *args, **kwargs) -> Any:
-        """Run `fn(con, *args, **kwargs)` where the database lives and return its result."""
-        if self._closed:
-            raise StoreError("database handle is closed")
+        """Run `fn(con, *args, **kwargs)` where the database lives and return its result.
+
+        Exceptions raised by `fn` are raised here. A call whose owner dies is
+        retried on the next owner, so `fn` must be idempotent.
+        """
         name = _name_of(fn)
-        if self._owner is not None:
-            return self._owner.run(name, args, kwargs)
-        deadline = time.monotonic() + self.connect_timeout_s
+        request = None
+        deadline = None  # counted from the first time no owner answered
+        pause = 0.002
         while True:
-            with self._lock:
-                if self._owner is None:
-                    try:
-                        sock = self._sock or self._connect()
-                        _send(sock, (name, args, kwargs))
-                        status, value = _recv(sock)
-                    except (ConnectionError, OSError, EOFError):
-                        self._drop_socket()
-                        if time.monotonic() > deadline:
-                            raise StoreError(
-                                f"no process could open the workspace database in {self.paths.state} "
-                                f"within {self.connect_timeout_s:.0f}s") from None
-                        self._try_become_owner()
-                        if self._owner is None:
-                            time.sleep(0.02)
-                        continue
+            if self._closed:
+                raise StoreError("the workspace database handle is closed")
+            owner = self._owner
+            if owner is not None:
+                try:
+                    return owner.run(name, args, kwargs)
+                except _OwnerGone:
+                    raise StoreError("the workspace database handle is closed") from None
+            if request is None:
+                request = _dumps((name, args, kwargs))  # unpicklable arguments fail here, before any I/O
+            sock = self._checkout()
+            if sock is not None:
+                try:
+                    sock.sendall(request)
+                    status, value = _recv(sock)
+                except (OSError, EOFError, ConnectionError):
+                    sock.close()  # the owner went away, maybe mid-call: elect or find the next one
+                else:
+                    self._checkin(sock)
                     if status == "err":
                         raise value
                     return value
-            return self._owner.run(name, args, kwargs)
+            if self._elect():
+                continue
+            deadline = deadline or time.monotonic() + self.connect_timeout_s
+            if time.monotonic() > deadline:
+                raise StoreError(f"no process could open the workspace database in {self.paths.state} "
+                                 f"within {self.connect_timeout_s:.0f}s (is a process owning it stuck?)")
+            time.sleep(pause)  # someone else holds the lock and is starting up
+            pause = min(pause * 2, 0.05)
 
-    def _connect(self) -> socket.socket:
+    # -- client sockets
+
+    def _checkout(self) -> socket.socket | None:
+        with self._pool_lock:
+            if self._idle:
+                return self._idle.pop()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(self.paths.owner_socket))
         except OSError:
             sock.close()
-            raise
-        self._sock = sock
+            return None
+        if _peer_uid(sock) not in (None, os.getuid()):
+            sock.close()
+            raise StoreError(f"the owner socket {self.paths.owner_socket} belongs to another user; refusing it")
         return sock
 
-    def _drop_socket(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            finally:
-                self._sock = None
+    def _checkin(self, sock: socket.socket) -> None:
+        with self._pool_lock:
+            if len(self._idle) < _MAX_IDLE_SOCKETS and not self._closed:
+                self._idle.append(sock)
+                return
+        sock.close()
 
-    def _try_become_owner(self) -> None:
-        fd = os.open(self.paths.owner_lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            os.close(fd)
-            if err.errno in (errno.EAGAIN, errno.EACCES):
-                return  # someone else owns it; their socket will answer soon
-            raise
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, str(os.getpid()).encode())
-            self._owner = _Owner(self.paths, fd)
-        except BaseException:
-            os.close(fd)
-            raise
+    def _drop_sockets(self) -> None:
+        with self._pool_lock:
+            idle, self._idle = self._idle, []
+        for sock in idle:
+            sock.close()
+
+    # -- ownership
+
+    def _elect(self) -> bool:
+        """Take ownership if nobody holds it; True if this process now owns."""
+        with self._elect_lock:
+            if self._owner is not None:
+                return True
+            if self._closed:
+                return False
+            fd = os.open(self.paths.owner_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                os.close(fd)
+                if err.errno in (errno.EAGAIN, errno.EACCES):
+                    return False  # someone else owns it or is starting up
+                raise
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, str(os.getpid()).encode())  # for people wondering who owns
+                owner = _Owner(self.paths, fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._drop_sockets()  # they point at the old owner
+            self._owner = owner
+            return True
 
     def acquire_ownership(self) -> bool:
         """Become the owner now if nobody is; returns whether this process owns."""
-        with self._lock:
-            if self._owner is None:
-                self._try_become_owner()
-        return self._owner is not None
+        if self._closed:
+            raise StoreError("the workspace database handle is closed")
+        return self._elect()
+
+    # -- closing
+
+    def add_close_hook(self, hook: Callable[[], None]) -> None:
+        """Run `hook()` at the start of close(), while calls still work (to flush buffers)."""
+        self._close_hooks.append(hook)
+
+    def remove_close_hook(self, hook: Callable[[], None]) -> None:
+        try:
+            self._close_hooks.remove(hook)
+        except ValueError:
+            pass
 
     def close(self) -> None:
-        with self._lock:
+        """Flush through the close hooks, then stop serving (owner) and disconnect."""
+        if self._closed:
+            return
+        failure: BaseException | None = None
+        for hook in list(reversed(self._close_hooks)):
+            try:
+                hook()
+            except BaseException as err:  # keep closing; the first failure is raised below
+                failure = failure or err
+        self._close_hooks.clear()
+        with self._elect_lock:
             self._closed = True
-            self._drop_socket()
-            if self._owner is not None:
-                owner, self._owner = self._owner, None
-                owner.close()
+            owner, self._owner = self._owner, None
+        self._drop_sockets()
+        if owner is not None:
+            owner.close()
+        _live.discard(self)
+        if failure is not None:
+            raise failure
 
     def __enter__(self) -> "Database":
         return self
@@ -302,6 +639,34 @@ class Database:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _after_fork_in_child(self) -> None:
+        # The child must not use the parent's DuckDB objects or sockets, nor keep its flock alive.
+        if self._owner is not None:
+            self._owner.abandon_after_fork()
+            self._owner = None
+        for sock in self._idle:
+            sock.close()  # close, never shutdown: the parent's copy stays connected
+        self._reset_client_state()
+
 
 def open_database(paths: Paths) -> Database:
     return Database(paths)
+
+
+def _close_all_at_exit() -> None:
+    # Closing while threads can still run hands ownership over cleanly and
+    # lets DuckDB objects be freed before interpreter teardown (no leak noise).
+    for db in list(_live):
+        try:
+            db.close()
+        except Exception as err:  # at exit there is nobody left to raise to
+            log.error("closing the workspace database at exit failed: %s", err)
+
+
+def _after_fork() -> None:
+    for db in list(_live):
+        db._after_fork_in_child()
+
+
+atexit.register(_close_all_at_exit)
+os.register_at_fork(after_in_child=_after_fork)

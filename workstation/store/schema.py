@@ -70,24 +70,28 @@ def _index_001(con, s: str) -> None:
 
 
 def _memory_001(con, s: str) -> None:
+    # Times are TIMESTAMP in UTC (TIMESTAMPTZ would need pytz to reach Python).
     con.execute(f"""
         CREATE TABLE {s}.ltm (
             namespace VARCHAR NOT NULL,
             key VARCHAR NOT NULL,
-            value JSON NOT NULL,
-            updated_at TIMESTAMPTZ NOT NULL,
+            value JSON,                       -- NULL when deleted
+            deleted BOOLEAN NOT NULL DEFAULT false,  -- a tombstone, so a late retried write cannot resurrect it
+            stamp BIGINT NOT NULL,            -- writer's clock (ns): the newest write wins, whatever order batches land in
+            updated_at TIMESTAMP NOT NULL,
             updated_by VARCHAR NOT NULL DEFAULT '',
             PRIMARY KEY (namespace, key)
         )""")
     con.execute(f"""
         CREATE TABLE {s}.events (
-            id VARCHAR PRIMARY KEY,           -- client-made, so retried appends are idempotent
-            ts TIMESTAMPTZ NOT NULL,
+            id VARCHAR NOT NULL,              -- client-made, unique
+            ts TIMESTAMP NOT NULL,
             session VARCHAR NOT NULL DEFAULT '',
             flow VARCHAR NOT NULL DEFAULT '',
             step INTEGER,
+            parent VARCHAR,                   -- id of the enclosing operation's op_start event
             type VARCHAR NOT NULL,
-            name VARCHAR NOT NULL DEFAULT '',
+            name VARCHAR NOT NULL DEFAULT '', -- the subject: tool, model, path, key, decision id
             duration_ms DOUBLE,
             tokens_in INTEGER,
             tokens_out INTEGER,
@@ -97,11 +101,20 @@ def _memory_001(con, s: str) -> None:
         )""")
     con.execute(f"CREATE INDEX idx_events_ts ON {s}.events(ts)")
     con.execute(f"CREATE INDEX idx_events_session ON {s}.events(session, flow)")
+    # Appends arrive in batches with client-made ids; a batch retried after an
+    # owner crash is recognised here and skipped (cheaper than a key per event).
+    con.execute(f"""
+        CREATE TABLE {s}.event_batches (
+            id VARCHAR PRIMARY KEY,
+            events INTEGER NOT NULL,
+            applied_at TIMESTAMP NOT NULL
+        )""")
     con.execute(f"""
         CREATE TABLE {s}.decisions (
             id VARCHAR PRIMARY KEY,
-            ts TIMESTAMPTZ NOT NULL,
+            ts TIMESTAMP NOT NULL,
             session VARCHAR NOT NULL DEFAULT '',
+            flow VARCHAR NOT NULL DEFAULT '',
             step INTEGER,
             decision VARCHAR NOT NULL,
             reasoning VARCHAR NOT NULL DEFAULT '',
@@ -110,8 +123,71 @@ def _memory_001(con, s: str) -> None:
     con.execute(f"CREATE INDEX idx_decisions_step ON {s}.decisions(step)")
 
 
+# Reflection views over the episodic log (documented in the README; workstation
+# reflect and any DuckDB client read them). Unqualified table names, so they
+# still resolve when memory.duckdb is opened or attached under another name.
+_REFLECTION_VIEWS_001 = {
+    "ltm_entries": """
+        SELECT namespace, key, value, updated_at, updated_by FROM ltm WHERE NOT deleted""",
+    "operations": """
+        SELECT s.id, s.ts AS started, s.session, s.flow, s.step, s.parent, s.data->>'op' AS op, s.name,
+               e.ts AS ended, e.duration_ms, e.ok, e.data->>'error' AS error
+        FROM events s LEFT JOIN events e ON e.id = s.id || '-end'
+        WHERE s.type = 'op_start'""",
+    "tool_calls": """
+        SELECT id, ts, session, flow, step, coalesce(nullif(name, ''), data->>'tool') AS tool,
+               data->'args' AS args, TRY_CAST(data->>'result_chars' AS BIGINT) AS result_chars,
+               coalesce(data->>'outcome', CASE WHEN ok THEN 'ok' WHEN NOT ok THEN 'error' END) AS outcome,
+               ok, duration_ms, data->>'error' AS error
+        FROM events WHERE type = 'tool_call'""",
+    "model_calls": """
+        SELECT id, ts, session, flow, step, coalesce(nullif(name, ''), data->>'model') AS model,
+               tokens_in, tokens_out, TRY_CAST(data->>'context_tokens' AS BIGINT) AS context_tokens,
+               cost_usd, duration_ms, ok
+        FROM events WHERE type = 'model_call'""",
+    "file_reads": """
+        SELECT id, ts, session, flow, step, coalesce(nullif(name, ''), data->>'path') AS path,
+               TRY_CAST(data->'lines'->>0 AS INTEGER) AS line_start, TRY_CAST(data->'lines'->>1 AS INTEGER) AS line_end,
+               TRY_CAST(data->>'chars' AS BIGINT) AS chars, coalesce(data->>'served_from', 'disk') AS served_from
+        FROM events WHERE type = 'file_read'""",
+    "file_edits": """
+        SELECT id, ts, session, flow, step, coalesce(nullif(name, ''), data->>'path') AS path,
+               TRY_CAST(data->'lines'->>0 AS INTEGER) AS line_start, TRY_CAST(data->'lines'->>1 AS INTEGER) AS line_end,
+               TRY_CAST(data->>'lines_changed' AS INTEGER) AS lines_changed
+        FROM events WHERE type = 'file_edit'""",
+    "reads_avoided": """
+        SELECT id, ts, session, flow, step, coalesce(nullif(name, ''), data->>'path') AS path,
+               data->>'reason' AS reason, TRY_CAST(data->>'chars_saved' AS BIGINT) AS chars_saved
+        FROM events WHERE type = 'read_avoided'""",
+    "memory_lookups": """
+        SELECT id, ts, session, flow, step, data->>'tier' AS tier, data->>'namespace' AS namespace,
+               name AS key, type = 'memory_hit' AS hit
+        FROM events WHERE type IN ('memory_hit', 'memory_miss')""",
+    "compactions": """
+        SELECT id, ts, session, flow, step, name AS slug, TRY_CAST(data->>'first_turn' AS INTEGER) AS first_turn,
+               TRY_CAST(data->>'last_turn' AS INTEGER) AS last_turn, data->>'model' AS model,
+               data->>'reason' AS reason, TRY_CAST(data->>'context_tokens_before' AS BIGINT) AS context_tokens_before,
+               TRY_CAST(data->>'context_tokens_after' AS BIGINT) AS context_tokens_after,
+               tokens_in, tokens_out, duration_ms, ok
+        FROM events WHERE type = 'compaction'""",
+    "decision_log": """
+        SELECT d.id, d.ts, d.session, d.flow, d.step, d.decision, d.reasoning, d.related_files,
+               count(e.id) AS reuse_count, max(e.ts) AS last_reused
+        FROM decisions d LEFT JOIN events e ON e.type = 'decision_reused' AND e.name = d.id
+        GROUP BY ALL""",
+    "failures": """
+        SELECT id, ts, session, flow, step, type, name, coalesce(data->>'error', data->>'outcome') AS error
+        FROM events WHERE ok = false OR type = 'error'""",
+}
+
+
+def _memory_002(con, s: str) -> None:
+    for name, sql in _REFLECTION_VIEWS_001.items():
+        con.execute(f"CREATE VIEW {s}.{name} AS {sql}")
+
+
 INDEX_MIGRATIONS: list[Migration] = [_index_001]
-MEMORY_MIGRATIONS: list[Migration] = [_memory_001]
+MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002]
 
 
 def migrate(con, schema: str, migrations: list[Migration]) -> int:

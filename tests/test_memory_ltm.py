@@ -1,0 +1,159 @@
+"""LTM: persistent JSON by namespace, batched writes, fences, newest-write-wins, the owner cache."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from workstation.memory import Memory, MemoryKeyError, MemoryValueError, ltm as ltm_mod
+from workstation.memory.ltm import LTM, ltm_write, next_stamp
+from workstation.paths import Paths
+from workstation.store import Database
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return Paths.for_root(tmp_path)
+
+
+@pytest.fixture
+def db(paths):
+    database = Database(paths)
+    yield database
+    database.close()
+
+
+@pytest.mark.parametrize("value", [{"a": [1, 2, {"b": None}]}, [1, "two"], "text", 42, 2.5, True, None, "ünï"])
+def test_json_values_round_trip_before_and_after_fence(db, value):
+    ltm = LTM(db)
+    ltm.set("k", value)
+    assert ltm.get("k") == value  # from this process's buffer
+    ltm.fence()
+    assert ltm.pending == 0
+    assert LTM(db).get("k") == value  # from the store
+
+
+def test_writes_are_invisible_to_other_handles_until_fenced(db):
+    writer, reader = LTM(db, "w"), LTM(db, "r")
+    writer.set("fact", 1)
+    assert reader.get("fact", default="absent") == "absent"
+    writer.fence()
+    assert reader.get("fact") == 1
+
+
+def test_namespaces_keep_keys_apart_and_list_filters(db):
+    ltm = LTM(db)
+    ltm.set("k", "in default")
+    ltm.set("k", "in prefs", namespace="prefs")
+    ltm.set("kk", 2, namespace="prefs")
+    ltm.set("other", 3, namespace="prefs")
+    assert ltm.get("k") == "in default" and ltm.get("k", "prefs") == "in prefs"
+    assert [(r["namespace"], r["key"]) for r in ltm.list()] == [
+        ("default", "k"), ("prefs", "k"), ("prefs", "kk"), ("prefs", "other")]
+    assert [r["key"] for r in ltm.list("prefs", prefix="k")] == ["k", "kk"]
+    assert [r["key"] for r in ltm.list("prefs", limit=1)] == ["k"]
+    assert ltm.namespaces() == {"default": 1, "prefs": 3}
+
+
+def test_bad_input_is_refused_with_one_line_and_nothing_buffered(db):
+    ltm = LTM(db)
+    for bad in (object(), {"x": {1, 2}}, math.nan, b"bytes"):
+        with pytest.raises(MemoryValueError) as err:
+            ltm.set("k", bad)
+        assert "not JSON" in str(err.value) and "\n" not in str(err.value)
+    for key in ("", None, 3):
+        with pytest.raises(MemoryKeyError, match="non-empty string"):
+            ltm.set(key, 1)
+    assert ltm.pending == 0
+    with pytest.raises(MemoryKeyError, match="no ltm key 'missing' in namespace 'default'"):
+        ltm.get("missing")
+
+
+def test_delete_leaves_a_tombstone_that_a_late_retry_cannot_undo(db):
+    ltm = LTM(db, "me")
+    ltm.set("k", "v")
+    ltm.fence()
+    old_stamp = next_stamp()
+    assert ltm.delete("k") is True
+    ltm.fence()
+    assert ltm.delete("k") is False
+    # A batch stamped before the delete, arriving late (as a retry after an owner crash would):
+    db.call(ltm_write, [("default", "k", old_stamp, "me", '"resurrected?"')])
+    assert ltm.get("k", default="gone") == "gone"
+    assert LTM(db).get("k", default="gone") == "gone"
+
+
+def test_newest_write_wins_whatever_order_batches_land_in(db):
+    newer = next_stamp()
+    older = newer - 1000
+    db.call(ltm_write, [("default", "k", newer, "b", '"new"')])
+    db.call(ltm_write, [("default", "k", older, "a", '"old"')])
+    assert LTM(db).get("k") == "new"
+    db.call(ltm_write, [("default", "k", newer, "b", '"new"')])  # the same batch again: harmless
+    assert LTM(db).get("k") == "new"
+
+
+def test_cache_stays_coherent_when_it_cannot_mirror_the_whole_table(db, monkeypatch):
+    monkeypatch.setattr(ltm_mod, "COMPLETE_LIMIT", 0)  # force the read-through mode
+    ltm = LTM(db)
+    assert ltm.get("k", default=None) is None  # caches the miss
+    ltm.set("k", 1)
+    ltm.fence()
+    assert LTM(db).get("k") == 1  # the write invalidated the cached miss
+    ltm.set("k", 2)
+    ltm.fence()
+    assert LTM(db).get("k") == 2
+
+
+def test_values_survive_closing_and_reopening(paths):
+    with Database(paths) as db:
+        ltm = LTM(db)
+        ltm.set("persist", {"n": 1})
+        ltm.close()
+    with Database(paths) as db:
+        assert LTM(db).get("persist") == {"n": 1}
+
+
+def test_a_large_batch_lands_completely(db):
+    ltm = LTM(db)
+    for i in range(30_000):  # past FLUSH_AT: the background flush joins in
+        ltm.set(f"k{i}", i, namespace="bulk")
+    ltm.fence()
+    assert ltm.namespaces()["bulk"] == 30_000
+    assert LTM(db).get("k29999", "bulk") == 29_999
+
+
+def test_background_flush_makes_writes_visible_without_a_fence(db):
+    writer, reader = LTM(db, "w"), LTM(db, "r")
+    writer.set("soon", "there")
+    deadline = time.monotonic() + 5
+    while reader.get("soon", default=None) is None:
+        assert time.monotonic() < deadline, "background flush never happened"
+        time.sleep(0.02)
+    assert writer.pending == 0
+
+
+def test_router_ltm_records_hits_and_misses(db):
+    mem = Memory(db, session="s")
+    mem.umem("ltm", "k", "v", namespace="ns")
+    assert mem.qmem("ltm", "k", namespace="ns") == "v"
+    assert mem.qmem("ltm", "nope", default=0) == 0
+    with pytest.raises(MemoryKeyError):
+        mem.qmem("ltm", "nope")
+    kinds = [(e["type"], e["name"], e["data"]) for e in mem.list("episodic")]
+    assert kinds == [("memory_miss", "nope", {"tier": "ltm", "namespace": "default"}),
+                     ("memory_miss", "nope", {"tier": "ltm", "namespace": "default"}),
+                     ("memory_hit", "k", {"tier": "ltm", "namespace": "ns"})]
+
+
+def test_text_duckdb_cannot_store_is_refused_up_front(db):
+    ltm = LTM(db)
+    with pytest.raises(MemoryValueError, match="not valid Unicode"):
+        ltm.set("k", "lone \ud800")
+    with pytest.raises(MemoryKeyError, match="not valid Unicode"):
+        ltm.set("k\udfff", 1)
+    ltm.set("k", "emoji 😀 and nul \x00")
+    ltm.fence()
+    assert LTM(db).get("k") == "emoji 😀 and nul \x00"

@@ -1,0 +1,199 @@
+"""Reflection: named queries give the numbers the log implies; user SQL is read-only and confined."""
+
+from __future__ import annotations
+
+import pytest
+
+from workstation.memory import Memory, ReflectError
+from workstation.memory import reflect
+from workstation.memory.episodic import (COMPACTION, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL,
+                                         READ_AVOIDED, TOOL_CALL)
+from workstation.paths import Paths
+from workstation.store import Database
+
+
+@pytest.fixture
+def paths(tmp_path):
+    return Paths.for_root(tmp_path)
+
+
+@pytest.fixture
+def db(paths):
+    database = Database(paths)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def history(db):
+    """A small, known history: two sessions, a few steps of each kind of event."""
+    s1 = Memory(db, session="s1", record_lookups=())
+    rec = s1.record
+    s1.step = 1
+    for _ in range(3):
+        rec(MEMORY_HIT, "k", tier="ltm", namespace="default")
+    rec(MEMORY_MISS, "k2", tier="ltm", namespace="default")
+    rec(FILE_READ, "a.py", path="a.py", lines=[1, 40], served_from="memory")
+    rec(FILE_READ, "a.py", path="a.py", lines=[41, 80], served_from="memory")
+    rec(FILE_READ, "b.py", path="b.py", served_from="disk")
+    rec(READ_AVOIDED, "c.py", path="c.py", reason="fresh in the knowledge map", chars_saved=500)
+    for ms in (10, 20, 30):
+        rec(TOOL_CALL, "grep", duration_ms=ms, ok=True, outcome="ok", result_chars=100)
+    rec(TOOL_CALL, "read_lines", duration_ms=5, ok=True, outcome="ok")
+    rec(TOOL_CALL, "read_lines", duration_ms=7, ok=False, outcome="error", error="no such file")
+    rec(TOOL_CALL, "run_command", duration_ms=1, ok=False, outcome="denied")
+    rec(MODEL_CALL, "m1", tokens_in=100, tokens_out=10, duration_ms=100, cost_usd=0.01, ok=True, context_tokens=1000)
+    rec(FILE_EDIT, "a.py", path="a.py", lines=[3, 5], lines_changed=3)
+    decision = s1.log_decision("use pathlib", "consistency", ["a.py"])
+    s1.step = 2
+    rec(MEMORY_MISS, "k3", tier="ltm", namespace="default")
+    rec(FILE_READ, "a.py", path="a.py", served_from="disk")
+    rec(MODEL_CALL, "m1", tokens_in=200, tokens_out=20, duration_ms=300, cost_usd=0.02, ok=True, context_tokens=3000)
+    rec(COMPACTION, "slug", first_turn=0, last_turn=20, model="m1", reason="threshold", ok=True,
+        context_tokens_after=500)
+    rec(FILE_EDIT, "a.py", path="a.py", lines_changed=4)
+    rec(FILE_EDIT, "b.py", path="b.py", lines_changed=1)
+    s1.mark_decision_reused(decision, step=2)
+    s1.mark_decision_reused(decision, step=3)
+    s2 = Memory(db, session="s2", record_lookups=())
+    s2.step = 1
+    s2.record(MEMORY_HIT, "k", tier="ltm", namespace="default")
+    s2.record(TOOL_CALL, "grep", duration_ms=50, ok=False, outcome="error", error="bad regex")
+    s1.close()
+    s2.close()
+    return decision
+
+
+def _rows(db, name, **params):
+    return reflect.run(db, name, **params).records()
+
+
+def test_memory_hit_rate_and_reads_avoided_per_session_and_step(db, history):
+    assert _rows(db, "memory_by_session") == [
+        {"session": "s1", "lookups": 5, "hits": 3, "hit_rate": 0.6, "reads_from_memory": 2, "reads_from_disk": 2,
+         "reads_avoided": 1, "chars_saved": 500},
+        {"session": "s2", "lookups": 1, "hits": 1, "hit_rate": 1.0, "reads_from_memory": 0, "reads_from_disk": 0,
+         "reads_avoided": 0, "chars_saved": None}]
+    assert [(r["session"], r["step"], r["lookups"], r["hits"], r["hit_rate"]) for r in _rows(db, "hit_rate")] == [
+        ("s1", 1, 4, 3, 0.75), ("s1", 2, 1, 0, 0.0), ("s2", 1, 1, 1, 1.0)]
+    assert _rows(db, "reads-avoided", session="s1") == [  # hyphens work as well as underscores
+        {"session": "s1", "step": 1, "avoided": 1, "from_memory": 2, "from_disk": 1, "chars_saved": 500},
+        {"session": "s1", "step": 2, "avoided": 0, "from_memory": 0, "from_disk": 1, "chars_saved": None}]
+
+
+def test_most_read_and_most_edited_files(db, history):
+    assert [(r["path"], r["reads"], r["from_memory"], r["from_disk"], r["avoided"])
+            for r in _rows(db, "top_read_files")] == [("a.py", 3, 2, 1, 0), ("b.py", 1, 0, 1, 0), ("c.py", 0, 0, 0, 1)]
+    assert [(r["path"], r["edits"], r["lines_changed"]) for r in _rows(db, "top_edited_files")] == [
+        ("a.py", 2, 7), ("b.py", 1, 1)]
+
+
+def test_tool_error_rates_and_latency(db, history):
+    assert [(r["tool"], r["calls"], r["errors"], r["error_rate"]) for r in _rows(db, "tool_errors")] == [
+        ("grep", 4, 1, 0.25), ("read_lines", 2, 1, 0.5), ("run_command", 1, 1, 1.0)]
+    assert _rows(db, "tool_errors", session="s2")[0]["last_error"] == "bad regex"
+    grep = next(r for r in _rows(db, "tool_latency", session="s1") if r["tool"] == "grep")
+    assert (grep["calls"], grep["p50_ms"], grep["max_ms"]) == (3, 20.0, 30.0)
+    (model,) = _rows(db, "model_latency")
+    assert (model["model"], model["calls"], model["p50_ms"], model["tokens_in"], model["tokens_out"],
+            model["cost_usd"]) == ("m1", 2, 200.0, 300, 30, 0.03)
+
+
+def test_tokens_per_turn_and_context_over_time_with_compactions(db, history):
+    assert [(r["step"], r["model_calls"], r["tokens_in"], r["tokens_out"], r["context_tokens"], r["compactions"])
+            for r in _rows(db, "tokens_per_turn")] == [(1, 1, 100, 10, 1000, 0), (2, 1, 200, 20, 3000, 1)]
+    assert [(r["event"], r["context_tokens"]) for r in _rows(db, "context_timeline")] == [
+        ("model_call", 1000), ("model_call", 3000), ("compaction", 500)]
+
+
+def test_decision_reuse_sessions_and_failures(db, history):
+    (row,) = _rows(db, "decision_reuse")
+    assert (row["id"], row["decision"], row["reuse_count"]) == (history, "use pathlib", 2)
+    sessions = {r["session"]: r for r in _rows(db, "sessions")}
+    assert sessions["s1"]["tool_calls"] == 6 and sessions["s1"]["model_calls"] == 2
+    assert sessions["s1"]["tokens_in"] == 300 and sessions["s1"]["failures"] == 2 and sessions["s2"]["failures"] == 1
+    assert {(r["name"], r["error"]) for r in _rows(db, "failures")} == {
+        ("read_lines", "no such file"), ("run_command", "denied"), ("grep", "bad regex")}
+    assert len(_rows(db, "failures", limit=1)) == 1
+
+
+def test_unknown_reflection_names_the_known_ones(db):
+    with pytest.raises(ReflectError, match="unknown reflection 'nope'; known: sessions"):
+        reflect.run(db, "nope")
+
+
+def test_view_columns_match_their_documentation(db):
+    for view, (_, columns) in reflect.VIEW_DOCS.items():
+        described = [r[0] for r in reflect.run_sql(db, f"DESCRIBE {view}").rows]
+        assert described == list(columns), view
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM ltm", "UPDATE ltm SET deleted = true", "INSERT INTO decisions VALUES (1)",
+    "CREATE TABLE x (i INT)", "DROP VIEW tool_calls", "COPY events TO '/tmp/ws-leak.csv'",
+    "ATTACH '/tmp/ws-other.duckdb' AS other", "EXPLAIN ANALYZE DELETE FROM ltm", "CHECKPOINT", "SET threads = 1",
+    "SELECT 1; DELETE FROM ltm", "PRAGMA disable_checkpoint_on_shutdown",
+])
+def test_sql_that_writes_is_refused_and_changes_nothing(db, sql):
+    mem = Memory(db)
+    mem.umem("ltm", "k", 1)
+    mem.fence("ltm")
+    with pytest.raises(ReflectError) as err:
+        reflect.run_sql(db, sql)
+    assert "\n" not in str(err.value) and ("read-only" in str(err.value) or "one statement" in str(err.value))
+    assert reflect.run_sql(db, "SELECT count(*) FROM ltm_entries").rows == [[1]]
+    assert reflect.run_sql(db, "SELECT count(*) FROM tool_calls").rows == [[0]]
+
+
+@pytest.mark.parametrize("sql, refused", [
+    ("SELECT * FROM read_csv('/etc/passwd')", "table function read_csv()"),
+    ("SELECT * FROM read_text('/etc/hostname')", "table function read_text()"),
+    ("SELECT * FROM glob('/*')", "table function glob()"),
+    ("SELECT * FROM '/etc/passwd'", "no table or view named '/etc/passwd'"),
+    ("SELECT (SELECT count(*) FROM read_blob('/etc/hostname'))", "table function read_blob()"),
+])
+def test_sql_cannot_read_files_outside_the_store(db, sql, refused):
+    with pytest.raises(ReflectError, match="reads only the workspace's tables and views"):
+        try:
+            reflect.run_sql(db, sql)
+        except ReflectError as err:
+            assert refused in str(err)
+            raise
+
+
+@pytest.mark.parametrize("sql", [
+    "WITH t AS (SELECT tool FROM tool_calls) SELECT count(*) FROM t",
+    "SELECT count(*) FROM main.events", "SELECT count(*) FROM kmap.files", "SELECT count(*) FROM range(10)",
+    "DESCRIBE tool_calls", "SELECT * FROM (SELECT 1 AS one) sub",
+])
+def test_ordinary_reads_are_allowed(db, sql):
+    assert reflect.run_sql(db, sql).rows
+
+
+def test_failing_and_unparsable_sql_are_one_line_errors(db):
+    with pytest.raises(ReflectError, match='SQL failed: Binder Error: Referenced column "nope"') as err:
+        reflect.run_sql(db, "SELECT nope FROM events")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ReflectError, match="SQL does not parse"):
+        reflect.run_sql(db, "SELEC 1")
+    with pytest.raises(ReflectError, match="needs a SELECT"):
+        reflect.run_sql(db, "  ")
+
+
+def test_long_queries_are_stopped_and_large_results_truncated(db):
+    with pytest.raises(ReflectError, match="stopped after 0.2s"):
+        reflect.run_sql(db, "SELECT count(*) FROM range(100000) a, range(100000) b", timeout_s=0.2)
+    result = reflect.run_sql(db, "SELECT * FROM range(50)", limit=10)
+    assert len(result.rows) == 10 and result.truncated
+    assert reflect.run_sql(db, "SELECT 1").rows == [[1]]  # the owner's cursor still works afterwards
+
+
+def test_any_duckdb_client_can_read_the_views(paths, history, db):
+    import duckdb
+
+    db.close()
+    with duckdb.connect(str(paths.memory_db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM tool_calls WHERE outcome <> 'ok'").fetchone() == (3,)
+    with duckdb.connect() as con:  # attached under another name, the views still resolve
+        con.execute(f"ATTACH '{paths.memory_db}' AS mem (READ_ONLY)")
+        assert con.execute("SELECT reuse_count FROM mem.decision_log").fetchone() == (2,)

@@ -1,0 +1,89 @@
+"""The decision log: naming, pattern and design choices later steps must follow.
+
+A decision is written at once (durably) with a client-made id, and an episodic
+`decision_logged` event is recorded; each later use is a `decision_reused`
+event, so reuse counts come from the log and a retried write never counts twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..store.broker import readonly
+from .episodic import DECISION_LOGGED, DECISION_REUSED, Episodic
+from .errors import MemoryKeyError, MemoryValueError
+
+
+@dataclass
+class Decision:
+    id: str
+    ts: float  # epoch seconds
+    session: str
+    step: int | None
+    decision: str
+    reasoning: str = ""
+    files: list[str] = field(default_factory=list)
+    reuse_count: int = 0
+    last_reused: float | None = None
+
+
+class Decisions:
+    def __init__(self, db, episodic: Episodic) -> None:
+        self.db = db
+        self.episodic = episodic
+
+    def log(self, decision: str, reasoning: str = "", files: list[str] | tuple[str, ...] = (),
+            step: int | None = None) -> str:
+        """Record a decision durably; returns its id."""
+        if not isinstance(decision, str) or not decision.strip():
+            raise MemoryValueError("a decision needs a non-empty text")
+        files = [str(f) for f in files]
+        try:
+            "".join([decision, reasoning or "", *files]).encode("utf-8")
+        except UnicodeEncodeError:
+            raise MemoryValueError("a decision's text is not valid Unicode (an unpaired surrogate)") from None
+        step = self.episodic.step if step is None else step
+        decision_id = "d" + os.urandom(6).hex()
+        ep = self.episodic
+        self.db.call(decision_insert, decision_id, time.time_ns() // 1000, ep.session, ep.flow, step,
+                     decision.strip(), reasoning or "", files)
+        ep.record(DECISION_LOGGED, decision_id, step=step, decision=decision.strip()[:500], files=files)
+        return decision_id
+
+    def mark_reused(self, decision_id: str, step: int | None = None) -> None:
+        """Note that a step followed this decision (counted by the decision_reuse reflection)."""
+        if not self.db.call(decision_exists, decision_id):
+            raise MemoryKeyError(f"no decision with id {decision_id!r}")
+        self.episodic.record(DECISION_REUSED, decision_id, step=step)
+
+    def list(self, *, session: str | None = None, step: int | None = None, file: str | None = None,
+             limit: int = 200) -> list[Decision]:
+        """Decisions, oldest first, with how often each was reused."""
+        self.episodic.fence()  # reuse events of this execution count too
+        return [Decision(*row) for row in self.db.call(decisions_query, session, step, file, limit)]
+
+
+def decision_insert(con, decision_id: str, ts_us: int, session: str, flow: str, step: int | None,
+                    decision: str, reasoning: str, files: list[str]) -> None:
+    con.execute("""INSERT INTO decisions (id, ts, session, flow, step, decision, reasoning, related_files)
+                   VALUES (?, make_timestamp(?), ?, ?, ?, ?, ?, ?::VARCHAR[]) ON CONFLICT (id) DO NOTHING""",
+                [decision_id, ts_us, session, flow, step, decision, reasoning, files])
+
+
+@readonly
+def decision_exists(con, decision_id: str) -> bool:
+    return con.execute("SELECT 1 FROM decisions WHERE id = ?", [decision_id]).fetchone() is not None
+
+
+@readonly
+def decisions_query(con, session: str | None, step: int | None, file: str | None, limit: int) -> list[tuple]:
+    return con.execute(
+        """SELECT d.id, epoch(d.ts), d.session, d.step, d.decision, d.reasoning, d.related_files,
+                  count(e.id), epoch(max(e.ts))
+           FROM decisions d LEFT JOIN events e ON e.type = 'decision_reused' AND e.name = d.id
+           WHERE ($session IS NULL OR d.session = $session) AND ($step IS NULL OR d.step = $step)
+             AND ($file IS NULL OR list_contains(d.related_files, $file))
+           GROUP BY ALL ORDER BY 2, 1 LIMIT $limit""",
+        {"session": session, "step": step, "file": file, "limit": limit}).fetchall()

@@ -1,0 +1,75 @@
+"""One background thread per process that flushes memory write buffers.
+
+LTM writes and episodic appends are buffered in the writing process and sent
+to the owner in batches: every ~100 ms here, at once when a buffer grows
+large, and synchronously on fence/close. A background flush that fails keeps
+its data buffered and the error is raised by the next fence, never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 0.1
+
+
+class Buffer(Protocol):
+    def background_flush(self) -> None: ...
+
+
+class Flusher:
+    def __init__(self) -> None:
+        self._buffers: "weakref.WeakSet[Buffer]" = weakref.WeakSet()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def register(self, buffer: Buffer) -> None:
+        with self._lock:
+            self._buffers.add(buffer)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ws-memory-flush", daemon=True)
+                self._thread.start()
+
+    def unregister(self, buffer: Buffer) -> None:
+        with self._lock:
+            self._buffers.discard(buffer)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(INTERVAL_S)
+            self._wake.clear()
+            with self._lock:
+                buffers = list(self._buffers)
+            for buffer in buffers:
+                buffer.background_flush()  # keeps its data and error on failure; never raises
+            del buffers
+
+
+_flusher: Flusher | None = None
+_flusher_lock = threading.Lock()
+
+
+def flusher() -> Flusher:
+    global _flusher
+    with _flusher_lock:
+        if _flusher is None:
+            _flusher = Flusher()
+        return _flusher
+
+
+def _forget_in_child() -> None:
+    global _flusher, _flusher_lock
+    _flusher, _flusher_lock = None, threading.Lock()  # the thread did not survive the fork
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
