@@ -1,0 +1,216 @@
+"""Chat pane: prompt and slash commands, streaming replies, the virtualized transcript."""
+
+from __future__ import annotations
+
+import time
+
+from textual.geometry import Region
+from textual.widgets import Markdown
+
+import tui_sample
+from tui_support import SIZE, settle
+from workstation.tui.app import WorkstationApp
+from workstation.tui.panes import turn_render
+from workstation.tui.panes.chat import ChatPane
+from workstation.tui.viewdata import Turn
+
+
+def visible_text(transcript) -> list[str]:
+    return [transcript.render_line(y).text.rstrip() for y in range(transcript.size.height)]
+
+
+async def test_typing_a_prompt_posts_submitted_to_the_backend(backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.focused is app.chat.prompt
+        await pilot.press(*"hello there", "enter")
+        await settle(pilot)
+        sent = backend.named("on_chat_pane_submitted")
+        assert [m.text for m in sent] == ["hello there"]
+        assert isinstance(sent[0], ChatPane.Submitted)
+        assert app.chat.prompt.value == ""
+        assert backend.threads and "MainThread" not in backend.threads  # ran in a worker thread
+        await pilot.press("up")  # history brings it back
+        assert app.chat.prompt.value == "hello there"
+
+
+async def test_slash_command_completes_and_posts_command_submitted(backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press(*"/re")
+        await pilot.pause()
+        hints = str(app.chat.query_one("#command-hints").render())
+        assert "/read FILE 10-40" in hints and "/reflect NAME" in hints and "/map" not in hints
+        await pilot.press("right")  # accept the suggestion: the first command starting /re
+        assert app.chat.prompt.value == "/read "
+        await pilot.press(*"src/a.py 1-5", "enter")
+        await settle(pilot)
+        (message,) = backend.named("on_chat_pane_command_submitted")
+        assert (message.name, message.args) == ("/read", "src/a.py 1-5")
+        assert backend.named("on_chat_pane_submitted") == []
+
+
+async def test_unknown_slash_command_is_refused_and_kept(backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press(*"/nope x", "enter")
+        await settle(pilot)
+        assert backend.calls == []
+        assert app.chat.prompt.value == "/nope x"  # nothing typed is lost
+        assert "unknown command /nope" in str(app.chat.query_one("#command-hints").render())
+
+
+async def test_streamed_fragments_appear_incrementally_then_move_to_transcript(warm_renderer):
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        chat = app.chat
+        await chat.begin_reply()
+        await chat.stream_fragment("# Plan\n\n")
+        await chat.stream_fragment("First step.\n\n")
+        await pilot.pause()
+        reply = chat.query_one(Markdown)
+        assert chat.has_class("-streaming")
+        heading = reply.children[0]
+        assert "Plan" in str(heading.render())
+        await chat.stream_fragment("Second **bo")
+        await pilot.pause()
+        assert "Second **bo" in str(reply.children[-1].render())  # shown before the reply ends
+        await chat.stream_fragment("ld** step.\n")
+        await pilot.pause()
+        assert chat.reply_text == "# Plan\n\nFirst step.\n\nSecond **bold** step.\n"
+        assert len(reply.children) == 3
+        # fragment by fragment: finished blocks stay, only the last one is re-parsed
+        assert reply.children[0] is heading
+        assert "Second bold step." in str(reply.children[2].render())
+        turn = await chat.end_reply(id="a1", tokens=12)
+        await pilot.pause()
+        assert not chat.query(Markdown) and not chat.has_class("-streaming")
+        transcript = chat.transcript
+        assert transcript.turns[-1] is turn and turn.text == chat.transcript.turns[-1].text
+        assert turn.text.endswith("Second **bold** step.\n") and turn.tokens == 12
+        assert any("Second bold step." in line for line in visible_text(transcript))
+
+
+async def test_escape_while_streaming_asks_to_cancel(backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert backend.named("on_chat_pane_cancel_requested") == []  # nothing to stop
+        await app.chat.begin_reply()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert len(backend.named("on_chat_pane_cancel_requested")) == 1
+        await app.chat.end_reply()
+
+
+async def test_markers_and_tool_calls_render_compactly_and_expand(warm_renderer, backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        transcript = app.chat.transcript
+        app.chat.set_turns(tui_sample.TURNS)
+        await settle(pilot)
+        text = "\n".join(visible_text(transcript))
+        assert "⟲ turns 1–40 compacted by gpt-4o-mini" in text
+        assert "▒ [REDACTED: Output of grep" in text
+        assert "▸ ✓ read_lines(path='src/client.py', start=20, end=41) → 22 lines" in text
+        assert "▸ ✗ replace_lines(path='src/client.py', start=20, end=20) → refus" in text
+        assert "line 33" not in text  # tool results stay folded
+        transcript.focus()
+        transcript.select("t2")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert transcript.is_expanded(transcript.index_of("t2"))
+        text = "\n".join(visible_text(transcript))
+        assert "arguments:" in text and "line 33" in text
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "line 33" not in "\n".join(visible_text(transcript))
+        # a redaction marker without its original asks the backend for it
+        transcript.select("r1")
+        await pilot.press("enter")
+        await settle(pilot)
+        (request,) = backend.named("on_chat_pane_original_requested")
+        assert request.turn.id == "r1"
+
+
+async def test_context_gauge_shows_use_against_window():
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        bar = app.chat.status_bar
+        assert "ctx 0 / ?" in bar.text  # no window known yet
+        app.chat.set_status("gpt-4o-mini · ready")
+        app.chat.set_context(12_000, 128_000)
+        await pilot.pause()
+        assert bar.text.startswith("gpt-4o-mini · ready")
+        assert "ctx 12k/128k █░░░░░░░░░░░   9%" in bar.text and app.chat.context_level == "ok"
+        app.chat.set_context(110_000, 128_000)
+        assert "86%" in bar.text and app.chat.context_level == "warn"
+        assert bar.right.spans[0].style == "$text-warning"
+        app.chat.set_context(127_000, 128_000)
+        assert app.chat.context_level == "full"
+        await pilot.pause()
+        line = bar.render_line(0).text
+        assert line.startswith("gpt-4o-mini · ready")
+        assert line.rstrip().endswith("ctx 127k/128k ████████████  99%")
+
+
+async def test_ten_thousand_turns_then_one_more_stays_fast(warm_renderer):
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        transcript = app.chat.transcript
+        transcript.set_turns(tui_sample.synthetic_turns(10_000))
+        await pilot.pause()
+        region = Region(0, 0, transcript.size.width, transcript.size.height)
+        start = time.perf_counter()
+        transcript.append(Turn("user", "one more turn", id="last"))
+        transcript.render_lines(region)  # the frame's work: lay out and draw the view
+        elapsed = time.perf_counter() - start
+        print(f"\nappend + render with 10,000 turns: {elapsed * 1000:.2f} ms")
+        await pilot.pause()
+        assert elapsed < 0.25  # generous: the benchmark tracks the real figure
+        assert "one more turn" in "\n".join(visible_text(transcript))
+        # virtualized: only what was on screen has been rendered
+        assert len(transcript._strips) < 60
+        transcript.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        assert "question 0: what does function_0 do?" in "\n".join(visible_text(transcript))
+
+
+async def test_scrolling_up_through_unrendered_turns_keeps_the_view_steady(warm_renderer):
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        transcript = app.chat.transcript
+        transcript.set_turns(tui_sample.synthetic_turns(2_000))
+        await pilot.pause()
+        transcript.select(1_000, top=True)  # far from anything rendered so far
+        await pilot.pause()
+        top_line = visible_text(transcript)[0]
+        transcript.render_lines(Region(0, 0, transcript.size.width, transcript.size.height))
+        await pilot.pause()
+        # measuring the turns around it (above included) must not move what is shown
+        assert visible_text(transcript)[0] == top_line
+        assert transcript.turn_at_line(round(transcript.scroll_y)) == 1_000
+
+
+async def test_replies_render_plain_until_markdown_loads_then_formatted(cold_renderer):
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        transcript = app.chat.transcript
+        await pilot.pause()
+        transcript.set_turns([Turn("assistant", "Use **bold**\n\n```python\nx = 1\n```")])
+        transcript.render_lines(Region(0, 0, transcript.size.width, transcript.size.height))
+        assert "Use **bold**" in "\n".join(visible_text(transcript))  # first frame: plain
+        assert transcript.warming
+        for _ in range(5):  # markdown loads, then the python lexer it asked for
+            await settle(pilot)
+            if not transcript.warming:
+                break
+        text = "\n".join(visible_text(transcript))
+        assert "Use bold" in text and "**" not in text and "x = 1" in text
+        assert {turn_render.MARKDOWN, "python"} <= turn_render._ready

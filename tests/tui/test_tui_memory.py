@@ -1,0 +1,123 @@
+"""Memory pane: tiers as tabs, one filter, the edit modal and its request."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Input
+
+import tui_sample
+from tui_support import SIZE, settle
+from workstation.tui.app import WorkstationApp
+from workstation.tui.screens.edit_value import EditValueScreen
+from workstation.tui.viewdata import MemoryEntry, TimelineEvent
+
+
+def table_rows(pane) -> list[list[str]]:
+    table = pane.table
+    return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+async def loaded(pilot):
+    app = pilot.app
+    tui_sample.load(app)
+    await pilot.pause()
+    return app.memory
+
+
+async def test_tabs_show_each_tier_and_the_filter_narrows_them():
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await loaded(pilot)
+        assert [row[0] for row in table_rows(pane)] == ["plan", "step"]
+        pane.show_tier("ltm")
+        await pilot.pause()
+        assert pane.active_tier == "ltm"
+        assert [row[1] for row in table_rows(pane)] == ["naming", "timeout_default", "test_cmd"]
+        pane.query_one("#memory-filter", Input).focus()
+        await pilot.press(*"PYTEST")  # case-insensitive, matches values too
+        await pilot.pause()
+        assert [row[1] for row in table_rows(pane)] == ["test_cmd"]
+        status = pane.query_one("#memory-status").render().plain
+        assert "STM 0/2" in status and "LTM 1/3" in status and "Episodic 0/7" in status
+        pane.show_tier("episodic")
+        await pilot.pause()
+        assert table_rows(pane) == []
+        pane.set_filter("tool")
+        await pilot.pause()
+        assert [row[2] for row in table_rows(pane)] == ["file_meta", "read_lines", "replace_lines"]
+        pane.set_filter("")
+        await pilot.pause()
+        assert len(table_rows(pane)) == 7
+
+
+async def test_enter_on_a_row_opens_the_editor_and_posts_the_edit(backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await loaded(pilot)
+        pane.show_tier("ltm")
+        await pilot.pause()
+        pane.table.focus()
+        await pilot.press("down", "enter")  # decisions/timeout_default
+        await pilot.pause()
+        assert isinstance(app.screen, EditValueScreen)
+        value = app.screen.query_one("#edit-value", Input)
+        assert value.value == "null"
+        value.value = "30 seconds"  # not JSON: refused, dialog stays
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, EditValueScreen)
+        assert "not JSON" in app.screen.query_one("#edit-error").render().plain
+        value.value = '{"seconds": 30}'
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, EditValueScreen)
+        (edit,) = backend.named("on_memory_pane_edit_requested")
+        assert (edit.tier, edit.namespace, edit.key, edit.value) == (
+            "ltm", "decisions", "timeout_default", {"seconds": 30})
+        # the pane shows what the backend confirms, not what was typed
+        assert table_rows(pane)[1][2] == "null"
+        pane.upsert("ltm", MemoryEntry("timeout_default", {"seconds": 30}, namespace="decisions"))
+        await pilot.pause()
+        assert table_rows(pane)[1][2] == '{"seconds": 30}'
+
+
+async def test_escape_cancels_and_new_entry_asks_for_a_key(backend):
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await loaded(pilot)
+        pane.table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, EditValueScreen) and backend.calls == []
+        await pilot.press("n")
+        await pilot.pause()
+        await pilot.press(*"goal", "enter", *'"ship it"', "enter")
+        await settle(pilot)
+        (edit,) = backend.named("on_memory_pane_edit_requested")
+        assert (edit.tier, edit.key, edit.value) == ("stm", "goal", "ship it")
+
+
+async def test_live_updates_and_bad_input():
+    app = WorkstationApp()
+    async with app.run_test(size=SIZE) as pilot:
+        pane = await loaded(pilot)
+        pane.upsert("stm", {"key": "step", "value": 4})
+        pane.upsert("stm", MemoryEntry("extra", True))
+        await pilot.pause()
+        assert table_rows(pane) == [["plan", '["add timeout", "thread it", "test"]'],
+                                    ["step", "4"], ["extra", "true"]]
+        pane.delete_entry("stm", "plan")
+        await pilot.pause()
+        assert [row[0] for row in table_rows(pane)] == ["step", "extra"]
+        pane.append_events([TimelineEvent(tui_sample.T0 + 20, "error", "model timeout")])
+        pane.show_tier("episodic")
+        await pilot.pause()
+        assert table_rows(pane)[-1][1:3] == ["error", "model timeout"]
+        with pytest.raises(ValueError, match="append-only"):
+            pane.set_entries("episodic", [])
+        with pytest.raises(ValueError, match="unknown memory tier 'mtm'"):
+            pane.show_tier("mtm")
+        with pytest.raises(ValueError, match="unknown field 'colour'"):
+            pane.upsert("stm", {"key": "x", "colour": "red"})

@@ -1,0 +1,1 @@
+"""One pane per module: chat (with its transcript), map, memory, timeline."""

@@ -1,0 +1,319 @@
+"""The chat pane: transcript, the reply being streamed, a context gauge and the prompt.
+
+Data down: `set_turns`/`add_turn(s)`/`update_turn`, `begin_reply`/`stream_fragment`/
+`end_reply` (async: a thread worker calls them through `app.call_from_thread`),
+`set_context(used, window)`, `set_commands`, `set_status`.
+Messages up: `Submitted(text)`, `CommandSubmitted(name, args, text)`, `CancelRequested()`,
+`OriginalRequested(turn)` (enter on a redaction marker).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Static
+
+from ..messages import BackendRequest
+from ..viewdata import SlashCommand, Turn, coerce, human_count
+from .bar import Bar
+from .transcript import Transcript
+
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+    from textual.widgets.markdown import MarkdownStream
+
+# The agent's slash commands (issue 5); the backend may replace them with set_commands.
+DEFAULT_COMMANDS = [
+    SlashCommand("/map", "[FILE]", "knowledge map of a file or the repository"),
+    SlashCommand("/read", "FILE 10-40", "read lines of a file"),
+    SlashCommand("/impact", "NAME", "every reference to a symbol"),
+    SlashCommand("/find", "QUERY", "find files and symbols"),
+    SlashCommand("/grep", "PATTERN", "search file contents"),
+    SlashCommand("/qmem", "TIER KEY", "read memory"),
+    SlashCommand("/umem", "TIER KEY VALUE", "write memory"),
+    SlashCommand("/fence", "TIER", "make earlier writes durable"),
+    SlashCommand("/decisions", "", "the decision log"),
+    SlashCommand("/pin", "TEXT", "an instruction kept in every context"),
+    SlashCommand("/reflect", "NAME", "run a reflection query"),
+    SlashCommand("/compact", "", "compact this session now"),
+    SlashCommand("/archive", "", "archive this session"),
+    SlashCommand("/model", "NAME", "switch model"),
+    SlashCommand("/help", "", "list commands"),
+]
+MAX_HINTS = 6
+
+
+def gauge_text(used: int, window: int, bar: int = 12) -> str:
+    """'ctx 61k/128k ██████░░░░░░  48%': tokens in the context against the window."""
+    if not window:
+        return f"ctx {human_count(used)} / ?"
+    ratio = min(1.0, used / window)
+    filled = round(ratio * bar)
+    return f"ctx {human_count(used)}/{human_count(window)} {'█' * filled}{'░' * (bar - filled)} {ratio:4.0%}"
+
+
+def gauge_level(used: int, window: int) -> str:
+    """ok, warn (compaction is near: 80%) or full (95%)."""
+    ratio = used / window if window else 0.0
+    return "full" if ratio >= 0.95 else "warn" if ratio >= 0.8 else "ok"
+
+
+class PromptInput(Input):
+    """The prompt: up/down walk through what was sent before."""
+
+    BINDINGS = [
+        Binding("up", "history(-1)", "Previous prompt", show=False),
+        Binding("down", "history(1)", "Next prompt", show=False),
+    ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.history: list[str] = []
+        self._position = 0
+
+    def remember(self, text: str) -> None:
+        if not self.history or self.history[-1] != text:
+            self.history.append(text)
+        self._position = len(self.history)
+
+    def action_history(self, step: int) -> None:
+        if not self.history:
+            return
+        self._position = max(0, min(len(self.history), self._position + step))
+        self.value = self.history[self._position] if self._position < len(self.history) else ""
+        self.cursor_position = len(self.value)
+
+
+class ChatPane(Vertical):
+    ALLOW_MAXIMIZE = True
+    BORDER_TITLE = "Chat"
+    DEFAULT_CSS = """
+    ChatPane {
+        #reply-box {
+            height: auto;
+            max-height: 60%;
+            background: $surface;
+            padding: 0 1 0 3;
+            border-top: hkey $panel;
+            Markdown { margin: 0; padding: 0; background: $surface; }
+        }
+        #prompt { border: tall $panel; background: $surface; }
+        #prompt:focus { border: tall $primary; }
+        #command-hints {
+            display: none;
+            height: auto;
+            max-height: 7;
+            padding: 0 1;
+            color: $text-muted;
+            background: $panel;
+        }
+        &.-hints #command-hints { display: block; }
+    }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Stop reply", show=False)]
+
+    class Submitted(BackendRequest):
+        """The user sent a prompt (not a slash command)."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class CommandSubmitted(BackendRequest):
+        """The user sent a slash command: `name` with its slash, `args` the rest of the line."""
+
+        def __init__(self, name: str, args: str, text: str) -> None:
+            super().__init__()
+            self.name = name
+            self.args = args
+            self.text = text
+
+    class CancelRequested(BackendRequest):
+        """Escape while a reply streams: stop generating."""
+
+    class OriginalRequested(BackendRequest):
+        """Enter on a redaction marker: the backend may fetch the original output
+        and call `update_turn(turn.id, turn_with_result)`."""
+
+        def __init__(self, turn: Turn) -> None:
+            super().__init__()
+            self.turn = turn
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._commands: list[SlashCommand] = list(DEFAULT_COMMANDS)
+        self._reply: Markdown | None = None
+        self._stream: MarkdownStream | None = None
+        self._reply_parts: list[str] = []
+        self._context_tokens = (0, 0)
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(id="transcript")
+        yield Bar(id="chat-status")  # the reply box mounts above it while a reply streams
+        yield PromptInput(placeholder="Ask, or / for commands", id="prompt",
+                          suggester=self._suggester())
+        yield Static("", id="command-hints", markup=False)
+
+    def on_mount(self) -> None:
+        self.set_context(*self._context_tokens)
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.query_one(Transcript)
+
+    @property
+    def prompt(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    @property
+    def status_bar(self) -> Bar:
+        return self.query_one("#chat-status", Bar)
+
+    @property
+    def context_level(self) -> str:
+        return gauge_level(*self._context_tokens)
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream is not None
+
+    @property
+    def reply_text(self) -> str:
+        """Everything streamed into the current reply so far."""
+        return "".join(self._reply_parts)
+
+    # ----------------------------------------------------------- data in
+    def set_turns(self, turns) -> None:
+        self.transcript.set_turns(turns)
+
+    def add_turn(self, turn) -> int:
+        return self.transcript.append(turn)
+
+    def add_turns(self, turns) -> None:
+        self.transcript.extend(turns)
+
+    def update_turn(self, key: int | str, turn) -> None:
+        self.transcript.update_turn(key, turn)
+
+    def scroll_to_turn(self, key: int | str) -> None:
+        """Select a turn (index or id) and bring it to the top: the timeline's jump."""
+        self.transcript.select(key, top=True)
+
+    def set_context(self, used: int, window: int) -> None:
+        """Tokens of the assembled context and the model's window (0: unknown)."""
+        self._context_tokens = (max(0, int(used)), max(0, int(window)))
+        style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
+        self.status_bar.set(right=Content.styled(gauge_text(*self._context_tokens), style))
+
+    def set_status(self, text: str) -> None:
+        """One line under the transcript: model name, 'thinking…', an error."""
+        self.status_bar.set(left=text)
+
+    def set_commands(self, commands) -> None:
+        """Slash commands offered for completion: SlashCommand, mappings of its fields, or names."""
+        self._commands = [SlashCommand(c) if isinstance(c, str) else coerce(SlashCommand, c)
+                          for c in commands]
+        self.prompt.suggester = self._suggester()
+
+    def _suggester(self) -> SuggestFromList:
+        return SuggestFromList([f"{c.name} " if c.usage else c.name for c in self._commands],
+                               case_sensitive=False)
+
+    # ---------------------------------------------------------- streaming
+    async def begin_reply(self) -> None:
+        """Show an empty reply that `stream_fragment` fills."""
+        from textual.widgets import Markdown  # markdown-it: load when the first reply starts
+
+        if self._stream is not None:
+            await self.end_reply()
+        self._reply_parts = []
+        self._reply = Markdown()
+        box = VerticalScroll(self._reply, id="reply-box")
+        await self.mount(box, before=self.status_bar)
+        box.anchor()
+        self._stream = Markdown.get_stream(self._reply)
+        self.add_class("-streaming")
+
+    async def stream_fragment(self, fragment: str) -> None:
+        """Append a fragment of the reply; only the last block is re-parsed."""
+        if self._stream is None:
+            await self.begin_reply()
+        assert self._stream is not None
+        self._reply_parts.append(fragment)
+        await self._stream.write(fragment)
+
+    async def end_reply(self, *, id: str = "", tokens: int | None = None,
+                        ts: float | None = None) -> Turn | None:
+        """Finish the reply: it moves into the transcript as an assistant turn."""
+        if self._stream is None:
+            return None
+        await self._stream.stop()
+        self._stream = None
+        text = self.reply_text
+        self._reply_parts = []
+        if self._reply is not None:
+            await self.query_one("#reply-box").remove()
+            self._reply = None
+        self.remove_class("-streaming")
+        turn = Turn("assistant", text, id=id, tokens=tokens, ts=time.time() if ts is None else ts)
+        self.transcript.append(turn)
+        return turn
+
+    # ------------------------------------------------------------- input
+    @on(Input.Changed, "#prompt")
+    def _show_hints(self, event: Input.Changed) -> None:
+        value = event.value
+        hints = ""
+        if value.startswith("/") and " " not in value:
+            typed = value.lower()
+            matches = [c for c in self._commands if c.name.lower().startswith(typed)][:MAX_HINTS]
+            hints = "\n".join(f"{c.name} {c.usage}".rstrip().ljust(24) + f" {c.help}"
+                              for c in matches) or f"no command starts with {value}"
+        self.query_one("#command-hints", Static).update(hints)
+        self.set_class(bool(hints), "-hints")
+
+    @on(Input.Submitted, "#prompt")
+    def _submit(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        if text.startswith("/"):
+            name, _, args = text.partition(" ")
+            known = {c.name.lower(): c.name for c in self._commands}
+            if name.lower() not in known:
+                # keep what was typed: the user fixes it instead of retyping
+                self.query_one("#command-hints", Static).update(
+                    f"unknown command {name}: /help lists them")
+                self.add_class("-hints")
+                return
+            message: BackendRequest = self.CommandSubmitted(known[name.lower()], args.strip(), text)
+        else:
+            message = self.Submitted(text)
+        self.prompt.remember(text)
+        self.prompt.value = ""
+        self.post_message(message)
+
+    @on(Transcript.TurnActivated)
+    def _turn_activated(self, event: Transcript.TurnActivated) -> None:
+        if event.turn.role == "redaction" and not event.turn.result:
+            self.post_message(self.OriginalRequested(event.turn))
+
+    def action_cancel(self) -> None:
+        if self.streaming:
+            self.post_message(self.CancelRequested())
+
+    def palette_commands(self):
+        yield "Chat: focus prompt", "Type a prompt or a slash command", self.prompt.focus
+        yield "Chat: browse turns", "Select turns; enter expands tool calls", self.transcript.focus
+        yield "Chat: jump to latest", "Scroll to the newest turn", self.transcript.action_last
+        yield ("Chat: expand/collapse turn", "Toggle the selected tool call or marker",
+               self.transcript.action_toggle_turn)
+        yield "Chat: stop reply", "Ask the backend to stop the reply", self.action_cancel

@@ -1,0 +1,216 @@
+"""The episodic timeline: events in time order, filterable by type, with details.
+
+Data down: `set_events(events)`, `append_events(events)` (TimelineEvent or mappings),
+`set_type_filter(type or None)`, `select_event(id)`.
+Messages up: `EventSelected(event)` on enter or click (the app jumps the chat to
+`event.turn_id`); moving the cursor only shows the details.
+
+The type filter is a label cycled by keys (t / T / a), a click, or the command
+palette (one entry per type): a Select widget would double the pane's start-up cost.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import insort
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual import events
+from textual.widgets import DataTable, Static
+
+from ..messages import BackendRequest
+from ..viewdata import TimelineEvent, coerce, human_count, human_duration
+from .bar import Bar
+from .memory import event_time
+
+MAX_ROWS = 5000  # newest events kept on screen
+COLUMN_WIDTHS = {"time": 8, "type": None, "name": 12, "dur": 6, "tokens": 6}  # None: fit
+
+
+class TimelinePane(Vertical):
+    ALLOW_MAXIMIZE = True
+    BORDER_TITLE = "Timeline"
+    BINDINGS = [
+        Binding("t", "cycle_type(1)", "Next type"),
+        Binding("T", "cycle_type(-1)", "Prev type", show=False),
+        Binding("a", "all_types", "All types", show=False),
+    ]
+    DEFAULT_CSS = """
+    TimelinePane {
+        #timeline-bar { color: $text; }
+        #timeline-bar:hover { background: $boost; }
+        #timeline-table { height: 1fr; background: $surface; }
+        #timeline-details-box { height: 7; background: $panel; border-top: hkey $surface; }
+        #timeline-details { padding: 0 1; color: $text; }
+    }
+    """
+
+    class EventSelected(BackendRequest):
+        def __init__(self, event: TimelineEvent) -> None:
+            super().__init__()
+            self.event = event
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._events: list[TimelineEvent] = []
+        self._types: list[str] = []
+        self._type: str | None = None
+        self._shown: list[TimelineEvent] = []  # row i of the table is _shown[i]
+
+    def compose(self) -> ComposeResult:
+        yield Bar(id="timeline-bar")  # type filter (click or t cycles) · count
+        table: DataTable = DataTable(id="timeline-table", cursor_type="row")
+        for column, width in COLUMN_WIDTHS.items():
+            table.add_column(column, key=column, width=width)
+        yield table
+        with VerticalScroll(id="timeline-details-box"):
+            yield Static("", id="timeline-details", markup=False)
+
+    def on_mount(self) -> None:
+        self._show_type()
+        self._update_count()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#timeline-table", DataTable)
+
+    @property
+    def shown(self) -> list[TimelineEvent]:
+        return list(self._shown)
+
+    # ----------------------------------------------------------- data in
+    def set_events(self, events) -> None:
+        self._events = sorted((coerce(TimelineEvent, e) for e in events), key=lambda e: e.ts)
+        self._events = self._events[-MAX_ROWS:]
+        self._refresh_types()
+        self._rebuild()
+
+    def append_events(self, events) -> None:
+        new = [coerce(TimelineEvent, e) for e in events]
+        if not new:
+            return
+        in_order = not self._events or new[0].ts >= self._events[-1].ts
+        in_order = in_order and all(a.ts <= b.ts for a, b in zip(new, new[1:]))
+        for event in new:
+            insort(self._events, event, key=lambda e: e.ts)
+        trimmed = len(self._events) > MAX_ROWS
+        del self._events[:-MAX_ROWS]
+        if {e.type for e in new} - set(self._types):
+            self._refresh_types()
+        if not in_order or trimmed:
+            self._rebuild()
+            return
+        table = self.table
+        follow = table.cursor_row >= table.row_count - 1
+        for event in new:
+            if self._type is None or event.type == self._type:
+                self._shown.append(event)
+                table.add_row(*_cells(event))
+        if follow and table.row_count:
+            table.move_cursor(row=table.row_count - 1, animate=False)
+        self._update_count()
+
+    def set_type_filter(self, event_type: str | None) -> None:
+        """Show only events of one type (None: all). The type need not be present yet."""
+        self._type = event_type
+        self._show_type()
+        self._rebuild()
+
+    @property
+    def types(self) -> list[str]:
+        return list(self._types)
+
+    def select_event(self, event_id: str) -> bool:
+        """Put the cursor on an event by id (e.g. when the chat jumps)."""
+        for row, event in enumerate(self._shown):
+            if event.id == event_id:
+                self.table.move_cursor(row=row)
+                return True
+        return False
+
+    # ------------------------------------------------------------ rendering
+    def _refresh_types(self) -> None:
+        self._types = sorted({e.type for e in self._events})
+        self._show_type()
+
+    @property
+    def bar(self) -> Bar:
+        return self.query_one("#timeline-bar", Bar)
+
+    def _show_type(self) -> None:
+        label = "all" if self._type is None else self._type
+        self.bar.set(left=f"type: {label}  (t cycles)")
+
+    def _rebuild(self) -> None:
+        table = self.table
+        table.clear()
+        self._shown = [e for e in self._events if self._type is None or e.type == self._type]
+        for event in self._shown:
+            table.add_row(*_cells(event))
+        if self._shown:
+            table.move_cursor(row=len(self._shown) - 1, animate=False)
+        else:
+            self.query_one("#timeline-details", Static).update("")
+        self._update_count()
+
+    def _update_count(self) -> None:
+        shown, total = len(self._shown), len(self._events)
+        self.bar.set(right=f"{shown}" if shown == total else f"{shown} of {total}")
+
+    # ---------------------------------------------------------------- input
+    @on(DataTable.RowHighlighted, "#timeline-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if 0 <= event.cursor_row < len(self._shown):
+            self.query_one("#timeline-details", Static).update(details_text(self._shown[event.cursor_row]))
+
+    @on(DataTable.RowSelected, "#timeline-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        if 0 <= event.cursor_row < len(self._shown):
+            self.post_message(self.EventSelected(self._shown[event.cursor_row]))
+
+    def action_cycle_type(self, step: int) -> None:
+        choices: list[str | None] = [None, *self._types]
+        current = choices.index(self._type) if self._type in choices else 0
+        self.set_type_filter(choices[(current + step) % len(choices)])
+
+    def action_all_types(self) -> None:
+        self.set_type_filter(None)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.widget is not None and event.widget.id == "timeline-bar":
+            self.action_cycle_type(1)
+
+    def palette_commands(self):
+        yield "Timeline: focus events", "Browse episodic events", self.table.focus
+        yield "Timeline: show all types", "Clear the type filter", self.action_all_types
+        for event_type in self._types:
+            yield (f"Timeline: show only {event_type}", f"Filter the timeline to {event_type} events",
+                   lambda t=event_type: self.set_type_filter(t))
+
+
+def _cells(event: TimelineEvent) -> tuple[str, str, str, str, str]:
+    # seconds in the table, milliseconds in the details
+    return (event_time(event.ts)[:8], event.type, event.name, human_duration(event.duration_ms),
+            human_count(event.tokens))
+
+
+def details_text(event: TimelineEvent) -> str:
+    lines = [f"{event_time(event.ts)}  {event.type}  {event.name}".rstrip()]
+    facts = []
+    if event.duration_ms is not None:
+        facts.append(f"duration {human_duration(event.duration_ms)}")
+    if event.tokens is not None:
+        facts.append(f"tokens {event.tokens:,}")
+    if event.turn_id:
+        facts.append(f"turn {event.turn_id}")
+    if event.session:
+        facts.append(f"session {event.session}")
+    if facts:
+        lines.append(" · ".join(facts))
+    for key, value in event.details.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines)

@@ -1,0 +1,233 @@
+"""How one transcript turn looks: a Rich renderable built from a Turn.
+
+Pure Rich, no widget. Two costs must stay out of the first paint: importing
+Rich's markdown (markdown-it, ~50 ms) and building a pygments lexer's regexes
+(~100 ms for Python). Until they are loaded, replies show as plain text and code
+blocks unhighlighted; what was missing is listed by `wanted()`, and the
+transcript loads it with `warm()` in a thread after the frame, then renders again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from functools import lru_cache
+from typing import NamedTuple
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.style import Style
+from rich.text import Text
+
+from ..viewdata import Turn, human_count
+
+EXPANDABLE = frozenset({"tool", "compaction", "redaction"})
+SEPARATED = frozenset({"user", "assistant", "system", "command", "compaction"})  # blank line before
+MAX_EXPANDED_LINES = 400  # an expanded tool result beyond this is cut with a note
+INDENT = 2
+LABELS = {"user": "you", "assistant": "assistant", "system": "system", "command": "command"}
+
+MARKDOWN = "markdown"  # the wanted() name for Rich's markdown module; others are lexers
+_ready: set[str] = {"text", ""}
+_wanted: set[str] = set()
+_lock = threading.Lock()
+
+
+def foreground_only(style: Style) -> Style:
+    """A component's colour and attributes without its background.
+
+    Partial component styles leave `auto`/alpha colours ($text-muted) unresolved,
+    and full ones carry the widget background over cursor highlights.
+    """
+    return Style(color=style.color, bold=style.bold, italic=style.italic, dim=style.dim,
+                 underline=style.underline, strike=style.strike, reverse=style.reverse)
+
+
+class TurnStyles(NamedTuple):
+    user: Style
+    assistant: Style
+    meta: Style
+    tool: Style
+    tool_error: Style
+    marker: Style
+    redaction: Style
+    error: Style
+    notice: Style
+    code: Style  # inline code in replies
+
+
+def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark: bool) -> RenderableType:
+    role = turn.role
+    parts: list[RenderableType] = [Text("")] if role in SEPARATED else []
+    if role in LABELS:
+        header = Text(LABELS[role], styles.user if role == "user" else styles.assistant)
+        header.append(_meta(turn), styles.meta)
+        parts.append(header)
+        if role == "assistant":
+            body: RenderableType = markdown(turn.text, dark, styles.code)
+        else:
+            body = Text(turn.text, styles.meta if role == "system" else Style())
+        parts.append(Padding(body, (0, 0, 0, INDENT)))
+    elif role == "tool":
+        parts.append(_tool_line(turn, expanded, styles))
+        if expanded:
+            parts.append(Padding(Text(_tool_details(turn), styles.meta), (0, 0, 0, INDENT + 2)))
+    elif role == "compaction":
+        rule = Text(f"━━ ⟲ {turn.text} ", styles.marker, no_wrap=True, overflow="ellipsis")
+        rule.append("━" * max(0, width - rule.cell_len - 2) + (" ▾" if expanded else " ▸"))
+        parts.append(rule)
+        if expanded and turn.result:
+            parts.append(Padding(markdown(turn.result, dark, styles.code), (0, 0, 0, INDENT)))
+    elif role == "redaction":
+        parts.append(Text(f"▒ {turn.text}", styles.redaction))
+        if expanded and turn.result:
+            parts.append(Padding(Text(_cut(turn.result)), (0, 0, 0, INDENT)))
+    elif role == "error":
+        parts.append(Text(f"✗ {turn.text}", styles.error))
+    else:  # notice
+        parts.append(Text(f"· {turn.text}", styles.notice))
+    return Group(*parts)
+
+
+def estimate_height(turn: Turn, expanded: bool, width: int) -> int:
+    """A cheap guess of the rendered height, replaced by the real one once rendered."""
+    if turn.role in ("tool", "notice") and not expanded:
+        return 1
+    width = max(8, width - INDENT) if width else 80
+    body = turn.text if not expanded else f"{turn.text}\n{turn.result}"
+    lines = body.count("\n") + 1 + len(body) // width
+    return lines + (2 if turn.role in SEPARATED else 0)
+
+
+# ------------------------------------------------------------ markdown + lexers
+def markdown(text: str, dark: bool, code: Style | None = None) -> RenderableType:
+    if MARKDOWN not in _ready:
+        _want(MARKDOWN)
+        return Text(text)
+    return _markdown_class()(text, code_theme="monokai" if dark else "default", hyperlinks=False,
+                             inline_code_style=code)
+
+
+def _want(name: str) -> None:
+    with _lock:
+        _wanted.add(name)
+
+
+def wanted() -> set[str]:
+    """What rendering missed since the last call; pass each name to `warm`."""
+    with _lock:
+        names = _wanted - _ready
+        _wanted.clear()
+    return names
+
+
+def warm(name: str) -> None:
+    """Load Rich's markdown or build a lexer's tables (thread-safe, idempotent)."""
+    if name == MARKDOWN:
+        _markdown_class()
+    else:
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+
+        try:
+            get_lexer_by_name(name)  # pygments keeps the built tables on the class
+        except ClassNotFound:
+            pass  # Syntax shows an unknown language as plain text anyway
+    with _lock:
+        _ready.add(name)
+
+
+@lru_cache(maxsize=1)
+def _markdown_class():
+    from rich.markdown import CodeBlock, Markdown
+    from rich.syntax import Syntax
+
+    class DeferredCodeBlock(CodeBlock):
+        def __rich_console__(self, console, options):
+            lexer = self.lexer_name
+            if lexer not in _ready:
+                _want(lexer)
+                lexer = "text"
+            yield Syntax(str(self.text).rstrip(), lexer, theme=self.theme, word_wrap=True, padding=1)
+
+    class HistoryMarkdown(Markdown):
+        elements = {**Markdown.elements, "fence": DeferredCodeBlock, "code_block": DeferredCodeBlock}
+
+        def __init__(self, text: str, *, inline_code_style: Style | None = None, **kwargs) -> None:
+            super().__init__(text, **kwargs)
+            self.inline_code_style = inline_code_style
+
+        def __rich_console__(self, console, options):
+            if self.inline_code_style is None:
+                yield from super().__rich_console__(console, options)
+                return
+            # Rich styles inline code from the console theme ("bold cyan on black"): use ours
+            from rich.theme import Theme
+
+            with console.use_theme(Theme({"markdown.code": self.inline_code_style})):
+                yield from super().__rich_console__(console, options)
+
+    return HistoryMarkdown
+
+
+# --------------------------------------------------------------------- pieces
+def _meta(turn: Turn) -> str:
+    bits = []
+    if turn.ts is not None:
+        bits.append(time.strftime("%H:%M:%S", time.localtime(turn.ts)))
+    if turn.tokens is not None:
+        bits.append(f"{human_count(turn.tokens)} tok")
+    return ("  " + " · ".join(bits)) if bits else ""
+
+
+def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles) -> Text:
+    # the outcome comes first: a long line is cut at the right edge
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"{'▾' if expanded else '▸'} ", styles.meta)
+    line.append("✓ " if turn.ok else "✗ ", styles.tool if turn.ok else styles.tool_error)
+    line.append(turn.tool, styles.tool)
+    line.append(f"({args_summary(turn.args)})", styles.meta)
+    summary = turn.text or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
+    line.append(f" → {summary}", styles.meta if turn.ok else styles.tool_error)
+    return line
+
+
+def args_summary(args, limit: int = 60) -> str:
+    if args is None:
+        return ""
+    if isinstance(args, dict):
+        text = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in args.items())
+    else:
+        text = str(args)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _result_summary(result: str) -> str:
+    if not result:
+        return "no output"
+    lines = result.count("\n") + 1
+    if lines > 1:
+        return f"{lines} lines, {human_count(len(result))} chars"
+    return result if len(result) <= 40 else f"{human_count(len(result))} chars"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0] or "failed"
+
+
+def _tool_details(turn: Turn) -> str:
+    if isinstance(turn.args, (dict, list)):
+        args = json.dumps(turn.args, indent=2, ensure_ascii=False, default=str)
+    else:
+        args = "" if turn.args is None else str(turn.args)
+    return f"arguments:\n{args}\nresult:\n{_cut(turn.result)}"
+
+
+def _cut(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= MAX_EXPANDED_LINES:
+        return text
+    rest = len(lines) - MAX_EXPANDED_LINES
+    return "\n".join(lines[:MAX_EXPANDED_LINES]) + f"\n… {rest} more lines"
