@@ -41,6 +41,7 @@ class Lines:
     total: int
     text: str
     sha256: str
+    whole: str = field(default="", repr=False)  # the whole file, for measuring what a full read costs
 
     def numbered(self) -> str:
         lines = self.text.splitlines()
@@ -77,7 +78,7 @@ def read_lines(root: Path, path: str, start: int, end: int | None = None,
     digest = sha256_bytes(data)
     if ledger is not None:
         ledger.saw(rel, digest)
-    return Lines(rel, start, end, total, "".join(lines[start - 1:end]), digest)
+    return Lines(rel, start, end, total, "".join(lines[start - 1:end]), digest, text)
 
 
 def replace_lines(root: Path, path: str, start: int, end: int, content: str,

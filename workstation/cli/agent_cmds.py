@@ -1,3 +1,95 @@
-"""Commands: see the module docstring of each command."""
+"""Agent commands: `workstation chat` (one headless agent turn, for scripts) and `workstation report`."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import WorkstationError
+from .common import json_option, pass_state, print_json, print_table
+
+
+@click.command()
+@click.argument("task")
+@click.option("--session", "slug", default=None, help="Continue this session (default: a new one).")
+@click.option("--yes", "approve_all", is_flag=True,
+              help="Approve every command the agent asks to run (otherwise asked on a terminal, refused without).")
+@json_option
+@pass_state
+def chat(state, task: str, slug: str | None, approve_all: bool, as_json: bool) -> None:
+    """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
+    from ..agent import slash
+    from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
+    from ..runtime import Workspace
+    from ..sessions.log import Session
+
+    is_slash = task.strip().startswith("/")
+    with Workspace(state.workspace, model=state.model) as ws:
+        for warning in ws.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        if not is_slash and ws.model_spec() is None:
+            raise NoModel(NO_MODEL)  # before a session is created for nothing
+        session = Session.open(ws.paths, slug) if slug else Session.create(ws.paths, title=task[:60])
+
+        def approve(command: str) -> bool:
+            if approve_all:
+                return True
+            if sys.stdin.isatty() and sys.stderr.isatty():
+                return click.confirm(f"run `{command}`?", default=False, err=True)
+            return False  # nobody to ask
+
+        agent = Agent(ws, session, approve=approve)
+        try:
+            if is_slash:
+                out = slash.run(agent, task)
+                if as_json:
+                    print_json({"session": session.slug, "text": out.text, "ok": out.ok})
+                else:
+                    click.echo(out.text)
+                if not out.ok:
+                    sys.exit(1)
+                return
+            streamed = not as_json
+            events = AgentEvents(
+                on_text=(lambda t: click.echo(t, nl=False)) if streamed else None,
+                on_retry=(lambda why: click.echo(f"\n[retrying: {why}]", err=True)) if streamed else None,
+                on_tool=(lambda name, args, res: click.echo(
+                    f"[{name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]",
+                    err=True)) if streamed else None,
+                on_notice=(lambda line: click.echo(f"[{line}]", err=True)) if streamed else None)
+            result = agent.run(task, events)
+        finally:
+            agent.close()
+    if as_json:
+        print_json({"session": result.session, "text": result.text, "steps": result.steps,
+                    "tool_calls": result.tool_calls, "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
+                    "context_tokens": result.context_tokens, "trimmed": result.trimmed, "error": result.error})
+        if result.error:
+            sys.exit(1)
+        return
+    click.echo()
+    click.echo(f"[session {result.session}: {result.steps} model calls, {result.tool_calls} tool calls]", err=True)
+    if result.error:
+        raise WorkstationError(result.error)
+
+
+@click.command()
+@click.argument("session")
+@json_option
+@pass_state
+def report(state, session: str, as_json: bool) -> None:
+    """Efficiency report of SESSION (a slug, or a session .jsonl file) beside a naive baseline replay."""
+    from ..agent import report as report_mod
+
+    rep = report_mod.build(state.paths, session)
+    if as_json:
+        print_json(rep.to_dict())
+        return
+    print_table(rep.rows(), title=f"session {rep.session}: memory agent vs naive baseline")
+    click.echo("naive: the same steps with a full-file read at every file_meta/read_lines and the whole raw history "
+               "in every request (no memory, no compaction, no redaction); naive*: the same, re-reading a file only "
+               "after it changed. Method: workstation/agent/report.py")
+
+
+COMMANDS = [chat, report]

@@ -1,0 +1,1 @@
+"""A toy shop backend (fixture of the request_id scenario)."""

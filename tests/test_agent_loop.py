@@ -1,0 +1,328 @@
+"""The agent loop end to end through the real litellm path against the scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from agent_support import (MODEL, agent, events, module_server, records, requests_since, tool_results,
+                           workspace)
+from conftest_llm import FAKE_API_KEY
+from fakellm import Reply
+from workstation.agent import report as report_mod
+from workstation.agent.loop import NoModel
+from workstation.agent.tools import TOOLS
+
+server_module, server = module_server()
+
+
+def edit_policy(state: dict):
+    """file_meta -> read_lines (the range the map gives) -> replace_lines + log_decision -> answer;
+    in a later turn: cite the logged decision found in the context's decision log."""
+
+    def respond(body: dict) -> Reply:
+        messages = body["messages"]
+        last = messages[-1]
+        if last["role"] == "user" and "request_id" in last["content"]:
+            return Reply(text="Mapping the file first.", tool_calls=[("file_meta", {"path": "pkg/core.py"})])
+        if last["role"] == "user":  # the later turn
+            found = re.search(r"\[D:(d[0-9a-f]{12})\]", messages[0]["content"])
+            return Reply(text=f"parse should follow the same convention [D:{found.group(1)}].")
+        (name, args, content), *more = tool_results(messages)
+        if name == "file_meta":
+            span = re.search(r"^(\d+)-(\d+) def fetch", content, re.M)
+            state["span"] = (int(span.group(1)), int(span.group(2)))
+            return Reply(tool_calls=[("read_lines", {"path": "pkg/core.py", "start": state["span"][0],
+                                                     "end": state["span"][0]})])
+        if name == "read_lines":
+            line_no, text = re.search(r"^\s*(\d+)\| (.*)$", content, re.M).groups()
+            new = text.replace(") -> str:", ", request_id: str | None = None) -> str:")
+            return Reply(text="Editing just that line.", tool_calls=[
+                ("replace_lines", {"path": "pkg/core.py", "start": int(line_no), "end": int(line_no), "content": new}),
+                ("log_decision", {"decision": "request_id: str | None = None is the last parameter",
+                                  "reasoning": "backward compatible", "files": ["pkg/core.py"]})])
+        if name == "replace_lines":
+            state["decision"] = re.search(r"decision (d[0-9a-f]{12})", more[0][2]).group(1)
+            return Reply(text=f"Done: fetch takes request_id [D:{state['decision']}].")
+        raise AssertionError(f"unexpected step {name}")
+
+    return respond
+
+
+def test_multi_step_session_end_to_end(tmp_path, server):
+    state: dict = {}
+    server.dispatch.fn = edit_policy(state)
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws)
+    seen_tools = []
+    result = a.run("Add a request_id parameter to fetch in pkg/core.py",
+                   __import__("workstation.agent.loop", fromlist=["AgentEvents"]).AgentEvents(
+                       on_tool=lambda name, args, res: seen_tools.append((name, res.ok))))
+    assert result.error is None and result.steps == 4 and result.tool_calls == 4
+    assert result.text == f"Done: fetch takes request_id [D:{state['decision']}]."
+    assert seen_tools == [("file_meta", True), ("read_lines", True), ("replace_lines", True), ("log_decision", True)]
+
+    # the file really changed, exactly on that line, and the map was re-indexed from it
+    source = (ws.root / "pkg/core.py").read_text()
+    assert "def fetch(url: str, timeout: float = 5.0, request_id: str | None = None) -> str:" in source
+    assert source.count("request_id") == 1
+    assert "request_id" in a.kmap.file_map("pkg/core.py").render()
+
+    # the later turn cites the decision it found in its context: a reuse
+    result2 = a.run("Now the same for parse")
+    assert result2.error is None and f"[D:{state['decision']}]" in result2.text
+    sent = requests_since(server)
+    assert len(sent) == 5
+    assert f"[D:{state['decision']}] request_id: str | None = None is the last parameter" in sent[4]["messages"][0]["content"]
+    assert {t["function"]["name"] for t in sent[0]["tools"]} == set(TOOLS)
+    # the task named pkg/core.py: its map is in every request of the turn (memory first)
+    assert all("pkg/core.py (python" in r["messages"][0]["content"] for r in sent[:4])
+    a.close()
+
+    # the session log records every step
+    log = records(a.session)
+    assert [r["type"] for r in log] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool",
+                                        "tool", "assistant", "user", "assistant"]
+    user = log[0]
+    assert user["memory"] == {"lookups": 2, "hits": 1, "files": ["pkg/core.py"], "misses": ["request_id"]}
+    meta, read, edit = log[2], log[4], log[6]
+    assert meta["name"] == "file_meta" and meta["served_from"] == "memory" and meta["memory"] == "hit"
+    assert meta["file_tokens"] > 0 and meta["path"] == "pkg/core.py"
+    assert read["served_from"] == "disk" and read["lines"] == [state["span"][0]] * 2
+    assert edit["name"] == "replace_lines" and edit["ok"] is True
+    assistants = [r for r in log if r["type"] == "assistant"]
+    assert all(r["context_tokens"] > r["base_tokens"] > 0 and r["model"] == MODEL for r in assistants)
+    assert assistants[-1]["reused"] == [state["decision"]]
+
+    # ...and so does the episodic log
+    evs = events(ws, a.session.slug)
+    types = [e["type"] for e in evs]
+    for kind in ("turn", "model_call", "tool_call", "memory_hit", "read_avoided", "file_read", "file_edit",
+                 "decision_logged", "decision_reused"):
+        assert kind in types, kind
+    assert types.count("model_call") == 5 and types.count("tool_call") == 4
+    edit_event = next(e for e in evs if e["type"] == "file_edit")
+    assert edit_event["data"]["path"] == "pkg/core.py"
+    reuses = [e for e in evs if e["type"] == "decision_reused"]
+    assert [(e["name"], e["step"]) for e in reuses] == [(state["decision"], 4), (state["decision"], 5)]
+    logged = next(e for e in evs if e["type"] == "decision_logged")
+    assert logged["step"] == 3
+
+    # the report's agent figures agree with the episodic log
+    rep = report_mod.build(ws.paths, a.session.slug)
+    lookups = [e for e in evs if e["type"] in ("memory_hit", "memory_miss")]
+    assert rep.agent.memory_queries == len(lookups)
+    assert rep.agent.memory_hits == sum(e["type"] == "memory_hit" for e in lookups)
+    assert rep.agent.reads_avoided == types.count("read_avoided") == 1
+    assert rep.agent.file_reads == types.count("file_read") == 1
+    assert (rep.agent.decisions_logged, rep.agent.decisions_reused) == (1, 2)
+    assert rep.agent.tokens_sent == sum(r["context_tokens"] for r in assistants)
+    ws.close()
+
+
+def test_decisions_carry_over_to_a_new_session(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    first = agent(ws, "first")
+    decision_id = first.memory.log_decision("snake_case for every new name", "house style")
+    first.close()
+    second = agent(ws, "second")
+    server.push(Reply(text=f"ok [D:{decision_id}] [D:d000000000000]"))  # the second id does not exist
+    result = second.run("rename things")
+    assert result.error is None
+    assert f"[D:{decision_id}] snake_case for every new name (why: house style)" in \
+        requests_since(server)[0]["messages"][0]["content"]
+    assert records(second.session, "assistant")[0]["reused"] == [decision_id]
+    second.close()
+    ws.close()
+
+
+def test_stale_file_is_refused_in_replace_lines(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    path = ws.root / "pkg/util.py"
+
+    def respond(body):
+        results = tool_results(body["messages"]) if body["messages"][-1]["role"] == "tool" else []
+        if not results:
+            return Reply(tool_calls=[("read_lines", {"path": "pkg/util.py", "start": 4, "end": 5})])
+        name, _, content = results[0]
+        if name == "read_lines" and not respond.edited:
+            path.write_text(path.read_text().replace("text.strip()", "text.strip().lower()"))  # someone else
+            respond.edited = True
+            return Reply(tool_calls=[("replace_lines", {"path": "pkg/util.py", "start": 5, "end": 5,
+                                                        "content": "    return text.strip(' ')"})])
+        if name == "replace_lines" and content.startswith("error"):
+            return Reply(tool_calls=[("read_lines", {"path": "pkg/util.py", "start": 4, "end": 5})])
+        if name == "read_lines":
+            return Reply(tool_calls=[("replace_lines", {"path": "pkg/util.py", "start": 5, "end": 5,
+                                                        "content": "    return text.strip().lower().strip('.')"})])
+        return Reply(text="done")
+
+    respond.edited = False
+    server.dispatch.fn = respond
+    a = agent(ws)
+    assert a.run("tidy clean()").error is None
+    tools = records(a.session, "tool")
+    refused = tools[1]
+    assert refused["name"] == "replace_lines" and refused["ok"] is False
+    assert refused["content"] == ("error: pkg/util.py changed on disk since it was last read; read it again "
+                                  "before editing")
+    assert tools[2]["name"] == "read_lines" and tools[2]["served_from"] == "disk"  # not from memory: it changed
+    assert tools[3]["ok"] is True
+    assert path.read_text().splitlines()[4] == "    return text.strip().lower().strip('.')"
+    a.close()
+    ws.close()
+
+
+def test_an_unchanged_range_still_in_context_is_not_sent_again(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    read = ("read_lines", {"path": "pkg/core.py", "start": 6, "end": 9})
+    server.push(Reply(tool_calls=[read]), Reply(tool_calls=[read, ("read_lines", {"path": "pkg/core.py",
+                                                                                   "start": 7, "end": 8})]),
+                Reply(text="seen"))
+    a = agent(ws)
+    assert a.run("look at fetch twice").error is None
+    first, again, inner = records(a.session, "tool")
+    assert first["served_from"] == "disk" and "def fetch" in first["content"]
+    for pointer in (again, inner):
+        assert pointer["served_from"] == "memory" and pointer["memory"] == "hit"
+        assert "still in your context above" in pointer["content"] and "def fetch" not in pointer["content"]
+    # changed on disk: read from disk again
+    (ws.root / "pkg/core.py").write_text((ws.root / "pkg/core.py").read_text() + "\n# touched\n")
+    server.push(Reply(tool_calls=[read]), Reply(text="re-read"))
+    assert a.run("and again").error is None
+    assert records(a.session, "tool")[-1]["served_from"] == "disk"
+    evs = [e["type"] for e in events(ws, a.session.slug)]
+    assert evs.count("read_avoided") == 2 and evs.count("file_read") == 2
+    a.close()
+    ws.close()
+
+
+def _fill(session, turns: int, words: int) -> None:
+    for n in range(turns):
+        session.user(f"old question {n}: " + "lorem ipsum " * words)
+        session.assistant(f"old answer {n}: " + "dolor sit " * words)
+
+
+def test_a_context_over_the_window_is_trimmed(tmp_path, server):
+    ws = workspace(tmp_path, server.url, model={"context_window": 4000})
+    a = agent(ws)
+    _fill(a.session, 12, 60)  # ~3,000 tokens of old turns
+    before = len(records(a.session))
+    server.push(Reply(text="short answer"))
+    notices = []
+    from workstation.agent.loop import AgentEvents
+
+    result = a.run("the newest question", AgentEvents(on_notice=notices.append))
+    assert result.error is None and result.trimmed > 0
+    assert notices and "context trimmed to fit 4,000 tokens" in notices[0]
+    sent = requests_since(server)[0]["messages"]
+    assert sent[0]["role"] == "system" and sent[-1] == {"role": "user", "content": "the newest question"}
+    assert "old question 0:" not in json.dumps(sent)  # the oldest went first
+    assert len(sent) < 2 + 24
+    reply = records(a.session, "assistant")[-1]
+    assert reply["context_tokens"] <= 4000 - 1000 and reply["trimmed"] == result.trimmed
+    assert len(records(a.session)) == before + 2  # nothing left the log
+    a.close()
+    ws.close()
+
+
+def test_a_context_that_cannot_fit_gives_a_clear_message(tmp_path, server):
+    ws = workspace(tmp_path, server.url, model={"context_window": 1200})  # the tool schemas alone are bigger
+    a = agent(ws)
+    result = a.run("hello")
+    assert result.error.startswith(f"the request cannot fit {MODEL}'s context window of 1,200 tokens")
+    assert "\n" not in result.error
+    assert requests_since(server) == []  # no request was sent
+    log = records(a.session)
+    assert [r["type"] for r in log] == ["user", "system"] and log[1]["notice"] == "error"
+    assert [e["type"] for e in events(ws, a.session.slug)].count("error") == 1
+    a.close()
+    ws.close()
+
+
+def test_no_model_configured_says_how_to_set_one(tmp_path):
+    from workstation.agent import slash
+
+    ws = workspace(tmp_path, None)
+    a = agent(ws)
+    with pytest.raises(NoModel) as err:
+        a.run("do something")
+    message = str(err.value)
+    assert "\n" not in message and "no model configured" in message
+    for how in ("[model] name", "WORKSTATION_MODEL", "--model"):
+        assert how in message
+    assert records(a.session) == []  # nothing recorded for a turn that could not run
+    assert slash.run(a, "/find fetch").ok  # the workstation stays useful
+    a.close()
+    ws.close()
+
+
+def test_api_keys_never_land_in_the_logs(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws, approve=lambda cmd: True)
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "printenv WS_TEST_KEY"})]), Reply(text="printed"))
+    assert a.run("show the key").error is None
+    output = records(a.session, "tool")[0]
+    assert output["ok"] is True and "***" in output["content"]
+    server.push(Reply(status=401, error_message=f"Incorrect API key provided: {FAKE_API_KEY}"))
+    result = a.run("again")
+    assert result.error.startswith("authentication failed") and FAKE_API_KEY not in result.error
+    assert "check [model]" in result.error
+    a.close()
+    sent = server.request_log[-1].headers["Authorization"]
+    assert sent == f"Bearer {FAKE_API_KEY}"  # the key was used...
+    assert FAKE_API_KEY.encode() not in a.session.path.read_bytes()  # ...and never logged
+    assert FAKE_API_KEY[:12] not in json.dumps(events(ws, a.session.slug))
+    ws.close()
+
+
+def test_pins_are_reinjected_after_compaction(tmp_path, server):
+    from workstation.agent import slash
+
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 10, "keep_recent": 4})
+    a = agent(ws)
+    assert slash.run(a, "/pin always answer in French").action == "pinned"
+    _fill(a.session, 6, 3)
+    server.push(Reply(text="## Task & instructions\nchat\n## Decisions & conventions\n(none)\n## Files touched\n"
+                           "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)"))
+    out = slash.run(a, "/compact")
+    assert out.ok and out.text.startswith("compacted turns 1–9"), out.text
+    compact = records(a.session, "compact")[0]
+    pin = next(r for r in records(a.session) if r.get("pin"))
+    turn_ids = [r["id"] for r in records(a.session) if r["type"] in ("user", "assistant", "system", "tool")]
+    assert turn_ids.index(pin["id"]) < turn_ids.index(compact["covers"]["last_id"])  # folded away...
+    server.push(Reply(text="d'accord"))
+    assert a.run("hello").error is None
+    sent = requests_since(server)[-1]["messages"]
+    assert "Pinned instructions (always follow):\n- always answer in French" in sent[0]["content"]
+    assert sent[1]["role"] == "system" and sent[1]["content"].startswith("Summary of the earlier conversation")
+    assert sum("always answer in French" in str(m["content"]) for m in sent) == 1  # ...and injected once
+    a.close()
+    ws.close()
+
+
+def test_the_context_window_uses_compaction_when_due(tmp_path, server):
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 6, "keep_recent": 2})
+    a = agent(ws, compaction="sync")
+    _fill(a.session, 3, 2)
+
+    def respond(body):
+        if body["messages"][0]["content"].startswith("You compact"):
+            return Reply(text="## Task & instructions\nold\n## Decisions & conventions\n(none)\n## Files touched\n"
+                              "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)")
+        return Reply(text="fresh")
+
+    server.dispatch.fn = respond
+    notes = []
+    from workstation.agent.loop import AgentEvents
+
+    assert a.run("new", AgentEvents(on_notice=notes.append)).error is None
+    assert notes and notes[0].startswith("compacted turns 1–5")
+    sent = requests_since(server)[-1]["messages"]
+    assert sent[1]["content"].startswith("Summary of the earlier conversation")
+    assert [m["role"] for m in sent[2:]] == ["assistant", "user"]
+    assert "compaction" in [e["type"] for e in events(ws, a.session.slug)]
+    a.close()
+    ws.close()

@@ -1,0 +1,161 @@
+"""Slash commands, each one, with no model configured (and /compact, /archive with the scripted one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_support import agent, module_server, records, requests_since, workspace
+from fakellm import Reply
+from workstation.agent import slash, tools
+from workstation.memory.reflect import QUERIES
+
+server_module, server = module_server()
+
+SUMMARY = ("## Task & instructions\nplay with slash commands\n## Decisions & conventions\n(none)\n"
+           "## Files touched\n(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)")
+
+
+@pytest.fixture
+def ag(tmp_path):
+    w = workspace(tmp_path, None)  # no model at all
+    a = agent(w)
+    yield a
+    a.close()
+    w.close()
+
+
+def run(a, line):
+    out = slash.run(a, line)
+    return out
+
+
+def test_help_lists_every_command(ag):
+    out = run(ag, "/help")
+    assert out.ok
+    for command in slash.COMMANDS:
+        assert command in out.text
+    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 15
+
+
+def test_map(ag):
+    repo = run(ag, "/map")
+    assert repo.ok and repo.text.startswith("Repository map:") and "pkg/core.py" in repo.text
+    one = run(ag, "/map pkg/core.py")
+    assert one.ok and "6-9 def fetch(url: str, timeout: float = 5.0) -> str" in one.text
+    assert "not in the knowledge map" in run(ag, "/map pkg/none.py").text
+
+
+def test_read(ag):
+    out = run(ag, "/read pkg/core.py 6-7")
+    assert out.ok and out.text.startswith("6| def fetch(")
+    assert run(ag, "/read pkg/core.py 12").text.startswith("12| def parse(")
+    assert run(ag, "/read pkg/core.py ten-twelve").text == "error: bad line range 'ten-twelve': use A-B, e.g. 10-40"
+    assert run(ag, "/read pkg/core.py").text == "error: usage: /read FILE A-B"
+    assert "outside the workspace" in run(ag, "/read ../x.py 1-2").text
+
+
+def test_the_users_reads_are_not_the_models(ag):
+    assert run(ag, "/read pkg/util.py 4-5").ok
+    edit = tools.call(ag.ctx, "replace_lines", {"path": "pkg/util.py", "start": 4, "end": 4, "content": "x"})
+    assert not edit.ok and "read it before replacing lines" in edit.text
+
+
+def test_impact_find_grep(ag):
+    assert "pkg/core.py:14 in parse" in run(ag, "/impact clean").text
+    assert run(ag, "/impact").text == "error: usage: /impact NAME"
+    assert "function fetch" in run(ag, "/find fetch").text
+    assert run(ag, "/find").text == "error: usage: /find QUERY"
+    assert run(ag, "/grep def clean").text == "pkg/util.py:4: def clean(text: str) -> str:"
+    assert run(ag, r"/grep \bclean\( pkg/core.py").text == 'pkg/core.py:14:     return clean(text.strip("<>"))'
+    assert run(ag, "/grep").text == "error: usage: /grep PATTERN [PATH]"
+
+
+def test_memory_commands(ag):
+    assert run(ag, '/umem ltm style.indent {"width": 4}').ok
+    assert run(ag, "/umem stm scratch just a sentence").ok
+    assert run(ag, "/qmem stm scratch").text == '"just a sentence"'
+    assert run(ag, "/fence ltm").text == "fenced ltm: earlier writes are durable and visible"
+    assert run(ag, "/qmem ltm style.indent").text == '{"width": 4}'
+    missing = run(ag, "/qmem ltm no.such.key")
+    assert not missing.ok and "no ltm key 'no.such.key'" in missing.text
+    assert "unknown memory tier 'attic'" in run(ag, "/qmem attic x").text
+    assert run(ag, "/umem ltm only-key").text == "error: usage: /umem TIER KEY VALUE"
+    assert run(ag, "/fence").text == "error: usage: /fence TIER"
+
+
+def test_decisions_and_reflect(ag):
+    assert run(ag, "/decisions").text == "no decisions logged yet"
+    decision_id = ag.memory.log_decision("tabs everywhere", "house style")
+    assert run(ag, "/decisions").text == f"[D:{decision_id}] step -: tabs everywhere — house style"
+    names = run(ag, "/reflect")
+    assert names.ok and all(name in names.text for name in QUERIES)
+    assert run(ag, "/map pkg/util.py").ok
+    calls = run(ag, "/reflect tool_errors")
+    assert calls.ok and calls.text.splitlines()[0].split()[:3] == ["tool", "calls", "errors"]
+    assert "file_meta" in calls.text  # slash commands land in the episodic log too
+    assert "unknown reflection 'nope'" in run(ag, "/reflect nope").text
+
+
+def test_pin(ag):
+    out = run(ag, "/pin never touch the migrations")
+    assert out.ok and out.action == "pinned"
+    assert ag.pins() == ["never touch the migrations"]
+    assert records(ag.session)[-1]["pin"] is True
+    assert run(ag, "/pin").text == "error: usage: /pin TEXT"
+
+
+def test_model(ag):
+    assert run(ag, "/model").text.startswith("model: none configured")
+    switched = []
+    out = slash.run(ag, "/model openai/gpt-4o-mini", set_model=switched.append)
+    assert out.action == "model" and switched == ["openai/gpt-4o-mini"]
+    assert ag.model_spec().model == "openai/gpt-4o-mini"
+    assert run(ag, "/model").text == "model: openai/gpt-4o-mini"  # the configured window was another model's
+
+
+def test_model_shows_the_configured_window(tmp_path):
+    w = workspace(tmp_path, "http://127.0.0.1:9/v1")
+    a = agent(w)
+    assert run(a, "/model").text == "model: openai/test-model (context window 32,768 tokens)"
+    a.close()
+    w.close()
+
+
+def test_compact_and_archive_without_a_model(ag):
+    ag.session.user("hello")
+    out = run(ag, "/compact")
+    assert not out.ok and out.text == ("error: compaction needs a model: set memory.compact_model or a chat model "
+                                       "(/model NAME)")
+    archived = run(ag, "/archive")
+    assert archived.ok and archived.action == "archived"
+    assert archived.text.startswith(f"archived {ag.session.slug} (without a fresh summary")
+    assert not ag.session.path.exists() and (ag.ws.paths.archive / f"{ag.session.slug}.jsonl.gz").exists()
+
+
+def test_compact_and_archive_with_the_model(tmp_path, server):
+    w = workspace(tmp_path, server.url)
+    a = agent(w)
+    for n in range(3):
+        a.session.user(f"question {n}")
+        a.session.assistant(f"answer {n}")
+    assert run(a, "/compact").text == "nothing to compact: every turn but the newest 40 is summarized already"
+    server.push(Reply(text=SUMMARY))
+    out = run(a, "/compact 2")
+    assert out.ok and out.text.startswith(f"compacted turns 1–4 of {a.session.slug} with openai/test-model")
+    prompt = requests_since(server)[0]["messages"][1]["content"]
+    assert "question 0" in prompt and "question 2" not in prompt
+    assert records(a.session, "compact")[0]["summary"].startswith("## Task & instructions\nplay with slash")
+    assert run(a, "/compact 2").text.startswith("nothing to compact")
+    assert run(a, "/compact all").text.startswith("error: usage: /compact [KEEP]")
+    a.session.user("one more")
+    server.push(Reply(text=SUMMARY))
+    archived = run(a, "/archive")
+    assert archived.text == f"archived {a.session.slug}" and archived.action == "archived"
+    a.close()
+    w.close()
+
+
+def test_unknown_command(ag):
+    out = run(ag, "/frobnicate now")
+    assert not out.ok and out.text == "unknown command /frobnicate; /help lists them"
+    assert slash.is_command("/map x") and not slash.is_command("/frobnicate")

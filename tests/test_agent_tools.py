@@ -1,0 +1,248 @@
+"""The agent's tools as the loop calls them: confinement, approval, staleness, results the model can act on."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_support import agent, module_server, records, workspace
+from fakellm import Reply
+from workstation.agent import tools
+
+server_module, server = module_server()
+
+
+@pytest.fixture
+def ws(tmp_path):
+    w = workspace(tmp_path, None)
+    (tmp_path / "secret.txt").write_text("top secret\n")
+    yield w
+    w.close()
+
+
+@pytest.fixture
+def ag(ws):
+    a = agent(ws)
+    yield a
+    a.close()
+
+
+def call(a, tool, **args):
+    return tools.call(a.ctx, tool, args)
+
+
+ESCAPES = ["../secret.txt", "pkg/../../secret.txt", "{tmp}/secret.txt", "link.txt", "dirlink/secret.txt"]
+
+
+@pytest.fixture(scope="module")
+def linked(tmp_path_factory):
+    """One workspace for every escape: a symlink to a file outside, one to the folder outside."""
+    tmp_path = tmp_path_factory.mktemp("escapes")
+    w = workspace(tmp_path, None)
+    (tmp_path / "secret.txt").write_text("top secret\n")
+    (w.root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (w.root / "dirlink").symlink_to(tmp_path)
+    a = agent(w)
+    yield a, tmp_path
+    a.close()
+    w.close()
+
+
+@pytest.mark.parametrize("how", ESCAPES)
+@pytest.mark.parametrize("tool", ["file_meta", "read_lines", "replace_lines", "grep"])
+def test_paths_outside_the_workspace_are_refused(linked, how, tool):
+    ag, tmp_path = linked
+    path = how.format(tmp=tmp_path)
+    args = {"file_meta": {"path": path}, "read_lines": {"path": path, "start": 1, "end": 1},
+            "replace_lines": {"path": path, "start": 1, "end": 1, "content": "pwned"},
+            "grep": {"pattern": "secret", "path": path}}[tool]
+    ag.ctx.ledger.saw("secret.txt", "anything")  # even a (forged) read would not open the door
+    result = tools.call(ag.ctx, tool, args)
+    assert not result.ok and "is outside the workspace" in result.text
+    assert (tmp_path / "secret.txt").read_text() == "top secret\n"
+
+
+def test_grep_never_reads_outside_even_through_a_linked_folder(linked):
+    ag, _ = linked
+    result = call(ag, "grep", pattern="top secret")
+    assert result.ok and result.text == "no match for 'top secret'"
+
+
+def test_a_path_escape_through_the_model_loop(tmp_path, server):
+    w = workspace(tmp_path, server.url)
+    (tmp_path / "secret.txt").write_text("top secret\n")
+    a = agent(w)
+    server.push(Reply(tool_calls=[("read_lines", {"path": "../secret.txt", "start": 1, "end": 1}),
+                                  ("replace_lines", {"path": str(tmp_path / "secret.txt"), "start": 1, "end": 1,
+                                                     "content": "pwned"})]),
+                Reply(text="refused, fine"))
+    assert a.run("read the secret").error is None
+    results = records(a.session, "tool")
+    assert [r["ok"] for r in results] == [False, False]
+    assert all("is outside the workspace" in r["content"] for r in results)
+    assert "top secret" not in a.session.path.read_text()
+    assert (tmp_path / "secret.txt").read_text() == "top secret\n"
+    a.close()
+    w.close()
+
+
+# --------------------------------------------------------------------------- commands
+
+def test_commands_need_approval(ws):
+    asked = []
+    a = agent(ws, approve=lambda cmd: asked.append(cmd) or False)
+    result = call(a, "run_command", cmd="touch made-by-agent")
+    assert not result.ok and result.text.startswith("error: command not approved: 'touch made-by-agent'")
+    assert result.data["outcome"] == "denied"
+    assert asked == ["touch made-by-agent"] and not (ws.root / "made-by-agent").exists()
+    a.close()
+
+
+def test_commands_run_when_approved(ws):
+    asked = []
+    a = agent(ws, approve=lambda cmd: asked.append(cmd) or True)
+    result = call(a, "run_command", cmd="touch made-by-agent")
+    assert result.ok and result.data == {"exit_code": 0, "approved_by": "user", "outcome": "ok",
+                                         "duration_ms": result.data["duration_ms"]}
+    assert asked == ["touch made-by-agent"] and (ws.root / "made-by-agent").exists()
+    a.close()
+
+
+def test_no_one_to_ask_means_refused(ws):
+    a = agent(ws)  # approve=None: headless without --yes
+    assert not call(a, "run_command", cmd="touch x").ok and not (ws.root / "x").exists()
+    a.close()
+
+
+def test_the_allow_list_bypasses_approval(tmp_path):
+    w = workspace(tmp_path, None, agent={"command_allow": ["ls", "touch allowed"]})
+    asked = []
+    a = agent(w, approve=lambda cmd: asked.append(cmd) or False)
+    listing = call(a, "run_command", cmd="ls pkg")
+    assert listing.ok and "core.py" in listing.text and listing.data["approved_by"] == "allow-list"
+    assert call(a, "run_command", cmd="touch allowed").ok and (w.root / "allowed").exists()
+    assert asked == []
+    a.close()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def generous(tmp_path_factory):
+    """A workspace whose allow-list names the wrappers themselves; the user declines whatever is asked."""
+    w = workspace(tmp_path_factory.mktemp("wrappers"), None,
+                  agent={"command_allow": ["sh", "env", "xargs", "bash", "ls", "touch"]})
+    asked: list[str] = []
+    a = agent(w, approve=lambda c: asked.append(c) or False)
+    yield a, asked
+    a.close()
+    w.close()
+
+
+@pytest.mark.parametrize("cmd", ["sh -c 'touch wrapped'", "env touch wrapped", "xargs touch wrapped",
+                                 "bash -c 'touch wrapped'", "touch wrapped; ls", "ls && touch wrapped",
+                                 "ls $(touch wrapped)"])
+def test_wrappers_and_shell_syntax_never_match_implicitly(generous, cmd):
+    a, asked = generous
+    asked.clear()
+    result = call(a, "run_command", cmd=cmd)
+    assert not result.ok and result.data["outcome"] == "denied"
+    assert asked == [cmd]  # the user was asked: the allow-list did not cover it
+    assert not (a.ws.root / "wrapped").exists()
+
+
+def test_commands_time_out_with_capped_output(tmp_path):
+    w = workspace(tmp_path, None, agent={"command_timeout_s": 0.5, "max_output_chars": 100})
+    a = agent(w, approve=lambda c: True)
+    slow = call(a, "run_command", cmd="sleep 5")
+    assert not slow.ok and slow.data["outcome"] == "timeout" and "[timed out after 0.5s]" in slow.text
+    loud = call(a, "run_command", cmd="seq 1 10000")
+    assert loud.ok and "chars cut" in loud.text and len(loud.text) < 400
+    a.close()
+    w.close()
+
+
+# --------------------------------------------------------------------------- file tools
+
+def test_replace_lines_needs_a_read_and_a_map_counts_as_one(ag, ws):
+    refused = call(ag, "replace_lines", path="pkg/util.py", start=4, end=4, content="def clean(text: str) -> str:")
+    assert not refused.ok and "read it before replacing lines" in refused.text
+    meta = call(ag, "file_meta", path="pkg/util.py")
+    assert meta.ok and "4-5 def clean(text: str) -> str" in meta.text
+    assert meta.data["memory"] == "hit" and meta.data["file_tokens"] > 0
+    edit = call(ag, "replace_lines", path="pkg/util.py", start=4, end=5,
+                content="def clean(text: str, strip: bool = True) -> str:\n    return text.strip() if strip else text\n"
+                        "# end of clean")
+    assert edit.ok and edit.text == ("pkg/util.py: replaced lines 4-5; the new text is lines 4-6; "
+                                     "lines after it moved by +1")
+    # the next look at the map sees the edit: re-indexed before anything reads the map
+    again = call(ag, "file_meta", path="pkg/util.py")
+    assert "4-5 def clean(text: str, strip: bool = True) -> str" in again.text
+    assert "9-11 class Cleaner" in again.text
+
+
+def test_file_meta_of_a_changed_file_is_a_miss_and_fresh(ag, ws):
+    path = ws.root / "pkg/util.py"
+    path.write_text(path.read_text() + "\n\ndef added() -> None:\n    pass\n")
+    meta = call(ag, "file_meta", path="pkg/util.py")
+    assert meta.data["memory"] == "miss" and "def added()" in meta.text
+
+
+def test_read_lines_numbers_and_bad_arguments(ag):
+    result = call(ag, "read_lines", path="pkg/core.py", start="6", end=7)
+    assert result.ok and result.text.splitlines() == [
+        "6| def fetch(url: str, timeout: float = 5.0) -> str:", '7|     """Fetch a url (pretend)."""',
+        "[pkg/core.py: lines 6-7 of 18]"]
+    assert call(ag, "read_lines", path="pkg/core.py", start="six", end=7).text == \
+        "error: start must be an integer, got 'six'"
+    assert call(ag, "read_lines", path="pkg/core.py", start=30, end=40).text == \
+        "error: pkg/core.py: lines 30-40 out of range (file has 18 lines)"
+    assert "bad arguments for read_lines" in call(ag, "read_lines", path="pkg/core.py").text
+    assert call(ag, "no_such_tool").text.startswith("error: unknown tool 'no_such_tool'")
+
+
+def test_an_os_error_is_a_result_not_a_crash(ag, ws):
+    long_name = "n" * 250 + ".txt"  # readable, but the atomic replace's temporary name is too long
+    (ws.root / long_name).write_text("one\n")
+    assert call(ag, "read_lines", path=long_name, start=1, end=1).ok
+    result = call(ag, "replace_lines", path=long_name, start=1, end=1, content="two")
+    assert not result.ok and result.text.startswith("error: ") and "name too long" in result.text
+    assert (ws.root / long_name).read_text() == "one\n"
+
+
+def test_map_queries(ag):
+    impact = call(ag, "impact", symbol="clean")
+    assert impact.ok and impact.data["memory"] == "hit"
+    assert "pkg/core.py:14 in parse (call of pkg/util.py:clean)" in impact.text
+    assert "pkg/util.py:10 in Cleaner.run (call of pkg/util.py:clean)" in impact.text
+    nothing = call(ag, "impact", symbol="nowhere_used")
+    assert nothing.text == "no references to nowhere_used in the knowledge map" and nothing.data["memory"] == "miss"
+    found = call(ag, "find", query="parse")
+    assert found.ok and "pkg/core.py:12-14  function parse — def parse(text: str) -> str  [exact]" in found.text
+    grep = call(ag, "grep", pattern=r"def \w+\(", path="pkg/util.py")
+    assert grep.text.splitlines() == ["pkg/util.py:4: def clean(text: str) -> str:",
+                                      "pkg/util.py:9:     def run(self, text: str) -> str:"]
+    assert call(ag, "grep", pattern="(").text.startswith("error: invalid pattern '('")
+
+
+def test_memory_tools(ag):
+    assert call(ag, "umem", tier="ltm", key="style.quotes", value="double").ok
+    assert call(ag, "fence", tier="ltm").ok
+    got = call(ag, "qmem", tier="ltm", key="style.quotes")
+    assert got.text == '"double"' and got.data["memory"] == "hit"
+    missing = call(ag, "qmem", tier="stm", key="nothing.here")
+    assert not missing.ok and missing.data["memory"] == "miss" and "no stm key 'nothing.here'" in missing.text
+    assert "append-only" in call(ag, "umem", tier="episodic", key="x", value=1).text
+    logged = call(ag, "log_decision", decision="tabs, never spaces", reasoning="house style", files=["pkg/core.py"])
+    decision_id = logged.data["decision_id"]
+    assert logged.ok and f"cite [D:{decision_id}]" in logged.text
+    listed = call(ag, "decisions")
+    assert listed.text == f"[D:{decision_id}] step -: tabs, never spaces — house style"
+    assert not call(ag, "log_decision", decision="x", files="pkg/core.py").ok
+    reflected = call(ag, "reflect", name="decision_reuse")
+    assert reflected.ok and "tabs, never spaces" in reflected.text
+    assert "unknown reflection" in call(ag, "reflect", name="nope").text
+
+
+def test_recall_fetches_a_redacted_output(ag):
+    record = ag.session.tool("call_x", "read_lines", "the original output " * 300)
+    assert call(ag, "recall", record_id=record["id"]).text.startswith("the original output")
+    assert "has no record" in call(ag, "recall", record_id="nope").text

@@ -1,0 +1,147 @@
+"""The request of one model call, assembled to fit the model's context window.
+
+Order: one system message (the system prompt, pinned instructions, the
+decision log, the map excerpt), the newest compact summary, then the live
+turns with rolling redaction (sessions.context.assemble). Pins live in the
+system message and failure notices are for the user, so neither appears as
+a turn. If the whole is over the budget (the window less room for the reply),
+whole turns leave the request, never the log: first the oldest turns before
+the latest user message, then the map excerpt, then the oldest steps of the
+current turn; the latest user message and the newest step always stay. If it
+still does not fit, ContextOverflow says so in one line and nothing is sent.
+
+Tokens are cl100k counts of each message's text and tool calls, plus
+MESSAGE_OVERHEAD per message, plus the tool schemas sent with every request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import WorkstationError
+from ..sessions.log import LogView
+
+MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (role and separators)
+REPLY_RESERVE_MAX = 4096
+
+
+class ContextOverflow(WorkstationError):
+    """Even the smallest request would not fit the model's context window."""
+
+
+@dataclass
+class Request:
+    messages: list[dict]
+    tokens: int  # everything sent: messages and tool schemas
+    base_tokens: int  # the base system prompt and the tool schemas: what any agent sends
+    window: int
+    trimmed: int  # turns left out to fit
+    visible_calls: set[str] = field(default_factory=set)  # tool_call_ids whose full result was sent
+
+
+def reply_reserve(window: int) -> int:
+    return min(REPLY_RESERVE_MAX, max(256, window // 4))
+
+
+def pins_of(view: LogView) -> list[str]:
+    return [str(r.get("content") or "") for r in view.records if r.get("type") == "system" and r.get("pin")]
+
+
+def decision_section(rows, budget: int, count: Callable[[str], int]) -> str:
+    """The decision log for the system message; the newest decisions win when the budget is short."""
+    if not rows:
+        return ""
+    head = "Decision log (follow these; cite [D:<id>] when you apply one):"
+    lines: list[str] = []
+    used = count(head)
+    for d in reversed(rows):
+        line = f"- [D:{d.id}] {d.decision}" + (f" (why: {d.reasoning})" if d.reasoning else "")
+        size = count(line)
+        if used + size > budget and lines:
+            break
+        lines.append(line)
+        used += size
+    omitted = len(rows) - len(lines)
+    tail = [f"- ({omitted} older decisions not shown: call decisions)"] if omitted else []
+    return "\n".join([head, *reversed(lines), *tail])
+
+
+def build(view: LogView, config, *, base: str, sections: list[str], excerpt: str, window: int, model: str,
+          tools_tokens: int, count: Callable[[str], int], counter: Callable[[str], int]) -> Request:
+    """The request for one model call (see the module docstring). `count` counts message texts,
+    `counter` is the session's record counter (sessions.context.assemble uses it)."""
+    from ..sessions.context import assemble
+
+    budget = window - reply_reserve(window)
+    hidden = {str(r.get("content") or "") for r in view.records
+              if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}
+    system_without_map = "\n\n".join([base, *[s for s in sections if s]])
+    system = system_without_map + ("\n\n" + excerpt if excerpt else "")
+    ctxview = assemble(view, config, system_prompt=system, counter=counter)
+    head_len = 2 if ctxview.summary_id else 1
+    head = ctxview.messages[:head_len]
+    body = [m for m in ctxview.messages[head_len:] if not (m["role"] == "system" and m["content"] in hidden)]
+
+    def tokens(message: dict) -> int:
+        total = count(str(message.get("content") or "")) + MESSAGE_OVERHEAD
+        for call in message.get("tool_calls") or ():
+            total += count(call["function"]["name"] + call["function"]["arguments"])
+        return total
+
+    units = _units([_sanitized(m) for m in body])
+    cost = [sum(tokens(m) for m in unit) for unit in units]
+    total = tools_tokens + sum(tokens(m) for m in head) + sum(cost)
+    keep = [True] * len(units)
+    last_user = max((i for i, u in enumerate(units) if u[0]["role"] == "user"), default=0)
+    trimmed = 0
+    for victim in [*range(last_user), "map", *range(last_user + 1, len(units) - 1)]:
+        if total <= budget:
+            break
+        if victim == "map":
+            if excerpt:
+                head[0] = {"role": "system", "content": system_without_map}
+                total -= count(system) - count(system_without_map)
+            continue
+        keep[victim] = False
+        total -= cost[victim]
+        trimmed += len(units[victim])
+    if total > budget:
+        raise ContextOverflow(
+            f"the request cannot fit {model}'s context window of {window:,} tokens ({window - budget:,} kept for "
+            f"the reply): the system prompt, tools, decisions and the latest message alone need {total:,}; "
+            "shorten the message or pins, or /model one with a larger window")
+    messages = head + [m for unit, kept in zip(units, keep) if kept for m in unit]
+    call_of = {r["id"]: r.get("tool_call_id") for r in view.records if r.get("type") == "tool"}
+    redacted = {call_of.get(r.record_id) for r in ctxview.redactions}
+    visible = {m["tool_call_id"] for m in messages if m["role"] == "tool"} - redacted
+    base_tokens = tools_tokens + count(base) + MESSAGE_OVERHEAD
+    return Request(messages, total, base_tokens, window, trimmed, visible)
+
+
+def _units(messages: list[dict]) -> list[list[dict]]:
+    """Messages grouped so that trimming never separates tool results from the call that made them."""
+    units: list[list[dict]] = []
+    for message in messages:
+        if message["role"] == "tool" and units:
+            units[-1].append(message)
+        else:
+            units.append([message])
+    return units
+
+
+def _sanitized(message: dict) -> dict:
+    """Tool-call arguments the model mangled are sent back as {}: providers reject invalid JSON there
+    (the log keeps them as the model sent them)."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    fixed = []
+    for call in calls:
+        try:
+            ok = isinstance(json.loads(call["function"]["arguments"] or "{}"), dict)
+        except ValueError:
+            ok = False
+        fixed.append(call if ok else {**call, "function": {**call["function"], "arguments": "{}"}})
+    return {**message, "tool_calls": fixed}

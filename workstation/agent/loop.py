@@ -1,0 +1,484 @@
+"""The agent's tool-calling loop, per the code-memory seed.
+
+A user turn: query memory for the files and symbols the task names, through
+the staleness gate (memoryfirst.py); then steps until the model answers
+without tools. Each step assembles the context to a budget, calls the model
+(workstation.llm: streaming, retries, fallbacks, cancel) and runs the tools
+it asked for: reads go through the map first (file_meta), then ranges
+(read_lines); a range read again while unchanged and still in context is
+answered from memory; edits (replace_lines) are refused on stale reads and
+re-index the file at once; decisions are logged and shown in every later
+context, and each later answer citing one counts as a reuse.
+
+Context of each model call, in order: the system prompt, pinned instructions,
+the decision log and a map excerpt (one system message); the newest compact
+summary; the recent turns with rolling redaction (sessions.context). If that
+is over the window, the oldest turns are left out of the request (never out
+of the log); if even the system part and the latest message cannot fit, the
+turn stops with one clear line and no request is sent.
+
+Every operation lands in the episodic log, and the session log records carry
+what `workstation report` needs (context_tokens, base_tokens, served_from,
+memory, file_tokens, reused) so a log alone can be reported on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import WorkstationError
+from ..memory.episodic import (ERROR, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, READ_AVOIDED,
+                               TOOL_CALL, TURN)
+from . import context, memoryfirst
+from .context import ContextOverflow, Request
+from .filetools import ReadLedger
+from .tools import ToolContext, ToolResult, call as call_tool, schemas
+
+SYSTEM_PROMPT = """You are a careful coding agent working in the repository at {root}.
+Keep your context small and your edits surgical:
+- Never read a file blind: file_meta gives its map (every symbol with its line range) for a few percent \
+of the file's tokens. Then read_lines just the range you need, and replace_lines exactly that range.
+- find, impact and grep locate code and call sites without reading whole files.
+- When you settle a naming, pattern or design convention, call log_decision once. The decision log below \
+is shown in every context: follow it, and cite [D:<id>] in your reply whenever you apply a decision.
+- A redacted tool output can be fetched back with recall(record_id).
+- run_command needs the user's approval unless the allow-list covers the command.
+- Reply without tool calls when the task is done."""
+
+NO_MODEL = ("no model configured: set [model] name in .workstation/config.toml, WORKSTATION_MODEL, or "
+            "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")
+_CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
+_ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
+COMPACTION_MODES = ("background", "sync", "off")
+
+
+class NoModel(WorkstationError):
+    """No model is configured."""
+
+
+@dataclass
+class TurnResult:
+    session: str = ""
+    text: str = ""
+    steps: int = 0
+    tool_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    context_tokens: int = 0  # of the last request
+    trimmed: int = 0  # most turns left out of one request to fit the window
+    error: str | None = None
+
+
+@dataclass
+class AgentEvents:
+    """Callbacks for a UI; each runs on the agent's thread (post to the UI from there)."""
+
+    on_text: Callable[[str], None] | None = None  # a streamed fragment of the reply
+    on_retry: Callable[[str], None] | None = None  # text streamed so far is void; a retry follows
+    on_tool: Callable[[str, dict, ToolResult], None] | None = None
+    on_step: Callable[[int, int, int], None] | None = None  # (step, context tokens, window)
+    on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction)
+
+
+class Agent:
+    """One agent bound to a workspace (runtime.Workspace) and a session (sessions.Session)."""
+
+    def __init__(self, workspace, session, *, approve: Callable[[str], bool] | None = None,
+                 model: str | None = None, compaction: str = "background"):
+        if compaction not in COMPACTION_MODES:
+            raise ValueError(f"compaction must be one of {COMPACTION_MODES}")
+        self.ws = workspace
+        self.session = session
+        self.config = workspace.config
+        self.model_name = model or self.config.model.name
+        self.compaction = compaction
+        self.memory = workspace.memory(session.slug)
+        self.kmap = workspace.kmap
+        agent_cfg = self.config.agent
+        self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
+                               approve=approve, allow=list(agent_cfg.command_allow),
+                               command_timeout_s=agent_cfg.command_timeout_s,
+                               max_output_chars=agent_cfg.max_output_chars, session=session.slug)
+        # slash commands: the user's reads are not the model's, so they get a read ledger of their own
+        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None)
+        records = session.read().records
+        self.step = sum(1 for r in records if r.get("type") == "assistant")
+        self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
+        self._turn = memoryfirst.TurnMemory()
+        self._excerpt: str | None = None
+        self._map_changed = threading.Event()
+        self.kmap.add_listener(self._on_map_change)
+        self._reads: dict[tuple[str, int, int], tuple[str, str, int]] = {}  # range -> (sha, call id, chars)
+        self._visible: set[str] = set()  # tool_call_ids whose full result the last request carried
+        self._fresh_calls: set[str] = set()  # results made since the last request
+        self._token_cache: dict[tuple[int, int], int] = {}
+        self._tools_tokens: int | None = None
+        self._compactor: threading.Thread | None = None
+        self._compaction_failed = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ public
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.ctx.reindex()
+        if self._compactor is not None:
+            self._compactor.join()
+        self.kmap.remove_listener(self._on_map_change)
+        self.memory.close()
+
+    def model_spec(self):
+        """The llm.ModelSpec to call; NoModel when none is configured."""
+        spec = self.ws.model_spec(self.model_name) if self.model_name else None
+        if spec is None:
+            raise NoModel(NO_MODEL)
+        return spec
+
+    def set_model(self, name: str) -> None:
+        self.model_name = name.strip()
+
+    def configured_window(self) -> int:
+        """model.context_window when it describes the model in use (0: ask litellm)."""
+        cfg = self.config.model
+        return cfg.context_window if cfg.context_window and self.model_name == cfg.name else 0
+
+    def context_window(self, model: str) -> int:
+        from .. import llm
+
+        return self.configured_window() or llm.context_window(model)
+
+    def pins(self) -> list[str]:
+        return [str(r.get("content") or "") for r in self.session.read().records
+                if r.get("type") == "system" and r.get("pin")]
+
+    def pin(self, text: str) -> None:
+        """An instruction re-injected into every later context (the log keeps it; compaction cannot drop it)."""
+        if not text.strip():
+            raise WorkstationError("nothing to pin: /pin TEXT")
+        self.session.system(text.strip(), pin=True)
+
+    def run(self, text: str, events: AgentEvents | None = None,
+            cancel: threading.Event | None = None) -> TurnResult:
+        """One user turn: model calls and their tool calls until the model answers without tools."""
+        from .. import llm
+
+        if not text or not text.strip():
+            raise WorkstationError("empty message")
+        spec = self.model_spec()
+        events = events or AgentEvents()
+        result = TurnResult(session=self.session.slug)
+        turn = memoryfirst.query(self.kmap, text)
+        user = self.session.user(text, memory=turn.summary())
+        self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
+        for lookup in turn.lookups:
+            self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
+                               kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
+        self._turn = turn
+        self._excerpt = None
+        self._compaction_failed = False
+        try:
+            for _ in range(self.config.agent.max_steps):
+                if cancel is not None and cancel.is_set():
+                    result.error = self._notice("cancelled", "cancelled")
+                    break
+                self.step += 1
+                self.memory.step = self.step
+                self.ctx.step = self.step
+                if self._step(spec, result, events, cancel, llm):
+                    break
+            else:
+                result.error = self._notice(
+                    f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
+                    "send 'continue' to go on", "error")
+        finally:
+            self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
+        return result
+
+    # ------------------------------------------------------------------ one step
+    def _step(self, spec, result: TurnResult, events: AgentEvents, cancel, llm) -> bool:
+        """One model call and its tools; True when the turn is over."""
+        window = self.context_window(spec.model)
+        self._maybe_compact(window, events)
+        try:
+            request = self._request(window, spec.model)
+        except ContextOverflow as err:
+            self.memory.record(ERROR, "context", ok=False, error=str(err))
+            result.error = self._notice(str(err), "error")
+            return True
+        result.steps += 1
+        result.context_tokens = request.tokens
+        if request.trimmed and request.trimmed > result.trimmed:
+            if not result.trimmed and events.on_notice:
+                events.on_notice(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left "
+                                 "out of this request (the log keeps them; /compact summarizes them)")
+            result.trimmed = request.trimmed
+        if events.on_step:
+            events.on_step(self.step, request.tokens, request.window)
+        self._visible, self._fresh_calls = request.visible_calls, set()
+        try:
+            completion = llm.complete(spec, request.messages, tools=schemas(), on_text=events.on_text,
+                                      on_retry=events.on_retry, cancel=cancel)
+        except llm.LLMCancelled:
+            self.memory.record(MODEL_CALL, spec.model, ok=False, error="cancelled", model=spec.model,
+                               context_tokens=request.tokens)
+            result.error = self._notice("cancelled", "cancelled")
+            return True
+        except llm.LLMError as err:
+            message = str(err)
+            if err.kind in ("connection", "auth", "config", "not_found"):
+                message += " (check [model] in .workstation/config.toml, or /model NAME)"
+            self.memory.record(MODEL_CALL, spec.model, ok=False, error=str(err), kind=err.kind, model=spec.model,
+                               context_tokens=request.tokens)
+            result.error = self._notice(message, "error")
+            return True
+        result.tokens_in += completion.tokens_in
+        result.tokens_out += completion.tokens_out
+        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": c.arguments}
+                 for c in completion.tool_calls]
+        reused = self._note_reuse(completion.text)
+        record = self.session.assistant(
+            completion.text, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
+            latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
+            tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
+            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None)
+        self.memory.record(MODEL_CALL, completion.model, ok=True, duration_ms=completion.latency_s * 1000,
+                           tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
+                           cost_usd=completion.cost_usd, model=completion.model, context_tokens=request.tokens,
+                           attempts=completion.attempts,
+                           fallback_from=spec.model if completion.model != spec.model else None)
+        self.memory.record(TURN, "assistant", chars=len(completion.text), turn_id=record["id"])
+        if not calls:
+            result.text = completion.text
+            return True
+        for index, (call, raw) in enumerate(zip(calls, completion.tool_calls)):
+            if cancel is not None and cancel.is_set():
+                for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
+                    self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]", ok=False)
+                self.ctx.reindex()
+                result.error = self._notice("cancelled", "cancelled")
+                return True
+            result.tool_calls += 1
+            self._run_tool(call["id"], raw, events)
+        self.ctx.reindex()  # the step's edits are in the map before the next request is assembled
+        return False
+
+    # ------------------------------------------------------------------ context
+    def _request(self, window: int, model: str) -> Request:
+        budget = window - context.reply_reserve(window)
+        view = self.session.read()
+        sections = []
+        if pins := context.pins_of(view):
+            sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in pins))
+        sections.append(context.decision_section(self.memory.decisions(limit=1000), budget // 10, self._count))
+        return context.build(view, self.config, base=SYSTEM_PROMPT.format(root=self.ws.root), sections=sections,
+                             excerpt=self._map_excerpt(min(1024, max(128, budget // 10))), window=window,
+                             model=model, tools_tokens=self._tool_schema_tokens(), count=self._count,
+                             counter=self.session.counter)
+
+    def _map_excerpt(self, budget: int) -> str:
+        if self._turn.files:
+            self.kmap.ensure_fresh(self._turn.files)  # staleness gate each step; a change fires the listener
+        if self._excerpt is None or self._map_changed.is_set():
+            self._map_changed.clear()
+            self._excerpt = memoryfirst.excerpt(self.kmap, self._turn.files, budget)
+        return self._excerpt
+
+    def _on_map_change(self, _change) -> None:
+        self._map_changed.set()
+
+    def _tool_schema_tokens(self) -> int:
+        if self._tools_tokens is None:
+            self._tools_tokens = self._count(json.dumps(schemas()))
+        return self._tools_tokens
+
+    def _count(self, text: str) -> int:
+        from ..tokens import count
+
+        if len(text) < 64:
+            return count(text)
+        key = (len(text), hash(text))  # not the text itself: tool outputs would pile up in memory
+        cached = self._token_cache.get(key)
+        if cached is None:
+            cached = count(text)
+            if len(self._token_cache) > 4096:
+                self._token_cache.clear()
+            self._token_cache[key] = cached
+        return cached
+
+    # ------------------------------------------------------------------ compaction
+    def _compaction_config(self):
+        """The config compaction runs with: memory.compact_model, else the chat model."""
+        if self.config.memory.compact_model or not self.model_name:
+            return self.config if self.config.memory.compact_model else None
+        cfg = self.config.model_copy(deep=True)
+        cfg.memory.compact_model = self.model_name
+        return cfg
+
+    def _maybe_compact(self, window: int, events: AgentEvents) -> None:
+        from ..sessions.compaction import needs_compaction
+
+        if self.compaction == "off" or self._compaction_failed:
+            return
+        if self._compactor is not None and self._compactor.is_alive():
+            return
+        cfg = self._compaction_config()
+        if cfg is None or not needs_compaction(self.session, cfg, window_tokens=window):
+            return
+        if self.compaction == "sync":
+            self._compact(cfg, events)
+        else:
+            self._compactor = threading.Thread(target=self._compact, args=(cfg, events), daemon=True,
+                                               name=f"compact-{self.session.slug}")
+            self._compactor.start()
+
+    def _compact(self, cfg, events: AgentEvents) -> None:
+        from ..sessions.compaction import compact
+
+        outcome = compact(self.session, cfg, self.memory.episodic)
+        if outcome is not None and events.on_notice:
+            events.on_notice(outcome.describe())
+        if outcome is not None and not outcome.ok:
+            self._compaction_failed = True  # not again this turn; the sidecar or /compact may retry
+
+    # ------------------------------------------------------------------ tools
+    def _unique_call_id(self, call_id: str) -> str:
+        """Providers that number calls per response (call_0...) would pair results with old calls."""
+        if not call_id or call_id in self._call_ids:
+            call_id = f"call_{secrets.token_hex(6)}"
+        self._call_ids.add(call_id)
+        return call_id
+
+    def _run_tool(self, call_id: str, call, events: AgentEvents) -> None:
+        from ..llm import LLMError
+
+        started = time.perf_counter()
+        try:
+            args: dict | None = call.parsed_arguments()
+        except LLMError as err:
+            args = None
+            result = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
+                                ok=False, data={"outcome": "malformed"})
+        if args is not None:
+            result = self._repeat_read(args) if call.name == "read_lines" else None
+            if result is None:
+                result = call_tool(self.ctx, call.name, args)
+        data = result.data
+        data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
+        self.session.tool(call_id, call.name, result.text, ok=result.ok, duration_ms=data.get("duration_ms"),
+                          path=data.get("path"), lines=data.get("lines"), served_from=data.get("served_from"),
+                          memory=data.get("memory"), sha=data.get("sha"), file_tokens=data.get("file_tokens"))
+        self._fresh_calls.add(call_id)
+        self._record_tool_events(call.name, args, call.arguments, result)
+        path = data.get("path")
+        if result.ok and call.name == "read_lines" and data.get("served_from") == "disk":
+            start, end = data["lines"]
+            self._reads[(path, start, end)] = (data["sha"], call_id, data.get("chars", 0))
+        if result.ok and data.get("edit"):
+            for key in [k for k in self._reads if k[0] == path]:
+                del self._reads[key]
+        if events.on_tool:
+            events.on_tool(call.name, args or {}, result)
+
+    def _record_tool_events(self, name: str, args: dict | None, raw_args: str, result: ToolResult) -> None:
+        data = result.data
+        logged_args = _clipped(args) if args is not None else {"raw": raw_args[:_ARG_CLIP]}
+        outcome = data.get("outcome") or ("ok" if result.ok else "error")
+        self.memory.record(TOOL_CALL, name, ok=result.ok, duration_ms=data.get("duration_ms"), tool=name,
+                           args=logged_args, result_chars=len(result.text), outcome=outcome,
+                           error=None if result.ok else result.text[:300])
+        if not result.ok:
+            return
+        path = data.get("path")
+        if name == "file_meta":
+            hit = data.get("memory") == "hit"
+            self.memory.record(MEMORY_HIT if hit else MEMORY_MISS, path, tier="kmap", kind="path",
+                               reason=None if hit else "stale: re-indexed")
+            self.memory.record(READ_AVOIDED, path, path=path, reason="knowledge map instead of the file",
+                               chars_saved=data.get("chars_saved", 0))
+        elif name == "read_lines" and data.get("served_from") == "memory":
+            self.memory.record(MEMORY_HIT, path, tier="reads", kind="range")
+            self.memory.record(READ_AVOIDED, path, path=path, reason="unchanged range still in context",
+                               chars_saved=data.get("chars_saved", 0))
+        elif name == "read_lines":
+            self.memory.record(FILE_READ, path, path=path, lines=data.get("lines"), chars=data.get("chars", 0),
+                               served_from="disk")
+        elif name == "replace_lines":
+            self.memory.record(FILE_EDIT, path, path=path, lines=data.get("lines"),
+                               lines_changed=data.get("lines_changed"))
+        elif name in ("find", "impact"):
+            key = str((args or {}).get("query") or (args or {}).get("symbol") or "")
+            self.memory.record(MEMORY_HIT if data.get("memory") == "hit" else MEMORY_MISS, key, tier="kmap",
+                               kind=name)
+
+    def _repeat_read(self, args: dict) -> ToolResult | None:
+        """A range read before, unchanged on disk and still in context, is not sent again."""
+        from ..fsutil import confine, sha256_bytes
+        from .tools import _int
+
+        try:
+            real, rel = confine(self.ws.root, str(args.get("path") or ""))
+            start, end = _int("start", args.get("start")), _int("end", args.get("end"))
+        except WorkstationError:
+            return None  # let the tool report the problem
+        earlier = [(key, value) for key, value in self._reads.items()
+                   if key[0] == rel and key[1] <= start and end <= key[2]]
+        if not earlier:
+            return None
+        try:
+            data = real.read_bytes()
+        except OSError:
+            return None
+        sha = sha256_bytes(data)
+        for (_, first, last), (seen_sha, call_id, chars) in earlier:
+            if seen_sha != sha or not (call_id in self._visible or call_id in self._fresh_calls):
+                continue
+            self.ctx.ledger.saw(rel, sha)
+            saved = chars * (end - start + 1) // max(1, last - first + 1)
+            return ToolResult(
+                f"{rel} lines {start}-{end} are unchanged since your read_lines {first}-{last} (call {call_id}), "
+                "which is still in your context above: not sent again.",
+                data={"path": rel, "lines": [start, end], "served_from": "memory", "memory": "hit",
+                      "chars_saved": saved, "sha": sha,
+                      "file_tokens": self.ctx.file_tokens(sha, lambda: data.decode("utf-8", "replace"))})
+        return None
+
+    def _note_reuse(self, text: str) -> list[str]:
+        """Decisions an answer cites as [D:id]: each one that exists is a reuse, once per answer."""
+        from ..memory.decisions import decision_exists
+
+        reused = []
+        for decision_id in dict.fromkeys(_CITED.findall(text or "")):
+            if self.memory.db.call(decision_exists, decision_id):
+                self.memory.mark_decision_reused(decision_id, self.step)
+                reused.append(decision_id)
+        return reused
+
+    def _recall(self, record_id: str) -> str:
+        from ..sessions.context import fetch_original
+
+        return str(fetch_original(self.session, record_id).get("content") or "")
+
+    def _notice(self, text: str, kind: str) -> str:
+        """A one-line notice in the log for the user (kept out of the model's context); returns it."""
+        from ..llm import redact_secrets
+
+        line = " ".join(redact_secrets(text).split())
+        self.session.system(f"[{line}]", notice=kind)
+        return line
+
+
+def _clipped(args: dict) -> dict:
+    out = {}
+    for key, value in args.items():
+        if isinstance(value, str) and len(value) > _ARG_CLIP:
+            value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
+        out[key] = value
+    return out

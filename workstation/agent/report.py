@@ -1,0 +1,218 @@
+"""Proof of savings: a session's efficiency figures beside a naive baseline replay of the same steps.
+
+Both columns come from the session log alone, so any log can be reported on
+(a live, archived or shipped demo session), with no model and no database.
+
+Memory agent (what the agent loop wrote on its records):
+  model calls       assistant records
+  file reads        read_lines results served from disk: file content that entered the context
+  memory queries    turn-start lookups (user record `memory.lookups`) + tool results with a
+                    `memory` verdict (file_meta, find, impact, repeated range reads, qmem stm/ltm)
+  memory hits       the same, answered from memory (fresh)
+  reads avoided     tool results served from memory instead of the file (file_meta maps,
+                    unchanged ranges still in context)
+  tokens sent       sum of `context_tokens` of every answered request (messages + tool schemas,
+                    cl100k), i.e. after compaction, rolling redaction and trimming
+  peak context      the largest of those requests
+  decisions         log_decision results; reuses = decisions cited as [D:id] by later answers
+
+Naive baseline: the same steps replayed by an agent with no knowledge map, no
+memory, no compaction and no redaction. It makes the same model calls with
+the same base system prompt and tool schemas (`base_tokens` of each call), and
+each request carries the whole raw history so far. Every look at a file
+(file_meta or read_lines) is a full read of that file, whose result is the
+whole file (`file_tokens`, counted when the agent looked; a file looked at
+twice within one model step is read once). Every other tool result, message
+and tool call costs what it cost the agent. Memory figures are zero.
+
+A second, more charitable baseline is reported beside it: the same naive
+agent re-reading a file only when it changed since its last full read (an
+edit in between, or another content hash); otherwise the copy already in its
+raw history serves.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import WorkstationError
+from ..sessions.log import LogView, parse_lines, tool_call_arguments
+
+FILE_LOOKS = ("file_meta", "read_lines")
+MESSAGE_OVERHEAD = 4  # the same per-message cost loop.py counts
+REDUCED = ("file_reads", "tokens_sent", "peak_context")
+
+
+@dataclass
+class Figures:
+    model_calls: int = 0
+    file_reads: int = 0
+    memory_queries: int = 0
+    memory_hits: int = 0
+    reads_avoided: int = 0
+    tokens_sent: int = 0
+    peak_context: int = 0
+    decisions_logged: int = 0
+    decisions_reused: int = 0
+
+
+@dataclass
+class Report:
+    session: str
+    agent: Figures
+    baseline: Figures  # the naive policy as the issue defines it: a full read at every look
+    baseline_once: Figures  # the same, re-reading a file only after it changed
+
+    def reduction(self, name: str, baseline: Figures | None = None) -> float | None:
+        base = getattr(baseline or self.baseline, name)
+        return None if not base else 1 - getattr(self.agent, name) / base
+
+    def to_dict(self) -> dict:
+        return {"session": self.session, "agent": asdict(self.agent), "baseline": asdict(self.baseline),
+                "baseline_reading_unchanged_files_once": asdict(self.baseline_once),
+                "reduction": {name: self.reduction(name) for name in REDUCED},
+                "reduction_vs_reading_once": {name: self.reduction(name, self.baseline_once) for name in REDUCED}}
+
+    def rows(self) -> list[dict]:
+        out = []
+        for name in Figures.__dataclass_fields__:
+            reduced = name in REDUCED
+            red, once = self.reduction(name), self.reduction(name, self.baseline_once)
+            out.append({"metric": name.replace("_", " "), "agent": f"{getattr(self.agent, name):,}",
+                        "naive": f"{getattr(self.baseline, name):,}",
+                        "saved": f"{red:.1%}" if reduced and red is not None else "",
+                        "naive*": f"{getattr(self.baseline_once, name):,}",
+                        "saved*": f"{once:.1%}" if reduced and once is not None else ""})
+        return out
+
+
+def _assistant_tokens(record: dict, count: Callable[[str], int]) -> int:
+    total = count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
+    for call in record.get("tool_calls") or ():
+        total += count(str(call.get("name", "")) + str(call.get("arguments", "")))
+    return total
+
+
+def agent_figures(view: LogView) -> Figures:
+    fig = Figures()
+    for record in view.records:
+        kind = record["type"]
+        if kind == "user":
+            memory = record.get("memory") or {}
+            fig.memory_queries += int(memory.get("lookups") or 0)
+            fig.memory_hits += int(memory.get("hits") or 0)
+        elif kind == "assistant":
+            fig.model_calls += 1
+            sent = int(record.get("context_tokens") or 0)
+            fig.tokens_sent += sent
+            fig.peak_context = max(fig.peak_context, sent)
+            fig.decisions_reused += len(record.get("reused") or ())
+        elif kind == "tool":
+            ok = record.get("ok", True)
+            if record.get("memory") in ("hit", "miss"):
+                fig.memory_queries += 1
+                fig.memory_hits += record["memory"] == "hit"
+            if not ok:
+                continue
+            if record.get("served_from") == "memory":
+                fig.reads_avoided += 1
+            elif record.get("name") == "read_lines":
+                fig.file_reads += 1
+            if record.get("name") == "log_decision":
+                fig.decisions_logged += 1
+    return fig
+
+
+def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
+                     count: Callable[[str], int], *, reread_unchanged: bool = True) -> Figures:
+    """Replay the session's steps under the naive policy (see the module docstring).
+
+    With reread_unchanged=False the naive agent reads a file again only when it changed since its
+    last full read (an edit, or another content hash): the most charitable reading of "naive"."""
+    fig = Figures()
+    sizes: dict[str, int] = {}
+
+    def whole_file(record: dict, path: str) -> int:
+        if isinstance(record.get("file_tokens"), int):
+            return record["file_tokens"]
+        if path not in sizes:  # a log written without file_tokens: the file as it is now
+            try:
+                sizes[path] = count((root / path).read_text(encoding="utf-8", errors="replace")) if root else -1
+            except OSError:
+                sizes[path] = -1
+        return sizes[path] if sizes[path] >= 0 else count(str(record.get("content") or ""))
+
+    calls: dict[str, dict] = {}
+    read_this_step: set[str] = set()
+    last_read: dict[str, str | None] = {}  # path -> content hash at the naive agent's last full read
+    history = 0
+    for record in view.records:
+        kind = record["type"]
+        if kind == "user" or (kind == "system" and not record.get("notice")):
+            history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
+        elif kind == "assistant":
+            fig.model_calls += 1
+            sent = int(record.get("base_tokens") or default_base_tokens) + history
+            fig.tokens_sent += sent
+            fig.peak_context = max(fig.peak_context, sent)
+            history += _assistant_tokens(record, count)
+            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
+            read_this_step = set()
+        elif kind == "tool":
+            name = record.get("name")
+            path = record.get("path") or tool_call_arguments(calls.get(record.get("tool_call_id", ""), {})).get("path")
+            if name in FILE_LOOKS and record.get("ok", True) and isinstance(path, str) and path:
+                unchanged = path in last_read and last_read[path] == record.get("sha") is not None
+                if path in read_this_step or (not reread_unchanged and unchanged):
+                    history += MESSAGE_OVERHEAD  # the whole file is in the history already
+                else:
+                    read_this_step.add(path)
+                    last_read[path] = record.get("sha")
+                    fig.file_reads += 1
+                    history += whole_file(record, path) + MESSAGE_OVERHEAD
+            else:
+                if name == "replace_lines" and isinstance(path, str):
+                    last_read.pop(path, None)  # its copy in the history is out of date
+                history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
+    return fig
+
+
+def load(paths, target: str) -> tuple[LogView, str]:
+    """A session by slug (live or archived), or a session log file by path."""
+    from ..sessions.catalog import load as load_session
+
+    candidate = Path(target).expanduser()
+    if target.endswith(".jsonl") or "/" in target:
+        if not candidate.is_file():
+            raise WorkstationError(f"no session log file {target}")
+        try:
+            data = candidate.read_bytes()
+        except OSError as err:
+            raise WorkstationError(f"cannot read {target}: {err.strerror}") from None
+        return parse_lines(data), candidate.name.removesuffix(".jsonl")
+    view, _ = load_session(paths, target)
+    return view, target
+
+
+def default_base_tokens(root: Path) -> int:
+    """Base system prompt + tool schemas as the code is now (for logs that did not record them)."""
+    from ..tokens import count
+    from .loop import SYSTEM_PROMPT
+    from .tools import schemas
+
+    return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(schemas()))
+
+
+def build(paths, target: str) -> Report:
+    """The report of a session (slug, live or archived) or of a session log file (path) of a workspace."""
+    from ..tokens import count
+
+    view, name = load(paths, target)
+    if not any(r["type"] == "assistant" for r in view.records):
+        raise WorkstationError(f"session {name} has no model calls to report on")
+    base = default_base_tokens(paths.root)
+    return Report(name, agent_figures(view), baseline_figures(view, paths.root, base, count),
+                  baseline_figures(view, paths.root, base, count, reread_unchanged=False))

@@ -1,0 +1,205 @@
+"""Slash commands: the user calls the agent's tools directly in the chat. None needs a model
+except /compact and /archive's summary (which say so when there is none).
+
+Tool results shown to the user are not turns of the conversation: the model
+does not see them, and a file the user /read is not a file the model has read
+(slash commands keep their own read ledger, so replace_lines still requires
+the model's own read).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import WorkstationError
+from ..memory.episodic import TOOL_CALL
+from .tools import call as call_tool, render_rows
+
+HELP = {
+    "/map [FILE]": "knowledge map of a file, or the ranked repository map",
+    "/read FILE A-B": "lines A..B of a file (1-indexed, inclusive)",
+    "/impact NAME": "call sites and references of a symbol",
+    "/find QUERY": "files and symbols by name or path",
+    "/grep PATTERN [PATH]": "regex search over the workspace (or under PATH)",
+    "/qmem TIER KEY": "read memory (stm, ltm, episodic)",
+    "/umem TIER KEY VALUE": "write memory (VALUE is JSON, or a bare string; stm or ltm)",
+    "/fence TIER": "make earlier writes of a tier durable and visible",
+    "/decisions": "the decision log",
+    "/pin TEXT": "an instruction re-injected into every later context, compactions included",
+    "/reflect [NAME]": "a reflection query over this session's history (no NAME: list them)",
+    "/compact [KEEP]": "summarize all but the newest KEEP turns now (default memory.keep_recent)",
+    "/archive": "summarize this session and move it to the archive",
+    "/model [NAME]": "show or switch the model",
+    "/help": "this list",
+}
+COMMANDS = tuple(usage.split()[0] for usage in HELP)
+
+
+@dataclass
+class SlashResult:
+    text: str
+    ok: bool = True
+    action: str | None = None  # what a UI must do besides showing the text: 'archived' | 'model' | 'pinned'
+
+
+def parse_range(spec: str) -> tuple[int, int]:
+    try:
+        first, sep, last = spec.partition("-")
+        start = int(first)
+        return start, int(last) if sep else start
+    except ValueError:
+        raise WorkstationError(f"bad line range {spec!r}: use A-B, e.g. 10-40") from None
+
+
+def is_command(line: str) -> bool:
+    return line.strip().split(" ", 1)[0] in COMMANDS
+
+
+def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> SlashResult:
+    """Run one slash command line for an Agent (no model needed)."""
+    name, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    try:
+        handler = _HANDLERS.get(name)
+        if handler is None:
+            return SlashResult(f"unknown command {name}; /help lists them", ok=False)
+        result = handler(agent, rest)
+        if name == "/model" and result.action == "model" and set_model is not None:
+            set_model(agent.model_name)
+        return result
+    except WorkstationError as err:
+        return SlashResult(f"error: {err}", ok=False)
+
+
+def _tool(agent, tool_name: str, **args) -> SlashResult:
+    result = call_tool(agent.user_ctx, tool_name, args)
+    data = result.data
+    agent.memory.record(TOOL_CALL, tool_name, ok=result.ok, duration_ms=data.get("duration_ms"), tool=tool_name,
+                        args={k: v for k, v in args.items() if k != "content"}, result_chars=len(result.text),
+                        outcome="ok" if result.ok else "error", error=None if result.ok else result.text[:300],
+                        via="slash")
+    return SlashResult(result.text, result.ok)
+
+
+def _need(value: str, usage: str) -> str:
+    if not value:
+        raise WorkstationError(f"usage: {usage}")
+    return value
+
+
+def _words(text: str, n: int, usage: str) -> list[str]:
+    parts = text.split(None, n - 1)
+    if len(parts) != n:
+        raise WorkstationError(f"usage: {usage}")
+    return parts
+
+
+def _help(agent, rest: str) -> SlashResult:
+    width = max(map(len, HELP))
+    return SlashResult("\n".join(f"{usage:<{width}}  {text}" for usage, text in HELP.items()))
+
+
+def _map(agent, rest: str) -> SlashResult:
+    if rest:
+        return _tool(agent, "file_meta", path=rest)
+    return SlashResult(agent.kmap.repo_map(tokens=1024))
+
+
+def _read(agent, rest: str) -> SlashResult:
+    path, span = _words(rest, 2, "/read FILE A-B")
+    start, end = parse_range(span)
+    return _tool(agent, "read_lines", path=path, start=start, end=end)
+
+
+def _grep(agent, rest: str) -> SlashResult:
+    pattern = _need(rest, "/grep PATTERN [PATH]")
+    parts = pattern.rsplit(" ", 1)
+    if len(parts) == 2 and ("/" in parts[1] or "." in parts[1]) and (agent.ws.root / parts[1]).exists():
+        return _tool(agent, "grep", pattern=parts[0], path=parts[1])
+    return _tool(agent, "grep", pattern=pattern)
+
+
+def _umem(agent, rest: str) -> SlashResult:
+    tier, key, raw = _words(rest, 3, "/umem TIER KEY VALUE")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word is a string value
+    return _tool(agent, "umem", tier=tier, key=key, value=value)
+
+
+def _pin(agent, rest: str) -> SlashResult:
+    agent.pin(_need(rest, "/pin TEXT"))
+    return SlashResult(f"pinned: {rest}", action="pinned")
+
+
+def _reflect(agent, rest: str) -> SlashResult:
+    if not rest:
+        from ..memory import reflect
+
+        return SlashResult("\n".join(f"{n:<20} {d}" for n, d in reflect.names()))
+    rows = agent.memory.reflect(rest, session=agent.session.slug).records()
+    return SlashResult(render_rows(rows))
+
+
+def _compaction_config(agent):
+    cfg = agent._compaction_config()
+    if cfg is None:
+        raise WorkstationError("compaction needs a model: set memory.compact_model or a chat model (/model NAME)")
+    return cfg
+
+
+def _compact(agent, rest: str) -> SlashResult:
+    from ..sessions.compaction import compact
+
+    if rest and not rest.isdigit():
+        raise WorkstationError("usage: /compact [KEEP] (KEEP: how many of the newest turns stay verbatim)")
+    keep = int(rest) if rest else agent.config.memory.keep_recent
+    outcome = compact(agent.session, _compaction_config(agent), agent.memory.episodic, force=True, keep=keep,
+                      wait=30.0)
+    if outcome is None:
+        return SlashResult(f"nothing to compact: every turn but the newest {keep} is summarized already")
+    return SlashResult(outcome.describe(), outcome.ok)
+
+
+def _archive(agent, rest: str) -> SlashResult:
+    from ..sessions.archive import archive
+
+    cfg = agent._compaction_config() or agent.config  # no model: archived without a fresh summary
+    result = archive(agent.ws.paths, agent.session.slug, cfg, episodic=agent.memory.episodic)
+    text = f"archived {agent.session.slug}"
+    if result.compaction is not None and not result.compaction.ok:
+        text += f" (without a fresh summary: {result.compaction.reason})"
+    return SlashResult(text, action="archived")
+
+
+def _model(agent, rest: str) -> SlashResult:
+    if not rest:
+        if not agent.model_name:
+            return SlashResult("model: none configured (/model NAME, e.g. /model openai/gpt-4o-mini)")
+        window = agent.configured_window()
+        return SlashResult(f"model: {agent.model_name}" + (f" (context window {window:,} tokens)" if window else ""))
+    agent.set_model(rest)
+    return SlashResult(f"model set to {agent.model_name}", action="model")
+
+
+_HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
+    "/help": _help,
+    "/map": _map,
+    "/read": _read,
+    "/impact": lambda agent, rest: _tool(agent, "impact", symbol=_need(rest, "/impact NAME")),
+    "/find": lambda agent, rest: _tool(agent, "find", query=_need(rest, "/find QUERY")),
+    "/grep": _grep,
+    "/qmem": lambda agent, rest: _tool(agent, "qmem", **dict(zip(("tier", "key"), _words(rest, 2, "/qmem TIER KEY")))),
+    "/umem": _umem,
+    "/fence": lambda agent, rest: _tool(agent, "fence", tier=_need(rest, "/fence TIER")),
+    "/decisions": lambda agent, rest: _tool(agent, "decisions"),
+    "/pin": _pin,
+    "/reflect": _reflect,
+    "/compact": _compact,
+    "/archive": _archive,
+    "/model": _model,
+}
+assert set(_HANDLERS) == set(COMMANDS)

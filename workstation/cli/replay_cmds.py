@@ -1,0 +1,86 @@
+"""Command: `workstation replay SLUG|FILE.jsonl` — step through a past episode, or `--verify` it today."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import click
+
+from ..errors import WorkstationError
+from .common import json_option, pass_state, print_json
+
+EXIT_DIFFERS = 3  # --verify found a result that differs (0: the episode still applies; 1/2: errors)
+
+
+@click.command()
+@click.argument("target", metavar="SLUG|FILE.jsonl")
+@click.option("--verify", is_flag=True,
+              help="Re-run the episode's read-only tool calls against today's tree and show the first step "
+                   f"whose result differs (exit status {EXIT_DIFFERS} when one does).")
+@click.option("--print", "as_text", is_flag=True, help="Print the episode step by step instead of opening the app.")
+@click.option("--step", "step", type=int, default=None, metavar="N",
+              help="With --print: stop at step N (1-based) and show the state the agent had there.")
+@json_option
+@pass_state
+def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as_json: bool) -> None:
+    """Replay a past episode (a session slug, live or archived, or a session .jsonl file).
+
+    Verification runs in the workspace given by -C; the tree is never written (an episode that edited files
+    is checked in a scratch copy where its own edits are re-applied).
+    """
+    from ..replay import Episode
+
+    if verify and (as_text or step is not None):
+        raise WorkstationError("--verify does not combine with --print or --step")
+    episode = Episode.load(state.paths, target, config=state.config)
+    for problem in episode.problems:
+        click.echo(f"warning: unreadable {problem}", err=True)
+    if verify:
+        _verify(state, episode, as_json)
+    elif as_text or step is not None or as_json:
+        _print(episode, step, as_json)
+    elif importlib.util.find_spec("workstation.tui.replay_app") is not None:
+        from ..tui import replay_app  # type: ignore[attr-defined]
+
+        replay_app.run(episode)
+    else:
+        _print(episode, None, False)
+
+
+def _verify(state, episode, as_json: bool) -> None:
+    from ..replay import verify
+
+    report = verify(episode, state)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        click.echo(report.render())
+    if not report.ok:
+        sys.exit(EXIT_DIFFERS)  # SystemExit: click's Exit is swallowed by main(standalone_mode=False)
+
+
+def _print(episode, step: int | None, as_json: bool) -> None:
+    from ..replay import render_state, render_steps
+
+    index = None
+    if step is not None:
+        index = episode.check_index(step - 1)
+    upto = len(episode.steps) - 1 if index is None else index
+    if as_json:
+        out = {"episode": episode.name, "source": episode.source, "steps_total": len(episode.steps),
+               "steps": [s.to_dict() for s in episode.steps[: upto + 1]],
+               "problems": [str(p) for p in episode.problems]}
+        if index is not None:
+            out["state"] = episode.state_at(index).to_dict()
+        print_json(out)
+        return
+    click.echo(f"episode {episode.name} ({episode.source}): {len(episode.steps)} steps, "
+               f"{episode.duration_s:.1f} s recorded")
+    click.echo(render_steps(episode, upto))
+    if index is not None:
+        click.echo()
+        click.echo(render_state(episode, episode.state_at(index)))
+
+
+COMMANDS = [replay]
