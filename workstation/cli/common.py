@@ -121,7 +121,7 @@ def print_table(rows: list[dict], columns: list[str] | None = None, title: str |
 def run_main(main: Callable) -> None:
     """Run the click group, turning known errors into one line on stderr."""
     try:
-        main(standalone_mode=False)
+        sys.exit(main(standalone_mode=False) or 0)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

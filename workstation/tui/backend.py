@@ -197,7 +197,8 @@ class LiveBackend:
                 on_text=lambda fragment: self._ui(chat.stream_fragment, fragment),
                 on_retry=lambda why: self._ui(chat.add_turn, Turn("notice", f"retrying: {why}")),
                 on_tool=self._tool_done,
-                on_step=lambda step, tokens: self._ui(chat.set_context, tokens, self._window()))
+                on_step=lambda step, tokens, window: self._ui(chat.set_context, tokens, window),
+                on_notice=lambda text: self._ui(chat.add_turn, Turn("notice", text)))
             try:
                 result = self.agent.run(msg.text, events, cancel=self._cancel)
             except WorkstationError as err:
@@ -217,11 +218,6 @@ class LiveBackend:
         self._ui(chat.end_reply)  # text streamed before the call belongs above it
         self._ui(chat.add_turn, Turn("tool", tool=name, args=args, result=result.text, ok=result.ok,
                                      ts=time.time()))
-
-    def _window(self) -> int:
-        from .. import llm
-
-        return self.ws.config.model.context_window or llm.context_window(self.agent.model_name or "")
 
     def on_chat_pane_cancel_requested(self, msg) -> None:
         self._cancel.set()

@@ -1,0 +1,79 @@
+"""The real app over the live backend: a workspace, the scripted model, real litellm."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from fakellm import Reply, ScriptedLLM
+from tui_support import SIZE
+from workstation.tui.app import WorkstationApp
+from workstation.tui.backend import LiveBackend
+
+
+def make_repo(root):
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text('"""A tiny package."""\n')
+    (root / "pkg" / "core.py").write_text(
+        '"""Core maths."""\n\n\ndef add(a, b):\n    return a + b\n\n\ndef twice(x):\n    return add(x, x)\n')
+    (root / ".workstation").mkdir()
+
+
+def write_config(root, url):
+    (root / ".workstation" / "config.toml").write_text(
+        f'[model]\nname = "openai/test-model"\napi_base = "{url}"\ntimeout_s = 10\nmax_retries = 0\n')
+
+
+async def wait_for(pilot, predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.1)
+        if predicate():
+            return
+    turns = [(t.role, t.text[:200], t.result[:100]) for t in pilot.app.chat.transcript.turns]
+    raise AssertionError(f"condition not met in time; transcript: {turns}")
+
+
+async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
+    make_repo(tmp_path)
+    with ScriptedLLM([Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"})]),
+                      Reply(text="`twice` calls **add** twice.")]) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: backend._ready.is_set() and app.map.node_for("pkg") is not None)
+            # a slash command works with the model idle
+            app.chat.prompt.value = "/impact add"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any(t.role == "command" and "pkg/core.py:9" in t.text
+                                              for t in app.chat.transcript.turns))
+            # a real agent turn: tool call, then a streamed reply
+            app.chat.prompt.value = "what does twice do?"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any(t.role == "assistant" and "calls" in t.text
+                                              for t in app.chat.transcript.turns))
+            roles = [t.role for t in app.chat.transcript.turns]
+            assert "tool" in roles
+            tool_turn = next(t for t in app.chat.transcript.turns if t.role == "tool")
+            assert tool_turn.tool == "file_meta" and "def twice" in tool_turn.result
+            await wait_for(pilot, lambda: any(e.type == "tool_call" for e in app.timeline.shown))
+            # the file changes on disk: the map's freshness follows
+            (tmp_path / "pkg" / "extra.py").write_text("def more():\n    pass\n")
+            await wait_for(pilot, lambda: app.map.node_for("pkg/extra.py") is not None)
+        # the request really went through litellm to the scripted server, tools included
+        assert llm.requests and "tools" in llm.requests[0]
+    await asyncio.sleep(0)
+
+
+async def test_live_app_without_a_model_says_how_to_set_one(tmp_path):
+    make_repo(tmp_path)
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: backend._ready.is_set())
+        app.chat.prompt.value = "hello"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any(t.role == "error" for t in app.chat.transcript.turns))
+        error = next(t for t in app.chat.transcript.turns if t.role == "error")
+        assert "no model configured" in error.text and "\n" not in error.text
