@@ -1,3 +1,166 @@
-"""Commands: see the module docstring of each command."""
+"""Knowledge-map commands: index, map, find, impact, watch."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from .common import json_option, pass_state, print_json
+
+
+def _knowledge_map(state):
+    from ..index.map import KnowledgeMap
+
+    return KnowledgeMap(state.db, state.paths, state.config)
+
+
+def _progress_bar():
+    """A rich progress bar on a terminal, nothing otherwise; returns (context, callback)."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[path]}", style="dim"), console=Console(stderr=True),
+                        transient=True)
+    task = progress.add_task("index", total=None, path="")
+
+    def update(done: int, total: int, path: str) -> None:
+        progress.update(task, completed=done, total=total, path=path[-60:])
+
+    return progress, update
+
+
+@click.command("index")
+@click.option("--force", is_flag=True, help="Parse every file again, changed or not.")
+@json_option
+@pass_state
+def index_command(state, force: bool, as_json: bool) -> None:
+    """Index the workspace into the knowledge map (only what changed, unless --force)."""
+    km = _knowledge_map(state)
+    bar, update = (None, None) if as_json else _progress_bar()
+    if bar is not None:
+        with bar:
+            report = km.index_all(progress=update, force=force)
+    else:
+        report = km.index_all(force=force)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    click.echo(f"{report.files} files, {report.symbols} symbols in {report.seconds:.2f}s "
+               f"({report.indexed} parsed, {report.unchanged} unchanged, {report.removed} removed)")
+    if report.skipped:
+        by_reason = ", ".join(f"{reason} {n}" for reason, n in sorted(report.skipped.items()))
+        click.echo(f"skipped {sum(report.skipped.values())}: {by_reason}")
+        shown = report.skipped_files[:20]
+        for item in shown:
+            click.echo(f"  {item['path']}: {item['reason']} ({item['detail']})")
+        if len(report.skipped_files) > len(shown):
+            click.echo(f"  ... {len(report.skipped_files) - len(shown)} more (see --json)")
+    else:
+        click.echo("skipped 0")
+
+
+@click.command("map")
+@click.argument("file", required=False)
+@click.option("--tokens", type=click.IntRange(min=0), default=None,
+              help="Token budget (repository map: default 1024; file map: 2% of the file).")
+@json_option
+@pass_state
+def map_command(state, file: str | None, tokens: int | None, as_json: bool) -> None:
+    """Print the knowledge map of FILE, or a ranked repository map within a token budget."""
+    km = _knowledge_map(state)
+    if file:
+        fm = km.file_map(file, tokens)
+        if as_json:
+            print_json(fm.to_dict())
+        else:
+            click.echo(fm.render())
+        return
+    from .. import tokens as tok
+
+    budget = 1024 if tokens is None else tokens
+    text = km.repo_map(budget)
+    if as_json:
+        print_json({"budget": budget, "tokens": tok.count(text), "text": text})
+    else:
+        click.echo(text)
+
+
+@click.command("find")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@json_option
+@pass_state
+def find_command(state, query: str, limit: int, as_json: bool) -> None:
+    """Find files and symbols by name (tier one), or by meaning through the model (tier two)."""
+    result = _knowledge_map(state).find(query, limit)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    for hit in result.hits:
+        what = f"{hit.symbol_kind} {hit.name}" if hit.kind == "symbol" else "file"
+        detail = f"  {hit.detail}" if hit.detail else ""
+        click.echo(f"{hit.location}  {what}  [{hit.match} {hit.score:.0f}]{detail}")
+    if not result.hits:
+        click.echo(f"nothing matches {result.query!r}")
+    if result.note:
+        click.echo(f"note: {result.note}")
+
+
+@click.command("impact")
+@click.argument("symbol")
+@json_option
+@pass_state
+def impact_command(state, symbol: str, as_json: bool) -> None:
+    """Every call site and reference of SYMBOL (name, Class.method or path:name)."""
+    hits = _knowledge_map(state).impact(symbol)
+    if as_json:
+        print_json({"symbol": symbol, "hits": hits})
+        return
+    for hit in hits:
+        inside = f" in {hit.enclosing}" if hit.enclosing else " at top level"
+        target = f" -> {hit.target}" if hit.target else ""
+        click.echo(f"{hit.location}{inside} ({hit.kind}){target} [{hit.evidence}]")
+    click.echo(f"{len(hits)} reference{'s' if len(hits) != 1 else ''} to {symbol}")
+
+
+@click.command("watch")
+@pass_state
+def watch_command(state) -> None:
+    """Keep the knowledge map live until Ctrl-C, printing every re-index."""
+    from ..index.watcher import Watcher
+
+    km = _knowledge_map(state)
+    report = km.index_all()
+    click.echo(f"watching {state.paths.root}: {report.files} files, {report.symbols} symbols (Ctrl-C stops)")
+
+    def show(change) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        for path in change.indexed:
+            click.echo(f"{stamp} indexed {path}")
+        for path in change.removed:
+            click.echo(f"{stamp} removed {path}")
+        for path in change.skipped:
+            click.echo(f"{stamp} skipped {path}")
+        click.echo(f"{stamp}   ({change.seconds * 1000:.0f} ms)")
+
+    def failed(err: Exception) -> None:
+        click.echo(f"error: refresh failed: {err}", err=True)
+
+    watcher = Watcher(km, on_change=show, on_error=failed).start()
+    try:
+        while watcher.alive:
+            time.sleep(0.5)
+        click.echo("error: the file watcher stopped", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("stopped")
+    finally:
+        watcher.stop()
+
+
+COMMANDS: list = [index_command, map_command, find_command, impact_command, watch_command]

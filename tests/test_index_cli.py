@@ -1,0 +1,103 @@
+"""Smoke tests of the knowledge-map commands, their --json output and their errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kmap_helpers import write
+from workstation import tokens
+from workstation.cli import main
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    write(tmp_path, {
+        "app/__init__.py": "",
+        "app/core.py": '"""Core logic."""\n\n\ndef compute(x):\n    return x * 2\n\n\nclass Runner:\n'
+                       '    def run(self):\n        return compute(1)\n',
+        "app/cli.py": "from app.core import compute\n\n\ndef main():\n    print(compute(3))\n",
+        "README.md": "# Demo project\n",
+    })
+    return tmp_path
+
+
+def run(repo: Path, *args: str):
+    result = CliRunner().invoke(main, ["-C", str(repo), *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_index_json(repo: Path):
+    data = json.loads(run(repo, "index", "--json"))
+    assert (data["files"], data["indexed"], data["skipped"]) == (4, 4, {})
+    assert data["symbols"] == 4 and data["seconds"] >= 0
+    again = json.loads(run(repo, "index", "--json"))
+    assert (again["indexed"], again["unchanged"]) == (0, 4)
+    text = run(repo, "index")
+    assert text.startswith("4 files, 4 symbols in ") and "skipped 0" in text
+
+
+def test_map_json(repo: Path):
+    data = json.loads(run(repo, "map", "app/core.py", "--json"))
+    assert data["path"] == "app/core.py" and data["purpose"] == "Core logic."
+    assert [(s["qualname"], s["start_line"], s["end_line"]) for s in data["symbols"]] == [
+        ("compute", 4, 5), ("Runner", 8, 10), ("Runner.run", 9, 10)]
+    assert data["dependants"] == ["app/cli.py"]
+    repo_map = json.loads(run(repo, "map", "--tokens", "60", "--json"))
+    assert repo_map["budget"] == 60 and 0 < repo_map["tokens"] <= 60
+    assert tokens.count(repo_map["text"]) == repo_map["tokens"]
+    assert run(repo, "map", "--tokens", "60").rstrip("\n") == repo_map["text"]
+
+
+def test_find_and_impact_json(repo: Path):
+    found = json.loads(run(repo, "find", "comput", "--json"))
+    assert found["hits"][0]["name"] == "compute" and found["hits"][0]["match"] == "prefix"
+    assert found["tiers"] == ["names"]
+    impact = json.loads(run(repo, "impact", "compute", "--json"))
+    assert [(h["path"], h["line"], h["enclosing"]) for h in impact["hits"]] == [
+        ("app/cli.py", 5, "main"), ("app/core.py", 10, "Runner.run")]
+    text = run(repo, "impact", "compute")
+    assert "app/cli.py:5 in main (call) -> app/core.py:compute [import]" in text
+    assert text.rstrip().endswith("2 references to compute")
+    nothing = run(repo, "find", "qqqzzz")
+    assert "nothing matches 'qqqzzz'" in nothing and "note: tier one only" in nothing
+
+
+def test_errors_are_one_line(repo: Path):
+    proc = subprocess.run([sys.executable, "-m", "workstation", "-C", str(repo), "map", "nope.py"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == "error: nope.py is not in the knowledge map (no such file, or ignored)\n"
+    outside = CliRunner().invoke(main, ["-C", str(repo), "map", "/etc/passwd"])
+    assert outside.exit_code != 0 and "outside the workspace" in str(outside.exception)
+    bad = CliRunner().invoke(main, ["-C", str(repo), "map", "--tokens", "-5"])
+    assert bad.exit_code == 2 and "-5 is not in the range x>=0" in bad.output
+
+
+def test_watch_prints_reindex_events_until_interrupted(repo: Path):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(repo), "watch"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith(f"watching {repo}: 4 files, 4 symbols"), first + proc.stderr.read()
+        time.sleep(0.3)
+        (repo / "app/core.py").write_text("def compute(x):\n    return x\n")
+        lines = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("indexed app/core.py" in line for line in lines):
+            lines.append(proc.stdout.readline())
+        assert any("indexed app/core.py" in line for line in lines), lines
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert out.strip().endswith("stopped")

@@ -1,0 +1,81 @@
+"""The worker pool survives a worker that dies mid-batch: no file is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from workstation.index import indexer
+
+
+def _children_of(pid: int) -> list[int]:
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def test_killed_worker_loses_no_file(tmp_path: Path):
+    files = {}
+    for i in range(120):
+        rel = f"m{i:03}.py"
+        (tmp_path / rel).write_text("".join(f"def f{i}_{j}(x):\n    return g(x) + {j}\n\n" for j in range(200)))
+        files[rel] = str(tmp_path / rel)
+    tasks = [(n, rel, path, None) for n, (rel, path) in enumerate(sorted(files.items()), start=1)]
+    killed = threading.Event()
+
+    def kill_one_worker():
+        from multiprocessing import forkserver
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            server = getattr(forkserver._forkserver, "_forkserver_pid", None)
+            workers = _children_of(server) if server else []
+            if workers:
+                os.kill(workers[0], signal.SIGKILL)
+                killed.set()
+                return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_one_worker)
+    killer.start()
+    results = list(indexer.run(tasks, frozenset(files), 1_000_000, 2, [1] * len(tasks)))
+    killer.join()
+    assert killed.is_set()
+    assert sorted(r[2][0] for r in results) == sorted(files)  # every file came back, indexed
+    assert {r[0] for r in results} == {"indexed"}
+    assert all(r[6] == 200 for r in results)  # with its symbols: only a culprit file loses them
+
+
+def test_workers_never_import_a_workstation_folder_in_the_cwd(tmp_path: Path):
+    """Python 3.11's forkserver puts the current directory first on its path: a folder
+    named `workstation` there must not replace this package in the workers."""
+    import json
+    import subprocess
+    import sys
+
+    repo, decoy = tmp_path / "repo", tmp_path / "cwd"
+    for i in range(indexer.POOL_MIN_FILES + 2):
+        (repo / "pkg").mkdir(parents=True, exist_ok=True)
+        (repo / "pkg" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    marker = tmp_path / "decoy-imported"
+    (decoy / "workstation" / "index").mkdir(parents=True)
+    for rel in ("workstation/__init__.py", "workstation/index/__init__.py", "workstation/index/indexer.py"):
+        (decoy / rel).write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit('decoy')\n")
+    script = Path(sys.executable).parent / "workstation"
+    proc = subprocess.run([str(script), "-C", str(repo), "index", "--json"], cwd=decoy,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["symbols"] == indexer.POOL_MIN_FILES + 2
+    assert not marker.exists()

@@ -1,0 +1,179 @@
+"""find (two tiers) and impact (references told apart by imports)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fakellm import Reply, ScriptedLLM
+from kmap_helpers import open_map, write
+
+REPO = {
+    "store/__init__.py": "",
+    "store/disk.py": """\
+        '''Persist records on disk.'''
+
+
+        class Store:
+            def save(self, record):
+                return record
+
+
+        def load(path):
+            return open(path).read()
+
+
+        def reload(path):
+            return load(path)
+        """,
+    "conf/__init__.py": "",
+    "conf/settings.py": """\
+        def load(name):
+            return {}
+        """,
+    "use_store.py": """\
+        from store.disk import Store, load
+
+
+        def run():
+            data = load("x")
+            Store().save(data)
+            return data
+        """,
+    "use_conf.py": """\
+        from conf.settings import load
+
+
+        def configure():
+            return load("app")
+        """,
+    "use_json.py": """\
+        from json import load
+
+
+        def parse(fh):
+            return load(fh)
+        """,
+    "net/http_retry.py": """\
+        def backoff_schedule(attempts):
+            return [2 ** i for i in range(attempts)]
+        """,
+}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    write(tmp_path, REPO)
+    return tmp_path
+
+
+def test_impact_tells_same_named_symbols_apart(repo: Path):
+    with open_map(repo) as km:
+        store_load = km.impact("store/disk.py:load")
+        assert [(h.location, h.enclosing, h.kind, h.evidence) for h in store_load] == [
+            ("store/disk.py:14", "reload", "call", "same-file"),
+            ("use_store.py:5", "run", "call", "import"),
+        ]
+        assert {h.target for h in store_load} == {"store/disk.py:load"}
+        conf_load = km.impact("conf/settings.py:load")
+        assert [h.location for h in conf_load] == ["use_conf.py:5"]
+        everything = km.impact("load")
+        assert [h.location for h in everything] == ["store/disk.py:14", "use_conf.py:5", "use_store.py:5"]
+        # json's load is imported from elsewhere: not ours
+        assert all(h.path != "use_json.py" for h in everything)
+
+
+def test_impact_of_a_method_and_unknown_names(repo: Path):
+    with open_map(repo) as km:
+        hits = km.impact("Store.save")
+        assert [(h.location, h.target) for h in hits] == [("use_store.py:6", "store/disk.py:Store.save")]
+        assert km.impact("no_such_name") == []
+        with pytest.raises(Exception, match="no symbol Nope.save"):
+            km.impact("Nope.save")
+
+
+def test_find_tier_one_exact_prefix_fuzzy(repo: Path):
+    with open_map(repo) as km:
+        exact = km.find("Store")
+        assert (exact.hits[0].name, exact.hits[0].match, exact.hits[0].start_line) == ("Store", "exact", 4)
+        prefix = km.find("backoff")
+        assert (prefix.hits[0].name, prefix.hits[0].match) == ("backoff_schedule", "prefix")
+        fuzzy = km.find("backof_schedule")
+        assert (fuzzy.hits[0].name, fuzzy.hits[0].match) == ("backoff_schedule", "fuzzy")
+        by_path = km.find("http_retry.py")
+        assert (by_path.hits[0].kind, by_path.hits[0].path) == ("file", "net/http_retry.py")
+        assert exact.tiers == ["names"] and exact.note is None
+
+
+def test_find_without_model_says_tier_one_only(repo: Path):
+    with open_map(repo) as km:
+        result = km.find("how do we wait between network attempts")
+        assert result.hits == []
+        assert result.tiers == ["names"]
+        assert result.note == "tier one only: no model configured for semantic search"
+
+
+def _model(llm) -> dict:
+    return {"name": "openai/test-model", "api_base": llm.url, "api_key_env": "WS_TEST_KEY", "max_retries": 0}
+
+
+def test_find_tier_two_asks_the_model(repo: Path, monkeypatch):
+    monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
+
+    def pick_retry(body):
+        prompt = body["messages"][-1]["content"]
+        numbers = re.findall(r"^(\d+)\. .*http_retry", prompt, flags=re.M)
+        return Reply(text="\n".join(numbers))
+
+    with ScriptedLLM(pick_retry) as llm:
+        from workstation import config as config_mod
+        from workstation.index.map import KnowledgeMap
+        from workstation.store import Database
+
+        cfg, paths = config_mod.load(repo, {"model": _model(llm)})
+        with Database(paths) as db:
+            result = KnowledgeMap(db, paths, cfg).find("how do we wait between network attempts")
+        assert result.tiers == ["names", "semantic"]
+        assert {h.path for h in result.hits} == {"net/http_retry.py"}
+        assert {h.match for h in result.hits} == {"semantic"}
+        assert "backoff_schedule" in {h.name for h in result.hits}
+        assert "Query: how do we wait between network attempts" in llm.requests[0]["messages"][-1]["content"]
+
+
+def test_find_tier_two_failure_is_reported(repo: Path, monkeypatch):
+    monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
+    with ScriptedLLM([Reply(status=500, error_message="upstream down")]) as llm:
+        from workstation import config as config_mod
+        from workstation.index.map import KnowledgeMap
+        from workstation.store import Database
+
+        cfg, paths = config_mod.load(repo, {"model": _model(llm)})
+        with Database(paths) as db:
+            result = KnowledgeMap(db, paths, cfg).find("zzz nothing like this")
+        assert result.tiers == ["names"]
+        assert result.note.startswith("tier two failed:")
+
+
+def test_model_written_purpose_survives_until_the_content_changes(repo: Path, monkeypatch):
+    monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
+    with ScriptedLLM(lambda body: Reply(text="Computes retry delays.\n")) as llm:
+        from workstation import config as config_mod
+        from workstation.index.map import KnowledgeMap
+        from workstation.store import Database
+
+        cfg, paths = config_mod.load(repo, {"model": _model(llm)})
+        with Database(paths) as db:
+            km = KnowledgeMap(db, paths, cfg)
+            km.index_all()
+            assert km.describe_missing(limit=50) == 5  # every non-empty file without a docstring or comment
+            purposes = {f.path: (f.purpose, f.purpose_source) for f in km.files()}
+            assert purposes["net/http_retry.py"] == ("Computes retry delays.", "model")
+            assert purposes["store/disk.py"] == ("Persist records on disk.", "source")
+            km.index_all(force=True)  # same content: the model's line stays
+            assert {f.path: f.purpose_source for f in km.files()}["net/http_retry.py"] == "model"
+            (repo / "net/http_retry.py").write_text(
+                "# Exponential backoff.\ndef backoff_schedule(n):\n    return n\n")
+            purposes = {f.path: (f.purpose, f.purpose_source) for f in km.files()}
+            assert purposes["net/http_retry.py"] == ("Exponential backoff.", "source")

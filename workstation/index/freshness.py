@@ -1,0 +1,79 @@
+"""The staleness gate: decide which indexed files can no longer be trusted.
+
+As git's index does, a file is compared by its stat signature first (size,
+mtime_ns, ctime_ns, inode) and only a file whose signature changed is read and
+hashed; a changed hash means re-parse, an equal one only a new signature.
+
+Racy clean: a write landing in the same timestamp tick as (or just after) our
+read leaves the signature unchanged while the content differs. Kernel file
+times are coarse (a clock tick, a whole second on some filesystems), so a file
+whose mtime is within RACY_WINDOW_NS of when it was indexed is hashed on every
+check until it is old enough to trust its signature again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .indexer import Scan, Sig
+
+RACY_WINDOW_NS = 2_000_000_000  # covers 1-2 s timestamp granularity (FAT, HFS+, some NFS)
+
+
+def is_racy(sig: Sig, indexed_at_ns: int) -> bool:
+    return sig[1] >= indexed_at_ns - RACY_WINDOW_NS or sig[2] >= indexed_at_ns - RACY_WINDOW_NS
+
+
+@dataclass
+class Indexed:
+    """What the database holds about one file, for comparison with the disk."""
+
+    sig: Sig
+    sha256: str
+    indexed_at_ns: int
+
+
+@dataclass
+class Plan:
+    """What must happen to make the map agree with the disk."""
+
+    check: list[tuple[str, str, str | None, int]] = field(default_factory=list)  # (rel, path, expected sha, size)
+    skip: dict[str, tuple[str, str]] = field(default_factory=dict)  # new or changed walk-level skips
+    remove: list[str] = field(default_factory=list)  # gone from disk (or now ignored)
+    unchanged: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.check or self.skip or self.remove)
+
+
+def plan(scan: Scan, indexed: dict[str, Indexed], skipped: dict[str, tuple[str, str]],
+         skip_sigs: dict[str, Sig], scope: set[str] | None = None, force: bool = False) -> Plan:
+    """Compare a scan with the database.
+
+    `indexed` and `skipped` are the database's rows (limited to `scope` when the
+    scan covered only part of the tree); `skip_sigs` remembers the signatures at
+    which files were found unreadable, binary or invalid UTF-8, so an unchanged
+    skipped file is not read again. `force` re-parses everything.
+    """
+    out = Plan()
+    for rel, (path, sig) in scan.files.items():
+        known = indexed.get(rel)
+        if known is not None:
+            if not force and known.sig == sig and not is_racy(sig, known.indexed_at_ns):
+                out.unchanged += 1
+            else:
+                out.check.append((rel, path, None if force else known.sha256, sig[0]))
+        elif rel in skipped and skip_sigs.get(rel) == sig and not force:
+            out.unchanged += 1
+        else:
+            out.check.append((rel, path, None, sig[0]))
+    for rel, decision in scan.skipped.items():
+        if skipped.get(rel) != decision or rel in indexed:
+            out.skip[rel] = decision
+    present = scan.files.keys() | scan.skipped.keys()
+    for rel in indexed.keys() | skipped.keys():
+        if rel not in present and (scope is None or rel in scope):
+            out.remove.append(rel)
+    out.remove.sort()
+    return out

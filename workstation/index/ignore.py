@@ -1,0 +1,108 @@
+"""Which paths the knowledge map leaves out, with git's rules.
+
+Sources, highest precedence first:
+1. `.workstation/ignore` and the config's `index.ignore` patterns (the user's
+   explicit word for workstation, so they may also re-include with `!`);
+2. `.gitignore` files, a deeper one overriding a shallower one, each relative
+   to its own folder (as git reads them);
+3. `.git/info/exclude`.
+`.git`, the `.workstation` folder and the state folder are always left out.
+As in git, nothing inside an ignored folder can be re-included.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..paths import STATE_DIRNAME
+
+
+def _read_lines(path: Path) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read().splitlines()
+    except OSError:
+        return None  # a missing or unreadable ignore file is treated as absent, as git does
+
+
+def _compile(lines: Iterable[str]):
+    from pathspec import GitIgnoreSpec
+
+    lines = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+class IgnoreRules:
+    """Decides whether a repo-relative path is ignored; `.gitignore` files are read lazily."""
+
+    def __init__(self, root: Path, state_dir: Path | None = None, extra_patterns: Sequence[str] = ()):
+        self.root = Path(root)
+        always = {".git", STATE_DIRNAME}
+        if state_dir is not None:
+            try:
+                rel = Path(os.path.realpath(state_dir)).relative_to(self.root).as_posix()
+            except ValueError:
+                rel = ""
+            if rel and rel != ".":
+                always.add(rel)
+        self.always = frozenset(always)
+        self.extra_patterns = list(extra_patterns)
+        self._git: dict[str, object] = {}  # folder relpath ('' for root) -> spec or None
+        self.reload()
+
+    def reload(self) -> None:
+        """Read every ignore file again (they may have changed since)."""
+        user_lines = list(_read_lines(self.root / STATE_DIRNAME / "ignore") or []) + self.extra_patterns
+        self._user = _compile(user_lines)
+        self._exclude = _compile(_read_lines(self.root / ".git" / "info" / "exclude") or [])
+        self._git.clear()
+
+    # -- .gitignore files -------------------------------------------------
+    def gitignore_spec(self, folder: str):
+        """The compiled `.gitignore` of `folder` (cached); None when it has none."""
+        if folder not in self._git:
+            lines = _read_lines(self.root / folder / ".gitignore" if folder else self.root / ".gitignore")
+            self._git[folder] = _compile(lines) if lines else None
+        return self._git[folder]
+
+    # -- decisions --------------------------------------------------------
+    def is_always_ignored(self, relpath: str) -> bool:
+        return any(relpath == a or relpath.startswith(a + "/") for a in self.always)
+
+    def ignored_here(self, relpath: str, is_dir: bool) -> bool:
+        """Whether `relpath` itself is ignored, assuming no folder above it is."""
+        if self.is_always_ignored(relpath):
+            return True
+        probe = relpath + "/" if is_dir else relpath
+        if self._user is not None:
+            verdict = self._user.check_file(probe).include
+            if verdict is not None:
+                return verdict
+        folder = posixpath.dirname(relpath)
+        while True:  # the deepest .gitignore with an opinion decides
+            spec = self.gitignore_spec(folder)
+            if spec is not None:
+                sub = probe[len(folder) + 1:] if folder else probe
+                verdict = spec.check_file(sub).include
+                if verdict is not None:
+                    return verdict
+            if not folder:
+                break
+            folder = posixpath.dirname(folder)
+        if self._exclude is not None:
+            return bool(self._exclude.check_file(probe).include)
+        return False
+
+    def ignored(self, relpath: str, is_dir: bool = False) -> bool:
+        """Whether `relpath` is ignored, itself or through any folder above it."""
+        relpath = relpath.strip("/")
+        if not relpath:
+            return False
+        parts = relpath.split("/")
+        for i in range(1, len(parts)):
+            if self.ignored_here("/".join(parts[:i]), True):
+                return True
+        return self.ignored_here(relpath, is_dir)

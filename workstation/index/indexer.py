@@ -1,0 +1,462 @@
+"""Walking the workspace and turning files into knowledge-map rows.
+
+`scan` walks with os.scandir and decides what the walk alone can: ignored
+paths (silently left out), files too large (from stat), symlinks that loop or
+lead outside the root, folders that cannot be read. `index_file` reads one
+file and decides the rest (binary, invalid UTF-8, unreadable), hashes it and
+parses it; it runs in worker processes for big batches, so it returns plain
+tuples and pre-formatted TSV text (see storage.py) that pickle cheaply.
+Nothing here raises for a bad file: every failure is a skip with a reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat as statmod
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .ignore import IgnoreRules
+from .storage import NAMES_SEP
+
+SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root")
+BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
+NULL = "\\N"
+
+Sig = tuple  # (size, mtime_ns, ctime_ns, inode): what freshness compares first
+
+
+def stat_sig(st: os.stat_result) -> Sig:
+    ino = st.st_ino
+    if ino >= 1 << 63:  # some filesystems use all 64 bits; BIGINT is signed
+        ino -= 1 << 64
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, ino)
+
+
+@dataclass
+class Scan:
+    """What the walk found: files to consider and paths skipped by the walk itself."""
+
+    files: dict[str, tuple[str, Sig]] = field(default_factory=dict)  # relpath -> (path to read, sig)
+    skipped: dict[str, tuple[str, str]] = field(default_factory=dict)  # relpath -> (reason, detail)
+
+
+BAD_NAME = "file name is not valid UTF-8"
+
+
+def unencodable(rel: str) -> str | None:
+    """A printable stand-in for a path that is not valid UTF-8 (None if it is valid)."""
+    try:
+        rel.encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root + "/")
+
+
+def _symlink(entry_path: str, rel: str, root: str, chain: tuple[str, ...], rules: IgnoreRules,
+             max_bytes: int, out: Scan, stack: list) -> None:
+    """Follow one symlink found by the walk: a file is indexed under the link's path,
+    a folder is walked unless it leads back into the folders above it."""
+    try:
+        st = os.stat(entry_path)
+    except OSError as err:
+        if rules.ignored_here(rel, False):
+            return
+        if err.errno == errno.ELOOP:
+            out.skipped[rel] = ("symlink_loop", "symlink chain loops")
+        elif err.errno == errno.ENOENT:
+            out.skipped[rel] = ("unreadable", "broken symlink")
+        else:
+            out.skipped[rel] = ("unreadable", err.strerror or str(err))
+        return
+    is_dir = statmod.S_ISDIR(st.st_mode)
+    if rules.ignored_here(rel, is_dir):
+        return
+    real = os.path.realpath(entry_path)
+    if not _inside(real, root):
+        out.skipped[rel] = ("outside_root", f"symlink to {real}")
+        return
+    if is_dir:
+        if any(_inside(seen, real) for seen in chain):
+            out.skipped[rel] = ("symlink_loop", f"symlink to a folder above it ({os.path.relpath(real, root)})")
+        else:
+            stack.append((rel, entry_path, chain + (real,)))
+    elif statmod.S_ISREG(st.st_mode):
+        _add_file(rel, entry_path, st, max_bytes, out)
+    else:
+        out.skipped[rel] = ("unreadable", "not a regular file")
+
+
+def _add_file(rel: str, path: str, st: os.stat_result, max_bytes: int, out: Scan) -> None:
+    if st.st_size > max_bytes:
+        out.skipped[rel] = ("too_large", f"{st.st_size} bytes, limit {max_bytes}")
+    else:
+        out.files[rel] = (path, stat_sig(st))
+
+
+def scan(root: Path, rules: IgnoreRules, max_bytes: int, under: str = "") -> Scan:
+    """Walk `root` (or only its folder `under`), leaving out ignored paths."""
+    root_s = str(root)
+    out = Scan()
+    start = os.path.join(root_s, under) if under else root_s
+    stack: list[tuple[str, str, tuple[str, ...]]] = [(under, start, (os.path.realpath(start),))]
+    while stack:
+        rel_dir, abs_dir, chain = stack.pop()
+        try:
+            entries = os.scandir(abs_dir)
+        except OSError as err:
+            if rel_dir and err.errno != errno.ENOENT:
+                out.skipped[rel_dir] = ("unreadable", err.strerror or str(err))
+            continue
+        with entries:
+            for entry in entries:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                if not entry.name.isascii() and (shown := unencodable(rel)):
+                    if not rules.ignored_here(rel, entry.is_dir(follow_symlinks=False)):
+                        out.skipped[shown] = ("invalid_utf8", BAD_NAME)
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not rules.ignored_here(rel, True):
+                            stack.append((rel, entry.path, chain + (chain[-1] + "/" + entry.name,)))
+                    elif entry.is_file(follow_symlinks=False):
+                        if not rules.ignored_here(rel, False):
+                            _add_file(rel, entry.path, entry.stat(follow_symlinks=False), max_bytes, out)
+                    elif entry.is_symlink():
+                        _symlink(entry.path, rel, root_s, chain, rules, max_bytes, out, stack)
+                    elif not rules.ignored_here(rel, False):
+                        out.skipped[rel] = ("unreadable", "not a regular file")
+                except OSError as err:  # vanished or unreadable between listing and stat
+                    if err.errno != errno.ENOENT and not rules.ignored_here(rel, False):
+                        out.skipped[rel] = ("unreadable", err.strerror or str(err))
+    return out
+
+
+def probe(root: Path, rules: IgnoreRules, rel: str, max_bytes: int) -> tuple:
+    """What is at one path now, decided as `scan` would.
+
+    Returns ('file', read_path, sig), ('skip', reason, detail), ('dir',),
+    ('ignored',) or ('absent',).
+    """
+    if rules.ignored(rel):
+        return ("ignored",)
+    path = os.path.join(str(root), rel)
+    try:
+        lst = os.lstat(path)
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR):
+            return ("absent",)
+        return ("skip", "unreadable", err.strerror or str(err))
+    parent = os.path.dirname(path)
+    real_parent = os.path.realpath(parent)
+    if not _inside(real_parent, str(root)):
+        return ("ignored",)  # below a symlink that leads out: the link itself is the skipped path
+    if statmod.S_ISLNK(lst.st_mode):
+        out = Scan()
+        stack: list = []
+        chain = tuple(_ancestors(real_parent, str(root)))
+        _symlink(path, rel, str(root), chain, rules, max_bytes, out, stack)
+        if stack:
+            return ("dir",)
+        if rel in out.files:
+            return ("file",) + out.files[rel]
+        if rel in out.skipped:
+            return ("skip",) + out.skipped[rel]
+        return ("ignored",)
+    if statmod.S_ISDIR(lst.st_mode):
+        return ("ignored",) if rules.ignored(rel, True) else ("dir",)
+    if not statmod.S_ISREG(lst.st_mode):
+        return ("skip", "unreadable", "not a regular file")
+    if lst.st_size > max_bytes:
+        return ("skip", "too_large", f"{lst.st_size} bytes, limit {max_bytes}")
+    return ("file", path, stat_sig(lst))
+
+
+def _ancestors(real: str, root: str) -> Iterator[str]:
+    while True:
+        yield real
+        if real == root or not _inside(real, root):
+            return
+        real = os.path.dirname(real)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading and parsing one file (runs in worker processes)
+
+_worker_known: frozenset[str] = frozenset()
+_worker_max_bytes = 0
+
+
+def _init_worker(known: frozenset[str], max_bytes: int) -> None:
+    global _worker_known, _worker_max_bytes
+    _worker_known, _worker_max_bytes = known, max_bytes
+
+
+_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+
+
+def _clean(text: str) -> str:
+    return text.translate(_CLEAN) if ("\t" in text or "\n" in text or "\r" in text) else text
+
+
+def _opt(text: str | None) -> str:
+    return NULL if text is None else _clean(text)
+
+
+def _tsv(lines: list[str], columns: int) -> str:
+    if not lines:
+        return ""
+    text = "\n".join(lines) + "\n"
+    # one cheap check instead of cleaning every field: any stray tab or newline shows up here
+    if text.count("\t") != len(lines) * (columns - 1) or text.count("\n") != len(lines) or "\r" in text:
+        raise ValueError("field with a tab or newline")
+    return text
+
+
+def _refs_tsv(fid: str, refs) -> str:
+    try:
+        return _tsv([f"{fid}\t{r.name}\t{r.line}\t{NULL if r.enclosing is None else r.enclosing}\t{r.kind}"
+                     for r in refs], 5)
+    except ValueError:
+        return _tsv([f"{fid}\t{_clean(r.name)}\t{r.line}\t{_opt(r.enclosing)}\t{_clean(r.kind)}"
+                     for r in refs], 5)
+
+
+def _symbols_tsv(fid: str, symbols) -> str:
+    return _tsv([f"{fid}\t{_clean(s.name)}\t{_clean(s.qualname)}\t{_clean(s.kind)}\t{_opt(s.parent)}\t"
+                 f"{_clean(s.signature)}\t{s.start_line}\t{s.end_line}" for s in symbols], 8)
+
+
+def _deps_tsv(fid: str, deps: list[tuple]) -> str:
+    lines = []
+    for imp, target in deps:
+        names = NAMES_SEP.join(_clean(n).replace(NAMES_SEP, " ") for n in imp.names) if imp.names else NULL
+        lines.append(f"{fid}\t{_clean(imp.module)}\t{names}\t{imp.line}\t{_opt(target)}")
+    return _tsv(lines, 5)
+
+
+def text_purpose(text: str) -> str:
+    """Purpose of a file the parser does not understand: its first meaningful line."""
+    for raw in text.splitlines()[:50]:
+        line = raw.strip().lstrip("#=*-/;!> ").strip()
+        if len(line) >= 3 and any(ch.isalpha() for ch in line):
+            return line[:200]
+    return ""
+
+
+def resolve_target(imp, importer: str, language: str | None, known) -> str | None:
+    """Where an import points inside the repository, if anywhere (never raises)."""
+    if language is None:
+        return None
+    from .parser import resolve_import
+
+    try:
+        return resolve_import(imp, importer, language, known)
+    except Exception:  # a resolver bug must not lose the file's other rows
+        return None
+
+
+def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
+               known: Iterable[str], max_bytes: int, parse: bool = True) -> tuple:
+    """Read, check, hash and parse one file (`parse=False`: record it without symbols).
+
+    Returns one of
+      ('indexed', fid, file_row, symbols_tsv, refs_tsv, deps_tsv, n_symbols)
+      ('same', fid, rel, sig, sha256, indexed_at_ns)   content hash equals expected_sha
+      ('skipped', fid, rel, reason, detail, sig)
+      ('gone', fid, rel)
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block us
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR):
+            return ("gone", fid, rel)
+        if err.errno == errno.ELOOP:
+            return ("skipped", fid, rel, "symlink_loop", "symlink chain loops", None)
+        return ("skipped", fid, rel, "unreadable", err.strerror or str(err), None)
+    try:
+        st = os.fstat(fd)
+        sig = stat_sig(st)
+        if not statmod.S_ISREG(st.st_mode):
+            return ("skipped", fid, rel, "unreadable", "not a regular file", sig)
+        if st.st_size > max_bytes:
+            return ("skipped", fid, rel, "too_large", f"{st.st_size} bytes, limit {max_bytes}", sig)
+        indexed_at = time.time_ns()  # taken before reading: a later write shows up as racy
+        head = os.read(fd, BINARY_SNIFF_BYTES)
+        nul = head.find(b"\x00")
+        if nul >= 0:  # decided without reading the rest (images, archives...)
+            return ("skipped", fid, rel, "binary", f"NUL byte at offset {nul}", sig)
+        chunks = [head]
+        remaining = max_bytes + 1 - len(head)
+        while remaining > 0 and head:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as err:
+        return ("skipped", fid, rel, "unreadable", err.strerror or str(err), None)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        return ("skipped", fid, rel, "too_large", f"over {max_bytes} bytes", sig)
+    sha = hashlib.sha256(data).hexdigest()
+    if sha == expected_sha:
+        return ("same", fid, rel, sig, sha, indexed_at)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return ("skipped", fid, rel, "invalid_utf8", f"invalid UTF-8 at byte {err.start}", sig)
+
+    from . import parser
+    from .languages import detect
+
+    language, kind = detect(rel)
+    if parse:
+        result = parser.parse(rel, data, language)  # never raises; a syntax error yields what parses
+    else:
+        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        result = parser.ParseResult(language, "", [], [], [], lines, True)
+    language = result.language if language is not None else None
+    purpose = result.purpose or ("" if language else text_purpose(text))
+    deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]
+    key = str(fid)
+    row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
+           _clean(purpose), "source", bool(result.has_errors), indexed_at)
+    return ("indexed", fid, row, _symbols_tsv(key, result.symbols), _refs_tsv(key, result.references),
+            _deps_tsv(key, deps), len(result.symbols))
+
+
+# ---------------------------------------------------------------------------------------
+# Many files: a process pool for big batches, this process for small ones
+
+POOL_MIN_FILES = 48
+POOL_MIN_BYTES = 4 << 20
+
+
+def _work_chunk(tasks: list[tuple]) -> list[tuple]:
+    return [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
+
+
+def _serve(conn, known: frozenset[str], max_bytes: int) -> None:
+    """A worker process: index the chunks it is sent until it is sent None."""
+    _init_worker(known, max_bytes)
+    while True:
+        try:
+            chunk = conn.recv()
+        except (EOFError, OSError):
+            return
+        if chunk is None:
+            return
+        conn.send(_work_chunk(chunk))
+
+
+class _Worker:
+    def __init__(self, ctx, known: frozenset[str], max_bytes: int):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, known, max_bytes), daemon=True,
+                                name="ws-kmap-worker")
+        self.proc.start()
+        child.close()
+        self.chunk: list[tuple] | None = None
+
+    def give(self, chunk: list[tuple]) -> None:
+        self.chunk = chunk
+        try:
+            self.conn.send(chunk)
+        except OSError:
+            pass  # it died: its sentinel fires and the chunk is retried
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(timeout=2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
+def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
+        sizes: list[int] | None = None) -> Iterator[tuple]:
+    """Index `tasks` ((fid, rel, path, expected_sha) each), yielding results as they finish.
+
+    Big batches go to `workers` processes (forkserver: they never inherit this
+    process's threads, DuckDB's or the database owner's), fed chunk by chunk.
+    A worker killed mid-chunk (a parser crash) is replaced and its chunk is
+    retried in halves until the file responsible is alone; that file is
+    indexed without symbols. As with any multiprocessing code, a script that
+    calls this must guard its entry point with `if __name__ == "__main__":`.
+    """
+    total_bytes = sum(sizes) if sizes else 0
+    if workers <= 1 or (len(tasks) < POOL_MIN_FILES and total_bytes < POOL_MIN_BYTES):
+        for task in tasks:
+            yield index_file(*task, known=known, max_bytes=max_bytes)
+        return
+    import multiprocessing
+    from collections import deque
+    from multiprocessing.connection import wait
+
+    # No forkserver preload: Python 3.11's forkserver imports preloads before it applies our
+    # sys.path, so a `workstation` folder in the current directory would shadow this package.
+    ctx = multiprocessing.get_context("forkserver")
+    if sizes:  # biggest first so no worker is left with a huge file at the end
+        order = sorted(range(len(tasks)), key=sizes.__getitem__, reverse=True)
+        tasks = [tasks[i] for i in order]
+    size = max(1, min(16, len(tasks) // (workers * 16)))
+    queue = deque(tasks[i:i + size] for i in range(0, len(tasks), size))
+    pool = [_Worker(ctx, known, max_bytes) for _ in range(min(workers, len(queue)))]
+    try:
+        for worker in pool:
+            worker.give(queue.popleft())
+        while True:
+            busy = [w for w in pool if w.chunk is not None]
+            if not busy:
+                break
+            ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
+            for n, worker in enumerate(pool):
+                if worker.chunk is None or not ({worker.conn, worker.proc.sentinel} & ready):
+                    continue
+                try:
+                    results = worker.conn.recv() if worker.conn.poll() else None
+                except (EOFError, OSError):
+                    results = None
+                lost, worker.chunk = worker.chunk, None
+                if results is not None:
+                    yield from results
+                else:  # the worker died with this chunk
+                    if len(lost) == 1:  # this file alone kills the parser: keep it, without symbols
+                        yield index_file(*lost[0], known=known, max_bytes=max_bytes, parse=False)
+                    else:
+                        half = len(lost) // 2
+                        queue.extendleft([lost[half:], lost[:half]])
+                    worker.stop()
+                    worker = pool[n] = _Worker(ctx, known, max_bytes)
+                if queue:
+                    worker.give(queue.popleft())
+    finally:
+        for worker in pool:
+            worker.stop()
+
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+def default_workers(configured: int) -> int:
+    """Worker processes for cold indexing: the configured number, else one per usable core."""
+    if configured > 0:
+        return configured
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)

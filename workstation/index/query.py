@@ -1,0 +1,337 @@
+"""Answers over the knowledge map: `find` (two tiers) and `impact`.
+
+find, tier one: exact, prefix and fuzzy (rapidfuzz) matches over symbol names
+and paths. Tier two runs only when tier one found fewer than two results and
+a model is configured: the model ranks candidate files and symbols by meaning.
+
+impact: every reference to a name, attributed to a definition where the
+referring file's own definitions and imports tell which one it means.
+Callers go through KnowledgeMap, which runs the staleness gate first.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import asdict, dataclass
+
+from ..errors import WorkstationError
+from ..store.broker import readonly
+
+FUZZY_CUTOFF = 86  # rapidfuzz WRatio; lower lets near-everything in for short queries
+SEMANTIC_CANDIDATES = 120
+_MATCH_ORDER = {"exact": 0, "prefix": 1, "fuzzy": 2, "semantic": 3}
+
+
+@dataclass(frozen=True)
+class FindHit:
+    kind: str  # 'symbol' or 'file'
+    path: str
+    name: str  # qualified symbol name, or the path for a file
+    symbol_kind: str | None
+    start_line: int | None
+    end_line: int | None
+    match: str  # 'exact' | 'prefix' | 'fuzzy' | 'semantic'
+    score: float
+    detail: str  # signature of a symbol, purpose of a file
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}" if self.start_line else self.path
+
+
+@dataclass
+class FindResult:
+    query: str
+    hits: list[FindHit]
+    tiers: list[str]  # tiers that ran: 'names', 'semantic'
+    note: str | None = None  # why tier two did not run or failed
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ImpactHit:
+    path: str
+    line: int
+    enclosing: str | None  # qualified name of the symbol the reference sits in
+    kind: str  # 'call' or 'ref'
+    target: str | None  # 'path:qualname' of the definition it refers to, when known
+    evidence: str  # 'same-file' | 'import' | 'unique' | 'name-only'
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+# ---------------------------------------------------------------------------------------
+# find
+
+def find(km, query: str, limit: int = 20) -> FindResult:
+    q = " ".join(query.split())
+    if not q:
+        raise WorkstationError("find needs a query")
+    if limit < 1:
+        raise WorkstationError(f"limit must be at least 1, got {limit}")
+    hits = _tier_one(km, q, limit)
+    result = FindResult(q, hits, ["names"])
+    if len(hits) >= 2:
+        return result
+    spec = model_spec(km.config)
+    if spec is None:
+        result.note = "tier one only: no model configured for semantic search"
+        return result
+    from ..llm import LLMError
+
+    try:
+        semantic = _tier_two(km, q, limit, spec)
+    except LLMError as err:
+        result.note = f"tier two failed: {err}"
+        return result
+    result.tiers.append("semantic")
+    seen = {(h.path, h.name) for h in hits}
+    result.hits = hits + [h for h in semantic if (h.path, h.name) not in seen][: max(0, limit - len(hits))]
+    return result
+
+
+def model_spec(config):
+    """The ModelSpec of the configured model, or None when there is none."""
+    if not config.model.name:
+        return None
+    from ..llm import ModelSpec
+
+    m = config.model
+    return ModelSpec(m.name, api_base=m.api_base or None, api_key_env=m.api_key_env or None,
+                     timeout_s=m.timeout_s, max_retries=m.max_retries, fallbacks=tuple(m.fallbacks))
+
+
+def _tier_one(km, q: str, limit: int) -> list[FindHit]:
+    from rapidfuzz import fuzz, process, utils
+
+    found: dict[tuple, FindHit] = {}
+
+    def add(hit: FindHit) -> None:
+        key = (hit.kind, hit.path, hit.name, hit.start_line)
+        old = found.get(key)
+        if old is None or (_MATCH_ORDER[hit.match], -hit.score) < (_MATCH_ORDER[old.match], -old.score):
+            found[key] = hit
+
+    for row in km.db.call(_symbols_matching, q, limit * 5):
+        path, name, qualname, kind, signature, start, end, match, score = row
+        add(FindHit("symbol", path, qualname, kind, start, end, match, float(score), signature))
+    for path, purpose, match, score in km.db.call(_files_matching, q, limit * 5):
+        add(FindHit("file", path, path, None, None, None, match, float(score), purpose))
+
+    names, paths = km.cached("find-choices", lambda: km.db.call(_choices))
+    wanted = limit * 3
+    fuzzy_names = process.extract(q, names, scorer=fuzz.WRatio, processor=utils.default_process,
+                                  score_cutoff=FUZZY_CUTOFF, limit=wanted)
+    if fuzzy_names:
+        for row in km.db.call(_symbols_named, [n for n, _s, _i in fuzzy_names], limit * 5):
+            path, name, qualname, kind, signature, start, end = row
+            score = next(s for n, s, _i in fuzzy_names if n == name)
+            add(FindHit("symbol", path, qualname, kind, start, end, "fuzzy", float(score), signature))
+    basenames = [posixpath.basename(p) for p in paths]
+    for _base, score, i in process.extract(q, basenames, scorer=fuzz.WRatio, processor=utils.default_process,
+                                           score_cutoff=FUZZY_CUTOFF, limit=wanted):
+        add(FindHit("file", paths[i], paths[i], None, None, None, "fuzzy", float(score), ""))
+    if "/" in q:
+        for _p, score, i in process.extract(q, paths, scorer=fuzz.WRatio, processor=utils.default_process,
+                                            score_cutoff=FUZZY_CUTOFF, limit=wanted):
+            add(FindHit("file", paths[i], paths[i], None, None, None, "fuzzy", float(score), ""))
+    ordered = sorted(found.values(), key=lambda h: (_MATCH_ORDER[h.match], -h.score, h.path, h.start_line or 0))
+    return ordered[:limit]
+
+
+_WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD_RE.findall(text) if len(w) > 2}
+
+
+def _tier_two(km, q: str, limit: int, spec) -> list[FindHit]:
+    from .. import tokens as tok
+    from ..llm import complete
+
+    rows = km.cached("semantic-candidates", lambda: km.db.call(_semantic_rows))
+    qwords = _words(q)
+
+    def overlap(row) -> int:
+        return len(qwords & _words(" ".join(str(x) for x in (row[1], row[2], row[6]) if x)))
+
+    ranked = sorted(rows, key=lambda r: (-overlap(r), r[1]))[:SEMANTIC_CANDIDATES]
+    lines, budget = [], 6000
+    for i, (kind, path, name, skind, start, end, detail) in enumerate(ranked, start=1):
+        if kind == "file":
+            line = f"{i}. file {path} — {detail}" if detail else f"{i}. file {path}"
+        else:
+            line = f"{i}. {skind} {name} in {path}:{start} — {detail}"
+        budget -= tok.count(line) + 1
+        if budget < 0:
+            break
+        lines.append(line)
+    if not lines:
+        return []
+    messages = [
+        {"role": "system", "content": (
+            "You rank code search results. Given a query and numbered candidates (files and "
+            "symbols of one repository), reply with the numbers of the candidates that match the "
+            f"query's meaning, best first, one number per line, at most {limit}. "
+            "Reply NONE if nothing matches. Reply with nothing else.")},
+        {"role": "user", "content": f"Query: {q}\n\nCandidates:\n" + "\n".join(lines)},
+    ]
+    answer = complete(spec, messages, stream=False).text
+    hits, seen = [], set()
+    for number in re.findall(r"\b(\d+)\b", answer):
+        i = int(number)
+        if not 1 <= i <= len(lines) or i in seen:
+            continue
+        seen.add(i)
+        kind, path, name, skind, start, end, detail = ranked[i - 1]
+        score = 100.0 - len(hits)
+        if kind == "file":
+            hits.append(FindHit("file", path, path, None, None, None, "semantic", score, detail or ""))
+        else:
+            hits.append(FindHit("symbol", path, name, skind, start, end, "semantic", score, detail or ""))
+    return hits[:limit]
+
+
+@readonly
+def _symbols_matching(con, q: str, limit: int) -> list[tuple]:
+    return con.execute(
+        """SELECT path, name, qualname, kind, signature, start_line, end_line,
+                  CASE WHEN name = $q OR qualname = $q THEN 'exact'
+                       WHEN lower(name) = lower($q) OR lower(qualname) = lower($q) THEN 'exact'
+                       ELSE 'prefix' END AS match,
+                  CASE WHEN name = $q OR qualname = $q THEN 100
+                       WHEN lower(name) = lower($q) OR lower(qualname) = lower($q) THEN 95
+                       ELSE 90 - least(length(name) - length($q), 30) / 3 END AS score
+           FROM kmap.symbols
+           WHERE lower(name) = lower($q) OR lower(qualname) = lower($q)
+              OR starts_with(lower(name), lower($q)) OR starts_with(lower(qualname), lower($q))
+           ORDER BY score DESC, path, start_line LIMIT $limit""",
+        {"q": q, "limit": limit}).fetchall()
+
+
+@readonly
+def _files_matching(con, q: str, limit: int) -> list[tuple]:
+    return con.execute(
+        """SELECT path, purpose,
+                  CASE WHEN path = $q OR lower(parse_filename(path)) = lower($q)
+                         OR lower(parse_filename(path, true)) = lower($q) THEN 'exact'
+                       ELSE 'prefix' END AS match,
+                  CASE WHEN path = $q THEN 100
+                       WHEN lower(parse_filename(path)) = lower($q)
+                         OR lower(parse_filename(path, true)) = lower($q) THEN 95
+                       ELSE 85 END AS score
+           FROM kmap.files
+           WHERE path = $q OR starts_with(lower(path), lower($q))
+              OR starts_with(lower(parse_filename(path)), lower($q))
+           ORDER BY score DESC, path LIMIT $limit""",
+        {"q": q, "limit": limit}).fetchall()
+
+
+@readonly
+def _choices(con) -> tuple[list[str], list[str]]:
+    names = [r[0] for r in con.execute("SELECT DISTINCT name FROM kmap.symbols ORDER BY name").fetchall()]
+    paths = [r[0] for r in con.execute("SELECT path FROM kmap.files ORDER BY path").fetchall()]
+    return names, paths
+
+
+@readonly
+def _symbols_named(con, names: list[str], limit: int) -> list[tuple]:
+    return con.execute(
+        """SELECT path, name, qualname, kind, signature, start_line, end_line FROM kmap.symbols
+           WHERE name IN (SELECT unnest($1::VARCHAR[])) ORDER BY path, start_line LIMIT $2""",
+        [names, limit]).fetchall()
+
+
+@readonly
+def _semantic_rows(con) -> list[tuple]:
+    files = con.execute(
+        """SELECT 'file', path, path, NULL, NULL, NULL, purpose FROM kmap.files
+           WHERE kind IN ('code', 'test', 'config', 'doc')""").fetchall()
+    symbols = con.execute(
+        """SELECT 'symbol', path, qualname, kind, start_line, end_line, signature FROM kmap.symbols
+           WHERE parent IS NULL
+             AND kind IN ('class', 'function', 'interface', 'struct', 'trait', 'enum', 'type')"""
+    ).fetchall()
+    return files + symbols
+
+
+# ---------------------------------------------------------------------------------------
+# impact
+
+def impact(km, symbol: str) -> list[ImpactHit]:
+    """Every reference to `symbol`: a name, a qualified name (`Class.method`) or `path:name`."""
+    spec = symbol.strip()
+    if not spec:
+        raise WorkstationError("impact needs a symbol name")
+    only_path = None
+    if ":" in spec and not spec.startswith(":"):
+        only_path, spec = spec.rsplit(":", 1)
+        only_path = km.relpath(only_path)
+    for sep in ("::", "#", "->"):
+        spec = spec.replace(sep, ".")
+    name = spec.rsplit(".", 1)[-1]
+    if not name:
+        raise WorkstationError(f"cannot tell which name {symbol!r} means")
+    defs, refs, deps = km.db.call(_impact_rows, name)
+    wanted = [d for d in defs if (d[1] == spec or d[1].endswith("." + spec) or "." not in spec)
+              and (only_path is None or d[0] == only_path)]
+    if (only_path is not None or "." in spec) and not wanted:
+        where = f" in {only_path}" if only_path else ""
+        raise WorkstationError(f"no symbol {spec}{where} in the knowledge map")
+    def_paths: dict[str, list[str]] = {}
+    for path, qualname in defs:
+        def_paths.setdefault(path, []).append(qualname)
+    wanted_keys = {f"{p}:{q}" for p, q in wanted}
+    imports: dict[str, list[tuple]] = {}
+    for path, module, names, target in deps:
+        imports.setdefault(path, []).append((module, tuple(names), target))
+
+    hits = []
+    for path, line, enclosing, kind in refs:
+        target, evidence = _attribute(path, name, def_paths, imports.get(path, ()))
+        if evidence == "other":
+            continue  # the file imports this name from somewhere else
+        if target is not None and wanted_keys and target not in wanted_keys:
+            continue  # another definition of the same name
+        hits.append(ImpactHit(path, line, enclosing, kind, target, evidence))
+    return hits
+
+
+def _attribute(path: str, name: str, def_paths: dict[str, list[str]], imports) -> tuple[str | None, str]:
+    """Which definition a reference in `path` means, and on what evidence."""
+    local = def_paths.get(path)
+    if local:
+        return f"{path}:{_best_qualname(local, name)}", "same-file"
+    for _module, names, target in imports:
+        if target in def_paths:
+            if not names or name in names or "*" in names:
+                return f"{target}:{_best_qualname(def_paths[target], name)}", "import"
+    for _module, names, target in imports:
+        if name in names and target not in def_paths:
+            return None, "other"  # `from elsewhere import name`
+    if len(def_paths) == 1:
+        (only, quals), = def_paths.items()
+        return f"{only}:{_best_qualname(quals, name)}", "unique"
+    return None, "name-only"
+
+
+def _best_qualname(quals: list[str], name: str) -> str:
+    return min(quals, key=lambda q: (q.count("."), q)) if quals else name
+
+
+@readonly
+def _impact_rows(con, name: str) -> tuple[list, list, list]:
+    defs = con.execute("SELECT DISTINCT path, qualname FROM kmap.symbols WHERE name = ? ORDER BY path, qualname",
+                       [name]).fetchall()
+    refs = con.execute("SELECT path, line, enclosing, kind FROM kmap.refs WHERE name = ? ORDER BY path, line",
+                       [name]).fetchall()
+    deps = con.execute(
+        """SELECT path, module, names, target FROM kmap.deps
+           WHERE path IN (SELECT DISTINCT path FROM kmap.refs WHERE name = ?)""", [name]).fetchall()
+    return defs, refs, deps

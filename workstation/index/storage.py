@@ -1,0 +1,194 @@
+"""The knowledge map's SQL: functions the database owner runs as `fn(con, *args)`.
+
+Everything here is called through `Database.call`, so arguments and results
+are plain picklable data and every write is idempotent (delete, then insert,
+in one transaction). Bulk rows travel as tab-separated text that DuckDB's CSV
+reader loads far faster than bound parameters: the indexer's worker processes
+format it in parallel, and the owner only writes it to a temp file.
+
+TSV conventions (see indexer.py): no quoting, `\\N` is NULL, fields never hold
+tabs or newlines, the first column is a 1-based index into the call's `paths`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..store.broker import readonly
+
+FILE_COLUMNS = ("path", "language", "kind", "size", "mtime_ns", "ctime_ns", "inode", "sha256",
+                "line_count", "purpose", "purpose_source", "has_errors", "indexed_at_ns")
+
+_TSV_TABLES = {
+    "symbols": (("fid", "BIGINT"), ("name", "VARCHAR"), ("qualname", "VARCHAR"), ("kind", "VARCHAR"),
+                ("parent", "VARCHAR"), ("signature", "VARCHAR"), ("start_line", "INTEGER"),
+                ("end_line", "INTEGER")),
+    "refs": (("fid", "BIGINT"), ("name", "VARCHAR"), ("line", "INTEGER"), ("enclosing", "VARCHAR"),
+             ("kind", "VARCHAR")),
+    "deps": (("fid", "BIGINT"), ("module", "VARCHAR"), ("names", "VARCHAR"), ("line", "INTEGER"),
+             ("target", "VARCHAR")),
+}
+_TSV_SELECT = {
+    "symbols": "name, qualname, kind, parent, signature, start_line, end_line",
+    "refs": "name, line, enclosing, kind",
+    # names travel joined by U+001F; NULL means an empty list
+    "deps": "module, coalesce(string_split(names, chr(31)), []::VARCHAR[]), line, target",
+}
+NAMES_SEP = "\x1f"
+
+
+def _load_tsv(con, table: str, tsv: str, paths: list[str]) -> None:
+    if not tsv:
+        return
+    columns = _TSV_TABLES[table]
+    spec = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in columns) + "}"
+    fd, tmp = tempfile.mkstemp(prefix=f"ws-{table}-", suffix=".tsv")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(tsv)
+        con.execute(
+            f"""INSERT INTO kmap.{table}
+                SELECT p.path, {_TSV_SELECT[table]}
+                FROM read_csv($file, header=false, auto_detect=false, delim='\t', quote='', escape='',
+                              nullstr='\\N', new_line='\\n', columns={spec}) AS t
+                JOIN (SELECT unnest($paths) AS path, generate_subscripts($paths, 1) AS fid) AS p USING (fid)""",
+            {"paths": paths, "file": tmp})
+    finally:
+        os.unlink(tmp)
+
+
+def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
+                skipped: list[tuple[str, str, str]], removed: list[str]) -> None:
+    """Replace everything known about the given files in one transaction.
+
+    `files` are full rows (FILE_COLUMNS order) of files (re)indexed now; their
+    symbols, refs and deps arrive in `tsv`. `skipped` are (path, reason, detail);
+    `removed` paths are dropped. Old rows of every path named go in the same
+    transaction, so a reader never sees a file's old and new symbols mixed.
+    A model-written purpose survives a re-index that did not change the content.
+    """
+    touched = sorted({f[0] for f in files} | {s[0] for s in skipped} | set(removed))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if touched:
+            con.execute("CREATE OR REPLACE TEMP TABLE ws_touched AS SELECT unnest($1::VARCHAR[]) AS path",
+                        [touched])
+            kept = con.execute(
+                """SELECT f.path, f.sha256, f.purpose FROM kmap.files f JOIN ws_touched USING (path)
+                   WHERE f.purpose_source = 'model'""").fetchall()
+            for table in ("symbols", "refs", "deps", "files", "skipped"):
+                con.execute(f"DELETE FROM kmap.{table} WHERE path IN (SELECT path FROM ws_touched)")
+        else:
+            kept = []
+        if files:
+            cols = list(zip(*files))
+            con.execute(
+                f"INSERT INTO kmap.files ({', '.join(FILE_COLUMNS)}) SELECT "
+                + ", ".join(f"unnest(${i + 1})" for i in range(len(FILE_COLUMNS))),
+                [list(c) for c in cols])
+        for table, text in tsv.items():
+            _load_tsv(con, table, text, paths)
+        if skipped:
+            con.execute("INSERT INTO kmap.skipped SELECT unnest($1), unnest($2), unnest($3)",
+                        [list(c) for c in zip(*skipped)])
+        for path, sha, purpose in kept:
+            con.execute("""UPDATE kmap.files SET purpose = ?, purpose_source = 'model'
+                           WHERE path = ? AND sha256 = ?""", [purpose, path, sha])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def restamp(con, rows: list[tuple]) -> None:
+    """Record a new stat signature for files whose content was checked unchanged.
+
+    rows: (path, sha256, size, mtime_ns, ctime_ns, inode, indexed_at_ns); a row
+    whose stored hash differs (someone re-indexed meanwhile) is left alone.
+    """
+    if not rows:
+        return
+    cols = [list(c) for c in zip(*rows)]
+    con.execute(
+        """UPDATE kmap.files SET size = u.size, mtime_ns = u.mtime_ns, ctime_ns = u.ctime_ns,
+                  inode = u.inode, indexed_at_ns = u.indexed_at_ns
+           FROM (SELECT unnest($1) AS path, unnest($2) AS sha256, unnest($3) AS size,
+                        unnest($4) AS mtime_ns, unnest($5) AS ctime_ns, unnest($6) AS inode,
+                        unnest($7) AS indexed_at_ns) AS u
+           WHERE kmap.files.path = u.path AND kmap.files.sha256 = u.sha256""", cols)
+
+
+@readonly
+def index_state(con, paths: list[str] | None = None) -> tuple[list[tuple], list[tuple]]:
+    """(files, skipped): the stat signature of every indexed file, every skipped path.
+
+    files rows: (path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language);
+    skipped rows: (path, reason, detail). `paths` limits both to those paths.
+    """
+    where, params = "", []
+    if paths is not None:
+        where, params = " WHERE path IN (SELECT unnest($1::VARCHAR[]))", [paths]
+    files = con.execute(
+        "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language FROM kmap.files"
+        + where, params).fetchall()
+    skipped = con.execute("SELECT path, reason, detail FROM kmap.skipped" + where, params).fetchall()
+    return files, skipped
+
+
+@readonly
+def paths_under(con, folders: list[str]) -> list[str]:
+    """Indexed or skipped paths inside any of `folders` (for folder deletes and renames)."""
+    if not folders:
+        return []
+    rows = con.execute(
+        """SELECT path FROM (SELECT path FROM kmap.files UNION ALL SELECT path FROM kmap.skipped)
+           WHERE EXISTS (SELECT 1 FROM unnest($1::VARCHAR[]) AS t(f) WHERE starts_with(path, f || '/'))""",
+        [folders]).fetchall()
+    return [r[0] for r in rows]
+
+
+@readonly
+def unresolved_deps(con, hints: list[str], retarget: list[str]) -> list[tuple]:
+    """Imports that a newly added or removed file may now resolve differently.
+
+    Returns (path, language, module, names, line) of deps that are unresolved and
+    mention one of `hints`, or that pointed at one of the `retarget` paths.
+    """
+    rows = con.execute(
+        """SELECT d.path, f.language, d.module, d.names, d.line
+           FROM kmap.deps d JOIN kmap.files f USING (path)
+           WHERE (d.target IS NULL AND (list_has_any(d.names, $1::VARCHAR[])
+                  OR EXISTS (SELECT 1 FROM unnest($1::VARCHAR[]) AS t(h) WHERE contains(d.module, h))))
+              OR d.target IN (SELECT unnest($2::VARCHAR[]))""",
+        [hints, retarget]).fetchall()
+    return rows
+
+
+def set_dep_targets(con, updates: list[tuple]) -> None:
+    """updates: (path, module, line, target or None)."""
+    if not updates:
+        return
+    cols = [list(c) for c in zip(*updates)]
+    con.execute(
+        """UPDATE kmap.deps SET target = u.target
+           FROM (SELECT unnest($1) AS path, unnest($2) AS module, unnest($3) AS line,
+                        unnest($4::VARCHAR[]) AS target) AS u
+           WHERE kmap.deps.path = u.path AND kmap.deps.module = u.module AND kmap.deps.line = u.line""",
+        cols)
+
+
+@readonly
+def dep_targets(con, path: str) -> list[str | None]:
+    """The resolved targets of a file's imports, in source order."""
+    return [r[0] for r in con.execute("SELECT target FROM kmap.deps WHERE path = ? ORDER BY line, module",
+                                      [path]).fetchall()]
+
+
+@readonly
+def totals(con) -> dict:
+    files, symbols, references = con.execute(
+        """SELECT (SELECT count(*) FROM kmap.files), (SELECT count(*) FROM kmap.symbols),
+                  (SELECT count(*) FROM kmap.refs)""").fetchone()
+    skipped = dict(con.execute("SELECT reason, count(*) FROM kmap.skipped GROUP BY reason").fetchall())
+    return {"files": files, "symbols": symbols, "references": references, "skipped": skipped}
