@@ -38,7 +38,7 @@ class LiveBackend:
         self._cancel = threading.Event()
         self._busy = threading.Lock()  # one agent turn at a time
         self._ready = threading.Event()
-        self._last_event_ts = 0.0
+        self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
 
     # ------------------------------------------------------------------ lifecycle
     def _ui(self, fn, *args, **kwargs):
@@ -51,9 +51,16 @@ class LiveBackend:
         from ..runtime import Workspace
         from ..sessions.log import Session
 
+        from ..errors import WorkstationError
+
         self.app = app
         threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
-        self.ws = ws = Workspace(self.root, model=self.model)
+        try:
+            self.ws = ws = Workspace(self.root, model=self.model)
+        except WorkstationError as err:  # bad config, unreadable store: the CLI prints it after exit
+            self.fatal = err
+            self._ui(app.exit)
+            return
         chat = app.chat
         self._ui(chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
                                      for u, h in slash.HELP.items()])
