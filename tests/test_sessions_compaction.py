@@ -152,8 +152,17 @@ def test_both_models_failing_leaves_the_log_untouched(tmp_path):
     assert [m["content"] for m in view.messages] == [t["content"] for t in turns]
 
 
+def test_unset_compact_model_falls_back_to_the_chat_model(tmp_path, server):
+    config, session = setup(tmp_path, server, compact_model="", compact_fallback_model="")
+    fill(session, 12)
+    result = compact(session, config)
+    assert result.ok and result.record["model"] == "openai/chat"
+    assert [r["model"] for r in server.requests] == ["chat"]
+
+
 def test_unset_models_skip_without_calling_anything(tmp_path, server):
     config, session = setup(tmp_path, server, compact_model="", compact_fallback_model="")
+    config.model.name = ""  # no chat model either
     fill(session, 12)
     with real_episodic(session.paths) as episodic:
         result = compact(session, config, episodic)

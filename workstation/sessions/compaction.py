@@ -265,8 +265,10 @@ def _ensure_listed(section: str, items: list[str], note: str, limit: int) -> str
 
 # --------------------------------------------------------------------------- compacting
 def compact_models(config: Any) -> list[str]:
+    """memory.compact_model (the chat model when unset), then memory.compact_fallback_model."""
     memory = memory_of(config)
-    return [m for m in (memory.compact_model, memory.compact_fallback_model) if m]
+    chat = getattr(getattr(config, "model", None), "name", "")
+    return [m for m in dict.fromkeys((memory.compact_model or chat, memory.compact_fallback_model)) if m]
 
 
 def _spec(config: Any, model: str):
