@@ -91,6 +91,72 @@ def test_secret_looking_keys_are_redacted_at_any_depth(db):
     assert data["context_tokens"] == 99 and ep.get(event_id)["tokens_in"] == 5
 
 
+def test_secret_keys_are_redacted_however_spelled_and_only_those(db):
+    ep = Episodic(db)
+    secret = ["api_key", "APIKEY", "X-API-Key", "openai_api_key", "x-auth-token", "db-password", "private_key", "Secret",
+              "refresh_token", "passwd", "api_key\n", "pa\u017fsword"]  # re's IGNORECASE folds long s to s
+    harmless = ["tokens", "mytoken", "secretary", "keyboard", "passwords", "token_count", 'a"token', "x_token y"]
+    for key in secret:  # one event each: a single secret anywhere sends the whole event through redaction
+        event_id = ep.record(TOOL_CALL, "t", **{key: "s3cr3t"}, deep=[{"list": [{key: 1, "n": 2}]}])
+        assert ep.get(event_id)["data"] == {key: "[redacted]", "deep": [{"list": [{key: "[redacted]", "n": 2}]}]}, key
+    data = {"top": {k: "s3cr3t" for k in harmless}, "pair": ("tuple", {"Authorization": "Bearer x"}),
+            "text": 'a value like {"password": "p", "x_token":1} is only text'}
+    stored = ep.get(ep.record(TOOL_CALL, "t", **data))["data"]
+    assert stored == {"top": data["top"], "pair": ["tuple", {"Authorization": "[redacted]"}], "text": data["text"]}
+    assert data["pair"][1]["Authorization"] == "Bearer x"  # the caller's data is not changed
+    plain = {"top": {k: "s3cr3t" for k in harmless}, "text": data["text"]}
+    assert ep.get(ep.record(TOOL_CALL, "t", **plain))["data"] == plain
+
+
+def test_numbers_a_column_cannot_hold_are_refused_not_stored_as_null(db):
+    ep = Episodic(db)
+    for field, bad, problem in (("step", 2**31, "out of range"), ("tokens_in", -2**31 - 1, "out of range"),
+                                ("tokens_out", 10**20, "out of range"), ("duration_ms", math.inf, "finite"),
+                                ("cost_usd", math.nan, "finite"), ("duration_ms", 10**400, "too large")):
+        with pytest.raises(MemoryValueError, match=f"episodic {field} .*{problem}"):
+            ep.record(MODEL_CALL, "m", **{field: bad})
+    assert ep.pending == 0
+    event_id = ep.record(MODEL_CALL, "m", step=2**31 - 1, tokens_in=-2**31, duration_ms=3, cost_usd=1e300)
+    event = ep.get(event_id)
+    assert (event["step"], event["tokens_in"], event["duration_ms"], event["cost_usd"]) == (2**31 - 1, -2**31, 3.0, 1e300)
+
+
+def test_data_that_refers_to_itself_is_refused_in_one_line(db):
+    ep = Episodic(db)
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(MemoryValueError, match="refers to itself") as err:
+        ep.record(TOOL_CALL, "t", args=loop)
+    assert "\n" not in str(err.value) and ep.pending == 0
+
+
+def test_events_recorded_by_many_threads_during_flushes_land_exactly_once(db):
+    ep = Episodic(db, session="threads")
+    stop = threading.Event()
+
+    def write(n: int) -> None:
+        for i in range(5_000):
+            ep.record(TOOL_CALL, "t", writer=n, seq=i)
+
+    def fence_repeatedly() -> None:
+        while not stop.is_set():
+            ep.fence()
+
+    fencer = threading.Thread(target=fence_repeatedly)
+    fencer.start()
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    fencer.join()
+    ep.fence()
+    assert run_sql(db, """SELECT count(*), count(DISTINCT id), count(DISTINCT (data->>'writer', data->>'seq'))
+                          FROM events WHERE session = 'threads'""").rows == [[20_000, 20_000, 20_000]]
+    assert ep.pending == 0
+
+
 def test_bad_events_fail_in_the_caller_and_append_nothing(db):
     ep = Episodic(db)
     for data in ({"x": object()}, {"x": math.inf}, {"x": {1, 2}}):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from workstation.memory import Memory, MemoryKeyError, MemoryValueError, ltm as ltm_mod
-from workstation.memory.ltm import LTM, ltm_write, next_stamp
+from workstation.memory.ltm import LTM, ltm_write, ltm_write_batch, next_stamp
 from workstation.paths import Paths
 from workstation.store import Database
 
@@ -93,6 +93,39 @@ def test_newest_write_wins_whatever_order_batches_land_in(db):
     assert LTM(db).get("k") == "new"
     db.call(ltm_write, [("default", "k", newer, "b", '"new"')])  # the same batch again: harmless
     assert LTM(db).get("k") == "new"
+
+
+def test_a_batch_of_new_and_existing_keys_lands_whole_and_a_retry_is_harmless(db):
+    ltm = LTM(db, "w")
+    for i in range(100):
+        ltm.set(f"k{i}", i)
+    ltm.fence()
+    for i in range(50, 150):  # half update keys the table holds, half are new
+        ltm.set(f"k{i}", -i)
+    ltm.delete("k0")
+    ltm.fence()
+    expected = {f"k{i}": (i if i < 50 else -i) for i in range(1, 150)}
+    assert {r["key"]: r["value"] for r in LTM(db).list()} == expected
+    stale = {("default", "k1"): (1, '"stale"'), ("default", "k0"): (2, '"resurrected?"'),
+             ("default", "fresh"): (next_stamp(), '"new"')}
+    db.call(ltm_write_batch, "w", stale)  # older than what the table holds, except one new key
+    db.call(ltm_write_batch, "w", stale)  # the same batch again, as a retry after an owner crash sends it
+    assert {r["key"]: r["value"] for r in LTM(db).list()} == {**expected, "fresh": "new"}
+    assert LTM(db).get("k0", default="gone") == "gone"
+
+
+def test_a_cache_that_missed_a_row_is_reloaded_not_trusted(db, caplog):
+    assert db.acquire_ownership()
+    ltm = LTM(db, "w")
+    ltm.set("seen", 1)
+    ltm.fence()  # the owner cache now mirrors the table
+    db._owner.con.execute("""INSERT INTO ltm (namespace, key, value, stamp, updated_at, updated_by)
+                             VALUES ('default', 'behind', '"its back"', 1, now(), 'x')""")  # a row it never saw
+    ltm.set("behind", "new")
+    ltm.set("other", 2)
+    ltm.fence()
+    assert "LTM cache disagreed with the table" in caplog.text
+    assert (LTM(db).get("behind"), LTM(db).get("other"), LTM(db).get("seen")) == ("new", 2, 1)
 
 
 def test_cache_stays_coherent_when_it_cannot_mirror_the_whole_table(db, monkeypatch):

@@ -27,6 +27,8 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
 from ..store.broker import readonly
@@ -76,11 +78,46 @@ FLUSH_AT = 20_000  # buffered events that wake the background flush at once
 BATCH_MAX = 50_000  # events per call to the owner
 BLOCK_AT = 500_000  # buffered events at which record() flushes inline (back-pressure)
 
-_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
 _current_op: contextvars.ContextVar[str | None] = contextvars.ContextVar("ws_current_op", default=None)
 
-_SECRET_KEY = re.compile(r"(?:^|[_-])(?:api_?key|secret|password|passwd|authorization|token|"
-                         r"access_token|refresh_token|auth_token|private_key)$", re.IGNORECASE)
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def json_encoder() -> Callable[[Any], str]:
+    """Compact JSON (no NaN, UTF-8 kept) from json's C encoder, built once (LTM uses it too).
+
+    JSONEncoder.encode() builds a new C encoder on every call, which costs as much
+    as encoding a small event. No circular-reference markers: a cycle raises
+    RecursionError, which record() reports like any other non-JSON value.
+    """
+    if c_make_encoder is None:  # an interpreter without the C accelerator
+        return json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode
+    encode = c_make_encoder(None, _not_json, encode_basestring, None, ":", ",", False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+_encode = json_encoder()
+
+# Values under keys ending in these (after "_", "-" or nothing) are redacted at any depth of an
+# event's data: api_key, X-API-Key, Authorization, access_token, db-password... Each name is literal
+# characters, each maybe followed by "?".
+_SECRET_NAMES = ("api_?key", "api-?key", "private_key", "secret", "password", "passwd", "authorization", "token")
+_SECRET_KEY = re.compile(rf"(?:^|[_-])(?:{'|'.join(_SECRET_NAMES)})$", re.IGNORECASE)
+
+
+def _reversed_name(name: str) -> str:
+    return "".join(reversed(re.findall(r".\??", name)))  # "api_?key" -> "yek_?ipa"
+
+
+# Every key _SECRET_KEY matches shows in compact JSON text as `"…NAME":` with NAME right after `"`, `_` or
+# `-` and maybe an escaped newline before the closing quote (`$` allows one): escaping leaves NAME alone
+# and the JSON text of a string value never holds an unescaped `":`. Searching the text reversed, so the
+# pattern starts with the literal `:"` the regex engine skips to, is several times cheaper than walking
+# the data; a match (rarely a false one) sends the data through the exact _scrub().
+_SECRET_IN_REVERSED_JSON = re.compile(
+    rf':"(?:n\\)?(?:{"|".join(map(_reversed_name, _SECRET_NAMES))})["_-]', re.IGNORECASE)
 
 
 def _new_prefix() -> str:
@@ -104,32 +141,55 @@ def _reset_ids_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_ids_in_child)
 
 
-_secret_keys: dict[str, bool] = {}  # key names repeat endlessly: remember the verdicts
-
-
 def _is_secret(key: Any) -> bool:
-    if type(key) is not str:
-        return False
-    verdict = _secret_keys.get(key)
-    if verdict is None:
-        verdict = bool(_SECRET_KEY.search(key))
-        if len(_secret_keys) < 10_000:
-            _secret_keys[key] = verdict
-    return verdict
+    return type(key) is str and _SECRET_KEY.search(key) is not None
 
 
-_NESTED = (dict, list, tuple)
+def _scrub(obj: Any) -> Any:
+    """A copy of `obj` whose values under secret-looking keys are "[redacted]" (the caller's data is untouched)."""
+    if isinstance(obj, dict):
+        return {key: "[redacted]" if _is_secret(key) else _scrub(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrub(value) for value in obj]
+    return obj
 
 
-_NUMBER = (int, float)
+_I32 = 2**31
 
 
-def _typed(value: Any, kind: type | tuple[type, ...], field: str) -> Any:
-    """Columns are typed: a wrong type would be silently NULLed by DuckDB, so refuse it here."""
-    if isinstance(value, kind) and not isinstance(value, bool):
-        return value
-    raise MemoryValueError(f"episodic {field} must be a number{'' if kind is _NUMBER else ' (integer)'}, "
-                           f"got {value!r}")
+def _int32(value: Any, field: str) -> str:
+    """JSON text of an INTEGER column: DuckDB would silently store NULL for a non-integer or one out of range."""
+    if value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool)):
+        if -_I32 <= value < _I32:
+            return int.__repr__(value)
+        raise MemoryValueError(f"episodic {field} is out of range for a 32-bit integer, got {value!r}")
+    raise MemoryValueError(f"episodic {field} must be a number (integer), got {value!r}")
+
+
+def _double(value: Any, field: str) -> str:
+    """JSON text of a DOUBLE column (finite: JSON has no NaN or infinity)."""
+    if value.__class__ is not float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise MemoryValueError(f"episodic {field} must be a number, got {value!r}")
+        try:
+            value = float(value)
+        except OverflowError:
+            raise MemoryValueError(f"episodic {field} is too large for a double, got {value!r}") from None
+    if value - value == 0.0:  # false for inf and nan
+        return float.__repr__(value)
+    raise MemoryValueError(f"episodic {field} must be a finite number, got {value!r}")
+
+
+_type_fields: dict[str, str] = {}  # event type -> its JSON field, e.g. ',"y":"tool_call"'
+
+
+def _type_field(type: Any) -> str:
+    if not isinstance(type, str) or not type:
+        raise MemoryValueError(f"episodic event type must be a non-empty string, got {type!r}")
+    field = f',"y":{encode_basestring(type)}'
+    if type.__class__ is str and len(_type_fields) < 1000:  # types are a handful of constants
+        _type_fields[type] = field
+    return field
 
 
 def _valid_unicode(text: str) -> bool:
@@ -140,37 +200,8 @@ def _valid_unicode(text: str) -> bool:
         return False
 
 
-def _scrub(obj: Any) -> Any:
-    """Values under secret-looking keys become "[redacted]": secrets never land in the log.
-
-    Returns `obj` itself when nothing needed redacting (the common case: no copies).
-    """
-    if isinstance(obj, dict):
-        out = None
-        for key, value in obj.items():
-            secret = _secret_keys.get(key) if type(key) is str else False
-            if secret is None:
-                secret = _is_secret(key)
-            if secret:
-                new = "[redacted]"
-            elif isinstance(value, _NESTED):
-                new = _scrub(value)
-                if new is value:
-                    continue
-            else:
-                continue
-            if out is None:
-                out = dict(obj)
-            out[key] = new
-        return obj if out is None else out
-    if isinstance(obj, (list, tuple)):
-        items = [_scrub(v) if isinstance(v, _NESTED) else v for v in obj]
-        return obj if all(a is b for a, b in zip(items, obj)) else items
-    return obj
-
-
 class Episodic:
-    """The episodic tier as seen from one execution; thread-safe, with its own lock."""
+    """The episodic tier as seen from one execution; thread-safe, with its own (flush) lock."""
 
     def __init__(self, db, session: str = "", flow: str = "", *, step: int | None = None) -> None:
         for label, text in (("session", session), ("flow", flow)):
@@ -180,8 +211,9 @@ class Episodic:
         self.session = session
         self.flow = flow
         self.step = step  # the agent's current step, used when record() is not told one
-        self._lock = threading.Lock()  # guards the buffer only: never held across I/O
-        self._flush_lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush at a time; never taken by record()
+        # Appended to by record() and emptied from the front by the flush, both single list
+        # operations that are atomic, so record() takes no lock.
         self._buffer: list[str] = []
         self._batches: deque[tuple[str, list[str]]] = deque()  # sealed, not yet acknowledged
         flusher().register(self)
@@ -195,46 +227,62 @@ class Episodic:
         """Append one event; returns its id (made here unless given).
 
         `data` must be JSON; values under secret-looking keys are redacted.
+        The event is encoded here, as one JSON line, so bad data fails in the caller.
         """
-        if not isinstance(type, str) or not type:
-            raise MemoryValueError(f"episodic event type must be a non-empty string, got {type!r}")
-        event_id = event_id or new_id()
-        event: dict[str, Any] = {"i": event_id, "t": time.time_ns() // 1000, "y": type}
+        type_field = _type_fields.get(type) if type.__class__ is str else None
+        if type_field is None:
+            type_field = _type_field(type)
+        if event_id:
+            event_id = str(event_id)
+            line = f'{{"i":{encode_basestring(event_id)},"t":{time.time_ns() // 1000}{type_field}'
+        else:
+            event_id = f"{_id_prefix}{next(_id_counter):x}"  # new_id(), inline: this is the hot path
+            line = f'{{"i":"{event_id}","t":{time.time_ns() // 1000}{type_field}'
         if name:
-            event["n"] = str(name)
-        step = self.step if step is None else step
+            line += f',"n":{encode_basestring(str(name))}'
+        if step is None:
+            step = self.step
         if step is not None:
-            event["s"] = _typed(step, int, "step")
+            line += f',"s":{step}' if step.__class__ is int and -_I32 <= step < _I32 else f',"s":{_int32(step, "step")}'
         parent = parent or _current_op.get()
         if parent:
-            event["p"] = str(parent)
+            line += f',"p":{encode_basestring(str(parent))}'
         if duration_ms is not None:
-            event["d"] = _typed(duration_ms, _NUMBER, "duration_ms")
+            line += f',"d":{duration_ms!r}' if duration_ms.__class__ is float and duration_ms - duration_ms == 0.0 \
+                else f',"d":{_double(duration_ms, "duration_ms")}'
         if tokens_in is not None:
-            event["ti"] = _typed(tokens_in, int, "tokens_in")
+            line += f',"ti":{_int32(tokens_in, "tokens_in")}'
         if tokens_out is not None:
-            event["to"] = _typed(tokens_out, int, "tokens_out")
+            line += f',"to":{_int32(tokens_out, "tokens_out")}'
         if cost_usd is not None:
-            event["c"] = _typed(cost_usd, _NUMBER, "cost_usd")
+            line += f',"c":{_double(cost_usd, "cost_usd")}'
         if ok is not None:
-            event["o"] = bool(ok)
-        if data:
-            event["x"] = _scrub(data)
+            line += ',"o":true' if ok else ',"o":false'
         try:
-            line = _encode(event)
+            if data:
+                text = _encode(data)
+                if _SECRET_IN_REVERSED_JSON.search(text[::-1]):  # rare: redact a copy, key by key
+                    text = _encode(_scrub(data))
+                line += f',"x":{text}}}'
+            else:
+                line += "}"
             if not line.isascii():
                 line.encode("utf-8")  # an unpaired surrogate would poison the whole batch in DuckDB
         except UnicodeEncodeError:
             raise MemoryValueError(f"episodic {type} event is not valid Unicode (an unpaired surrogate)") from None
+        except RecursionError:
+            raise MemoryValueError(f"episodic {type} event data is not JSON: it refers to itself "
+                                   "or is nested too deeply") from None
         except (TypeError, ValueError) as err:
             raise MemoryValueError(f"episodic {type} event data is not JSON: {err}") from None
-        with self._lock:
-            self._buffer.append(line)
-            size = len(self._buffer)
-        if size >= BLOCK_AT:
-            self.fence()
-        elif size >= FLUSH_AT:
-            flusher().wake()
+        buffer = self._buffer
+        buffer.append(line)
+        size = len(buffer)
+        if size >= FLUSH_AT:
+            if size >= BLOCK_AT:
+                self.fence()
+            else:
+                flusher().wake()
         return event_id
 
     def operation(self, type: str = OP, name: str = "", **data: Any) -> "Operation":
@@ -251,10 +299,11 @@ class Episodic:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        with self._lock:
-            buffer, self._buffer = self._buffer, []
-        for start in range(0, len(buffer), BATCH_MAX):  # sealed batches keep their id across retries
-            self._batches.append((new_id(), buffer[start:start + BATCH_MAX]))
+        buffer = self._buffer
+        count = len(buffer)
+        for start in range(0, count, BATCH_MAX):  # sealed batches keep their id across retries
+            self._batches.append((new_id(), buffer[start:min(start + BATCH_MAX, count)]))
+        del buffer[:count]  # events recorded meanwhile stay queued
         while self._batches:
             batch_id, lines = self._batches[0]
             self.db.call(append_events, batch_id, self.session, self.flow, "\n".join(lines), len(lines))

@@ -42,7 +42,10 @@ class Flusher:
             self._buffers.discard(buffer)
 
     def wake(self) -> None:
-        self._wake.set()
+        # Writers call this on every write past their threshold until the flush runs;
+        # Event.set() takes a lock and notifies, is_set() is a plain read.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _loop(self) -> None:
         while True:
@@ -61,6 +64,8 @@ _flusher_lock = threading.Lock()
 
 def flusher() -> Flusher:
     global _flusher
+    if _flusher is not None:  # the usual case, on every buffered write past its threshold: no lock
+        return _flusher
     with _flusher_lock:
         if _flusher is None:
             _flusher = Flusher()

@@ -19,9 +19,13 @@ import logging
 import os
 import threading
 import time
+from itertools import repeat
+from json.encoder import encode_basestring
+from operator import add, itemgetter
 from typing import Any
 
 from ..store.broker import owner_state, readonly
+from .episodic import json_encoder
 from .errors import MemoryKeyError, MemoryValueError
 from .flusher import flusher
 from .stm import MISSING
@@ -36,6 +40,7 @@ COMPLETE_LIMIT = 250_000  # rows the owner cache mirrors entirely
 ABSENT: Any = object()  # a default that asks get() to return it instead of raising
 
 Row = tuple[str, str, int, str, "str | None"]  # namespace, key, stamp, writer, JSON text (None: deleted)
+Batch = dict[tuple[str, str], tuple[int, "str | None"]]  # (namespace, key) -> (stamp, JSON text or None)
 
 _stamp_lock = threading.Lock()
 _last_stamp = 0
@@ -50,18 +55,27 @@ def next_stamp() -> int:
         return _last_stamp
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_encode = json_encoder()
 
 
 def encode(value: Any, key: str) -> str:
     """`value` as JSON text, or MemoryValueError naming `key`."""
     try:
-        text = _encode(value)
+        kind = value.__class__
+        if kind is str:
+            text = encode_basestring(value)
+        elif kind is int:
+            text = int.__repr__(value)
+        else:
+            text = _encode(value)
         if not text.isascii():
             text.encode("utf-8")  # an unpaired surrogate would poison the whole batch in DuckDB
         return text
     except UnicodeEncodeError:
         raise MemoryValueError(f"ltm value for {key!r} is not valid Unicode (an unpaired surrogate)") from None
+    except RecursionError:
+        raise MemoryValueError(f"ltm value for {key!r} is not JSON: it refers to itself "
+                               "or is nested too deeply") from None
     except (TypeError, ValueError) as err:
         raise MemoryValueError(f"ltm value for {key!r} is not JSON: {err}") from None
 
@@ -86,8 +100,8 @@ class LTM:
         self.writer = writer or f"pid{os.getpid()}"
         self._lock = threading.Lock()  # guards the buffers only: never held across I/O
         self._flush_lock = threading.Lock()  # one batch in flight at a time
-        self._pending: dict[tuple[str, str], tuple[int, str | None]] = {}
-        self._inflight: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._pending: Batch = {}
+        self._inflight: Batch = {}
         flusher().register(self)
 
     # -- reads
@@ -133,10 +147,11 @@ class LTM:
         with self._lock:
             self._pending[ident] = entry
             size = len(self._pending)
-        if size >= BLOCK_AT:
-            self.fence()
-        elif size >= FLUSH_AT:
-            flusher().wake()
+        if size >= FLUSH_AT:
+            if size >= BLOCK_AT:
+                self.fence()
+            else:
+                flusher().wake()
 
     @property
     def pending(self) -> int:
@@ -153,9 +168,8 @@ class LTM:
                 return
             batch, self._pending = self._pending, {}
             self._inflight = batch
-        rows = [(ns, key, stamp, self.writer, text) for (ns, key), (stamp, text) in batch.items()]
         try:
-            self.db.call(ltm_write, rows)
+            self.db.call(ltm_write_batch, self.writer, batch)
         except BaseException:
             with self._lock:  # keep the data; writes made meanwhile are newer and win
                 for ident, entry in batch.items():
@@ -185,12 +199,13 @@ class LTM:
 # ---------------------------------------------------------------- owner side
 
 class _Cache:
-    """Owner-side mirror of ltm: (namespace, key) -> (stamp, writer, JSON text or None)."""
+    """Owner-side mirror of ltm: (namespace, key) -> (stamp, JSON text or None, writer)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.rows: dict[tuple[str, str], tuple[int, str, str | None]] = {}
+        self.rows: dict[tuple[str, str], tuple[int, str | None, str]] = {}
         self.complete = False  # rows holds every row of the table, tombstones included
+        self.newest = 0  # the highest stamp in rows while complete
         self.tried_load = False
         self.version = 0  # bumped by every committed write: a fill read before it is stale
 
@@ -210,7 +225,7 @@ def _load(con, cache: _Cache) -> None:
     (count,) = con.execute("SELECT count(*) FROM ltm").fetchone()
     rows = None
     if count <= COMPLETE_LIMIT:
-        rows = {(ns, k): (stamp, by, None if deleted else (v if v is not None else "null"))
+        rows = {(ns, k): (stamp, None if deleted else (v if v is not None else "null"), by)
                 for ns, k, v, deleted, stamp, by in
                 con.execute("SELECT namespace, key, value, deleted, stamp, updated_by FROM ltm").fetchall()}
     with cache.lock:
@@ -218,6 +233,7 @@ def _load(con, cache: _Cache) -> None:
             return
         if rows is not None and cache.version == version:  # no write landed while we read
             cache.rows, cache.complete = rows, True
+            cache.newest = max(map(itemgetter(0), rows.values()), default=0)
             cache.tried_load = True
         elif rows is None:
             cache.tried_load = True  # too big to mirror: cache keys as they are read
@@ -231,25 +247,29 @@ def ltm_get(con, namespace: str, key: str) -> str | None:
     with cache.lock:
         entry = cache.rows.get(ident)
         if entry is not None or cache.complete:
-            return entry[2] if entry is not None else None
+            return entry[1] if entry is not None else None
         version = cache.version
     row = con.execute("SELECT value, deleted, stamp, updated_by FROM ltm WHERE namespace = ? AND key = ?",
                       [namespace, key]).fetchone()
-    entry = (0, "", None) if row is None else (row[2], row[3], None if row[1] else (row[0] or "null"))
+    entry = (0, None, "") if row is None else (row[2], None if row[1] else (row[0] or "null"), row[3])
     with cache.lock:
         if cache.version == version:
             if len(cache.rows) >= COMPLETE_LIMIT:
                 cache.rows.clear()
             cache.rows[ident] = entry
-    return entry[2]
+    return entry[1]
 
 
-_UPSERT = """
+# A batch crosses into DuckDB as one string of JSON lines, which DuckDB parses far
+# faster than it converts Python lists. A line without "w" is the batch's writer's.
+_INSERT = """
     INSERT INTO ltm (namespace, key, value, deleted, stamp, updated_at, updated_by)
-    SELECT e.n, e.k, CASE WHEN e.d THEN NULL ELSE coalesce(e.v, 'null'::JSON) END, e.d, e.s,
-           make_timestamp(e.s // 1000), e.w
-    FROM (SELECT json_transform(unnest(string_split($1, chr(10))),
+    SELECT e.n, e.k, CASE WHEN e.d THEN NULL ELSE coalesce(e.v, 'null'::JSON) END, coalesce(e.d, false), e.s,
+           make_timestamp(e.s // 1000), coalesce(e.w, $writer)
+    FROM (SELECT json_transform(unnest(string_split($blob, chr(10))),
           '{"n":"VARCHAR","k":"VARCHAR","s":"BIGINT","w":"VARCHAR","d":"BOOLEAN","v":"JSON"}') AS e)
+"""
+_UPSERT = _INSERT + """
     ON CONFLICT (namespace, key) DO UPDATE SET
         value = excluded.value, deleted = excluded.deleted, stamp = excluded.stamp,
         updated_at = excluded.updated_at, updated_by = excluded.updated_by
@@ -257,35 +277,105 @@ _UPSERT = """
 """
 
 
-def _blob(rows: list[Row]) -> str:
-    """The batch as JSON lines for DuckDB to parse (one string crosses into DuckDB, not 5 lists)."""
-    quoted: dict[str, str] = {}  # namespaces and writers repeat across a batch
-    lines = []
-    for ns, key, stamp, writer, text in rows:
-        qns = quoted.get(ns) or quoted.setdefault(ns, json.dumps(ns))
-        qw = quoted.get(writer) or quoted.setdefault(writer, json.dumps(writer))
-        tail = ',"d":true}' if text is None else f',"d":false,"v":{text}}}'
-        lines.append(f'{{"n":{qns},"k":{json.dumps(key)},"s":{stamp},"w":{qw}{tail}')
-    return "\n".join(lines)
+class _Quoted(dict):
+    """JSON string literals of names that repeat across a batch (namespaces, writers), each quoted once."""
+
+    def __missing__(self, text: str) -> str:
+        quoted = self[text] = encode_basestring(text)
+        return quoted
+
+
+def _lines(items) -> str:
+    """JSON lines of (ident, (stamp, text)) items of one writer's batch."""
+    ns = _Quoted()
+    return "\n".join([
+        f'{{"n":{ns[namespace]},"k":{encode_basestring(key)},"s":{stamp},"v":{text}}}' if text is not None else
+        f'{{"n":{ns[namespace]},"k":{encode_basestring(key)},"s":{stamp},"d":true}}'
+        for (namespace, key), (stamp, text) in items])
+
+
+def ltm_write_batch(con, writer: str, batch: Batch) -> None:
+    """Upsert one writer's batch, newest stamp winning; idempotent, so safe to retry.
+
+    Keys the table does not hold yet take a plain INSERT, which costs DuckDB far less
+    than ON CONFLICT; the owner cache, while it mirrors the whole table, tells them apart.
+    """
+    if not batch:
+        return
+    cache = _cache(con)
+    with cache.lock:
+        absent = batch.keys() - cache.rows.keys() if cache.complete else set()
+    items = batch.items()
+    if not absent:
+        con.execute(_UPSERT, {"blob": _lines(items), "writer": writer})
+    elif len(absent) == len(batch):
+        _insert_then_upsert(con, cache, writer, _lines(items), "")
+    else:
+        _insert_then_upsert(con, cache, writer, _lines([item for item in items if item[0] in absent]),
+                            _lines([item for item in items if item[0] not in absent]))
+    stamps = list(map(itemgetter(0), batch.values()))
+    # Cache entries are (stamp, text, writer): each (stamp, text) + (writer,), built in C.
+    _remember(con, zip(batch.keys(), map(add, batch.values(), repeat((writer,)))), min(stamps), max(stamps))
+
+
+def _insert_then_upsert(con, cache: _Cache, writer: str, new_rows: str, other_rows: str) -> None:
+    import duckdb
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(_INSERT, {"blob": new_rows, "writer": writer})
+        if other_rows:
+            con.execute(_UPSERT, {"blob": other_rows, "writer": writer})
+        con.execute("COMMIT")
+        return
+    except duckdb.ConstraintException as err:  # the cache missed a row: distrust it, and upsert everything
+        con.execute("ROLLBACK")
+        log.warning("LTM cache disagreed with the table (%s); reloading it", str(err).splitlines()[0])
+        with cache.lock:
+            cache.rows, cache.complete, cache.tried_load = {}, False, False
+            cache.version += 1
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute(_UPSERT, {"blob": "\n".join(filter(None, (new_rows, other_rows))), "writer": writer})
 
 
 def ltm_write(con, rows: list[Row]) -> None:
-    """Upsert a batch, newest stamp winning; idempotent, so safe to retry."""
-    con.execute(_UPSERT, [_blob(rows)])
+    """Upsert rows of any writers, newest stamp winning; idempotent, so safe to retry."""
+    if not rows:
+        return
+    q = _Quoted()
+    blob = "\n".join([
+        f'{{"n":{q[ns]},"k":{encode_basestring(key)},"s":{stamp},"w":{q[writer]},"v":{text}}}' if text is not None
+        else f'{{"n":{q[ns]},"k":{encode_basestring(key)},"s":{stamp},"w":{q[writer]},"d":true}}'
+        for ns, key, stamp, writer, text in rows])
+    con.execute(_UPSERT, {"blob": blob, "writer": None})
+    stamps = [row[2] for row in rows]
+    _remember(con, [((ns, key), (stamp, text, writer)) for ns, key, stamp, writer, text in rows],
+              min(stamps), max(stamps))
+
+
+def _remember(con, entries, oldest: int, newest: int) -> None:
+    """Apply committed writes to the owner cache, newest (stamp, writer) winning as in the table."""
     cache = _cache(con)
     with cache.lock:
         cache.version += 1
-        if cache.complete:
-            for ns, key, stamp, writer, text in rows:
-                old = cache.rows.get((ns, key))
-                if old is None or (stamp, writer) >= (old[0], old[1]):
-                    cache.rows[(ns, key)] = (stamp, writer, text)
-            if len(cache.rows) > COMPLETE_LIMIT * 1.2:  # grown past mirroring: fall back to reads
-                cache.rows.clear()
-                cache.complete = False
+        rows = cache.rows
+        if not cache.complete:
+            for ident, _ in entries:
+                rows.pop(ident, None)
+            return
+        if oldest > cache.newest:  # the usual case: every write is newer than the whole table
+            rows.update(entries)
         else:
-            for ns, key, *_ in rows:
-                cache.rows.pop((ns, key), None)
+            for ident, entry in entries:
+                old = rows.get(ident)
+                if old is None or (entry[0], entry[2]) >= (old[0], old[2]):
+                    rows[ident] = entry
+        cache.newest = max(cache.newest, newest)
+        if len(rows) > COMPLETE_LIMIT * 1.2:  # grown past mirroring: fall back to reads
+            rows.clear()
+            cache.complete = False
 
 
 @readonly
