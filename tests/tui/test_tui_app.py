@@ -84,7 +84,7 @@ async def test_every_action_is_in_the_command_palette():
             assert expected in titles, expected
         # each shown key binding of the app has a palette entry that runs the same action
         descriptions = {b.description for b in app.BINDINGS if b.show}
-        covered = {"Map", "Chat", "Memory", "Timeline", "Maximize", "Narrow", "Widen"}
+        covered = {"Map", "Chat", "Memory", "Timeline", "Maximize", "Narrow", "Widen", "Sessions", "Reflection"}
         assert descriptions == covered
         # running a palette entry works like its key
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Focus memory")

@@ -77,3 +77,21 @@ async def test_live_app_without_a_model_says_how_to_set_one(tmp_path):
         await wait_for(pilot, lambda: any(t.role == "error" for t in app.chat.transcript.turns))
         error = next(t for t in app.chat.transcript.turns if t.role == "error")
         assert "no model configured" in error.text and "\n" not in error.text
+
+
+async def test_live_app_resumes_another_session_from_the_sessions_screen(tmp_path):
+    from workstation.paths import Paths
+    from workstation.sessions.log import Session
+    from workstation.tui.screens.sessions import SessionsScreen
+
+    make_repo(tmp_path)
+    old = Session.create(Paths.for_root(tmp_path), "earlier-work")
+    old.user("remember the parser change")
+    old.assistant("noted: the parser change")
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: backend._ready.is_set())
+        app.post_message(SessionsScreen.ResumeRequested("earlier-work"))
+        await wait_for(pilot, lambda: backend.agent.session.slug == "earlier-work"
+                       and any("parser change" in t.text for t in app.chat.transcript.turns))

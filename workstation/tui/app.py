@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
@@ -36,6 +36,7 @@ from .themes import DEFAULT_THEME, load_themes
 
 MIN_COLUMN = 20
 MIN_CHAT = 40
+PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height"})
 
 
 class WorkstationApp(App):
@@ -47,6 +48,8 @@ class WorkstationApp(App):
         Binding("f3", "focus_pane('chat')", "Chat"),
         Binding("f4", "focus_pane('memory')", "Memory"),
         Binding("f5", "focus_pane('timeline')", "Timeline"),
+        Binding("f6", "open_screen('sessions')", "Sessions"),
+        Binding("f7", "open_screen('reflection')", "Reflection"),
         Binding("f11,ctrl+g", "toggle_maximize", "Maximize"),
         Binding("ctrl+left,alt+left", "resize(-4)", "Narrow"),
         Binding("ctrl+right,alt+right", "resize(4)", "Widen"),
@@ -187,6 +190,25 @@ class WorkstationApp(App):
             sign = 1 if isinstance(pane, MemoryPane) else -1
             self.memory_share = max(20, min(80, self.memory_share + sign * delta))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the panes' keys do nothing (and leave the footer) while another screen covers them
+        return not (action in PANE_ACTIONS and self.screen is not self.screen_stack[0])
+
+    def action_open_screen(self, name: str) -> None:
+        """Show the sessions or reflection screen over the main layout, one at a time."""
+        if isinstance(self.screen, ModalScreen) or getattr(self.screen, "SCREEN_NAME", None) == name:
+            return
+        while len(self.screen_stack) > 1:  # sessions / reflection / replay: replace, never stack up
+            self.pop_screen()
+        if name == "sessions":
+            from .screens.sessions import SessionsScreen  # screens load on first use, after first paint
+
+            self.push_screen(SessionsScreen())
+        elif name == "reflection":
+            from .screens.reflection import ReflectionScreen
+
+            self.push_screen(ReflectionScreen())
+
     def _clamp_side(self, width: int, other: int) -> int:
         return max(MIN_COLUMN, min(width, self.size.width - other - MIN_CHAT))
 
@@ -214,6 +236,10 @@ class WorkstationApp(App):
                             partial(self.action_resize_height, 10))
         yield SystemCommand("Shorter pane", "Give the focused side pane less height",
                             partial(self.action_resize_height, -10))
+        yield SystemCommand("Sessions", "List sessions: resume, replay, compact, archive, restore, export",
+                            partial(self.action_open_screen, "sessions"))
+        yield SystemCommand("Reflection", "Reflection queries as tables; context size and tool usage plots",
+                            partial(self.action_open_screen, "reflection"))
         for name in self.workstation_themes:
             yield SystemCommand(f"Theme: {name}", f"Switch to the {name} theme",
                                 partial(setattr, self, "theme", name))

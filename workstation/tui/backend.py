@@ -242,6 +242,23 @@ class LiveBackend:
         self.refresh_memory()
         self.refresh_timeline()
 
+    def on_sessions_screen_resume_requested(self, msg) -> None:
+        """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
+        from ..agent.loop import Agent
+        from ..sessions.log import Session
+
+        self._ready.wait()
+        with self._busy:  # never under a running turn
+            session = Session.open(self.ws.paths, msg.slug)
+            old, self.agent = self.agent, Agent(self.ws, session, approve=self._approve,
+                                                model=self.agent.model_name)
+            old.close()
+        self._ui(self.app.chat.set_turns, [])
+        self._load_transcript()
+        self._ui(self.app.chat.set_status, f"session {session.slug} · model {self.agent.model_name or '(none)'}")
+        self.refresh_memory()
+        self.refresh_timeline()
+
     def on_chat_pane_original_requested(self, msg) -> None:
         from ..sessions.context import fetch_original
 

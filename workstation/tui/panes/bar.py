@@ -7,9 +7,9 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 
-class Bar(Widget):
+class StatusBar(Widget):
     DEFAULT_CSS = """
-    Bar {
+    StatusBar {
         height: 1;
         padding: 0 1;
         background: $panel;

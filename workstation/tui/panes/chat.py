@@ -22,7 +22,7 @@ from textual.widgets import Input, Static
 
 from ..messages import BackendRequest
 from ..viewdata import SlashCommand, Turn, coerce, human_count
-from .bar import Bar
+from .bar import StatusBar
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class ChatPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
-        yield Bar(id="chat-status")  # the reply box mounts above it while a reply streams
+        yield StatusBar(id="chat-status")  # the reply box mounts above it while a reply streams
         yield PromptInput(placeholder="Ask, or / for commands", id="prompt",
                           suggester=self._suggester())
         yield Static("", id="command-hints", markup=False)
@@ -173,8 +173,8 @@ class ChatPane(Vertical):
         return self.query_one(PromptInput)
 
     @property
-    def status_bar(self) -> Bar:
-        return self.query_one("#chat-status", Bar)
+    def status_bar(self) -> StatusBar:
+        return self.query_one("#chat-status", StatusBar)
 
     @property
     def context_level(self) -> str:

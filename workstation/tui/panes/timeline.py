@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Static
 
 from ..messages import BackendRequest
 from ..viewdata import TimelineEvent, coerce, human_count, human_duration
-from .bar import Bar
+from .bar import StatusBar
 from .memory import event_time
 
 MAX_ROWS = 5000  # newest events kept on screen
@@ -61,7 +61,7 @@ class TimelinePane(Vertical):
         self._shown: list[TimelineEvent] = []  # row i of the table is _shown[i]
 
     def compose(self) -> ComposeResult:
-        yield Bar(id="timeline-bar")  # type filter (click or t cycles) · count
+        yield StatusBar(id="timeline-bar")  # type filter (click or t cycles) · count
         table: DataTable = DataTable(id="timeline-table", cursor_type="row")
         for column, width in COLUMN_WIDTHS.items():
             table.add_column(column, key=column, width=width)
@@ -137,8 +137,8 @@ class TimelinePane(Vertical):
         self._show_type()
 
     @property
-    def bar(self) -> Bar:
-        return self.query_one("#timeline-bar", Bar)
+    def bar(self) -> StatusBar:
+        return self.query_one("#timeline-bar", StatusBar)
 
     def _show_type(self) -> None:
         label = "all" if self._type is None else self._type

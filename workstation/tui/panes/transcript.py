@@ -114,6 +114,7 @@ class Transcript(ScrollView, can_focus=True):
         self._turns = []
         self._ids.clear()
         self._heights = []
+        self._offsets = [0]
         self._exact = bytearray()
         self._expanded.clear()
         self._strips.clear()

@@ -1,0 +1,73 @@
+"""A yes/no question over the current screen: `push_screen(ConfirmScreen(question), callback)`.
+
+Dismisses with True (y, Yes) or False (n, No, escape). Nothing is answered by
+default: enter presses the focused button, and the focus starts on No so a
+stray enter never approves a change.
+"""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "No", show=False),
+        Binding("left,right,tab,shift+tab", "switch", "Switch", show=False),
+    ]
+    DEFAULT_CSS = """
+    ConfirmScreen {
+        align: center middle;
+        #confirm-dialog {
+            width: auto;
+            min-width: 40;
+            max-width: 90%;
+            height: auto;
+            padding: 1 2;
+            background: $panel;
+            border: thick $primary;
+        }
+        #confirm-question { color: $text; width: auto; max-width: 100%; }
+        #confirm-hint { color: $text-muted; margin-top: 1; }
+        #confirm-buttons { height: auto; width: 100%; align-horizontal: right; margin-top: 1; }
+        Button { margin-left: 1; }
+    }
+    """
+
+    def __init__(self, question: str, *, yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.question = question
+        self._labels = (yes, no)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-dialog"):
+            yield Static(self.question, id="confirm-question", markup=False)
+            yield Static("y yes · n or escape no", id="confirm-hint")
+            with Horizontal(id="confirm-buttons"):
+                yield Button(self._labels[1], id="confirm-no")
+                yield Button(self._labels[0], variant="primary", id="confirm-yes")
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-no", Button).focus()
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+    def action_switch(self) -> None:
+        yes, no = self.query_one("#confirm-yes", Button), self.query_one("#confirm-no", Button)
+        (no if yes.has_focus else yes).focus()
+
+    @on(Button.Pressed, "#confirm-yes")
+    def _yes(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#confirm-no")
+    def _no(self) -> None:
+        self.dismiss(False)

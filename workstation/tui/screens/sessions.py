@@ -1,0 +1,378 @@
+"""The sessions screen: every session of the workspace, live and archived, and what can be done to one.
+
+enter resumes (the backend switches the chat to it: `ResumeRequested`), p replays
+it, f opens its reflection, c compacts, a archives, r restores, e / j export markdown / JSON to
+`<state>/exports/`. Whatever changes a session asks first (ConfirmScreen).
+
+The screen works on a `runtime.Workspace` (anything with .paths, .config and
+.db): the one given, or the backend's (`app.backend.ws`). Every file and model
+operation runs in a thread worker; results come back as notifications and a
+status line, and the list reloads after each change.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker, WorkerState
+
+from ..messages import BackendRequest
+from ..panes.bar import StatusBar
+from ..viewdata import human_count
+from .confirm import ConfirmScreen
+
+COLUMNS = ("", "slug", "state", "turns", "compacted", "size", "last activity", "title")
+WORKER_GROUP = "sessions-screen"
+TITLE_CHARS = 48  # in the table; the line under it shows the whole title
+
+
+def size_text(size: int) -> str:
+    return f"{human_count(size)}B" if size >= 1000 else f"{size}B"
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def activity_text(iso: str | None) -> str:
+    """'2025-01-31T09:12:03.114Z' -> '2025-01-31 09:12' (UTC, as logged)."""
+    return (iso or "")[:16].replace("T", " ")
+
+
+class SessionsScreen(Screen):
+    SCREEN_NAME = "sessions"
+    TITLE = "Sessions"
+    BINDINGS = [
+        Binding("escape", "close", "Back"),
+        Binding("enter", "resume", "Resume"),
+        Binding("p", "replay", "Replay"),
+        Binding("f", "reflect", "Reflect"),
+        Binding("c", "compact", "Compact"),
+        Binding("a", "archive", "Archive"),
+        Binding("r", "restore", "Restore"),
+        Binding("e", "export('md')", "Export md"),
+        Binding("j", "export('json')", "Export JSON"),
+        Binding("g", "reload", "Reload"),
+    ]
+    DEFAULT_CSS = """
+    SessionsScreen {
+        background: $background;
+        #sessions-title { height: 1; padding: 0 1; color: $text-primary; text-style: bold; background: $panel; }
+        #sessions-table { height: 1fr; background: $surface; }
+        #sessions-detail { height: auto; max-height: 6; padding: 0 1; color: $text-muted; background: $surface; }
+        #sessions-status { height: 1; width: 1fr; }
+    }
+    """
+
+    class ResumeRequested(BackendRequest):
+        """Switch the chat to session `slug` (live; the screen restores an archived one first)."""
+
+        def __init__(self, slug: str) -> None:
+            super().__init__()
+            self.slug = slug
+
+    def __init__(self, workspace: Any = None, *, current: str | None = None) -> None:
+        super().__init__()
+        self._workspace = workspace
+        self._current = current
+        self.sessions: dict[str, Any] = {}  # slug -> SessionInfo, in table order
+        self.last_export: str | None = None  # path of the last export, for the status line and tests
+
+    # ---------------------------------------------------------------- composition
+    def compose(self) -> ComposeResult:
+        yield Static("Sessions", id="sessions-title")
+        table: DataTable = DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+        for column in COLUMNS:
+            table.add_column(column, key=column or "mark")
+        yield table
+        yield Static("", id="sessions-detail", markup=False)
+        yield StatusBar(id="sessions-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table.focus()
+        self.action_reload()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#sessions-table", DataTable)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one("#sessions-status", StatusBar)
+
+    @property
+    def workspace(self) -> Any:
+        """The workspace to act on: the one given, else the backend's once it is open."""
+        if self._workspace is None:
+            self._workspace = getattr(getattr(self.app, "backend", None), "ws", None)
+        return self._workspace
+
+    @property
+    def current(self) -> str | None:
+        """The slug the chat is on (it is not archived from here)."""
+        if self._current is not None:
+            return self._current
+        session = getattr(getattr(getattr(self.app, "backend", None), "agent", None), "session", None)
+        return getattr(session, "slug", None)
+
+    @property
+    def selected(self) -> Any:
+        """SessionInfo under the cursor, or None."""
+        table = self.table
+        if not table.row_count:
+            return None
+        return self.sessions.get(table.ordered_rows[table.cursor_row].key.value)
+
+    # ---------------------------------------------------------------- listing
+    def action_reload(self) -> None:
+        if self.workspace is None:
+            self.status.set(left="no workspace is open yet: try again once the app has started (g reloads)")
+            return
+        self._load()
+
+    @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-list", exclusive=True, name="list sessions")
+    def _load(self) -> None:
+        from ...sessions.catalog import list_sessions
+
+        infos = list_sessions(self.workspace.paths, archived=True)
+        self.app.call_from_thread(self._show, infos)
+
+    def _show(self, infos: list) -> None:
+        table = self.table
+        keep = self.selected.slug if self.selected is not None else None
+        table.clear()
+        self.sessions = {info.slug: info for info in infos}
+        current = self.current
+        for info in infos:
+            table.add_row("●" if info.slug == current else "", info.slug, info.state, str(info.turns),
+                          info.compacted, size_text(info.size), activity_text(info.last_activity),
+                          clip(info.title, TITLE_CHARS), key=info.slug)
+        if keep in self.sessions:
+            table.move_cursor(row=table.get_row_index(keep), animate=False)
+        live = sum(1 for i in infos if i.state == "live")
+        self.query_one("#sessions-title", Static).update(
+            f"Sessions · {live} live · {len(infos) - live} archived")
+        if not infos:
+            self.query_one("#sessions-detail", Static).update("no sessions yet: the chat starts one")
+        self._describe()
+
+    @on(DataTable.RowHighlighted, "#sessions-table")
+    def _describe(self) -> None:
+        info = self.selected
+        if info is None:
+            return
+        facts = [f"{info.slug} · {info.state} · {info.turns} turns"]
+        if info.covered_turns:
+            facts.append(f"turns 1–{info.covered_turns} summarized")
+        if info.problems:
+            facts.append(f"{info.problems} unreadable lines")
+        if info.slug == self.current:
+            facts.append("open in the chat")
+        lines = [" · ".join(facts)]
+        if info.title:
+            lines.append(info.title)
+        self.query_one("#sessions-detail", Static).update("\n".join(lines))
+
+    # ---------------------------------------------------------------- actions
+    @on(DataTable.RowSelected, "#sessions-table")
+    def _row_chosen(self) -> None:
+        self.action_resume()
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+    def action_resume(self) -> None:
+        info = self.selected
+        if info is None:
+            return
+        if info.slug == self.current:
+            self.dismiss()
+            return
+        if info.state == "archived":
+            self._confirm(f"Session {info.slug} is archived.\n\nRestore it to the live folder and resume it?",
+                          lambda: self._restore(info.slug, resume=True))
+            return
+        self._resume(info.slug)
+
+    def _resume(self, slug: str) -> None:
+        if getattr(getattr(self.app, "backend", None), "on_sessions_screen_resume_requested", None) is None:
+            self.notify("this app has no backend that can switch sessions", severity="warning")
+            return
+        self.app.post_message(self.ResumeRequested(slug))  # not via this screen: it is closing
+        self.notify(f"resuming {slug}")
+        self.dismiss()
+
+    def action_replay(self) -> None:
+        info = self.selected
+        if info is not None:
+            self.status.set(left=f"loading {info.slug} for replay…")
+            self._load_episode(info.slug)
+
+    @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="load episode")
+    def _load_episode(self, slug: str) -> None:
+        from ...replay import Episode
+
+        episode = Episode.load(self.workspace.paths, slug, config=self.workspace.config)
+        self.app.call_from_thread(self._open_replay, episode)
+
+    def _open_replay(self, episode) -> None:
+        from ..replay_app import ReplayScreen
+
+        self.status.set(left="")
+        self.app.push_screen(ReplayScreen(episode))
+
+    def action_reflect(self) -> None:
+        from .reflection import ReflectionScreen
+
+        info = self.selected
+        if info is not None and self.workspace is not None:
+            self.app.push_screen(ReflectionScreen(self.workspace, session=info.slug))
+
+    def action_compact(self) -> None:
+        info = self.selected
+        if info is None:
+            return
+        if info.state == "archived":
+            self.notify(f"{info.slug} is archived (summarized when it was archived); restore it to compact it",
+                        severity="warning")
+            return
+        self._confirm(f"Compact {info.slug} now?\n\nThe compact model summarizes every turn but the newest "
+                      "ones; the model sees the summary instead of them from then on (the log keeps every "
+                      "turn).", lambda: self._compact(info.slug))
+
+    @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="compact")
+    def _compact(self, slug: str) -> None:
+        from ...sessions.compaction import compact
+        from ...sessions.log import Session
+
+        ws = self.workspace
+        self._working(f"compacting {slug}…")
+        with self._episodic("sessions screen: compact") as episodic:
+            result = compact(Session.open(ws.paths, slug), ws.config, episodic, force=True, wait=30.0)
+        if result is None:
+            kept = ws.config.memory.keep_recent
+            self._done(f"nothing to compact in {slug}: every turn but the newest {kept} is summarized already")
+        elif result.ok:
+            self._done(result.describe())
+        else:
+            self._done(f"compaction of {slug} failed: {result.reason}", severity="error")
+
+    def action_archive(self) -> None:
+        info = self.selected
+        if info is None:
+            return
+        if info.state == "archived":
+            self.notify(f"{info.slug} is archived already", severity="warning")
+            return
+        if info.slug == self.current:
+            self.notify(f"{info.slug} is open in the chat: resume another session before archiving it",
+                        severity="warning")
+            return
+        self._confirm(f"Archive {info.slug}?\n\nIt is summarized (if a compact model answers), compressed and "
+                      "moved to the archive; restore brings it back.", lambda: self._archive(info.slug))
+
+    @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="archive")
+    def _archive(self, slug: str) -> None:
+        from ...sessions.archive import archive
+
+        ws = self.workspace
+        self._working(f"archiving {slug}…")
+        with self._episodic("sessions screen: archive") as episodic:
+            result = archive(ws.paths, slug, ws.config, episodic=episodic)
+        compaction = result.compaction
+        if compaction is not None and not compaction.ok:
+            self._done(f"archived {slug} without a fresh summary: {compaction.reason}", severity="warning")
+        else:
+            self._done(f"archived {slug} to {result.path}")
+
+    def action_restore(self) -> None:
+        info = self.selected
+        if info is None:
+            return
+        if info.state != "archived":
+            self.notify(f"{info.slug} is live already", severity="warning")
+            return
+        self._confirm(f"Restore {info.slug} from the archive to the live sessions?",
+                      lambda: self._restore(info.slug))
+
+    @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="restore")
+    def _restore(self, slug: str, resume: bool = False) -> None:
+        from ...sessions.archive import restore
+
+        self._working(f"restoring {slug}…")
+        session = restore(self.workspace.paths, slug)
+        self._done(f"restored {slug} to {session.path}")
+        if resume:
+            self.app.call_from_thread(self._resume, slug)
+
+    def action_export(self, fmt: str) -> None:
+        info = self.selected
+        if info is not None:
+            self._export(info.slug, fmt)
+
+    @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="export")
+    def _export(self, slug: str, fmt: str) -> None:
+        from ...fsutil import atomic_write
+        from ...sessions.catalog import export
+
+        text = export(self.workspace.paths, slug, fmt)
+        folder = self.workspace.paths.state / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{slug}.{fmt}"
+        atomic_write(path, text.encode(), mode=0o600)  # logs may quote private files
+        self.last_export = str(path)
+        self._done(f"exported {slug} to {path}", reload=False)
+
+    # ---------------------------------------------------------------- helpers
+    def _confirm(self, question: str, then: Callable[[], Any]) -> None:
+        if self.workspace is None:
+            self.action_reload()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                then()
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    def _episodic(self, flow: str):
+        """An episodic recorder so compactions show in reflection; flushed when the operation ends."""
+        from contextlib import closing
+
+        from ...memory.episodic import Episodic
+
+        return closing(Episodic(self.workspace.db, flow=flow))
+
+    def _working(self, text: str) -> None:
+        """From a worker thread: say what is running."""
+        self.app.call_from_thread(self.status.set, text, time.strftime("%H:%M:%S"))
+
+    def _done(self, text: str, *, severity: str = "information", reload: bool = True) -> None:
+        """From a worker thread: report the outcome and show the list as it is now."""
+
+        def show() -> None:
+            self.status.set(text, time.strftime("%H:%M:%S"))
+            self.notify(text, severity=severity, timeout=8 if severity == "information" else 12)
+            if reload and self.is_attached:
+                self._load()
+
+        self.app.call_from_thread(show)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if not event.worker.group.startswith(WORKER_GROUP) or event.state != WorkerState.ERROR:
+            return
+        event.stop()
+        error = event.worker.error
+        first = (str(error).strip().splitlines() or [""])[0]
+        text = f"{event.worker.name} failed: {first or type(error).__name__}"
+        self.status.set(text, time.strftime("%H:%M:%S"))
+        self.notify(text, severity="error", timeout=12)
+        if event.worker.name != "list sessions":
+            self._load()  # a failed change may still have moved files: show what is there
