@@ -90,8 +90,9 @@ class WorkstationApp(App):
         # focusing restyles the focus chain: do it after the first frame is on screen
         self.call_after_refresh(self._initial_focus)
         if hasattr(self.backend, "start"):
-            self.run_worker(partial(self.backend.start, self), thread=True, group="backend",
-                            exit_on_error=False, name="backend.start")
+            # after the first frame: the backend's imports would otherwise compete with it for the GIL
+            self.call_after_refresh(self.run_worker, partial(self.backend.start, self), thread=True,
+                                    group="backend", exit_on_error=False, name="backend.start")
 
     def _initial_focus(self) -> None:
         if self.screen.focused is None:  # a key may have chosen a pane already
