@@ -18,3 +18,21 @@ def _isolated_user(tmp_path_factory, monkeypatch):
 
 
 from conftest_llm import llm_spec, scripted_llm  # noqa: E402,F401  (shared fixtures)
+
+
+@pytest.fixture
+def paths(tmp_path):
+    """Paths of a fresh workspace in tmp_path."""
+    from workstation.paths import Paths
+
+    return Paths.for_root(tmp_path)
+
+
+@pytest.fixture
+def db(paths):
+    """The workspace database of `paths`, closed after the test."""
+    from workstation.store import Database
+
+    database = Database(paths)
+    yield database
+    database.close()

@@ -1,12 +1,11 @@
 import os
-from pathlib import Path
 
 import pytest
 
 from workstation.agent.commands import allowed, run_command
 from workstation.agent.filetools import ReadLedger, grep, read_lines, replace_lines
 from workstation.errors import WorkstationError
-from workstation.fsutil import OutsideWorkspace, atomic_write, confine
+from workstation.fsutil import OutsideWorkspace, atomic_write
 
 
 @pytest.fixture

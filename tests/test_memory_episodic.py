@@ -13,20 +13,7 @@ from workstation.memory.episodic import (FILE_READ, MODEL_CALL, OP, OP_END, OP_S
                                          append_events)
 from workstation.memory.flusher import flusher
 from workstation.memory.reflect import run_sql
-from workstation.paths import Paths
 from workstation.store import Database
-
-
-@pytest.fixture
-def paths(tmp_path):
-    return Paths.for_root(tmp_path)
-
-
-@pytest.fixture
-def db(paths):
-    database = Database(paths)
-    yield database
-    database.close()
 
 
 def _count(db, where: str = "true") -> int:

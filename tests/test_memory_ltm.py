@@ -9,20 +9,7 @@ import pytest
 
 from workstation.memory import Memory, MemoryKeyError, MemoryValueError, ltm as ltm_mod
 from workstation.memory.ltm import LTM, ltm_write, ltm_write_batch, next_stamp
-from workstation.paths import Paths
 from workstation.store import Database
-
-
-@pytest.fixture
-def paths(tmp_path):
-    return Paths.for_root(tmp_path)
-
-
-@pytest.fixture
-def db(paths):
-    database = Database(paths)
-    yield database
-    database.close()
 
 
 @pytest.mark.parametrize("value", [{"a": [1, 2, {"b": None}]}, [1, "two"], "text", 42, 2.5, True, None, "ünï"])

@@ -8,20 +8,6 @@ from workstation.memory import Memory, ReflectError
 from workstation.memory import reflect
 from workstation.memory.episodic import (COMPACTION, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL,
                                          READ_AVOIDED, TOOL_CALL)
-from workstation.paths import Paths
-from workstation.store import Database
-
-
-@pytest.fixture
-def paths(tmp_path):
-    return Paths.for_root(tmp_path)
-
-
-@pytest.fixture
-def db(paths):
-    database = Database(paths)
-    yield database
-    database.close()
 
 
 @pytest.fixture

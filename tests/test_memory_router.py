@@ -12,20 +12,7 @@ from workstation.memory.decisions import decision_insert
 from workstation.memory.episodic import TOOL_CALL
 from workstation.memory.ltm import LTM
 from workstation.memory.reflect import run_sql
-from workstation.paths import Paths
 from workstation.store import Database
-
-
-@pytest.fixture
-def paths(tmp_path):
-    return Paths.for_root(tmp_path)
-
-
-@pytest.fixture
-def db(paths):
-    database = Database(paths)
-    yield database
-    database.close()
 
 
 def test_unknown_tiers_are_one_line_errors(db):
