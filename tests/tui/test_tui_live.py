@@ -95,3 +95,13 @@ async def test_live_app_resumes_another_session_from_the_sessions_screen(tmp_pat
         app.post_message(SessionsScreen.ResumeRequested("earlier-work"))
         await wait_for(pilot, lambda: backend.agent.session.slug == "earlier-work"
                        and any("parser change" in t.text for t in app.chat.transcript.turns))
+
+
+async def test_an_unused_session_leaves_nothing_behind(tmp_path):
+    make_repo(tmp_path)
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: backend._ready.is_set())
+        assert backend.agent.session.path.exists()
+    assert not backend.agent.session.path.exists()

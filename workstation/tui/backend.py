@@ -93,6 +93,9 @@ class LiveBackend:
             stop_sidecar(self.sidecar)
         if self.agent is not None:
             self.agent.close()
+            session = self.agent.session
+            if not session.read().records:  # nothing was said: leave no empty session behind
+                session.path.unlink(missing_ok=True)
         if self.ws is not None:
             self.ws.close()
 
