@@ -16,6 +16,7 @@ import hashlib
 import os
 import stat as statmod
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -221,13 +222,14 @@ def _tsv(lines: list[str], columns: int) -> str:
     return text
 
 
-def _refs_tsv(fid: str, refs) -> str:
+def _refs_tsv(fid: str, refs: list[tuple]) -> str:
+    """refs: (name, line, enclosing, kind) rows, as parser.parse_rows gives them."""
     try:
-        return _tsv([f"{fid}\t{r.name}\t{r.line}\t{NULL if r.enclosing is None else r.enclosing}\t{r.kind}"
-                     for r in refs], 5)
+        return _tsv([f"{fid}\t{name}\t{line}\t{NULL if enc is None else enc}\t{kind}"
+                     for name, line, enc, kind in refs], 5)
     except ValueError:
-        return _tsv([f"{fid}\t{_clean(r.name)}\t{r.line}\t{_opt(r.enclosing)}\t{_clean(r.kind)}"
-                     for r in refs], 5)
+        return _tsv([f"{fid}\t{_clean(name)}\t{line}\t{_opt(enc)}\t{_clean(kind)}"
+                     for name, line, enc, kind in refs], 5)
 
 
 def _symbols_tsv(fid: str, symbols) -> str:
@@ -322,7 +324,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
 
     language, kind = detect(rel)
     if parse:
-        result = parser.parse(rel, data, language)  # never raises; a syntax error yields what parses
+        result = parser.parse_rows(rel, data, language)  # never raises; a syntax error yields what parses
     else:
         lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         result = parser.ParseResult(language, "", [], [], [], lines, True)
@@ -341,6 +343,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
 
 POOL_MIN_FILES = 48
 POOL_MIN_BYTES = 4 << 20
+IN_FLIGHT = 2  # chunks sent ahead per worker: it never idles while the caller writes a batch
 
 
 def _work_chunk(tasks: list[tuple]) -> list[tuple]:
@@ -367,10 +370,10 @@ class _Worker:
                                 name="ws-kmap-worker")
         self.proc.start()
         child.close()
-        self.chunk: list[tuple] | None = None
+        self.inflight: deque[list[tuple]] = deque()  # sent, answered in this order
 
     def give(self, chunk: list[tuple]) -> None:
-        self.chunk = chunk
+        self.inflight.append(chunk)
         try:
             self.conn.send(chunk)
         except OSError:
@@ -405,7 +408,6 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
             yield index_file(*task, known=known, max_bytes=max_bytes)
         return
     import multiprocessing
-    from collections import deque
     from multiprocessing.connection import wait
 
     # No forkserver preload: Python 3.11's forkserver imports preloads before it applies our
@@ -417,34 +419,43 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
     size = max(1, min(16, len(tasks) // (workers * 16)))
     queue = deque(tasks[i:i + size] for i in range(0, len(tasks), size))
     pool = [_Worker(ctx, known, max_bytes) for _ in range(min(workers, len(queue)))]
+
+    def feed(worker: _Worker) -> None:
+        while queue and len(worker.inflight) < IN_FLIGHT:
+            worker.give(queue.popleft())
+
     try:
         for worker in pool:
-            worker.give(queue.popleft())
+            feed(worker)
         while True:
-            busy = [w for w in pool if w.chunk is not None]
+            busy = [w for w in pool if w.inflight]
             if not busy:
                 break
             ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
             for n, worker in enumerate(pool):
-                if worker.chunk is None or not ({worker.conn, worker.proc.sentinel} & ready):
+                if not worker.inflight or not ({worker.conn, worker.proc.sentinel} & ready):
                     continue
                 try:
                     results = worker.conn.recv() if worker.conn.poll() else None
                 except (EOFError, OSError):
                     results = None
-                lost, worker.chunk = worker.chunk, None
                 if results is not None:
+                    worker.inflight.popleft()
+                    feed(worker)  # before yielding: the caller may write for a while
                     yield from results
-                else:  # the worker died with this chunk
-                    if len(lost) == 1:  # this file alone kills the parser: keep it, without symbols
-                        yield index_file(*lost[0], known=known, max_bytes=max_bytes, parse=False)
-                    else:
-                        half = len(lost) // 2
-                        queue.extendleft([lost[half:], lost[:half]])
-                    worker.stop()
-                    worker = pool[n] = _Worker(ctx, known, max_bytes)
-                if queue:
-                    worker.give(queue.popleft())
+                    continue
+                # The worker died in its oldest chunk; the ones behind it were not started.
+                lost = worker.inflight.popleft()
+                queue.extendleft(reversed(worker.inflight))
+                worker.inflight.clear()
+                if len(lost) == 1:  # this file alone kills the parser: keep it, without symbols
+                    yield index_file(*lost[0], known=known, max_bytes=max_bytes, parse=False)
+                else:
+                    half = len(lost) // 2
+                    queue.extendleft([lost[half:], lost[:half]])
+                worker.stop()
+                worker = pool[n] = _Worker(ctx, known, max_bytes)
+                feed(worker)
     finally:
         for worker in pool:
             worker.stop()

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from .languages import detect
 
 __all__ = [
-    "Symbol", "Reference", "Import", "ParseResult", "parse", "resolve_import",
+    "Symbol", "Reference", "Import", "ParseResult", "parse", "parse_rows", "resolve_import",
     "resolve_import_all", "SUPPORTED_LANGUAGES",
 ]
 
@@ -488,9 +488,6 @@ def _parse_python(root, S: _Src):
     with_default = t.param_with_default
     F_ATTRIBUTE = t.F_ATTRIBUTE
     noise = _PY_NOISE
-    new = _new
-    osa = _osa
-    Ref = Reference
     refs_append = refs.append
     MARK = _MARK
     budget = MAX_REFERENCES
@@ -529,10 +526,7 @@ def _parse_python(root, S: _Src):
             budget -= 1
             if budget < 0:
                 continue
-            r = new(Ref)
-            osa(r, "__dict__", {"name": name, "line": node.start_point[0] + 1,
-                                "enclosing": enc, "kind": k})
-            refs_append(r)
+            refs_append((name, node.start_point[0] + 1, enc, k))
         elif a == 0:
             ch = node.named_children
             if ch:
@@ -643,12 +637,24 @@ def _parse_python(root, S: _Src):
                 decorators.reverse()
                 ext(decorators)
     symbols.sort(key=_sym_sort_key)
-    refs.sort(key=_ref_sort_key)  # already in document order but for odd corners: cheap
+    refs.sort(key=_row_sort_key)  # already in document order but for odd corners: cheap
     return purpose, symbols, refs, imports
 
 
 _sym_sort_key = operator.attrgetter("start_line")
 _ref_sort_key = operator.attrgetter("line")
+_row_sort_key = operator.itemgetter(1)
+
+
+def _refs_from_rows(rows: list[tuple]) -> list[Reference]:
+    new, osa, Ref = _new, _osa, Reference
+    out = []
+    append = out.append
+    for name, line, enclosing, kind in rows:
+        r = new(Ref)
+        osa(r, "__dict__", {"name": name, "line": line, "enclosing": enclosing, "kind": kind})
+        append(r)
+    return out
 
 
 _STMT_LIST_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -1930,6 +1936,16 @@ def _line_count(src: bytes) -> int:
 def parse(relpath: str, source: bytes, language: str | None = None) -> ParseResult:
     """Parse one file. Never raises; ``has_errors`` is True when the source has syntax
     errors (what parsed is still returned) or could not be parsed at all."""
+    return _parse(relpath, source, language, False)
+
+
+def parse_rows(relpath: str, source: bytes, language: str | None = None) -> ParseResult:
+    """``parse`` for bulk indexing: ``references`` holds plain (name, line, enclosing,
+    kind) tuples, which cost a fraction of Reference objects to build and format."""
+    return _parse(relpath, source, language, True)
+
+
+def _parse(relpath: str, source: bytes, language: str | None, rows: bool) -> ParseResult:
     try:
         if isinstance(source, str):
             source = source.encode("utf-8", "surrogatepass")
@@ -1960,6 +1976,7 @@ def parse(relpath: str, source: bytes, language: str | None = None) -> ParseResu
         S = _Src(source)
         if language == "python":
             purpose, symbols, refs, imports = _parse_python(root, S)
+            refs_are_rows = True
             if has_errors:
                 # tree-sitter grammar gaps (some multi-line annotations): trust Python
                 # itself when it accepts the file
@@ -1976,8 +1993,14 @@ def parse(relpath: str, source: bytes, language: str | None = None) -> ParseResu
                                   key=lambda x: (x[3], x[4], x[0]))
                     if ours != _py_ast_outline(tree_ast):  # the error was not local
                         purpose, symbols, refs, imports = _parse_python_ast(source, tree_ast)
+                        refs_are_rows = False
         else:
             purpose, symbols, refs, imports = _walk_generic(root, S, language)
+            refs_are_rows = False
+        if refs_are_rows and not rows:
+            refs = _refs_from_rows(refs)
+        elif rows and not refs_are_rows:
+            refs = [(r.name, r.line, r.enclosing, r.kind) for r in refs]
         return ParseResult(language, purpose, symbols, refs, imports, line_count, has_errors)
     except Exception:
         if _DEBUG_RAISE:
@@ -2006,6 +2029,9 @@ class _PathIndex:
         for v in self.dirs.values():
             v.sort()
         self._go_dirs: dict[str, list[str]] | None = None
+        # (module, names, importer's folder) -> Python resolution: files of one folder
+        # share most of their imports, and nothing else of the importer matters
+        self.py_cache: dict[tuple, list[str]] = {}
 
     def with_suffix(self, suffix: str) -> list[str]:
         """Paths equal to suffix or ending with '/' + suffix."""
@@ -2080,6 +2106,14 @@ def _ancestors(importer: str) -> list[str]:
 
 
 def _py_resolve(imp: Import, importer: str, idx: _PathIndex) -> list[str]:
+    key = (imp.module, imp.names, importer.rpartition("/")[0])
+    found = idx.py_cache.get(key)
+    if found is None:
+        found = idx.py_cache[key] = _py_resolve_uncached(imp, importer, idx)
+    return list(found)
+
+
+def _py_resolve_uncached(imp: Import, importer: str, idx: _PathIndex) -> list[str]:
     mod = imp.module.strip()
     names = [n for n in imp.names if n and n != "*"]
     if mod.startswith("."):
@@ -2096,21 +2130,22 @@ def _py_resolve(imp: Import, importer: str, idx: _PathIndex) -> list[str]:
             roots.append(extra)
         roots.extend(_ancestors(importer))
     segs = [s for s in rest.split(".") if s]
+    firsts = [f for f in (name.split(".")[0].strip("/") for name in names)]
+    paths = idx.paths
     out: list[str] = []
     seen = set()
     for root in roots:
         base = _join(root, *segs)
         cands = []
-        for name in names:
-            first = name.split(".")[0]
-            sub = _join(base, first)
+        for first in firsts:
+            sub = (base + "/" + first if first else base) if base else first  # _join(base, first)
             cands += [sub + ".py", sub + "/__init__.py", sub + ".pyi"]
         if segs:
             cands += [base + ".py", base + "/__init__.py", base + ".pyi", base + "/__init__.pyi"]
         else:
             cands += [_join(base, "__init__.py")]
         for c in cands:
-            if c in idx.paths and c not in seen:
+            if c in paths and c not in seen:
                 seen.add(c)
                 out.append(c)
         if out:

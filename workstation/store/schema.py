@@ -186,7 +186,13 @@ def _memory_002(con, s: str) -> None:
         con.execute(f"CREATE VIEW {s}.{name} AS {sql}")
 
 
-INDEX_MIGRATIONS: list[Migration] = [_index_001]
+def _index_002(con, s: str) -> None:
+    # No query looks refs up by path (deletes by path scan the table in a few ms either
+    # way), and keeping this index current was the costliest part of writing refs.
+    con.execute(f"DROP INDEX IF EXISTS {s}.idx_refs_path")
+
+
+INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002]
 MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002]
 
 
