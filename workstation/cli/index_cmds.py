@@ -158,6 +158,7 @@ def watch_command(state) -> None:
         click.echo("error: the file watcher stopped", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
+        watcher.stop()  # first, so no refresh prints after "stopped"
         click.echo("stopped")
     finally:
         watcher.stop()

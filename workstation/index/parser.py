@@ -120,7 +120,7 @@ def _mksym(name, kind, parent, signature, start_line, end_line) -> Symbol:
 # ---------------------------------------------------------------------------------------
 # tree-sitter plumbing
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # _tables_for may build a parser while holding it
 _languages: dict[str, object] = {}
 _tables: dict[str, "_Tables"] = {}
 _local = threading.local()
