@@ -68,6 +68,7 @@ def test_archive_summarizes_compresses_and_restores_byte_for_byte(tmp_path, serv
 
 def test_archive_without_a_working_model_keeps_every_turn(tmp_path):
     config, paths = make_config(tmp_path)  # no compact model configured
+    config.model.name = ""  # nor a chat model to fall back on
     session = Session.create(paths, "quiet")
     fill(session, 5)
     original = session.path.read_bytes()
