@@ -74,10 +74,10 @@ def child() -> None:
 
 
 def live_child(workspace: str) -> None:
-    """The real command's path: the CLI module, the theme peek, the live backend on a workspace."""
-    import workstation.cli  # noqa: F401  (what the console script imports first)
-    from workstation.cli.app_cmds import _configured_theme
+    """The real command's path: the console script's module, the theme peek, the live backend."""
+    import workstation.launch  # noqa: F401  (what the console script imports first)
     from workstation.tui.app import WorkstationApp
+    from workstation.tui.launch import configured_theme
     from workstation.tui.backend import LiveBackend
 
     marks = {}
@@ -92,7 +92,7 @@ def live_child(workspace: str) -> None:
             self.exit()
 
     backend = LiveBackend(workspace, sidecar=False)
-    PaintApp(backend, theme=_configured_theme(workspace)).run(headless=True, size=(160, 48))
+    PaintApp(backend, theme=configured_theme(workspace)).run(headless=True, size=(160, 48))
     print(json.dumps({"marks": marks}))
 
 

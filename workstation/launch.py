@@ -1,0 +1,59 @@
+"""The console script. `workstation [PATH]` opens the app without loading click and the
+command modules (~80 ms of first paint); everything else goes to the command line."""
+
+from __future__ import annotations
+
+import sys
+
+# Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
+COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "memory", "reflect", "replay", "report",
+                      "session", "sidecar", "ui", "watch"})
+
+
+def app_arguments(argv: list[str]) -> dict | None:
+    """The app's arguments when argv only opens the app (`[-C P] [--model M] [PATH] ...`), else None."""
+    args: dict = {"root": ".", "model": None, "session": None, "sidecar": True}
+    path = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-C", "--model", "--session"):
+            if i + 1 >= len(argv):
+                return None
+            args[{"-C": "root", "--model": "model", "--session": "session"}[arg]] = argv[i + 1]
+            i += 2
+        elif arg == "--no-sidecar":
+            args["sidecar"] = False
+            i += 1
+        elif arg.startswith("-") or arg in COMMANDS or path is not None:
+            return None  # --help, --version, a command, anything unusual: the command line decides
+        else:
+            path = arg
+            i += 1
+    if path is not None:
+        args["root"] = path
+    return args
+
+
+def entry() -> None:
+    args = app_arguments(sys.argv[1:])
+    if args is None:
+        from .cli import entry as cli_entry
+
+        cli_entry()
+        return
+    from .errors import ConfigError, WorkstationError
+    from .tui.launch import run_app
+
+    root = args.pop("root")
+    try:
+        run_app(root, **args)
+    except ConfigError as err:
+        for line in err.lines:
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(2)
+    except WorkstationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,35 @@
+"""Open the app on a workspace: shared by `workstation [PATH]` and its fast path (workstation.launch)."""
+
+from __future__ import annotations
+
+import tomllib
+
+
+def configured_theme(root: str) -> str | None:
+    """The `ui.theme` the first frame needs, read without validating the whole config.
+
+    Validation (pydantic) costs ~150 ms that first paint should not wait for; the
+    backend validates everything right after and closes the app on a bad config.
+    """
+    from ..paths import Paths
+
+    paths = Paths.for_root(root)
+    theme = None
+    for path in (paths.user_config_file, paths.config_file):
+        try:
+            with open(path, "rb") as fh:
+                theme = tomllib.load(fh).get("ui", {}).get("theme", theme)
+        except (OSError, tomllib.TOMLDecodeError, AttributeError):
+            continue
+    return theme if isinstance(theme, str) else None
+
+
+def run_app(root: str, *, model: str | None = None, session: str | None = None, sidecar: bool = True) -> None:
+    """Run the app until it quits; raises what stopped the workspace from opening (e.g. a bad config)."""
+    from .app import WorkstationApp
+    from .backend import LiveBackend
+
+    backend = LiveBackend(root, model=model, session=session, sidecar=sidecar)
+    WorkstationApp(backend, theme=configured_theme(root)).run()
+    if backend.fatal is not None:
+        raise backend.fatal
