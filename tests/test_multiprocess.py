@@ -274,14 +274,15 @@ def test_a_call_in_flight_when_the_owner_is_killed_is_retried(tmp_path):
     with Database(paths) as db:
         started = time.monotonic()
         killer.start()
-        result = reflect.run_sql(db, "SELECT sum(i) FROM range(200000000) t(i)", timeout_s=120)
-        assert result.rows == [[200000000 * 199999999 // 2]]
+        # long enough (seconds) that the kill at 0.4 s always lands while the owner is still summing
+        result = reflect.run_sql(db, "SELECT sum(i) FROM range(3000000000) t(i)", timeout_s=120)
+        assert result.rows == [[3000000000 * 2999999999 // 2]]
         assert db.is_owner and owner.wait(5) == -signal.SIGKILL
         assert time.monotonic() - started > 0.4
 
 
-SLOW_SUM = "SELECT sum(i) FROM range(300000000) t(i)"  # about a second or more: still running when asked to
-SLOW_SUM_RESULT = [[300000000 * 299999999 // 2]]
+SLOW_SUM = "SELECT sum(i) FROM range(3000000000) t(i)"  # seconds even on an idle machine: still running when asked to
+SLOW_SUM_RESULT = [[3000000000 * 2999999999 // 2]]
 
 
 def test_a_closing_owner_lets_a_call_in_flight_finish_and_answer(tmp_path):
