@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 _HEADER = struct.Struct("!Q")
 CONNECT_TIMEOUT_S = 30.0  # how long a call waits for some process to become owner
 CLOSE_GRACE_S = 5.0  # how long close() lets calls in flight finish before interrupting them (they are retried)
+INTERRUPT_WAIT_S = 30.0  # how long close() then waits for interrupted calls to let go of their cursors
+FILE_LOCK_WAIT_S = 10.0  # how long a new owner waits for a previous owner's DuckDB to let go of the file
 _MAX_IDLE_CURSORS = 16
 _MAX_IDLE_SOCKETS = 8
 _PEERCRED = struct.Struct("3i")  # struct ucred {pid, uid, gid}
@@ -183,17 +185,28 @@ def _damaged_memory(paths: Paths, err: BaseException) -> StoreError:
         "it holds LTM and history, so it was left untouched: move it aside to start afresh")
 
 
+def _connect_memory(paths: Paths):
+    """Open the memory store; we hold the owner lock, so a file lock is a previous owner letting go or a stranger."""
+    import duckdb
+
+    deadline = time.monotonic() + FILE_LOCK_WAIT_S
+    while True:
+        try:
+            return duckdb.connect(str(paths.memory_db))
+        except duckdb.Error as err:
+            if not _is_lock_conflict(err):
+                raise _damaged_memory(paths, err) from None
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"memory store {paths.memory_db} is held by a program outside workstation "
+                    f"({_first_line(err)}); close it and retry") from None
+        time.sleep(0.05)
+
+
 def _open_duckdb(paths: Paths):
     import duckdb
 
-    try:
-        con = duckdb.connect(str(paths.memory_db))
-    except duckdb.Error as err:
-        if _is_lock_conflict(err):
-            raise StoreError(
-                f"memory store {paths.memory_db} is held by a program outside workstation "
-                f"({_first_line(err)}); close it and retry") from None
-        raise _damaged_memory(paths, err) from None
+    con = _connect_memory(paths)
     try:
         try:
             migrate(con, "main", MEMORY_MIGRATIONS)
@@ -247,7 +260,8 @@ class _Owner:
         self.write_lock = threading.RLock()  # one writer at a time keeps transactions from conflicting
         self.state: dict[str, Any] = {}
         self.state_lock = threading.Lock()
-        self._cursors: list = []
+        self._cursors: list = []  # idle, ready for the next call
+        self._busy: set = set()  # running a call: close() interrupts these (the connection's own interrupt does not reach them)
         self._cursor_lock = threading.Lock()
         self._flight = threading.Condition()
         self._in_flight = 0
@@ -295,6 +309,8 @@ class _Owner:
                 with self.write_lock:
                     result = fn(cur, *args, **kwargs)
         except BaseException as err:
+            with self._cursor_lock:
+                self._busy.discard(cur)
             cur.close()  # drops whatever transaction the failed call left open
             if self._closing:  # likely interrupted by close(): let the caller retry on the next owner
                 raise _OwnerGone() from None
@@ -308,12 +324,13 @@ class _Owner:
 
     def _take_cursor(self):
         with self._cursor_lock:
-            if self._cursors:
-                return self._cursors.pop()
-        return self.con.cursor()
+            cur = self._cursors.pop() if self._cursors else self.con.cursor()
+            self._busy.add(cur)
+            return cur
 
     def _return_cursor(self, cur) -> None:
         with self._cursor_lock:
+            self._busy.discard(cur)
             if len(self._cursors) < _MAX_IDLE_CURSORS and not self._closing:
                 self._cursors.append(cur)
                 return
@@ -429,7 +446,14 @@ class _Owner:
             self._flight.wait_for(lambda: self._in_flight == 0, timeout=CLOSE_GRACE_S)
             if self._in_flight:
                 log.warning("closing the workspace database with %d calls still running", self._in_flight)
-                self.con.interrupt()
+                with self._cursor_lock:
+                    for cur in self._busy:
+                        cur.interrupt()
+                # An interrupted call still holds its cursor, and with it DuckDB's file lock:
+                # releasing the owner lock before it lets go would hand the next owner a locked file.
+                if not self._flight.wait_for(lambda: self._in_flight == 0, timeout=INTERRUPT_WAIT_S):
+                    log.warning("%d interrupted calls did not stop; the next owner may wait for the file",
+                                self._in_flight)
             conns, handlers = list(self._conns), list(self._handlers)
         for conn in conns:  # idle clients see EOF and go elect the next owner
             try:
