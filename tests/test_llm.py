@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest_llm import FAKE_API_KEY, llm_spec, scripted_llm  # noqa: F401  (fixtures)
+from conftest_llm import FAKE_API_KEY
 from fakellm import Reply, ScriptedLLM
 from workstation import llm
 from workstation.llm import Completion, LLMCancelled, LLMError, ModelSpec, ToolCall
