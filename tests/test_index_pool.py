@@ -79,3 +79,35 @@ def test_workers_never_import_a_workstation_folder_in_the_cwd(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["symbols"] == indexer.POOL_MIN_FILES + 2
     assert not marker.exists()
+
+
+def test_the_pool_starts_when_stderr_has_no_file_descriptor(tmp_path: Path):
+    """Inside the TUI, sys.stderr is Textual's capture (fileno() == -1); multiprocessing's
+    resource tracker passes that number to its child and fails unless the pool starts it."""
+    import json
+    import subprocess
+    import sys
+
+    for i in range(indexer.POOL_MIN_FILES + 2):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    script = f"""
+import io, json, sys
+from workstation.index import indexer
+
+class Capture(io.StringIO):
+    def fileno(self):
+        return -1
+
+if __name__ == "__main__":
+    files = sorted(p for p in __import__("os").listdir({str(tmp_path)!r}))
+    tasks = [(n, rel, {str(tmp_path)!r} + "/" + rel, None) for n, rel in enumerate(files, start=1)]
+    sys.stderr = Capture()
+    try:
+        results = list(indexer.run(tasks, frozenset(files), 1_000_000, 2, [1] * len(tasks)))
+    finally:
+        sys.stderr = sys.__stderr__  # so a traceback reaches the test
+    print(json.dumps(sorted(r[0] for r in results)))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["indexed"] * (indexer.POOL_MIN_FILES + 2)

@@ -15,6 +15,8 @@ import errno
 import hashlib
 import os
 import stat as statmod
+import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -413,6 +415,7 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
     # No forkserver preload: Python 3.11's forkserver imports preloads before it applies our
     # sys.path, so a `workstation` folder in the current directory would shadow this package.
     ctx = multiprocessing.get_context("forkserver")
+    _start_fork_server()
     if sizes:  # biggest first so no worker is left with a huge file at the end
         order = sorted(range(len(tasks)), key=sizes.__getitem__, reverse=True)
         tasks = [tasks[i] for i in order]
@@ -459,6 +462,35 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
     finally:
         for worker in pool:
             worker.stop()
+
+
+_helpers_lock = threading.Lock()
+
+
+def _start_fork_server() -> None:
+    """Start multiprocessing's fork server (and its resource tracker) with a real stderr.
+
+    Inside the TUI, sys.stderr is Textual's capture, whose fileno() is -1: the resource
+    tracker hands that number to its child and fails with "bad value(s) in fds_to_keep".
+    """
+    from multiprocessing import forkserver
+
+    with _helpers_lock:
+        try:
+            usable = sys.stderr is not None and sys.stderr.fileno() >= 0
+        except (AttributeError, OSError, ValueError):
+            usable = False
+        if usable:
+            forkserver.ensure_running()
+            return
+        captured = sys.stderr
+        with open(os.devnull, "w") as devnull:
+            # process-wide for a moment: a print from another thread meanwhile is lost, not misplaced
+            sys.stderr = devnull
+            try:
+                forkserver.ensure_running()
+            finally:
+                sys.stderr = captured
 
 
 ProgressFn = Callable[[int, int, str], None]
