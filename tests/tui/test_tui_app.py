@@ -8,7 +8,7 @@ import threading
 
 from textual.widgets import DataTable
 
-from tui_support import SIZE, settle
+from tui_support import SIZE, settle, started
 from workstation.errors import WorkstationError
 from workstation.tui.app import WorkstationApp
 from workstation.tui.messages import ThemeChanged
@@ -20,7 +20,7 @@ from workstation.tui.panes.timeline import TimelinePane
 
 async def test_function_keys_focus_each_pane():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         expected = {"f2": (MapPane, KnowledgeTree), "f4": (MemoryPane, DataTable),
                     "f5": (TimelinePane, DataTable), "f3": (ChatPane, type(app.chat.prompt))}
@@ -31,7 +31,7 @@ async def test_function_keys_focus_each_pane():
 
 async def test_maximize_toggles_the_focused_pane():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.press("f4")
         await pilot.press("f11")
         await pilot.pause()
@@ -44,7 +44,7 @@ async def test_maximize_toggles_the_focused_pane():
 
 async def test_alt_arrows_resize_the_focused_column():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.press("f2")
         await pilot.pause()
         start = app.map.region.width
@@ -69,7 +69,7 @@ async def test_alt_arrows_resize_the_focused_column():
 
 async def test_every_action_is_in_the_command_palette():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         tui_sample_types = ["tool", "model"]
         app.timeline.set_events([{"ts": i, "type": t} for i, t in enumerate(tui_sample_types)])
         await pilot.pause()
@@ -95,7 +95,7 @@ async def test_every_action_is_in_the_command_palette():
 
 async def test_theme_switch_restyles_and_reports_to_the_backend(backend):
     app = WorkstationApp(backend, theme="workstation-dark")
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         dark = app.chat.transcript.styles.background
         command = next(c for c in app.get_system_commands(app.screen)
@@ -111,7 +111,7 @@ async def test_theme_switch_restyles_and_reports_to_the_backend(backend):
 
 async def test_unknown_configured_theme_falls_back_with_a_notice():
     app = WorkstationApp(theme="no-such-theme")
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         assert app.theme == "workstation-dark"
         assert any("theme 'no-such-theme' is not installed" in n.message for n in app._notifications)
@@ -140,7 +140,7 @@ class LifecycleBackend:
 async def test_backend_starts_in_a_thread_stops_with_the_app_and_errors_show():
     backend = LifecycleBackend()
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         assert backend.started_in not in (None, threading.main_thread().name)
         assert app.chat.transcript.turns[-1].text == "backend ready"
@@ -162,3 +162,40 @@ def test_tui_imports_no_heavy_library():
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_side_panes_mount_after_the_first_frame_and_keep_what_came_before():
+    """Memory and timeline widgets mount a frame late: data, filters and focus sent earlier all apply."""
+    import tui_sample
+    from workstation.tui.panes.deferred import all_built
+    from workstation.tui.viewdata import MemoryEntry
+
+    seen = {}
+
+    class EarlyApp(WorkstationApp):
+        def on_mount(self) -> None:  # before the first frame: the widgets cannot exist yet
+            super().on_mount()
+            seen["built"] = (self.memory.built, self.timeline.built)
+            tui_sample.load(self)
+            self.memory.show_tier("ltm")
+            self.memory.set_filter("Conventions")
+            self.memory.upsert("ltm", MemoryEntry("naming", "kebab-case", namespace="conventions"))
+            self.timeline.set_type_filter("tool")
+            seen["selected"] = self.timeline.select_event("e4")
+            self.action_focus_pane("memory")
+
+    app = EarlyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await all_built(app.screen)
+        await pilot.pause()
+        assert seen == {"built": (False, False), "selected": True}
+        memory = app.memory
+        assert memory.active_tier == "ltm"
+        assert [[str(c) for c in memory.table.get_row_at(i)][:3] for i in range(memory.table.row_count)] == \
+            [["conventions", "naming", '"kebab-case"']]
+        assert memory.query_one("#memory-filter").value == "Conventions"
+        assert app.focused is memory.table
+        timeline = app.timeline
+        assert [e.id for e in timeline.shown] == ["e3", "e4", "e6"]
+        assert timeline.table.cursor_row == 1  # on e4, as asked before the table existed
+        assert "read_lines" in str(timeline.query_one("#timeline-details").render())

@@ -8,7 +8,7 @@ from textual.geometry import Region
 from textual.widgets import Markdown
 
 import tui_sample
-from tui_support import SIZE, settle
+from tui_support import settle, started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.panes import turn_render
 from workstation.tui.panes.chat import ChatPane
@@ -21,7 +21,7 @@ def visible_text(transcript) -> list[str]:
 
 async def test_typing_a_prompt_posts_submitted_to_the_backend(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         assert app.focused is app.chat.prompt
         await pilot.press(*"hello there", "enter")
@@ -37,7 +37,7 @@ async def test_typing_a_prompt_posts_submitted_to_the_backend(backend):
 
 async def test_slash_command_completes_and_posts_command_submitted(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         await pilot.press(*"/re")
         await pilot.pause()
@@ -54,7 +54,7 @@ async def test_slash_command_completes_and_posts_command_submitted(backend):
 
 async def test_unknown_slash_command_is_refused_and_kept(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         await pilot.press(*"/nope x", "enter")
         await settle(pilot)
@@ -65,7 +65,7 @@ async def test_unknown_slash_command_is_refused_and_kept(backend):
 
 async def test_streamed_fragments_appear_incrementally_then_move_to_transcript(warm_renderer):
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         chat = app.chat
         await chat.begin_reply()
         await chat.stream_fragment("# Plan\n\n")
@@ -96,7 +96,7 @@ async def test_streamed_fragments_appear_incrementally_then_move_to_transcript(w
 
 async def test_escape_while_streaming_asks_to_cancel(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         await pilot.press("escape")
         await settle(pilot)
@@ -110,7 +110,7 @@ async def test_escape_while_streaming_asks_to_cancel(backend):
 
 async def test_markers_and_tool_calls_render_compactly_and_expand(warm_renderer, backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         transcript = app.chat.transcript
         app.chat.set_turns(tui_sample.TURNS)
         await settle(pilot)
@@ -140,7 +140,7 @@ async def test_markers_and_tool_calls_render_compactly_and_expand(warm_renderer,
 
 async def test_context_gauge_shows_use_against_window():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         bar = app.chat.status_bar
         assert "ctx 0 / ?" in bar.text  # no window known yet
         app.chat.set_status("gpt-4o-mini · ready")
@@ -161,7 +161,7 @@ async def test_context_gauge_shows_use_against_window():
 
 async def test_ten_thousand_turns_then_one_more_stays_fast(warm_renderer):
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         transcript = app.chat.transcript
         transcript.set_turns(tui_sample.synthetic_turns(10_000))
         await pilot.pause()
@@ -184,7 +184,7 @@ async def test_ten_thousand_turns_then_one_more_stays_fast(warm_renderer):
 
 async def test_scrolling_up_through_unrendered_turns_keeps_the_view_steady(warm_renderer):
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         transcript = app.chat.transcript
         transcript.set_turns(tui_sample.synthetic_turns(2_000))
         await pilot.pause()
@@ -200,7 +200,7 @@ async def test_scrolling_up_through_unrendered_turns_keeps_the_view_steady(warm_
 
 async def test_replies_render_plain_until_markdown_loads_then_formatted(cold_renderer):
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         transcript = app.chat.transcript
         await pilot.pause()
         transcript.set_turns([Turn("assistant", "Use **bold**\n\n```python\nx = 1\n```")])

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from fakellm import Reply, ScriptedLLM
-from tui_support import SIZE
+from tui_support import started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend
 
@@ -41,7 +41,7 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
         write_config(tmp_path, llm.url)
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
-        async with app.run_test(size=SIZE) as pilot:
+        async with started(app) as pilot:
             await wait_for(pilot, lambda: backend._ready.is_set() and app.map.node_for("pkg") is not None)
             # a slash command works with the model idle
             app.chat.prompt.value = "/impact add"
@@ -70,7 +70,7 @@ async def test_live_app_without_a_model_says_how_to_set_one(tmp_path):
     make_repo(tmp_path)
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await wait_for(pilot, lambda: backend._ready.is_set())
         app.chat.prompt.value = "hello"
         await pilot.press("enter")
@@ -90,7 +90,7 @@ async def test_live_app_resumes_another_session_from_the_sessions_screen(tmp_pat
     old.assistant("noted: the parser change")
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await wait_for(pilot, lambda: backend._ready.is_set())
         app.post_message(SessionsScreen.ResumeRequested("earlier-work"))
         await wait_for(pilot, lambda: backend.agent.session.slug == "earlier-work"
@@ -101,7 +101,7 @@ async def test_an_unused_session_leaves_nothing_behind(tmp_path):
     make_repo(tmp_path)
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await wait_for(pilot, lambda: backend._ready.is_set())
         assert backend.agent.session.path.exists()
     assert not backend.agent.session.path.exists()

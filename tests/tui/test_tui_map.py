@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tui_sample
-from tui_support import SIZE, settle
+from tui_support import settle, started
 from workstation.tui.app import WorkstationApp
 
 
@@ -22,7 +22,7 @@ def shown_lines(pane) -> list[str]:
 
 async def test_folders_and_files_load_lazily_on_expand(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = app.map
         pane.set_root(tui_sample.ROOT, label="demo")
         await pilot.pause()
@@ -55,7 +55,7 @@ async def test_folders_and_files_load_lazily_on_expand(backend):
 
 async def test_selecting_a_symbol_posts_its_range_and_previews(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = app.map
         pane.set_root(tui_sample.ROOT)
         pane.set_children("src", tui_sample.CHILDREN["src"])
@@ -81,7 +81,7 @@ async def test_selecting_a_symbol_posts_its_range_and_previews(backend):
 
 async def test_freshness_badge_changes_live():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = app.map
         pane.set_root(tui_sample.ROOT)
         pane.set_children("src", tui_sample.CHILDREN["src"])
@@ -108,7 +108,7 @@ async def test_freshness_badge_changes_live():
 
 async def test_index_progress_bar_appears_and_hides():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = app.map
         assert not pane.has_class("-indexing")
         pane.set_progress(3, 10, "indexing src")

@@ -6,7 +6,7 @@ import pytest
 from textual.widgets import Input
 
 import tui_sample
-from tui_support import SIZE, settle
+from tui_support import settle, started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.screens.edit_value import EditValueScreen
 from workstation.tui.viewdata import MemoryEntry, TimelineEvent
@@ -26,7 +26,7 @@ async def loaded(pilot):
 
 async def test_tabs_show_each_tier_and_the_filter_narrows_them():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = await loaded(pilot)
         assert [row[0] for row in table_rows(pane)] == ["plan", "step"]
         pane.show_tier("ltm")
@@ -52,7 +52,7 @@ async def test_tabs_show_each_tier_and_the_filter_narrows_them():
 
 async def test_enter_on_a_row_opens_the_editor_and_posts_the_edit(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = await loaded(pilot)
         pane.show_tier("ltm")
         await pilot.pause()
@@ -83,7 +83,7 @@ async def test_enter_on_a_row_opens_the_editor_and_posts_the_edit(backend):
 
 async def test_escape_cancels_and_new_entry_asks_for_a_key(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = await loaded(pilot)
         pane.table.focus()
         await pilot.press("enter")
@@ -101,7 +101,7 @@ async def test_escape_cancels_and_new_entry_asks_for_a_key(backend):
 
 async def test_live_updates_and_bad_input():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = await loaded(pilot)
         pane.upsert("stm", {"key": "step", "value": 4})
         pane.upsert("stm", MemoryEntry("extra", True))

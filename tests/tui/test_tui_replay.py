@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import App
-from tui_support import SIZE, RecordingBackend, settle
+from tui_support import SIZE, RecordingBackend, settle, started
 
 from workstation.paths import Paths
 from workstation.replay import Episode, ReplayError
@@ -72,7 +72,7 @@ def compacted_log(root: Path) -> tuple[Paths, Session]:
 
 async def test_the_demo_episode_steps_forward_and_back_through_every_step(demo, warm_renderer):
     app = ReplayApp(demo)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, ReplayScreen) and screen.position == 0
@@ -111,7 +111,7 @@ async def test_compaction_and_redaction_markers_show_where_they_happened(tmp_pat
     episode = Episode.load(paths, "compacted")
     kinds = [s.kind for s in episode.steps]
     app = ReplayApp(episode)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         screen = app.screen
         screen.seek(kinds.index("redaction") - 1)
@@ -144,7 +144,7 @@ async def test_play_follows_the_recorded_pace_at_the_chosen_speed(demo):
     clock = FakeClock()
     screen = ReplayScreen(demo, clock=clock)
     app = App()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await app.push_screen(screen)
         await pilot.pause()
         await pilot.press("plus", "plus")  # 1× -> 2× -> 4×
@@ -175,7 +175,7 @@ async def test_play_follows_the_recorded_pace_at_the_chosen_speed(demo):
 
 async def test_play_in_real_time_reaches_the_end(demo):
     app = ReplayApp(demo)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         screen = app.screen
         for _ in SPEEDS:
@@ -193,7 +193,7 @@ async def test_play_in_real_time_reaches_the_end(demo):
 async def test_replay_inside_the_app_is_read_only(demo):
     backend = RecordingBackend()
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         main_turns = len(app.chat.transcript.turns)
         app.map.set_progress(1, 10)  # textual's ProgressBar brings a `Bar { width: 32 }` rule along

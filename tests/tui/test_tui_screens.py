@@ -9,7 +9,7 @@ import sys
 import pytest
 from textual.app import App
 from textual.widgets import DataTable
-from tui_support import SIZE, RecordingBackend, settle
+from tui_support import SIZE, RecordingBackend, settle, started
 
 from workstation.memory import reflect
 from workstation.memory.episodic import MODEL_CALL, TOOL_CALL
@@ -85,7 +85,7 @@ def notices(app) -> list[str]:
 async def test_confirm_answers_by_key_and_never_yes_by_default(keys, answer):
     answers: list[bool] = []
     app = App()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with started(app, size=(80, 24)) as pilot:
         app.push_screen(ConfirmScreen("Archive beta?"), answers.append)
         await pilot.pause()
         assert "Archive beta?" in str(app.screen.query_one("#confirm-question").render())
@@ -97,7 +97,7 @@ async def test_confirm_answers_by_key_and_never_yes_by_default(keys, answer):
 async def test_confirm_buttons_answer():
     answers: list[bool] = []
     app = App()
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with started(app, size=(80, 24)) as pilot:
         for button in ("#confirm-yes", "#confirm-no"):
             app.push_screen(ConfirmScreen("Go?"), answers.append)
             await pilot.pause()
@@ -110,7 +110,7 @@ async def test_confirm_buttons_answer():
 async def test_f6_lists_live_and_archived_sessions_and_escape_returns(ws):
     fill_sessions(ws)
     app = WorkstationApp(WorkspaceBackend(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         app.map.set_progress(1, 10)  # textual's ProgressBar brings a `Bar { width: 32 }` rule along
         await pilot.press("f6")
         await settle(pilot)
@@ -137,7 +137,7 @@ async def test_f6_lists_live_and_archived_sessions_and_escape_returns(ws):
 async def test_palette_opens_sessions_and_reflection(ws):
     fill_sessions(ws)
     app = WorkstationApp(WorkspaceBackend(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.pause()
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
         commands["Reflection"].callback()
@@ -151,7 +151,7 @@ async def test_palette_opens_sessions_and_reflection(ws):
 async def test_export_writes_markdown_and_json_into_the_workspace(ws):
     fill_sessions(ws)
     app = ScreenApp(SessionsScreen(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         screen = app.screen
         for slug, key, fmt in (("alpha", "e", "md"), ("gamma", "j", "json")):
@@ -169,7 +169,7 @@ async def test_export_writes_markdown_and_json_into_the_workspace(ws):
 async def test_archive_asks_first_and_restore_brings_it_back(ws):
     fill_sessions(ws)
     app = ScreenApp(SessionsScreen(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         screen = app.screen
         cursor_to(screen, "beta")
@@ -197,7 +197,7 @@ async def test_archive_asks_first_and_restore_brings_it_back(ws):
 async def test_changes_that_make_no_sense_are_refused_without_asking(ws):
     fill_sessions(ws)
     app = ScreenApp(SessionsScreen(ws, current="alpha"))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         screen = app.screen
         assert screen.table.get_row("alpha")[0] == "●"
@@ -224,7 +224,7 @@ async def test_compact_without_a_compact_model_says_why_and_keeps_the_log(ws):
         session.assistant(f"answer {n}")
     before = session.path.read_bytes()
     app = ScreenApp(SessionsScreen(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         await pilot.press("c")
         await pilot.pause()
@@ -256,7 +256,7 @@ async def test_compact_with_a_model_appends_a_summary(tmp_path, scripted_llm, mo
             session.assistant(f"answer {n}")
         scripted_llm.push(Reply(text=SUMMARY.format(task="Answer the questions.", files="(none)")))
         app = ScreenApp(SessionsScreen(ws))
-        async with app.run_test(size=SIZE) as pilot:
+        async with started(app) as pilot:
             await settle(pilot)
             await pilot.press("c", "y")
             await settle(pilot)
@@ -278,7 +278,7 @@ async def test_resume_asks_the_backend_and_restores_an_archived_session_first(ws
     fill_sessions(ws)
     backend = WorkspaceBackend(ws)
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await pilot.press("f6")
         await settle(pilot)
         cursor_to(app.screen, "beta")
@@ -309,7 +309,7 @@ def threading_main() -> str:
 async def test_replay_opens_from_the_sessions_screen(ws):
     fill_sessions(ws)
     app = ScreenApp(SessionsScreen(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         cursor_to(app.screen, "gamma")  # archived sessions replay too
         await pilot.press("p")
@@ -325,7 +325,7 @@ async def test_replay_opens_from_the_sessions_screen(ws):
 async def test_a_failed_operation_is_reported_on_one_line(ws):
     fill_sessions(ws)
     app = ScreenApp(SessionsScreen(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         screen = app.screen
         cursor_to(screen, "beta")
@@ -340,7 +340,7 @@ async def test_a_failed_operation_is_reported_on_one_line(ws):
 
 async def test_without_a_workspace_the_screens_say_so():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         for key, screen_type in (("f6", SessionsScreen), ("f7", ReflectionScreen)):
             await pilot.press(key)
             await settle(pilot)
@@ -385,7 +385,7 @@ def test_context_series_marks_compactions_at_their_turn():
 async def test_reflection_shows_every_query_as_a_table_and_the_plots(ws):
     record_history(ws)
     app = ScreenApp(ReflectionScreen(ws, session="s1"))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         screen = app.screen
         # the context plot: four model calls, one compaction where it happened
@@ -416,7 +416,7 @@ async def test_reflection_shows_every_query_as_a_table_and_the_plots(ws):
 async def test_reflection_of_a_session_from_the_sessions_screen(ws):
     record_history(ws)
     app = ScreenApp(SessionsScreen(ws))
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         await settle(pilot)
         cursor_to(app.screen, "s1")
         await pilot.press("f")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tui_sample
-from tui_support import SIZE, settle
+from tui_support import settle, started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.viewdata import TimelineEvent
 
@@ -14,7 +14,7 @@ def names(pane) -> list[str]:
 
 async def test_events_in_time_order_filtered_by_type():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = app.timeline
         pane.set_events(reversed(tui_sample.EVENTS))  # order given does not matter
         await pilot.pause()
@@ -41,7 +41,7 @@ async def test_events_in_time_order_filtered_by_type():
 
 async def test_cursor_shows_details_and_enter_selects_and_jumps_the_chat(backend):
     app = WorkstationApp(backend)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         tui_sample.load(app)
         app.chat.add_turns(tui_sample.synthetic_turns(300))  # the view follows the end
         await pilot.pause()
@@ -64,7 +64,7 @@ async def test_cursor_shows_details_and_enter_selects_and_jumps_the_chat(backend
 
 async def test_select_event_by_id_and_plain_mappings():
     app = WorkstationApp()
-    async with app.run_test(size=SIZE) as pilot:
+    async with started(app) as pilot:
         pane = app.timeline
         pane.set_events([{"ts": 5.0, "type": "tool", "name": "grep", "id": "x", "pattern": "TODO"}])
         await pilot.pause()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+from contextlib import asynccontextmanager
+
+from workstation.tui.panes.deferred import all_built
 
 SIZE = (160, 48)
 
@@ -31,8 +34,17 @@ class RecordingBackend:
             return [message for name, message in self.calls if name == handler]
 
 
+@asynccontextmanager
+async def started(app, size=SIZE):
+    """`app.run_test`, entered once the deferred panes have their widgets (a frame after the first)."""
+    async with app.run_test(size=size) as pilot:
+        await all_built(app.screen)
+        yield pilot
+
+
 async def settle(pilot) -> None:
-    """Let messages, thread workers and the refresh after them finish."""
+    """Let the panes finish mounting, then messages, thread workers and the refresh after them."""
+    await all_built(pilot.app.screen)
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()

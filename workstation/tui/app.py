@@ -158,9 +158,9 @@ class WorkstationApp(App):
         elif name == "map":
             self.map.knowledge_tree.focus()
         elif name == "memory":
-            self.memory.table.focus()
+            self.memory.focus_body()
         elif name == "timeline":
-            self.timeline.table.focus()
+            self.timeline.focus_body()
 
     def action_toggle_maximize(self) -> None:
         screen = self.screen

@@ -21,7 +21,6 @@ from typing import Any
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
@@ -30,6 +29,7 @@ from textual.widgets import DataTable, Input, Static
 from ..messages import BackendRequest
 from ..screens.edit_value import EditValueScreen
 from ..viewdata import MEMORY_TIERS, MemoryEntry, TimelineEvent, coerce, human_count, human_duration
+from .deferred import DeferredPane
 
 COLUMNS = {
     "stm": ("key", "value"),
@@ -84,7 +84,7 @@ class TierBar(Static):
         self.post_message(self.Selected(tier))
 
 
-class MemoryPane(Vertical):
+class MemoryPane(DeferredPane):
     ALLOW_MAXIMIZE = True
     BORDER_TITLE = "Memory"
     BINDINGS = [
@@ -117,17 +117,20 @@ class MemoryPane(Vertical):
         self._entries: dict[str, dict[str, MemoryEntry]] = {"stm": {}, "ltm": {}}
         self._events: list[TimelineEvent] = []
         self._episodic_total = 0
-        self._filter = ""
+        self._filter = ""  # lower-cased, as matched
+        self._filter_text = ""  # as typed
         self._tier = "stm"
         self._cursor = {tier: 0 for tier in MEMORY_TIERS}
 
-    def compose(self) -> ComposeResult:
-        yield Input(placeholder="/ filter keys and values", id="memory-filter")
-        yield TierBar(id="memory-tabs")
+    def compose_body(self) -> ComposeResult:
+        yield Input(self._filter_text, placeholder="/ filter keys and values", id="memory-filter")
+        tabs = TierBar(id="memory-tabs")
+        tabs.active = self._tier
+        yield tabs
         yield DataTable(id="memory-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="memory-status", markup=False)
 
-    def on_mount(self) -> None:
+    def on_built(self) -> None:
         self._redraw()
 
     @property
@@ -142,9 +145,10 @@ class MemoryPane(Vertical):
         tier = _tier(tier)
         if tier == self._tier:
             return
-        self._cursor[self._tier] = self.table.cursor_row
+        if self.built:
+            self._cursor[self._tier] = self.table.cursor_row
+            self.query_one(TierBar).active = tier
         self._tier = tier
-        self.query_one(TierBar).active = tier
         self._redraw()
 
     def entries(self, tier: str) -> list[MemoryEntry]:
@@ -168,7 +172,7 @@ class MemoryPane(Vertical):
         entry = coerce(MemoryEntry, entry)
         key = _row_key(entry)
         self._entries[tier][key] = entry
-        if tier == self._tier and self.is_mounted:
+        if tier == self._tier and self.built:
             table = self.table
             if key in table.rows:
                 for column, cell in zip(COLUMNS[tier], self._cells(tier, entry)):
@@ -181,7 +185,7 @@ class MemoryPane(Vertical):
         tier = _kv_tier(tier)
         row = _row_key(MemoryEntry(key, namespace=namespace))
         self._entries[tier].pop(row, None)
-        if tier == self._tier and self.is_mounted and row in self.table.rows:
+        if tier == self._tier and self.built and row in self.table.rows:
             self.table.remove_row(row)
         self._update_status()
 
@@ -199,14 +203,17 @@ class MemoryPane(Vertical):
             self._events = self._events[-MAX_EPISODIC_ROWS:]
             self._changed("episodic")
             return
-        if self._tier == "episodic" and self.is_mounted:
+        if self._tier == "episodic" and self.built:
             for event in items:
                 if self._matches(event):
                     self.table.add_row(*self._cells("episodic", event))
         self._update_status()
 
     def set_filter(self, text: str) -> None:
-        self.query_one("#memory-filter", Input).value = text  # Input.Changed redraws
+        if self.built:
+            self.query_one("#memory-filter", Input).value = text  # Input.Changed redraws
+        else:
+            self._set_filter(text)
 
     # ------------------------------------------------------------ rendering
     def _changed(self, tier: str) -> None:
@@ -216,7 +223,7 @@ class MemoryPane(Vertical):
             self._update_status()
 
     def _redraw(self) -> None:
-        if not self.is_mounted:
+        if not self.built:
             return
         tier = self._tier
         table = self.table
@@ -253,7 +260,7 @@ class MemoryPane(Vertical):
         return self._filter in hay.lower()
 
     def _update_status(self) -> None:
-        if not self.is_mounted:
+        if not self.built:
             return
         parts = []
         for tier in MEMORY_TIERS:
@@ -270,7 +277,11 @@ class MemoryPane(Vertical):
 
     @on(Input.Changed, "#memory-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self._filter = event.value.strip().lower()
+        self._set_filter(event.value)
+
+    def _set_filter(self, text: str) -> None:
+        self._filter_text = text
+        self._filter = text.strip().lower()
         self._redraw()
 
     @on(Input.Submitted, "#memory-filter")
@@ -288,8 +299,12 @@ class MemoryPane(Vertical):
         where = f"{entry.namespace}/{entry.key}" if entry.namespace else entry.key
         self._edit(tier, f"Edit {TITLES[tier]} · {where}", entry.key, entry.value, entry.namespace)
 
+    def focus_target(self) -> DataTable:
+        return self.table
+
     def action_focus_filter(self) -> None:
-        self.query_one("#memory-filter", Input).focus()
+        if self.built:
+            self.query_one("#memory-filter", Input).focus()
 
     def action_cycle_tier(self, step: int) -> None:
         tiers = list(MEMORY_TIERS)
@@ -311,7 +326,7 @@ class MemoryPane(Vertical):
         yield "Memory: filter", "Filter STM, LTM and Episodic rows", self.action_focus_filter
         for tier, title in TITLES.items():
             yield (f"Memory: show {title}", f"Switch to the {title} table",
-                   lambda tier=tier: (self.show_tier(tier), self.table.focus()))
+                   lambda tier=tier: (self.show_tier(tier), self.focus_body()))
         yield "Memory: new entry", "Add a key to STM or LTM", self.action_new_entry
 
 

@@ -17,20 +17,21 @@ from bisect import insort
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual import events
 from textual.widgets import DataTable, Static
 
 from ..messages import BackendRequest
 from ..viewdata import TimelineEvent, coerce, human_count, human_duration
 from .bar import StatusBar
+from .deferred import DeferredPane
 from .memory import event_time
 
 MAX_ROWS = 5000  # newest events kept on screen
 COLUMN_WIDTHS = {"time": 8, "type": None, "name": 12, "dur": 6, "tokens": 6}  # None: fit
 
 
-class TimelinePane(Vertical):
+class TimelinePane(DeferredPane):
     ALLOW_MAXIMIZE = True
     BORDER_TITLE = "Timeline"
     BINDINGS = [
@@ -59,8 +60,9 @@ class TimelinePane(Vertical):
         self._types: list[str] = []
         self._type: str | None = None
         self._shown: list[TimelineEvent] = []  # row i of the table is _shown[i]
+        self._selected_id: str | None = None  # asked for before the table existed
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         yield StatusBar(id="timeline-bar")  # type filter (click or t cycles) · count
         table: DataTable = DataTable(id="timeline-table", cursor_type="row")
         for column, width in COLUMN_WIDTHS.items():
@@ -69,9 +71,14 @@ class TimelinePane(Vertical):
         with VerticalScroll(id="timeline-details-box"):
             yield Static("", id="timeline-details", markup=False)
 
-    def on_mount(self) -> None:
+    def on_built(self) -> None:
         self._show_type()
-        self._update_count()
+        self._rebuild()
+        if self._selected_id is not None:
+            self.select_event(self._selected_id)
+
+    def focus_target(self) -> DataTable:
+        return self.table
 
     @property
     def table(self) -> DataTable:
@@ -100,7 +107,7 @@ class TimelinePane(Vertical):
         del self._events[:-MAX_ROWS]
         if {e.type for e in new} - set(self._types):
             self._refresh_types()
-        if not in_order or trimmed:
+        if not in_order or trimmed or not self.built:
             self._rebuild()
             return
         table = self.table
@@ -125,6 +132,10 @@ class TimelinePane(Vertical):
 
     def select_event(self, event_id: str) -> bool:
         """Put the cursor on an event by id (e.g. when the chat jumps)."""
+        if not self.built:
+            self._selected_id = event_id
+            return any(event.id == event_id for event in self._shown)
+        self._selected_id = None
         for row, event in enumerate(self._shown):
             if event.id == event_id:
                 self.table.move_cursor(row=row)
@@ -141,13 +152,17 @@ class TimelinePane(Vertical):
         return self.query_one("#timeline-bar", StatusBar)
 
     def _show_type(self) -> None:
+        if not self.built:
+            return
         label = "all" if self._type is None else self._type
         self.bar.set(left=f"type: {label}  (t cycles)")
 
     def _rebuild(self) -> None:
+        self._shown = [e for e in self._events if self._type is None or e.type == self._type]
+        if not self.built:
+            return
         table = self.table
         table.clear()
-        self._shown = [e for e in self._events if self._type is None or e.type == self._type]
         for event in self._shown:
             table.add_row(*_cells(event))
         if self._shown:
@@ -157,6 +172,8 @@ class TimelinePane(Vertical):
         self._update_count()
 
     def _update_count(self) -> None:
+        if not self.built:
+            return
         shown, total = len(self._shown), len(self._events)
         self.bar.set(right=f"{shown}" if shown == total else f"{shown} of {total}")
 
@@ -184,7 +201,7 @@ class TimelinePane(Vertical):
             self.action_cycle_type(1)
 
     def palette_commands(self):
-        yield "Timeline: focus events", "Browse episodic events", self.table.focus
+        yield "Timeline: focus events", "Browse episodic events", self.focus_body
         yield "Timeline: show all types", "Clear the type filter", self.action_all_types
         for event_type in self._types:
             yield (f"Timeline: show only {event_type}", f"Filter the timeline to {event_type} events",
