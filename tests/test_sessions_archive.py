@@ -76,7 +76,7 @@ def test_archive_without_a_working_model_keeps_every_turn(tmp_path):
         result = archive(paths, "quiet", config, episodic=episodic)
         [event] = compaction_events(episodic)
     assert not result.summarized and result.compaction.status == "failed"
-    assert event["ok"] is False and "no compact model" in event["data"]["reason"]
+    assert event["ok"] is False and "no model to compact with" in event["data"]["reason"]
     assert gzip.decompress(gz_path(paths, "quiet").read_bytes()) == original
 
 
@@ -184,7 +184,7 @@ def test_cli_errors_are_one_line(tmp_path):
     fill(Session.create(make_config(tmp_path)[1], "s"), 3)
     skipped = run("session", "compact", "s", "--keep", "0")
     assert skipped.returncode == 1
-    assert skipped.stderr == "error: compaction of s skipped: no compact model configured (memory.compact_model)\n"
+    assert skipped.stderr == "error: compaction of s skipped: no model to compact with: set model.name or memory.compact_model\n"
 
 
 def test_markdown_export_marks_unreadable_lines(tmp_path):

@@ -167,8 +167,8 @@ def test_unset_models_skip_without_calling_anything(tmp_path, server):
     with real_episodic(session.paths) as episodic:
         result = compact(session, config, episodic)
         [event] = compaction_events(episodic)
-    assert result.status == "failed" and "no compact model configured" in result.reason
-    assert server.requests == [] and event["ok"] is False and "no compact model" in event["data"]["reason"]
+    assert result.status == "failed" and "no model to compact with: set model.name or memory.compact_model" in result.reason
+    assert server.requests == [] and event["ok"] is False and "no model to compact with" in event["data"]["reason"]
     assert session.read().compacts() == []
 
 

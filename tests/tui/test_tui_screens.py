@@ -183,7 +183,7 @@ async def test_archive_asks_first_and_restore_brings_it_back(ws):
         await settle(pilot)
         assert states(ws)["beta"] == "archived"
         assert screen.sessions["beta"].state == "archived"  # the list reloaded
-        assert "archived beta without a fresh summary: no compact model configured" in screen.status.text
+        assert "archived beta without a fresh summary: no model to compact with: set model.name or memory.compact_model" in screen.status.text
         cursor_to(screen, "beta")
         await pilot.press("r")
         await pilot.pause()
@@ -231,13 +231,13 @@ async def test_compact_without_a_compact_model_says_why_and_keeps_the_log(ws):
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await settle(pilot)
-        assert "compaction of long failed: no compact model configured (memory.compact_model)" \
+        assert "compaction of long failed: no model to compact with: set model.name or memory.compact_model" \
             in app.screen.status.text
         assert session.path.read_bytes() == before
     memory = ws.memory()
     (event,) = memory.episodic.query(types=["compaction"])  # the failure is on the record for reflection
     memory.close()
-    assert event["ok"] is False and event["data"]["reason"].startswith("no compact model")
+    assert event["ok"] is False and event["data"]["reason"].startswith("no model to compact with")
 
 
 async def test_compact_with_a_model_appends_a_summary(tmp_path, scripted_llm, monkeypatch):

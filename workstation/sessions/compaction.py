@@ -342,7 +342,7 @@ def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any) -> Com
     models = compact_models(config)
     errors: list[str] = []
     if not models:
-        errors.append("no compact model configured (memory.compact_model)")
+        errors.append("no model to compact with: set model.name or memory.compact_model")
     for model in models:
         try:
             sections, usage = summarize(plan, config, model, session.counter)
