@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "tui"))
+sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
+
+from pty_support import Terminal  # noqa: E402
 
 
 # What the first frame must show: the four pane titles and the prompt.
@@ -49,61 +51,15 @@ class Bare(App):
 
 Bare().run()
 """
-_ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=$]*[a-zA-Z~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]")
-
-
-def _pty_run(argv: list[str], cwd: Path, marks: dict[str, tuple[bytes, ...]], timeout: float = 20.0) -> dict:
+def _pty_run(argv: list[str], marks: dict[str, tuple[bytes, ...]], timeout: float = 20.0) -> dict[str, float]:
     """Run argv on a 160x48 pseudo-terminal; seconds from spawn until each mark's texts were all drawn.
 
     Then quit with ctrl+q as a person would (the app stops its sidecar) and wait for the exit.
     """
-    import fcntl
-    import pty
-    import select
-    import signal
-    import struct
-    import termios
-
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="160", LINES="48")
-    start = time.perf_counter()
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: become the program
-        os.chdir(cwd)
-        os.execvpe(argv[0], argv, env)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
-    seen: dict[str, float] = {}
-    text = b""
-    try:
-        while len(seen) < len(marks) and time.perf_counter() - start < timeout:
-            if not select.select([fd], [], [], 0.02)[0]:
-                continue
-            try:
-                chunk = os.read(fd, 1 << 20)
-            except OSError:
-                break  # the program ended
-            now = time.perf_counter() - start
-            text += _ESCAPES.sub(b"", chunk)
-            for name, needles in marks.items():
-                if name not in seen and all(n in text for n in needles):
-                    seen[name] = now
-        os.write(fd, b"\x11")  # ctrl+q
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if select.select([fd], [], [], 0.05)[0]:
-                try:
-                    os.read(fd, 1 << 20)  # keep draining so the app can write while it quits
-                except OSError:
-                    pass
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                break
-        else:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    finally:
-        os.close(fd)
-    missing = set(marks) - set(seen)
-    if missing:
-        raise RuntimeError(f"{' '.join(argv)}: never drew {sorted(missing)} within {timeout:.0f} s")
+    with Terminal(argv, ROOT) as term:
+        seen = {name: term.wait_for(*needles, timeout=timeout) for name, needles in marks.items()}
+        term.send(b"\x11")  # ctrl+q
+        term.wait_exit(15)
     return seen
 
 
@@ -121,12 +77,11 @@ def first_paint(runs: int) -> None:
         real: dict[str, list[float]] = {"first frame": [], "footer": [], "opened": []}
         bare: list[float] = []
         for _ in range(runs):  # interleaved, so a busy moment hits both alike
-            seen = _pty_run([str(script), str(workspace)], ROOT,
+            seen = _pty_run([str(script), str(workspace)],
                             {"first frame": FIRST_FRAME, "footer": (FOOTER,), "opened": (OPENED,)})
             for name, at in seen.items():
                 real[name].append(at)
-            bare.append(_pty_run([sys.executable, "-c", BARE_APP], ROOT,
-                                 {"first frame": FIRST_FRAME})["first frame"])
+            bare.append(_pty_run([sys.executable, "-c", BARE_APP], {"first frame": FIRST_FRAME})["first frame"])
     print(f"first paint on a 160x48 pseudo-terminal, {runs} runs (median / best), from spawning the process:")
     labels = {"first frame": "four panes and the prompt", "footer": "footer keys",
               "opened": "workspace open (status names the session)"}

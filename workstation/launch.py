@@ -3,6 +3,7 @@ command modules (~80 ms of first paint); everything else goes to the command lin
 
 from __future__ import annotations
 
+import signal
 import sys
 
 # Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
@@ -35,7 +36,19 @@ def app_arguments(argv: list[str]) -> dict | None:
     return args
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM ends the process as an exit, not a kill: `finally` blocks and exit handlers run,
+    so memory buffers flush and the database closes cleanly. (The app replaces this with a
+    quit of its own while it runs, so the terminal is restored too.)"""
+    def terminate(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, terminate)
+
+
 def entry() -> None:
+    exit_on_sigterm()
     args = app_arguments(sys.argv[1:])
     if args is None:
         from .cli import entry as cli_entry
@@ -47,7 +60,7 @@ def entry() -> None:
 
     root = args.pop("root")
     try:
-        run_app(root, **args)
+        code = run_app(root, **args)
     except ConfigError as err:
         for line in err.lines:
             print(f"error: {line}", file=sys.stderr)
@@ -57,3 +70,5 @@ def entry() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    if code:
+        sys.exit(code)

@@ -37,4 +37,7 @@ _register()
 
 
 def entry() -> None:
+    from ..launch import exit_on_sigterm
+
+    exit_on_sigterm()
     run_main(main)

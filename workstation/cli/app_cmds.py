@@ -12,11 +12,11 @@ from .common import pass_state
 @click.option("--session", "slug", default=None, help="Resume this session.")
 @click.option("--no-sidecar", is_flag=True, help="Do not start the compaction sidecar.")
 @pass_state
-def ui(state, path: str | None, slug: str | None, no_sidecar: bool) -> None:
+def ui(state, path: str | None, slug: str | None, no_sidecar: bool) -> int:
     """Open the workstation app on PATH (default: the -C workspace)."""
     from ..tui.launch import run_app
 
-    run_app(path or state.workspace, model=state.model, session=slug, sidecar=not no_sidecar)
+    return run_app(path or state.workspace, model=state.model, session=slug, sidecar=not no_sidecar)
 
 
 COMMANDS = [ui]

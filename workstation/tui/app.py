@@ -12,7 +12,9 @@ An exception from a backend call is shown as a one-line notification.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import signal
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterable
@@ -61,9 +63,11 @@ class WorkstationApp(App):
     side_width: reactive[int] = reactive(58, init=False)
     memory_share: reactive[int] = reactive(50, init=False)  # percent of the side column for memory
 
-    def __init__(self, backend: Any = None, *, theme: str | None = None, **kwargs) -> None:
+    def __init__(self, backend: Any = None, *, theme: str | None = None, quit_on_sigterm: bool = False,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.backend = backend
+        self.quit_on_sigterm = quit_on_sigterm  # the real command: a SIGTERM quits as ctrl+q does
         themes, self.theme_problems = load_themes()
         self.workstation_themes = sorted(themes)
         for item in themes.values():
@@ -84,6 +88,9 @@ class WorkstationApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.quit_on_sigterm:
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGTERM, partial(self.exit, return_code=128 + signal.SIGTERM))
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", timeout=8)
         self.theme_changed_signal.subscribe(self, lambda theme: self.post_message(ThemeChanged(theme.name)))

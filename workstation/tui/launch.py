@@ -24,12 +24,15 @@ def configured_theme(root: str) -> str | None:
     return theme if isinstance(theme, str) else None
 
 
-def run_app(root: str, *, model: str | None = None, session: str | None = None, sidecar: bool = True) -> None:
-    """Run the app until it quits; raises what stopped the workspace from opening (e.g. a bad config)."""
+def run_app(root: str, *, model: str | None = None, session: str | None = None, sidecar: bool = True) -> int:
+    """Run the app until it quits and return its exit code (143 after a SIGTERM);
+    raises what stopped the workspace from opening (e.g. a bad config)."""
     from .app import WorkstationApp
     from .backend import LiveBackend
 
     backend = LiveBackend(root, model=model, session=session, sidecar=sidecar)
-    WorkstationApp(backend, theme=configured_theme(root)).run()
+    app = WorkstationApp(backend, theme=configured_theme(root), quit_on_sigterm=True)
+    app.run()
     if backend.fatal is not None:
         raise backend.fatal
+    return app.return_code or 0
