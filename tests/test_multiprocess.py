@@ -310,6 +310,35 @@ def test_a_call_outlasting_the_close_grace_is_retried_on_the_next_owner(tmp_path
     assert owner.wait(60) == 0
 
 
+def test_a_stopped_owner_fails_calls_with_how_to_resume_it(tmp_path):
+    """An owner stopped by ctrl+z answers nothing: its clients say so instead of hanging; SIGCONT heals."""
+    from workstation.store import broker
+
+    paths = _workspace(tmp_path)
+    owner = _spawn("serve", str(paths.root), "60")
+    _wait_line(owner, "owner")
+    try:
+        with Database(paths) as db:
+            assert db.call(ping) == owner.pid
+            os.kill(owner.pid, signal.SIGSTOP)
+            started = time.monotonic()
+            try:
+                db.call(ping)
+            except StoreError as err:
+                message = str(err)
+            else:
+                raise AssertionError("a call to a stopped owner returned")
+            waited = time.monotonic() - started
+            assert f"is stopped (pid {owner.pid}" in message and f"kill -CONT {owner.pid}" in message
+            assert broker.OWNER_STOPPED_S <= waited < broker.CONNECT_TIMEOUT_S  # neither eager nor hung
+            os.kill(owner.pid, signal.SIGCONT)
+            assert db.call(ping) == owner.pid  # the same owner, resumed
+    finally:
+        os.kill(owner.pid, signal.SIGCONT)
+        owner.kill()
+        owner.wait()
+
+
 def test_exit_without_close_hands_over_quietly_and_keeps_buffered_writes(tmp_path):
     paths = _workspace(tmp_path)
     proc = _spawn("quiet_exit", str(paths.root))

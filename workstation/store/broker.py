@@ -55,6 +55,8 @@ _HEADER = struct.Struct("!Q")
 CONNECT_TIMEOUT_S = 30.0  # how long a call waits for some process to become owner
 CLOSE_GRACE_S = 5.0  # how long close() lets calls in flight finish before interrupting them (they are retried)
 INTERRUPT_WAIT_S = 30.0  # how long close() then waits for interrupted calls to let go of their cursors
+OWNER_CHECK_S = 1.0  # while waiting for an answer, how often a client looks whether the owner is stopped
+OWNER_STOPPED_S = 2.0  # how long an owner may stay stopped (ctrl+z) before its clients' calls fail
 FILE_LOCK_WAIT_S = 10.0  # how long a new owner waits for a previous owner's DuckDB to let go of the file
 _MAX_IDLE_CURSORS = 16
 _MAX_IDLE_SOCKETS = 8
@@ -76,28 +78,87 @@ def _dumps(obj: Any) -> bytes:
     return _HEADER.pack(len(data)) + data
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+def _recv_exact(sock: socket.socket, n: int, on_wait: Callable[[], None] | None = None) -> bytearray:
+    """n bytes; on a socket with a timeout, `on_wait()` runs at each timeout (and may raise)."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        try:
+            k = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        except TimeoutError:
+            if on_wait is None:
+                raise
+            on_wait()
+            continue
         if not k:
             raise ConnectionError("peer closed the connection")
         got += k
     return buf
 
 
-def _recv(sock: socket.socket) -> Any:
-    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-    return pickle.loads(_recv_exact(sock, size))
+def _send_all(sock: socket.socket, data: bytes, on_wait: Callable[[], None]) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[sock.send(view):]
+        except TimeoutError:
+            on_wait()
+
+
+def _recv(sock: socket.socket, on_wait: Callable[[], None] | None = None) -> Any:
+    (size,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size, on_wait))
+    return pickle.loads(_recv_exact(sock, size, on_wait))
+
+
+def _peer(sock: socket.socket) -> tuple[int, int] | None:
+    """(pid, uid) of the process at the other end, where the system tells (Linux)."""
+    if not hasattr(socket, "SO_PEERCRED"):  # elsewhere the 0600 socket file is the guard
+        return None
+    pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return pid, uid
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
-    if not hasattr(socket, "SO_PEERCRED"):  # not Linux: the 0600 socket file is the guard
-        return None
-    _pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-    return uid
+    peer = _peer(sock)
+    return None if peer is None else peer[1]
+
+
+def _is_stopped(pid: int) -> bool:
+    """True while pid is stopped (SIGSTOP, ctrl+z, a debugger); False if running, gone or unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
+def _command_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+class _StoppedOwnerWatch:
+    """Called at each wait for the owner: raises once the owner has been stopped for OWNER_STOPPED_S."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        peer = _peer(sock)
+        self.pid = peer[0] if peer else None
+        self.stopped_since: float | None = None
+
+    def __call__(self) -> None:
+        if self.pid is None or not _is_stopped(self.pid):
+            self.stopped_since = None  # busy with a long call, not stopped: keep waiting
+            return
+        now = time.monotonic()
+        self.stopped_since = self.stopped_since or now
+        if now - self.stopped_since >= OWNER_STOPPED_S:
+            raise StoreError(
+                f"the process that owns the workspace database is stopped (pid {self.pid}: "
+                f"{_command_of(self.pid)}); resume it (`fg` in its terminal, or kill -CONT {self.pid})")
 
 
 def _picklable(obj: Any) -> bool:
@@ -541,11 +602,16 @@ class Database:
                 request = _dumps((name, args, kwargs))  # unpicklable arguments fail here, before any I/O
             sock = self._checkout()
             if sock is not None:
+                watch = _StoppedOwnerWatch(sock)
+                sock.settimeout(OWNER_CHECK_S)  # wake now and then to see whether the owner is stopped
                 try:
-                    sock.sendall(request)
-                    status, value = _recv(sock)
+                    _send_all(sock, request, watch)
+                    status, value = _recv(sock, watch)
                 except (OSError, EOFError, ConnectionError):
                     sock.close()  # the owner went away, maybe mid-call: elect or find the next one
+                except BaseException:
+                    sock.close()  # the reply may still come: this socket is out of step now
+                    raise
                 else:
                     self._checkin(sock)
                     if status == "err":
