@@ -236,3 +236,38 @@ def test_typed_columns_refuse_wrong_types_instead_of_storing_null(db):
             ep.record(MODEL_CALL, "m", **{field: bad})
     ep.record(MODEL_CALL, "m", step=2, tokens_in=10, tokens_out=3, duration_ms=12, cost_usd=0.5)
     assert ep.pending == 1
+
+
+def test_retry_records_are_pruned_after_a_day_and_only_then(paths):
+    """Batch ids and LTM tombstones exist for retries, which come within seconds: the next owner
+    drops those older than a day as it opens the database, and keeps the rest and every event."""
+    import duckdb
+
+    from workstation.memory.ltm import LTM
+    from workstation.store.schema import RETRY_RECORDS_KEPT_S
+
+    blob = '{"i":"e1","t":1,"y":"tool_call","n":"x"}'
+    with Database(paths) as db:
+        assert db.call(append_events, "batch-old", "s", "", blob, 1) == 1
+        assert db.call(append_events, "batch-new", "s", "", blob.replace("e1", "e2"), 1) == 1
+        ltm = LTM(db, "me")
+        ltm.set("gone-long-ago", 1)
+        ltm.set("gone-just-now", 1)
+        ltm.set("kept", 1)
+        ltm.fence()
+        ltm.delete("gone-long-ago")
+        ltm.delete("gone-just-now")
+        ltm.fence()
+    two_days_us = 2 * RETRY_RECORDS_KEPT_S * 1_000_000
+    with duckdb.connect(str(paths.memory_db)) as con:  # no owner now: age two records by two days
+        con.execute("UPDATE event_batches SET applied_at = applied_at - to_microseconds(?) WHERE id = 'batch-old'",
+                    [two_days_us])
+        con.execute("UPDATE ltm SET stamp = stamp - ? WHERE key IN ('gone-long-ago', 'kept')",
+                    [two_days_us * 1000])
+    with Database(paths) as db:
+        assert db.acquire_ownership()  # opening prunes
+    with duckdb.connect(str(paths.memory_db)) as con:
+        assert [r[0] for r in con.execute("SELECT id FROM event_batches ORDER BY id").fetchall()] == ["batch-new"]
+        assert [r[0] for r in con.execute("SELECT key FROM ltm ORDER BY key").fetchall()] == \
+            ["gone-just-now", "kept"]  # an old live value stays: only old tombstones go
+        assert con.execute("SELECT count(*) FROM events").fetchone()[0] == 2

@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from ..errors import StoreError, WorkstationError
 from ..paths import Paths
-from .schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate
+from .schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate, prune_retry_records
 
 log = logging.getLogger(__name__)
 
@@ -284,6 +284,7 @@ def _open_duckdb(paths: Paths):
     try:
         try:
             migrate(con, "main", MEMORY_MIGRATIONS)
+            prune_retry_records(con)
         except duckdb.Error as err:  # a half-written file can open and fail on first read
             raise _damaged_memory(paths, err) from None
         _attach_index(con, paths)

@@ -9,6 +9,7 @@ Append a function to a list to change the schema; never edit an applied one.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 Migration = Callable[[object, str], None]  # (connection, schema name)
@@ -194,6 +195,21 @@ def _index_002(con, s: str) -> None:
 
 INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002]
 MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002]
+
+
+RETRY_RECORDS_KEPT_S = 24 * 3600
+
+
+def prune_retry_records(con, now_s: float | None = None) -> tuple[int, int]:
+    """Drop what only made retries idempotent once no retry can come: applied episodic batch
+    ids and LTM tombstones older than a day (retries arrive within seconds of their write).
+    Returns (batch ids, tombstones) dropped."""
+    cutoff_us = int(((now_s if now_s is not None else time.time()) - RETRY_RECORDS_KEPT_S) * 1_000_000)
+    batches = con.execute("DELETE FROM main.event_batches WHERE applied_at < make_timestamp(?)",
+                          [cutoff_us]).fetchone()[0]
+    tombstones = con.execute("DELETE FROM main.ltm WHERE deleted AND stamp < ?",
+                             [cutoff_us * 1000]).fetchone()[0]
+    return batches, tombstones
 
 
 def migrate(con, schema: str, migrations: list[Migration]) -> int:
