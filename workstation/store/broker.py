@@ -15,8 +15,11 @@ Unix socket. Ownership is an flock on `owner.lock`: whoever holds it owns.
 - Clean exit: `close()` (also run at interpreter exit) runs the close hooks
   (memory buffers flush), stops accepting calls, lets calls in flight finish
   and answer (for up to CLOSE_GRACE_S; longer ones are interrupted and the
-  client retries them), disconnects clients, checkpoints, and only then
-  releases the flock; a client then elects a new owner.
+  client retries them, once they have let go of DuckDB), disconnects
+  clients, checkpoints, and only then releases the flock; a client then
+  elects a new owner.
+- Stopped owner (ctrl+z): a waiting client checks the owner's state every
+  OWNER_CHECK_S and fails the call after OWNER_STOPPED_S, saying how to resume it.
 - Fork: a forked child drops the parent's lock and socket and becomes a client.
 
 Calls name a module-level function `fn(con, *args, **kwargs)` of the
@@ -336,7 +339,8 @@ class _Owner:
         self.state: dict[str, Any] = {}
         self.state_lock = threading.Lock()
         self._cursors: list = []  # idle, ready for the next call
-        self._busy: set = set()  # running a call: close() interrupts these (the connection's own interrupt does not reach them)
+        # running a call: close() interrupts these (the connection's own interrupt does not reach them)
+        self._busy: set = set()
         self._cursor_lock = threading.Lock()
         self._flight = threading.Condition()
         self._in_flight = 0
