@@ -138,7 +138,7 @@ def test_chat_runs_one_headless_turn(tmp_path, server):
     _config_file(ws.root, server.url)
     server.push(Reply(text="Looking.", tool_calls=[("grep", {"pattern": "def fetch"})]),
                 Reply(text="fetch is in pkg/core.py."))
-    proc = _cli(ws.root, "--model", "openai/test-model", "chat", "where is fetch?", "--json")
+    proc = _cli(ws.root, "chat", "where is fetch?", "--model", "openai/test-model", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["text"] == "fetch is in pkg/core.py." and out["tool_calls"] == 1 and out["error"] is None

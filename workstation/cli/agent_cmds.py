@@ -13,11 +13,12 @@ from .common import json_option, pass_state, print_json, print_table
 @click.command()
 @click.argument("task")
 @click.option("--session", "slug", default=None, help="Continue this session (default: a new one).")
+@click.option("--model", "model", default=None, help="litellm model string for this turn (as `workstation --model`).")
 @click.option("--yes", "approve_all", is_flag=True,
               help="Approve every command the agent asks to run (otherwise asked on a terminal, refused without).")
 @json_option
 @pass_state
-def chat(state, task: str, slug: str | None, approve_all: bool, as_json: bool) -> None:
+def chat(state, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
     from ..agent import slash
     from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
@@ -25,7 +26,7 @@ def chat(state, task: str, slug: str | None, approve_all: bool, as_json: bool) -
     from ..sessions.log import Session
 
     is_slash = task.strip().startswith("/")
-    with Workspace(state.workspace, model=state.model) as ws:
+    with Workspace(state.workspace, model=model or state.model) as ws:
         for warning in ws.warnings:
             click.echo(f"warning: {warning}", err=True)
         if not is_slash and ws.model_spec() is None:
