@@ -321,6 +321,8 @@ def test_a_stopped_owner_fails_calls_with_how_to_resume_it(tmp_path):
         with Database(paths) as db:
             assert db.call(ping) == owner.pid
             os.kill(owner.pid, signal.SIGSTOP)
+            while not broker._is_stopped(owner.pid):  # the stop lands a moment after kill() returns
+                time.sleep(0.01)
             started = time.monotonic()
             try:
                 db.call(ping)
