@@ -65,6 +65,7 @@ def test_bad_input_gives_one_line_errors(cli):
     for args, expected in (
             (("memory", "set", "k", "{not json"), "value is not JSON"),
             (("memory", "set", "k", "NaN"), "not JSON"),
+            (("memory", "set", "k", "[" * 5000 + "]" * 5000), "value nests too deeply to parse as JSON"),
             (("memory", "get", "missing"), "no ltm key 'missing' in namespace 'default'"),
             (("memory", "delete", "missing"), "no ltm key 'missing'"),
             (("memory", "set", "k", "1", "--tier", "episodic"), "episodic memory is append-only"),
@@ -78,9 +79,10 @@ def test_bad_input_gives_one_line_errors(cli):
         code, out, err = cli(*args)
         assert code == 1 and expected in _one_line_error(err), (args, err)
     code, _, err = cli("memory", "get", "k", "--tier", "l3")
-    assert code == 2 and "'l3' is not one of 'stm', 'ltm', 'episodic'" in err
+    assert code == 2 and "'l3' is not one of 'stm', 'ltm', 'episodic'" in _one_line_error(err)
+    assert "see `workstation memory get --help`" in err
     code, _, err = cli("reflect", "sessions", "--sql", "SELECT 1")
-    assert code == 2 and "exactly one of NAME, --sql or --list" in err
+    assert code == 2 and "exactly one of NAME, --sql or --list" in _one_line_error(err)
 
 
 def test_reflect_list_named_and_sql(cli):

@@ -121,10 +121,14 @@ def print_table(rows: list[dict], columns: list[str] | None = None, title: str |
 def run_main(main: Callable) -> None:
     """Run the click group, turning known errors into one line on stderr."""
     try:
-        sys.exit(main(standalone_mode=False) or 0)
+        sys.exit(main(standalone_mode=False, prog_name="workstation") or 0)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.UsageError as err:  # one line, like every other error; --help has the usage
+        where = f" (see `{err.ctx.command_path} --help`)" if err.ctx is not None else ""
+        click.echo(f"error: {err.format_message()}{where}", err=True)
+        sys.exit(err.exit_code)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)

@@ -117,6 +117,8 @@ def set_cmd(state: State, key: str, value: str, tier: str, namespace: str, as_st
         except json.JSONDecodeError as err:
             raise MemoryValueError(f"value is not JSON ({err.msg} at column {err.colno}); "
                                    "quote text as '\"text\"' or pass --string") from None
+        except RecursionError:
+            raise MemoryValueError("value nests too deeply to parse as JSON; flatten it or pass --string") from None
     mem = _memory(state)
     mem.umem(tier, key, parsed, namespace=namespace)
     mem.fence(tier)
