@@ -137,6 +137,9 @@ def test_sql_that_writes_is_refused_and_changes_nothing(db, sql):
     ("SELECT * FROM glob('/*')", "table function glob()"),
     ("SELECT * FROM '/etc/passwd'", "no table or view named '/etc/passwd'"),
     ("SELECT (SELECT count(*) FROM read_blob('/etc/hostname'))", "table function read_blob()"),
+    # a CTE named like the file, in another subquery, does not make the file a CTE here
+    ("SELECT (WITH \"/etc/hostname\" AS (SELECT 1) SELECT 1) a, (SELECT count(*) FROM \"/etc/hostname\") b",
+     "no table or view named '/etc/hostname'"),
 ])
 def test_sql_cannot_read_files_outside_the_store(db, sql, refused):
     with pytest.raises(ReflectError, match="reads only the workspace's tables and views"):
@@ -149,6 +152,7 @@ def test_sql_cannot_read_files_outside_the_store(db, sql, refused):
 
 @pytest.mark.parametrize("sql", [
     "WITH t AS (SELECT tool FROM tool_calls) SELECT count(*) FROM t",
+    "WITH a AS (SELECT 1 AS x), b AS (SELECT x FROM a) SELECT (SELECT count(*) FROM b) FROM a",
     "SELECT count(*) FROM main.events", "SELECT count(*) FROM kmap.files", "SELECT count(*) FROM range(10)",
     "DESCRIBE tool_calls", "SELECT * FROM (SELECT 1 AS one) sub",
 ])

@@ -273,19 +273,21 @@ def _check_read_only(con, sql: str) -> None:
     known = {(r[0].lower(), r[1].lower(), r[2].lower()) for r in con.execute(
         "SELECT database_name, schema_name, table_name FROM duckdb_tables() UNION ALL "
         "SELECT database_name, schema_name, view_name FROM duckdb_views()").fetchall()}
-    ctes: set[str] = set()
-    _walk(tree, known, ctes)
+    _walk(tree, known, frozenset())
 
 
-def _walk(node: Any, known: set[tuple[str, str, str]], ctes: set[str]) -> None:
+def _walk(node: Any, known: set[tuple[str, str, str]], ctes: frozenset[str]) -> None:
+    """Refuse anything that is not a workspace table or view, or a CTE in scope where it is read
+    (scoped: a CTE named like a file in one subquery must not let another subquery read that file)."""
     if isinstance(node, list):
         for item in node:
             _walk(item, known, ctes)
         return
     if not isinstance(node, dict):
         return
-    for entry in (node.get("cte_map") or {}).get("map", []):
-        ctes.add(str(entry.get("key", "")).lower())
+    defined = (node.get("cte_map") or {}).get("map", [])
+    if defined:
+        ctes = ctes | {str(entry.get("key", "")).lower() for entry in defined}
     kind = node.get("type")
     if kind == "TABLE_FUNCTION":
         fn = str((node.get("function") or {}).get("function_name", "")).lower()
