@@ -7,7 +7,7 @@ import pytest
 from workstation.memory import Memory, ReflectError
 from workstation.memory import reflect
 from workstation.memory.episodic import (COMPACTION, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL,
-                                         READ_AVOIDED, TOOL_CALL)
+                                         READ_AVOIDED, TOOL_CALL, TURN)
 
 
 @pytest.fixture
@@ -86,10 +86,28 @@ def test_tool_error_rates_and_latency(db, history):
 
 
 def test_tokens_per_turn_and_context_over_time_with_compactions(db, history):
-    assert [(r["step"], r["model_calls"], r["tokens_in"], r["tokens_out"], r["context_tokens"], r["compactions"])
-            for r in _rows(db, "tokens_per_turn")] == [(1, 1, 100, 10, 1000, 0), (2, 1, 200, 20, 3000, 1)]
+    # the history records no user turns: everything falls in one turn, unnamed
+    assert [(r["turn"], r["model_calls"], r["tokens_in"], r["tokens_out"], r["context_tokens"], r["compactions"])
+            for r in _rows(db, "tokens_per_turn")] == [(None, 2, 300, 30, 3000, 1)]
     assert [(r["event"], r["context_tokens"]) for r in _rows(db, "context_timeline")] == [
         ("model_call", 1000), ("model_call", 3000), ("compaction", 500)]
+
+
+def test_tokens_per_turn_sums_every_model_call_a_user_turn_caused(db):
+    mem = Memory(db, session="t", record_lookups=())
+    mem.step = 0
+    for turn, calls in (("u1", [(100, 10, 900)]), ("u2", [(200, 20, 1500), (250, 5, 1800)])):
+        mem.record(TURN, "user", chars=10, turn_id=turn)
+        for tokens_in, tokens_out, context in calls:
+            mem.step += 1  # a step is one model call: several per turn when tools run
+            mem.record(MODEL_CALL, "m1", tokens_in=tokens_in, tokens_out=tokens_out, ok=True,
+                       context_tokens=context)
+        mem.record(TURN, "assistant", chars=20, turn_id=f"a-{turn}")
+    mem.record(COMPACTION, "t", first_turn=0, last_turn=3, ok=True, context_tokens_after=400)
+    mem.fence("episodic")
+    assert [(r["turn"], r["model_calls"], r["tokens_in"], r["tokens_out"], r["context_tokens"], r["compactions"])
+            for r in _rows(db, "tokens_per_turn", session="t")] == [
+        ("u1", 1, 100, 10, 900, 0), ("u2", 2, 450, 25, 1800, 1)]
 
 
 def test_decision_reuse_sessions_and_failures(db, history):

@@ -106,14 +106,24 @@ QUERIES: dict[str, Query] = {
                sum(tokens_out) AS tokens_out, round(sum(cost_usd), 4) AS cost_usd,
                count(*) FILTER (ok = false) AS failures
         FROM model_calls WHERE {_SESSION} GROUP BY model ORDER BY calls DESC LIMIT $limit"""),
-    "tokens_per_turn": Query("Per session and step: model calls, tokens, peak context size, compactions.", f"""
-        WITH m AS (SELECT session, step, count(*) AS model_calls, sum(tokens_in) AS tokens_in,
-                          sum(tokens_out) AS tokens_out, max(context_tokens) AS context_tokens, min(ts) AS ts
-                   FROM model_calls WHERE {_SESSION} GROUP BY ALL),
-             c AS (SELECT session, step, count(*) AS compactions FROM compactions WHERE {_SESSION} GROUP BY ALL)
-        SELECT session, step, ts, coalesce(model_calls, 0) AS model_calls, tokens_in, tokens_out,
-               context_tokens, coalesce(compactions, 0) AS compactions
-        FROM m FULL JOIN c USING (session, step) ORDER BY session, step LIMIT $limit"""),
+    # A turn is what the user asked and everything it caused: each model call and compaction
+    # belongs to the newest user turn before it in its session (none recorded: turn is NULL).
+    "tokens_per_turn": Query("Per user turn: model calls, tokens, peak context size, compactions.", """
+        WITH u AS (SELECT session, ts, data->>'turn_id' AS turn FROM events
+                   WHERE type = 'turn' AND name = 'user' AND ($session IS NULL OR session = $session)),
+             m AS (SELECT m.session, u.turn, count(*) AS model_calls, sum(m.tokens_in) AS tokens_in,
+                          sum(m.tokens_out) AS tokens_out, max(m.context_tokens) AS context_tokens,
+                          min(m.ts) AS first_ts
+                   FROM model_calls m ASOF LEFT JOIN u ON m.session = u.session AND m.ts >= u.ts
+                   WHERE $session IS NULL OR m.session = $session GROUP BY ALL),
+             c AS (SELECT c.session, u.turn, count(*) AS compactions, min(c.ts) AS first_ts
+                   FROM compactions c ASOF LEFT JOIN u ON c.session = u.session AND c.ts >= u.ts
+                   WHERE $session IS NULL OR c.session = $session GROUP BY ALL)
+        SELECT coalesce(m.session, c.session) AS session, coalesce(m.turn, c.turn) AS turn,
+               least(m.first_ts, c.first_ts) AS ts, coalesce(model_calls, 0) AS model_calls,
+               tokens_in, tokens_out, context_tokens, coalesce(compactions, 0) AS compactions
+        FROM m FULL JOIN c ON m.session = c.session AND m.turn IS NOT DISTINCT FROM c.turn
+        ORDER BY session, ts LIMIT $limit"""),
     "context_timeline": Query("Context size over time, with compaction points marked.", f"""
         SELECT ts, session, step, 'model_call' AS event, model AS detail, context_tokens, tokens_in, tokens_out
         FROM model_calls WHERE {_SESSION}
