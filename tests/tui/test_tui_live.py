@@ -105,3 +105,21 @@ async def test_an_unused_session_leaves_nothing_behind(tmp_path):
         await wait_for(pilot, lambda: backend._ready.is_set())
         assert backend.agent.session.path.exists()
     assert not backend.agent.session.path.exists()
+
+
+async def test_files_without_a_stated_purpose_get_one_from_the_model_in_the_background(tmp_path):
+    make_repo(tmp_path)
+    (tmp_path / "pkg" / "widgets.py").write_text("def parse(spec):\n    return spec.split(',')\n")
+    with ScriptedLLM([Reply(text="Parses comma-separated widget specs.\n")]) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app) as pilot:
+            await wait_for(pilot, lambda: app.map.node_for("pkg") is not None)
+            app.map.knowledge_tree.select_node(app.map.node_for("pkg"))
+            app.map.node_for("pkg").expand()  # the pane asks for the folder's files
+            await wait_for(pilot, lambda: (node := app.map.node_for("pkg/widgets.py")) is not None
+                           and node.data.entry.purpose == "Parses comma-separated widget specs.")
+        (request,) = llm.requests  # one file lacked a purpose: one question, about that file
+        assert "pkg/widgets.py" in request["messages"][-1]["content"]
+    await asyncio.sleep(0)

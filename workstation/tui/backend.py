@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 TIMELINE_LIMIT = 2000
 PREVIEW_LINES = 80
+DESCRIBE_BATCH = 20  # files described per pass of the model-written purposes
+DESCRIBE_PER_START = 100  # a bound on what one start spends; purposes persist, so later starts go on
 
 
 class LiveBackend:
@@ -82,6 +84,7 @@ class LiveBackend:
         self._index()
         self.refresh_memory()
         self.refresh_timeline()
+        self._describe_files()
 
     def stop(self) -> None:
         self._cancel.set()
@@ -114,6 +117,30 @@ class LiveBackend:
         self._ui(map_pane.set_progress, None)
         self._ui(map_pane.set_root, self._children(""))
         self.watcher = Watcher(kmap, on_change=self._map_changed).start()
+
+    def _describe_files(self) -> None:
+        """Model-written purposes for files whose source gives none (index.describe_with_model):
+        after everything else has loaded, a batch at a time, shown as each batch lands."""
+        from ..llm import LLMCancelled, LLMError
+
+        kmap = self.ws.kmap
+        for _ in range(DESCRIBE_PER_START // DESCRIBE_BATCH):
+            if self._cancel.is_set():
+                return
+            before = {f.path for f in kmap.files() if not f.purpose}
+            try:
+                described = kmap.describe_missing(limit=DESCRIBE_BATCH, cancel=self._cancel)
+            except LLMCancelled:
+                return  # the app is closing
+            except LLMError as err:
+                self._ui(self.app.notify, f"file purposes not written: {err}", severity="warning", timeout=8)
+                return
+            new = [f for f in kmap.files() if f.path in before and f.purpose]
+            for info in new:
+                self._ui(self.app.map.update_entry, MapEntry(info.path, "file", info.purpose, info.line_count,
+                                                             info.language or "", "fresh"))
+            if described < DESCRIBE_BATCH or not new:  # done, or files that changed meanwhile keep coming back
+                return
 
     def _children(self, folder: str) -> list[MapEntry]:
         prefix = f"{folder}/" if folder else ""
