@@ -295,3 +295,22 @@ def test_fake_server_models_and_responder() -> None:
         assert llm.complete(spec, MSGS).text == "echo hi"
         assert llm.complete(spec, MSGS, stream=False).text == "echo hi"
         assert len(seen) == 2 and server.requests == seen
+
+
+def test_fallbacks_and_model_switches_keep_each_provider_to_its_own_endpoint_and_key(tmp_path) -> None:
+    from workstation.runtime import Workspace
+
+    primary = ModelSpec("openai/gpt-4o", api_base="http://127.0.0.1:9/v1", api_key_env="OPENAI_API_KEY",
+                        fallbacks=("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku"))
+    same, other = llm._chain(primary)[1:]
+    assert (same.api_base, same.api_key_env) == ("http://127.0.0.1:9/v1", "OPENAI_API_KEY")
+    assert (other.model, other.api_base, other.api_key_env) == ("anthropic/claude-3-5-haiku", None, None)
+
+    (tmp_path / ".workstation").mkdir()
+    (tmp_path / ".workstation" / "config.toml").write_text(
+        '[model]\nname = "openai/gpt-4o"\napi_base = "http://127.0.0.1:9/v1"\napi_key_env = "OPENAI_API_KEY"\n')
+    with Workspace(tmp_path) as ws:
+        assert ws.model_spec().api_base == "http://127.0.0.1:9/v1"
+        assert ws.model_spec("openai/gpt-4o-mini").api_key_env == "OPENAI_API_KEY"
+        switched = ws.model_spec("anthropic/claude-3-5-haiku")  # as /model does
+        assert (switched.api_base, switched.api_key_env) == (None, None)

@@ -160,8 +160,9 @@ class ModelSpec:
     api_key_env: Optional[str] = None  # NAME of the env var holding the key (never the key)
     timeout_s: float = 60  # inactivity timeout, see module doc
     max_retries: int = 2  # retries after the first attempt, per model
-    # Fallback models, tried in order after this one failed.  A plain string inherits
-    # api_base / api_key_env / timeouts / extra_params from this spec; a ModelSpec is used as is.
+    # Fallback models, tried in order after this one failed.  A plain string inherits timeouts and
+    # extra_params from this spec, and api_base / api_key_env when it names the same provider;
+    # a ModelSpec is used as is.
     fallbacks: tuple[Union[str, "ModelSpec"], ...] = ()
     backoff_s: float = 1.0  # first retry delay; doubles each retry (+-20 % jitter), capped at MAX_BACKOFF_S
     extra_params: dict[str, Any] = field(default_factory=dict)  # passed to litellm.completion (temperature, ...)
@@ -780,15 +781,24 @@ def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Complet
 # ============================================================================ public entry
 
 
+def provider_of(model: str) -> str:
+    """The litellm provider prefix of a model string ("openai/gpt-4o" -> "openai"; "" when none)."""
+    return model.split("/", 1)[0].lower() if "/" in model else ""
+
+
 def _chain(spec: ModelSpec) -> list[ModelSpec]:
     out = [spec]
     for fb in spec.fallbacks:
         if isinstance(fb, ModelSpec):
             out.append(fb)
-        else:
-            out.append(ModelSpec(model=fb, api_base=spec.api_base, api_key_env=spec.api_key_env,
-                                 timeout_s=spec.timeout_s, max_retries=spec.max_retries,
-                                 backoff_s=spec.backoff_s, extra_params=dict(spec.extra_params)))
+            continue
+        # The endpoint and key variable belong to a provider: another provider's fallback uses its own
+        # defaults (its usual key variable), never this one's key or base URL.
+        same = provider_of(fb) == provider_of(spec.model)
+        out.append(ModelSpec(model=fb, api_base=spec.api_base if same else None,
+                             api_key_env=spec.api_key_env if same else None,
+                             timeout_s=spec.timeout_s, max_retries=spec.max_retries,
+                             backoff_s=spec.backoff_s, extra_params=dict(spec.extra_params)))
     return out
 
 
