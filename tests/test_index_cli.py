@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kmap_helpers import write
+from kmap_helpers import open_map, write
 from workstation import tokens
 from workstation.cli import main
 
@@ -101,3 +101,76 @@ def test_watch_prints_reindex_events_until_interrupted(repo: Path):
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert out.strip().endswith("stopped")
+
+
+
+def test_watch_json_prints_one_object_per_line_per_event(repo: Path):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(repo), "watch", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events = []
+    try:
+        first = proc.stdout.readline()
+        assert first.endswith("}\n"), first + proc.stderr.read()
+        assert json.loads(first) == {"event": "watching", "root": str(repo), "files": 4, "symbols": 4,
+                                     "references": 4, "skipped": {}}
+        time.sleep(0.3)
+        (repo / "app/core.py").write_text("def compute(x):\n    return x\n")
+        (repo / "README.md").unlink()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and {"app/core.py", "README.md"} - {e.get("path") for e in events}:
+            events.append(json.loads(proc.stdout.readline()))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    events += [json.loads(line) for line in out.splitlines()]
+    assert {(e["event"], e.get("path")) for e in events} >= {("indexed", "app/core.py"), ("removed", "README.md")}
+    changed = next(e for e in events if e.get("path") == "app/core.py")
+    assert set(changed) == {"event", "path", "time", "refresh_ms"} and changed["refresh_ms"] >= 0
+    assert events[-1] == {"event": "stopped"}
+
+# Text the bulk loader once took for NULL (`\N`) or for field and row ends (tabs, newlines).
+ODD_JS = ('import x, {"a\x1fb" as y} from \'\\N\';\nimport t from "\t";\n\n'
+          'class K {\n  "\\N"() { return f(); }\n  "tab\there"() {}\n}\n\n'
+          'export function f(a = "\\N", b = \'"\') { return x(a, b); }\n')
+
+
+def test_odd_text_round_trips_through_every_command(tmp_path: Path):
+    write(tmp_path, {
+        "native/a.c": '#include "\\N"\n#include "tab\there.h"\n\nint main(void) { return 0; }\n',
+        "web/odd.js": ODD_JS,
+        "odd\tdir/\\N.txt": 'Reads\t\\N and "quotes"\n',
+    })
+    report = json.loads(run(tmp_path, "index", "--json"))
+    assert (report["files"], report["skipped"]) == (3, {})
+    assert run(tmp_path, "index").startswith("3 files")  # the next command is not stuck retrying a write
+
+    c_map = json.loads(run(tmp_path, "map", "native/a.c", "--json"))
+    assert [d["module"] for d in c_map["dependencies"]] == ["\\N", "tab\there.h"]
+    js_map = json.loads(run(tmp_path, "map", "web/odd.js", "--json"))
+    assert [d["module"] for d in js_map["dependencies"]] == ["\\N", "\t"]
+    assert [(s["qualname"], s["signature"]) for s in js_map["symbols"]] == [
+        ("K", "class K"), ("K.\\N", '"\\N"()'), ("K.tab\there", '"tab here"()'),
+        ("f", 'function f(a = "\\N", b = \'"\')')]
+    text_map = json.loads(run(tmp_path, "map", "odd\tdir/\\N.txt", "--json"))
+    assert text_map["purpose"] == 'Reads\t\\N and "quotes"'
+
+    found = json.loads(run(tmp_path, "find", "\\N", "--json"))
+    assert ("K.\\N", "exact") in {(h["name"], h["match"]) for h in found["hits"]}
+    impact = json.loads(run(tmp_path, "impact", "f", "--json"))
+    assert [(h["path"], h["enclosing"]) for h in impact["hits"]] == [("web/odd.js", "K.\\N")]
+    assert "web/odd.js:5 in K.\\N (call)" in run(tmp_path, "impact", "f")
+
+
+def test_import_names_round_trip(tmp_path: Path):
+    from workstation.index import storage
+
+    write(tmp_path, {"web/odd.js": ODD_JS})
+    with open_map(tmp_path) as km:
+        km.index_all()
+        rows = km.db.call(storage.unresolved_deps, ["\\N", "\t"], [])
+    assert sorted((module, list(names)) for _p, _l, module, names, _line in rows) == [
+        ("\t", ["default"]), ("\\N", ["default", '"a\x1fb"'])]

@@ -177,3 +177,79 @@ def test_model_written_purpose_survives_until_the_content_changes(repo: Path, mo
                 "# Exponential backoff.\ndef backoff_schedule(n):\n    return n\n")
             purposes = {f.path: (f.purpose, f.purpose_source) for f in km.files()}
             assert purposes["net/http_retry.py"] == ("Exponential backoff.", "source")
+
+
+# Short names that sentence-like queries contain ("get" in "budget"), and longer ones to look up.
+SHORT_NAMES = {
+    "memory/episodic.py": """\
+        class Episodic:
+            def get(self, key):
+                return key
+
+
+        def _get(store, key):
+            return store[key]
+        """,
+    "verify.py": """\
+        class VerifyReport:
+            def ok(self):
+                return True
+        """,
+    "paths.py": """\
+        HERE = __file__
+        BASE = HERE
+        """,
+    "src/kmap/knowledge_map.py": """\
+        class KnowledgeMap:
+            def find(self, query):
+                return query
+        """,
+}
+SENTENCES = ["token budget", "where is the database schema", "get the base here"]
+
+
+@pytest.fixture
+def short_names(tmp_path: Path) -> Path:
+    write(tmp_path, SHORT_NAMES)
+    return tmp_path
+
+
+def test_find_sentence_does_not_match_the_short_names_inside_it(short_names: Path):
+    with open_map(short_names) as km:
+        for sentence in SENTENCES:
+            result = km.find(sentence)
+            assert result.hits == [], (sentence, [h.name for h in result.hits])
+
+
+def test_find_names_and_paths_still_match_on_a_repo_of_short_names(short_names: Path):
+    def top(query: str) -> list[tuple[str, str]]:
+        return [(h.name, h.match) for h in km.find(query).hits]
+
+    with open_map(short_names) as km:
+        assert top("Episodic") == [("Episodic", "exact"), ("memory/episodic.py", "exact"), ("Episodic.get", "prefix")]
+        assert sorted(top("VerifyRep")) == [("VerifyReport", "prefix"), ("VerifyReport.ok", "prefix")]
+        assert top("KnowldgeMap") == [("KnowledgeMap", "fuzzy")]
+        assert top("KnowledgeMap.find") == [("KnowledgeMap.find", "exact"), ("KnowledgeMap", "fuzzy")]
+        assert top("KnowldgeMap.find") == [("KnowledgeMap.find", "fuzzy")]
+        assert top("kmap/knowledge_map") == [("src/kmap/knowledge_map.py", "fuzzy")]
+        assert top("knowledge_map.py") == [("src/kmap/knowledge_map.py", "exact")]
+        assert top("get_") == [("Episodic.get", "fuzzy"), ("_get", "fuzzy")]
+
+
+def test_find_sentence_goes_on_to_the_model(short_names: Path, monkeypatch):
+    monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
+
+    def pick_find(body):
+        prompt = body["messages"][-1]["content"]
+        return Reply(text="\n".join(re.findall(r"^(\d+)\. \w+ KnowledgeMap ", prompt, flags=re.M)))
+
+    with ScriptedLLM(pick_find) as llm:
+        from workstation import config as config_mod
+        from workstation.index.map import KnowledgeMap
+        from workstation.store import Database
+
+        cfg, paths = config_mod.load(short_names, {"model": _model(llm)})
+        with Database(paths) as db:
+            result = KnowledgeMap(db, paths, cfg).find("token budget")
+        assert result.tiers == ["names", "semantic"]
+        assert [(h.name, h.match) for h in result.hits] == [("KnowledgeMap", "semantic")]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from datetime import datetime
 
 import click
 
@@ -128,24 +130,40 @@ def impact_command(state, symbol: str, as_json: bool) -> None:
     click.echo(f"{len(hits)} reference{'s' if len(hits) != 1 else ''} to {symbol}")
 
 
+def _json_line(data: dict) -> None:
+    """One JSON object on one line, for a stream a script reads as it comes."""
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
 @click.command("watch")
+@json_option
 @pass_state
-def watch_command(state) -> None:
-    """Keep the knowledge map live until Ctrl-C, printing every re-index."""
+def watch_command(state, as_json: bool) -> None:
+    """Keep the knowledge map live until Ctrl-C, printing every re-index (--json: one object a line)."""
     from ..index.watcher import Watcher
 
     km = _knowledge_map(state)
     report = km.index_all()
-    click.echo(f"watching {state.paths.root}: {report.files} files, {report.symbols} symbols (Ctrl-C stops)")
+    root = str(state.paths.root)
+    if as_json:
+        _json_line({"event": "watching", "root": root, "files": report.files, "symbols": report.symbols,
+                    "references": report.references, "skipped": report.skipped})
+    else:
+        click.echo(f"watching {root}: {report.files} files, {report.symbols} symbols (Ctrl-C stops)")
 
     def show(change) -> None:
+        events = [("indexed", change.indexed), ("removed", change.removed), ("skipped", change.skipped)]
+        if as_json:
+            at = datetime.now().astimezone().isoformat(timespec="seconds")
+            ms = round(change.seconds * 1000)
+            for event, paths in events:
+                for path in paths:
+                    _json_line({"event": event, "path": path, "time": at, "refresh_ms": ms})
+            return
         stamp = time.strftime("%H:%M:%S")
-        for path in change.indexed:
-            click.echo(f"{stamp} indexed {path}")
-        for path in change.removed:
-            click.echo(f"{stamp} removed {path}")
-        for path in change.skipped:
-            click.echo(f"{stamp} skipped {path}")
+        for event, paths in events:
+            for path in paths:
+                click.echo(f"{stamp} {event} {path}")
         click.echo(f"{stamp}   ({change.seconds * 1000:.0f} ms)")
 
     def failed(err: Exception) -> None:
@@ -159,7 +177,10 @@ def watch_command(state) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         watcher.stop()  # first, so no refresh prints after "stopped"
-        click.echo("stopped")
+        if as_json:
+            _json_line({"event": "stopped"})
+        else:
+            click.echo("stopped")
     finally:
         watcher.stop()
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .ignore import IgnoreRules
-from .storage import NAMES_SEP
+from .storage import join_names
 
 SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root")
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
@@ -203,48 +203,31 @@ def _init_worker(known: frozenset[str], max_bytes: int) -> None:
     _worker_known, _worker_max_bytes = known, max_bytes
 
 
-_CLEAN = str.maketrans({"\t": " ", "\n": " ", "\r": " "})
+Q, QQ = '"', '""'
 
 
-def _clean(text: str) -> str:
-    return text.translate(_CLEAN) if ("\t" in text or "\n" in text or "\r" in text) else text
-
-
-def _opt(text: str | None) -> str:
-    return NULL if text is None else _clean(text)
-
-
-def _tsv(lines: list[str], columns: int) -> str:
-    if not lines:
-        return ""
-    text = "\n".join(lines) + "\n"
-    # one cheap check instead of cleaning every field: any stray tab or newline shows up here
-    if text.count("\t") != len(lines) * (columns - 1) or text.count("\n") != len(lines) or "\r" in text:
-        raise ValueError("field with a tab or newline")
-    return text
+def _text(value: str | None) -> str:
+    """One text field of a bulk row (see storage.py): quoted, so that nothing in it can end
+    the field or the row, or pass for the NULL marker."""
+    return NULL if value is None else Q + value.replace(Q, QQ) + Q
 
 
 def _refs_tsv(fid: str, refs: list[tuple]) -> str:
     """refs: (name, line, enclosing, kind) rows, as parser.parse_rows gives them."""
-    try:
-        return _tsv([f"{fid}\t{name}\t{line}\t{NULL if enc is None else enc}\t{kind}"
-                     for name, line, enc, kind in refs], 5)
-    except ValueError:
-        return _tsv([f"{fid}\t{_clean(name)}\t{line}\t{_opt(enc)}\t{_clean(kind)}"
-                     for name, line, enc, kind in refs], 5)
+    # _text written out inline: references are most of the rows, and the calls would cost
+    return "".join([f'{fid}\t"{name.replace(Q, QQ)}"\t{line}\t'
+                    f'{NULL if enc is None else Q + enc.replace(Q, QQ) + Q}\t"{kind.replace(Q, QQ)}"\n'
+                    for name, line, enc, kind in refs])
 
 
 def _symbols_tsv(fid: str, symbols) -> str:
-    return _tsv([f"{fid}\t{_clean(s.name)}\t{_clean(s.qualname)}\t{_clean(s.kind)}\t{_opt(s.parent)}\t"
-                 f"{_clean(s.signature)}\t{s.start_line}\t{s.end_line}" for s in symbols], 8)
+    return "".join([f"{fid}\t{_text(s.name)}\t{_text(s.qualname)}\t{_text(s.kind)}\t{_text(s.parent)}\t"
+                    f"{_text(s.signature)}\t{s.start_line}\t{s.end_line}\n" for s in symbols])
 
 
 def _deps_tsv(fid: str, deps: list[tuple]) -> str:
-    lines = []
-    for imp, target in deps:
-        names = NAMES_SEP.join(_clean(n).replace(NAMES_SEP, " ") for n in imp.names) if imp.names else NULL
-        lines.append(f"{fid}\t{_clean(imp.module)}\t{names}\t{imp.line}\t{_opt(target)}")
-    return _tsv(lines, 5)
+    return "".join([f"{fid}\t{_text(imp.module)}\t{_text(join_names(imp.names) if imp.names else None)}\t"
+                    f"{imp.line}\t{_text(target)}\n" for imp, target in deps])
 
 
 def text_purpose(text: str) -> str:
@@ -335,7 +318,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
-           _clean(purpose), "source", bool(result.has_errors), indexed_at)
+           purpose, "source", bool(result.has_errors), indexed_at)
     return ("indexed", fid, row, _symbols_tsv(key, result.symbols), _refs_tsv(key, result.references),
             _deps_tsv(key, deps), len(result.symbols))
 

@@ -1,8 +1,10 @@
 """Answers over the knowledge map: `find` (two tiers) and `impact`.
 
 find, tier one: exact, prefix and fuzzy (rapidfuzz) matches over symbol names
-and paths. Tier two runs only when tier one found fewer than two results and
-a model is configured: the model ranks candidate files and symbols by meaning.
+and paths; a fuzzy match must be most of the query's length, so a sentence
+does not match the short names inside it. Tier two runs only when tier one
+found fewer than two results and a model is configured: the model ranks
+candidate files and symbols by meaning.
 
 impact: every reference to a name, attributed to a definition where the
 referring file's own definitions and imports tell which one it means.
@@ -11,6 +13,8 @@ Callers go through KnowledgeMap, which runs the staleness gate first.
 
 from __future__ import annotations
 
+import bisect
+import math
 import posixpath
 import re
 from dataclasses import asdict, dataclass
@@ -19,6 +23,7 @@ from ..errors import WorkstationError
 from ..store.broker import readonly
 
 FUZZY_CUTOFF = 86  # rapidfuzz WRatio; lower lets near-everything in for short queries
+MIN_COVER = 0.6  # a fuzzy match is at least this share of the query's length (see _fuzzy)
 SEMANTIC_CANDIDATES = 120
 _MATCH_ORDER = {"exact": 0, "prefix": 1, "fuzzy": 2, "semantic": 3}
 
@@ -107,7 +112,7 @@ def model_spec(config):
 
 
 def _tier_one(km, q: str, limit: int) -> list[FindHit]:
-    from rapidfuzz import fuzz, process, utils
+    from rapidfuzz import utils
 
     found: dict[tuple, FindHit] = {}
 
@@ -123,25 +128,59 @@ def _tier_one(km, q: str, limit: int) -> list[FindHit]:
     for path, purpose, match, score in km.db.call(_files_matching, q, limit * 5):
         add(FindHit("file", path, path, None, None, None, match, float(score), purpose))
 
-    names, paths = km.cached("find-choices", lambda: km.db.call(_choices))
+    names, qualnames, basenames, paths = km.cached("find-choices", lambda: _prepare(*km.db.call(_choices)))
     wanted = limit * 3
-    fuzzy_names = process.extract(q, names, scorer=fuzz.WRatio, processor=utils.default_process,
-                                  score_cutoff=FUZZY_CUTOFF, limit=wanted)
-    if fuzzy_names:
-        for row in km.db.call(_symbols_named, [n for n, _s, _i in fuzzy_names], limit * 5):
+    qp = utils.default_process(q)
+    fuzzy_names = _fuzzy(qp, names, wanted)
+    # a dotted query may misspell the class too: match whole qualified names as well
+    fuzzy_quals = _fuzzy(qp, qualnames, wanted) if "." in q else {}
+    if fuzzy_names or fuzzy_quals:
+        for row in km.db.call(_symbols_named, list(fuzzy_names), list(fuzzy_quals), limit * 5):
             path, name, qualname, kind, signature, start, end = row
-            score = next(s for n, s, _i in fuzzy_names if n == name)
+            score = max(fuzzy_names.get(name, 0), fuzzy_quals.get(qualname, 0))
             add(FindHit("symbol", path, qualname, kind, start, end, "fuzzy", float(score), signature))
-    basenames = [posixpath.basename(p) for p in paths]
-    for _base, score, i in process.extract(q, basenames, scorer=fuzz.WRatio, processor=utils.default_process,
-                                           score_cutoff=FUZZY_CUTOFF, limit=wanted):
-        add(FindHit("file", paths[i], paths[i], None, None, None, "fuzzy", float(score), ""))
+    for path, score in _fuzzy(qp, basenames, wanted).items():
+        add(FindHit("file", path, path, None, None, None, "fuzzy", float(score), ""))
     if "/" in q:
-        for _p, score, i in process.extract(q, paths, scorer=fuzz.WRatio, processor=utils.default_process,
-                                            score_cutoff=FUZZY_CUTOFF, limit=wanted):
-            add(FindHit("file", paths[i], paths[i], None, None, None, "fuzzy", float(score), ""))
+        for path, score in _fuzzy(qp, paths, wanted).items():
+            add(FindHit("file", path, path, None, None, None, "fuzzy", float(score), ""))
     ordered = sorted(found.values(), key=lambda h: (_MATCH_ORDER[h.match], -h.score, h.path, h.start_line or 0))
     return ordered[:limit]
+
+
+@dataclass(frozen=True)
+class _Choices:
+    """Strings to fuzzy-match, processed once and sorted by processed length."""
+
+    processed: list[str]
+    lengths: list[int]
+    items: list[str]  # what each one stands for: a name, or the path of a basename
+
+
+def _prepare(names: list[str], qualnames: list[str], paths: list[str]) -> tuple[_Choices, ...]:
+    from rapidfuzz import utils
+
+    def choices(keys: list[str], items: list[str]) -> _Choices:
+        rows = sorted(zip(map(utils.default_process, keys), items), key=lambda r: len(r[0]))
+        return _Choices([r[0] for r in rows], [len(r[0]) for r in rows], [r[1] for r in rows])
+
+    return (choices(names, names), choices(qualnames, qualnames),
+            choices([posixpath.basename(p) for p in paths], paths), choices(paths, paths))
+
+
+def _fuzzy(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
+    """item -> score of the choices close to the processed query `qp`.
+
+    A choice shorter than MIN_COVER of the query is left out: WRatio scores a
+    string found inside a longer one about 90, so `get` would match
+    "token budget". The other way round (a fragment of a longer name) is kept.
+    """
+    from rapidfuzz import fuzz, process
+
+    start = bisect.bisect_left(choices.lengths, math.ceil(len(qp) * MIN_COVER))
+    found = process.extract(qp, choices.processed[start:], scorer=fuzz.WRatio,
+                            score_cutoff=FUZZY_CUTOFF, limit=limit)
+    return {choices.items[start + i]: score for _c, score, i in found}
 
 
 _WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -234,18 +273,22 @@ def _files_matching(con, q: str, limit: int) -> list[tuple]:
 
 
 @readonly
-def _choices(con) -> tuple[list[str], list[str]]:
+def _choices(con) -> tuple[list[str], list[str], list[str]]:
+    """Distinct names, distinct qualified names of nested symbols, and paths, for fuzzy matching."""
     names = [r[0] for r in con.execute("SELECT DISTINCT name FROM kmap.symbols ORDER BY name").fetchall()]
+    qualnames = [r[0] for r in con.execute(
+        "SELECT DISTINCT qualname FROM kmap.symbols WHERE qualname <> name ORDER BY qualname").fetchall()]
     paths = [r[0] for r in con.execute("SELECT path FROM kmap.files ORDER BY path").fetchall()]
-    return names, paths
+    return names, qualnames, paths
 
 
 @readonly
-def _symbols_named(con, names: list[str], limit: int) -> list[tuple]:
+def _symbols_named(con, names: list[str], qualnames: list[str], limit: int) -> list[tuple]:
     return con.execute(
         """SELECT path, name, qualname, kind, signature, start_line, end_line FROM kmap.symbols
-           WHERE name IN (SELECT unnest($1::VARCHAR[])) ORDER BY path, start_line LIMIT $2""",
-        [names, limit]).fetchall()
+           WHERE name IN (SELECT unnest($1::VARCHAR[])) OR qualname IN (SELECT unnest($2::VARCHAR[]))
+           ORDER BY path, start_line LIMIT $3""",
+        [names, qualnames, limit]).fetchall()
 
 
 @readonly

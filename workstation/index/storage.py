@@ -6,8 +6,10 @@ in one transaction). Bulk rows travel as tab-separated text that DuckDB's CSV
 reader loads far faster than bound parameters: the indexer's worker processes
 format it in parallel, and the owner only writes it to a temp file.
 
-TSV conventions (see indexer.py): no quoting, `\\N` is NULL, fields never hold
-tabs or newlines, the first column is a 1-based index into the call's `paths`.
+TSV conventions (see indexer.py): every text field is quoted with `"` (a `"`
+inside doubled), so text may hold tabs, newlines or anything else; the bare,
+unquoted `\\N` is NULL and a quoted "\\N" is that text; the first column is a
+1-based index into the call's `paths`.
 """
 
 from __future__ import annotations
@@ -32,10 +34,18 @@ _TSV_TABLES = {
 _TSV_SELECT = {
     "symbols": "name, qualname, kind, parent, signature, start_line, end_line",
     "refs": "name, line, enclosing, kind",
-    # names travel joined by U+001F; NULL means an empty list
-    "deps": "module, coalesce(string_split(names, chr(31)), []::VARCHAR[]), line, target",
+    # names travel as one field (see join_names); NULL means an empty list
+    "deps": """module, coalesce([replace(replace(n, chr(30) || '1', chr(31)), chr(30) || '0', chr(30))
+                                 FOR n IN string_split(names, chr(31))], []::VARCHAR[]), line, target""",
 }
-NAMES_SEP = "\x1f"
+NAMES_SEP, NAMES_ESC = "\x1f", "\x1e"
+
+
+def join_names(names) -> str:
+    """Imported names as one field, joined by U+001F. A name holding that separator survives:
+    U+001E is written as U+001E '0' and U+001F as U+001E '1', which _TSV_SELECT undoes."""
+    return NAMES_SEP.join(n.replace(NAMES_ESC, NAMES_ESC + "0").replace(NAMES_SEP, NAMES_ESC + "1")
+                          for n in names)
 
 
 def _load_tsv(con, table: str, tsv: str, paths: list[str]) -> None:
@@ -50,8 +60,8 @@ def _load_tsv(con, table: str, tsv: str, paths: list[str]) -> None:
         con.execute(
             f"""INSERT INTO kmap.{table}
                 SELECT p.path, {_TSV_SELECT[table]}
-                FROM read_csv($file, header=false, auto_detect=false, delim='\t', quote='', escape='',
-                              nullstr='\\N', new_line='\\n', columns={spec}) AS t
+                FROM read_csv($file, header=false, auto_detect=false, delim='\t', quote='"', escape='"',
+                              nullstr='\\N', allow_quoted_nulls=false, new_line='\\n', columns={spec}) AS t
                 JOIN (SELECT unnest($paths) AS path, generate_subscripts($paths, 1) AS fid) AS p USING (fid)""",
             {"paths": paths, "file": tmp})
     finally:
