@@ -193,9 +193,69 @@ def test_an_unchanged_range_still_in_context_is_not_sent_again(tmp_path, server)
     server.push(Reply(tool_calls=[read]), Reply(text="re-read"))
     assert a.run("and again").error is None
     assert records(a.session, "tool")[-1]["served_from"] == "disk"
-    evs = [e["type"] for e in events(ws, a.session.slug)]
-    assert evs.count("read_avoided") == 2 and evs.count("file_read") == 2
+    evs = events(ws, a.session.slug)
+    assert [e["type"] for e in evs].count("read_avoided") == 2
+    assert [e["data"]["served_from"] for e in evs if e["type"] == "file_read"] == ["disk", "memory", "memory",
+                                                                                  "disk"]
     a.close()
+    ws.close()
+
+
+def test_a_read_cut_at_the_cap_counts_only_the_lines_sent(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    (ws.root / "big.txt").write_text("".join(f"line {n} of the long file, padded out a little\n"
+                                             for n in range(1, 3001)))
+    server.push(Reply(tool_calls=[("read_lines", {"path": "big.txt", "start": 1, "end": 2000})]),
+                Reply(tool_calls=[("read_lines", {"path": "big.txt", "start": 1500, "end": 1502}),
+                                  ("read_lines", {"path": "big.txt", "start": 10, "end": 12})]),
+                Reply(text="seen"))
+    a = agent(ws)
+    assert a.run("read big.txt").error is None
+    cut, beyond, within = records(a.session, "tool")
+    last = cut["lines"][1]
+    assert cut["lines"][0] == 1 and 100 < last < 1500
+    assert cut["content"].splitlines()[-2].endswith(f"| line {last} of the long file, padded out a little")
+    assert cut["content"].endswith(f"read on from line {last + 1}]")
+    # past the cut: never sent, so read from disk, not "still in your context"
+    assert beyond["served_from"] == "disk" and "1500| line 1500 of the long file" in beyond["content"]
+    assert within["served_from"] == "memory" and "still in your context above" in within["content"]
+    evs = events(ws, a.session.slug)
+    assert [e["data"]["served_from"] for e in evs if e["type"] == "file_read"] == ["disk", "disk", "memory"]
+    assert [e["type"] for e in evs].count("read_avoided") == 1
+    a.close()
+    ws.close()
+
+
+def test_reflection_sees_operations_and_reads_from_memory(tmp_path, server):
+    from workstation.memory import reflect
+
+    ws = workspace(tmp_path, server.url)
+    read = ("read_lines", {"path": "pkg/core.py", "start": 6, "end": 9})
+    server.push(Reply(tool_calls=[read]), Reply(tool_calls=[read, ("find", {"query": "clean"})]), Reply(text="ok"))
+    a = agent(ws)
+    assert a.run("look at fetch twice").error is None
+    slug = a.session.slug
+    a.close()
+
+    def one(name: str) -> list[dict]:
+        return reflect.run(ws.db, name, session=slug).records()
+
+    (row,) = one("memory_by_session")
+    assert (row["reads_from_memory"], row["reads_from_disk"], row["reads_avoided"]) == (1, 1, 1)
+    assert [(r["step"], r["from_memory"], r["from_disk"]) for r in one("reads_avoided")] == [(1, 0, 1), (2, 1, 0)]
+    assert one("top_read_files")[0] == {"path": "pkg/core.py", "reads": 2, "from_memory": 1, "from_disk": 1,
+                                        "avoided": 1}
+    ops = reflect.run_sql(ws.db, "SELECT op, name, step, ended IS NOT NULL AS ended, ok FROM operations "
+                                 f"WHERE session = '{slug}'").records()
+    assert sorted((o["step"], o["op"], o["name"]) for o in ops) == [
+        (1, "model_call", MODEL), (1, "tool_call", "read_lines"), (2, "model_call", MODEL),
+        (2, "tool_call", "find"), (2, "tool_call", "read_lines"), (3, "model_call", MODEL)]
+    assert all(o["ended"] and o["ok"] for o in ops)
+    # each operation's end is the model_call or tool_call event itself (counted once), its reads its children
+    evs = events(ws, slug)
+    assert [e["type"] for e in evs].count("tool_call") == 3 and [e["type"] for e in evs].count("model_call") == 3
+    starts = {e["id"]: e for e in evs if e["type"] == "op_start"}
+    assert all(starts[e["parent"]]["name"] == "read_lines" for e in evs if e["type"] == "file_read")
     ws.close()
 
 
@@ -278,6 +338,27 @@ def test_api_keys_never_land_in_the_logs(tmp_path, server):
     ws.close()
 
 
+def test_a_key_in_a_workspace_file_never_lands_in_the_session_log(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    (ws.root / ".env").write_text(f"DEBUG=1\nWS_TEST_KEY={FAKE_API_KEY}\n")
+    server.push(Reply(tool_calls=[("read_lines", {"path": ".env", "start": 1, "end": 2}),
+                                  ("grep", {"pattern": "KEY="}),
+                                  ("grep", {"pattern": FAKE_API_KEY})]),  # a key in the arguments
+                Reply(text=f"Your key is {FAKE_API_KEY}."))  # a model repeating what it was once told
+    a = agent(ws)
+    result = a.run(f"what is in .env? is it {FAKE_API_KEY}?")
+    assert result.error is None and result.text == "Your key is ***."
+    assert records(a.session, "user")[0]["content"] == "what is in .env? is it ***?"
+    read, grep_key, grep_value = records(a.session, "tool")
+    assert read["ok"] and read["content"].splitlines()[1] == "2| WS_TEST_KEY=***"
+    assert grep_key["content"] == ".env:2: WS_TEST_KEY=***" and grep_value["content"] == ".env:2: WS_TEST_KEY=***"
+    a.close()
+    assert FAKE_API_KEY not in a.session.path.read_text()
+    assert FAKE_API_KEY not in json.dumps(requests_since(server))  # nor did the model ever see it
+    assert FAKE_API_KEY not in json.dumps(events(ws, a.session.slug))
+    ws.close()
+
+
 def test_pins_are_reinjected_after_compaction(tmp_path, server):
     from workstation.agent import slash
 
@@ -324,5 +405,32 @@ def test_the_context_window_uses_compaction_when_due(tmp_path, server):
     assert sent[1]["content"].startswith("Summary of the earlier conversation")
     assert [m["role"] for m in sent[2:]] == ["assistant", "user"]
     assert "compaction" in [e["type"] for e in events(ws, a.session.slug)]
+    a.close()
+    ws.close()
+
+
+def test_a_failed_automatic_compaction_is_logged_not_announced(tmp_path, server):
+    from workstation.agent import slash
+    from workstation.agent.loop import AgentEvents
+
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 6, "keep_recent": 2})
+    a = agent(ws, compaction="sync")
+    _fill(a.session, 3, 2)
+
+    def respond(body):
+        if body["messages"][0]["content"].startswith("You compact"):
+            return Reply(status=400, error_message="summaries are off today")
+        return Reply(text="fresh")
+
+    server.dispatch.fn = respond
+    notes = []
+    assert a.run("new", AgentEvents(on_notice=notes.append)).text == "fresh"
+    assert notes == []  # not the user's business on every turn...
+    (failed,) = [e for e in events(ws, a.session.slug) if e["type"] == "compaction"]
+    assert failed["ok"] is False and "summaries are off today" in failed["data"]["reason"]  # ...but logged
+    assert not records(a.session, "compact")
+    asked = slash.run(a, "/compact")  # asked for: the failure is reported
+    assert not asked.ok and asked.text.startswith(f"compaction of {a.session.slug} skipped:")
+    assert "summaries are off today" in asked.text
     a.close()
     ws.close()

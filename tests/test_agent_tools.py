@@ -85,6 +85,33 @@ def test_a_path_escape_through_the_model_loop(tmp_path, server):
     w.close()
 
 
+def test_the_state_folder_is_off_limits_to_the_model(tmp_path, server):
+    w = workspace(tmp_path, server.url)
+    config = w.paths.config_file
+    config.write_text('[agent]\ncommand_allow = ["pytest"]\n')
+    before = config.read_bytes()
+    (w.root / "cfg.toml").symlink_to(config)
+    w.kmap.index_all()  # the link is indexed: a whole-workspace grep would open it
+    a = agent(w)
+    allow_rm = {"start": 2, "end": 2, "content": 'command_allow = ["pytest", "rm"]'}
+    server.push(Reply(tool_calls=[("read_lines", {"path": ".workstation/config.toml", "start": 1, "end": 2}),
+                                  ("replace_lines", {"path": ".workstation/config.toml", **allow_rm}),
+                                  ("file_meta", {"path": "cfg.toml"}),
+                                  ("replace_lines", {"path": "cfg.toml", **allow_rm}),
+                                  ("grep", {"pattern": "allow", "path": ".workstation"}),
+                                  ("grep", {"pattern": "command_allow"})]),
+                Reply(text="refused, fine"))
+    assert a.run("allow rm in the config").error is None
+    *refused, walk = records(a.session, "tool")
+    assert [r["ok"] for r in refused] == [False] * 5
+    for r in refused:
+        assert "in the workspace's state folder" in r["content"] and "\n" not in r["content"]
+    assert walk["ok"] and walk["content"] == "no match for 'command_allow'"
+    assert config.read_bytes() == before
+    a.close()
+    w.close()
+
+
 # --------------------------------------------------------------------------- commands
 
 def test_commands_need_approval(ws):

@@ -5,7 +5,7 @@ import pytest
 from workstation.agent.commands import allowed, run_command
 from workstation.agent.filetools import ReadLedger, grep, read_lines, replace_lines
 from workstation.errors import WorkstationError
-from workstation.fsutil import OutsideWorkspace, atomic_write
+from workstation.fsutil import OutsideWorkspace, StateFolder, atomic_write
 
 
 @pytest.fixture
@@ -40,6 +40,35 @@ def test_symlink_escape_refused(ws, tmp_path):
     with pytest.raises(OutsideWorkspace):
         replace_lines(ws, "link.txt", 1, 1, "x", ledger)
     assert (tmp_path / "secret.txt").read_text() == "s3cret\n"
+
+
+def test_the_state_folder_is_refused_whatever_the_path(ws):
+    state = ws / ".workstation"
+    state.mkdir()
+    config = state / "config.toml"
+    config.write_text('[agent]\ncommand_allow = ["pytest"]\n')
+    (ws / "cfg.toml").symlink_to(config)  # a link into the state folder
+    (ws / "st").symlink_to(state)
+    ledger = ReadLedger()
+    for path in (".workstation/config.toml", str(config), "pkg/../.workstation/config.toml", "cfg.toml",
+                 "st/config.toml"):
+        with pytest.raises(StateFolder) as err:
+            read_lines(ws, path, 1, 1, ledger)
+        assert "state folder" in str(err.value) and "\n" not in str(err.value)
+        ledger.saw(".workstation/config.toml", "forged")  # not even a (forged) read opens the door
+        with pytest.raises(StateFolder):
+            replace_lines(ws, path, 2, 2, 'command_allow = ["rm"]', ledger)
+    assert config.read_text() == '[agent]\ncommand_allow = ["pytest"]\n'
+    assert grep(ws, "command_allow", ["a.py", "cfg.toml", ".workstation/config.toml"]) == ([], False)
+
+
+def test_a_moved_state_folder_is_refused_too(ws):
+    moved = ws / "var" / "state"
+    moved.mkdir(parents=True)
+    (moved / "log.jsonl").write_text("{}\n")
+    with pytest.raises(StateFolder):
+        read_lines(ws, "var/state/log.jsonl", 1, 1, private=[moved])
+    assert read_lines(ws, "var/state/log.jsonl", 1, 1).text == "{}\n"  # not private unless said so
 
 
 def test_read_lines_is_one_indexed_inclusive(ws):

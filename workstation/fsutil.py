@@ -6,16 +6,24 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from .errors import WorkstationError
+from .paths import STATE_DIRNAME
 
 
 class OutsideWorkspace(WorkstationError):
     """A path that resolves outside the workspace root."""
 
 
-def confine(root: Path, path: str) -> tuple[Path, str]:
-    """Resolve `path` against `root`, following symlinks; refuse anything outside.
+class StateFolder(WorkstationError):
+    """A path inside the workspace's own state folder (config, databases, session logs)."""
+
+
+def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, str]:
+    """Resolve `path` against `root`, following symlinks; refuse anything outside, and anything inside
+    `<root>/.workstation` or another `private` folder (a moved state folder): rewriting config.toml
+    would widen the command allow-list or redirect the model.
 
     Returns the real path and the repo-relative path with '/' separators.
     """
@@ -31,7 +39,35 @@ def confine(root: Path, path: str) -> tuple[Path, str]:
     if real != root_real and root_real not in real.parents:
         raise OutsideWorkspace(f"{path} is outside the workspace {root_real}")
     rel = real.relative_to(root_real).as_posix()
+    if _inside(real, root_real, [root_real / STATE_DIRNAME, *private]):
+        raise StateFolder(f"{path} is in the workspace's state folder (config, databases, session logs): "
+                          "refused")
     return real, rel
+
+
+def _inside(real: Path, root_real: Path, folders: list[Path]) -> bool:
+    """Whether `real` is one of `folders` or under one. Compared by real path and by file identity too,
+    so a case-insensitive filesystem's `.WORKSTATION/` is caught."""
+    wanted = set()
+    for folder in folders:
+        folder_real = Path(os.path.realpath(folder))
+        if real == folder_real or folder_real in real.parents:
+            return True
+        try:
+            st = folder_real.stat()
+        except OSError:
+            continue  # not created yet: nothing in it to protect
+        wanted.add((st.st_dev, st.st_ino))
+    for part in (real, *real.parents):
+        if part == root_real:
+            return False
+        try:
+            st = part.stat()
+        except OSError:
+            continue  # the path itself may not exist (yet)
+        if (st.st_dev, st.st_ino) in wanted:
+            return True
+    return False
 
 
 def sha256_bytes(data: bytes) -> str:

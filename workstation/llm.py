@@ -57,7 +57,9 @@ __all__ = [
     "set_context_window",
     "warm_import",
     "redact_secrets",
+    "mask_known_secrets",
     "register_secret",
+    "provider_of",
     "DEFAULT_CONTEXT_WINDOW",
 ]
 
@@ -191,6 +193,15 @@ def register_secret(value: Optional[str]) -> None:
     if value and len(value) >= _MIN_SECRET_LEN:
         with _secrets_lock:
             _known_secrets.add(value)
+
+
+def mask_known_secrets(text: str) -> str:
+    """Only the exact values of known secrets masked (no look-alike patterns, unlike redact_secrets):
+    for text that may be code, where `api_key = os.environ[...]` must stay as written."""
+    for secret in _current_secrets():
+        if secret in text:
+            text = text.replace(secret, _MASK)
+    return text
 
 
 def _current_secrets() -> list[str]:

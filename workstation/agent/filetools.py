@@ -1,4 +1,5 @@
-"""Surgical file tools: read_lines / replace_lines / grep, confined to the workspace.
+"""Surgical file tools: read_lines / replace_lines / grep, confined to the workspace and kept out
+of its state folder (`private`: a state folder moved elsewhere in the workspace; see fsutil.confine).
 
 replace_lines is refused when the file changed since the agent last read it:
 the caller keeps `ReadLedger`, the content hash of each file as last seen.
@@ -11,7 +12,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..errors import WorkstationError
 from ..fsutil import atomic_write, confine, sha256_bytes
@@ -65,9 +66,9 @@ def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
 
 
 def read_lines(root: Path, path: str, start: int, end: int | None = None,
-               ledger: ReadLedger | None = None) -> Lines:
+               ledger: ReadLedger | None = None, private: Sequence[Path] = ()) -> Lines:
     """Lines start..end (1-indexed, inclusive) of a workspace file."""
-    real, rel = confine(root, path)
+    real, rel = confine(root, path, private)
     data, text = _read_text(real, rel)
     lines = text.splitlines(keepends=True)
     total = len(lines)
@@ -82,12 +83,12 @@ def read_lines(root: Path, path: str, start: int, end: int | None = None,
 
 
 def replace_lines(root: Path, path: str, start: int, end: int, content: str,
-                  ledger: ReadLedger) -> tuple[str, int, int]:
+                  ledger: ReadLedger, private: Sequence[Path] = ()) -> tuple[str, int, int]:
     """Replace lines start..end (inclusive) with `content`; end = start - 1 inserts.
 
     Returns (repo path, first line, last line) of the new content.
     """
-    real, rel = confine(root, path)
+    real, rel = confine(root, path, private)
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
     seen = ledger.last(rel)
@@ -119,7 +120,7 @@ class GrepHit:
 
 
 def grep(root: Path, pattern: str, files: Iterable[str], *, max_hits: int = 200,
-         ignore_case: bool = False) -> tuple[list[GrepHit], bool]:
+         ignore_case: bool = False, private: Sequence[Path] = ()) -> tuple[list[GrepHit], bool]:
     """Regex search over the given repo paths; returns (hits, truncated)."""
     try:
         regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
@@ -128,7 +129,7 @@ def grep(root: Path, pattern: str, files: Iterable[str], *, max_hits: int = 200,
     hits: list[GrepHit] = []
     for rel in files:
         try:
-            real, rel = confine(root, rel)
+            real, rel = confine(root, rel, private)
             with open(real, "r", encoding="utf-8", errors="strict") as fh:
                 for number, line in enumerate(fh, start=1):
                     if regex.search(line):
@@ -136,7 +137,7 @@ def grep(root: Path, pattern: str, files: Iterable[str], *, max_hits: int = 200,
                         if len(hits) >= max_hits:
                             return hits, True
         except (OSError, UnicodeDecodeError, WorkstationError):
-            continue  # unreadable, binary or gone since indexing: not a match
+            continue  # unreadable, binary, gone since indexing or in the state folder: not a match
     return hits, False
 
 

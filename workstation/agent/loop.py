@@ -17,9 +17,12 @@ is over the window, the oldest turns are left out of the request (never out
 of the log); if even the system part and the latest message cannot fit, the
 turn stops with one clear line and no request is sent.
 
-Every operation lands in the episodic log, and the session log records carry
-what `workstation report` needs (context_tokens, base_tokens, served_from,
-memory, file_tokens, reused) so a log alone can be reported on.
+Every operation lands in the episodic log (each model call and tool call as
+an operation: op_start, then the model_call or tool_call event that ends it),
+and the session log records carry what `workstation report` needs
+(context_tokens, base_tokens, served_from, memory, file_tokens, reused) so a
+log alone can be reported on. Known secret values (configured API keys) are
+masked in every record the loop writes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import WorkstationError
+from ..fsutil import confine, sha256_bytes
 from ..memory.episodic import (ERROR, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, READ_AVOIDED,
                                TOOL_CALL, TURN)
 from . import context, memoryfirst
@@ -104,7 +108,7 @@ class Agent:
         agent_cfg = self.config.agent
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
                                approve=approve, allow=list(agent_cfg.command_allow),
-                               command_timeout_s=agent_cfg.command_timeout_s,
+                               private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own
         self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None)
@@ -163,7 +167,7 @@ class Agent:
         """An instruction re-injected into every later context (the log keeps it; compaction cannot drop it)."""
         if not text.strip():
             raise WorkstationError("nothing to pin: /pin TEXT")
-        self.session.system(text.strip(), pin=True)
+        self.session.system(_scrub(text.strip()), pin=True)
 
     def run(self, text: str, events: AgentEvents | None = None,
             cancel: threading.Event | None = None) -> TurnResult:
@@ -173,6 +177,7 @@ class Agent:
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
+        text = _scrub(text)  # before memory-first: its lookups of the words in it are logged too
         events = events or AgentEvents()
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
@@ -223,40 +228,45 @@ class Agent:
         if events.on_step:
             events.on_step(self.step, request.tokens, request.window)
         self._visible, self._fresh_calls = request.visible_calls, set()
-        try:
-            completion = llm.complete(spec, request.messages, tools=schemas(), on_text=events.on_text,
-                                      on_retry=events.on_retry, cancel=cancel)
-        except llm.LLMCancelled:
-            self.memory.record(MODEL_CALL, spec.model, ok=False, error="cancelled", model=spec.model,
-                               context_tokens=request.tokens)
-            result.error = self._notice("cancelled", "cancelled")
-            return True
-        except llm.LLMError as err:
-            message = str(err)
-            if err.kind in ("connection", "auth", "config", "not_found"):
+        completion = failure = None
+        # an operation whose end event is the model_call: a crash mid-call leaves its op_start unpaired
+        with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens) as op:
+            try:
+                completion = llm.complete(spec, request.messages, tools=schemas(), on_text=events.on_text,
+                                          on_retry=events.on_retry, cancel=cancel)
+            except llm.LLMCancelled:
+                op.set(ok=False, error="cancelled")
+            except llm.LLMError as err:
+                failure = err
+                op.set(ok=False, error=str(err), kind=err.kind)
+            else:
+                op.name = completion.model  # the end event names the model that answered (maybe a fallback)
+                op.set(tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
+                       cost_usd=completion.cost_usd, model=completion.model, attempts=completion.attempts,
+                       fallback_from=spec.model if completion.model != spec.model else None)
+        if failure is not None:
+            message = str(failure)
+            if failure.kind in ("connection", "auth", "config", "not_found"):
                 message += " (check [model] in .workstation/config.toml, or /model NAME)"
-            self.memory.record(MODEL_CALL, spec.model, ok=False, error=str(err), kind=err.kind, model=spec.model,
-                               context_tokens=request.tokens)
             result.error = self._notice(message, "error")
+            return True
+        if completion is None:
+            result.error = self._notice("cancelled", "cancelled")
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
-        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": c.arguments}
+        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": _scrub(c.arguments)}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
+        text = _scrub(completion.text)
         record = self.session.assistant(
-            completion.text, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
+            text, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None)
-        self.memory.record(MODEL_CALL, completion.model, ok=True, duration_ms=completion.latency_s * 1000,
-                           tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
-                           cost_usd=completion.cost_usd, model=completion.model, context_tokens=request.tokens,
-                           attempts=completion.attempts,
-                           fallback_from=spec.model if completion.model != spec.model else None)
-        self.memory.record(TURN, "assistant", chars=len(completion.text), turn_id=record["id"])
+        self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
-            result.text = completion.text
+            result.text = text
             return True
         for index, (call, raw) in enumerate(zip(calls, completion.tool_calls)):
             if cancel is not None and cancel.is_set():
@@ -343,9 +353,14 @@ class Agent:
         from ..sessions.compaction import compact
 
         outcome = compact(self.session, cfg, self.memory.episodic)
-        if outcome is not None and events.on_notice:
-            events.on_notice(outcome.describe())
-        if outcome is not None and not outcome.ok:
+        if outcome is None:
+            return
+        if outcome.ok:
+            if events.on_notice:
+                events.on_notice(outcome.describe())
+        else:
+            # compact() recorded why in the episodic log (compaction, ok=false); telling the user on every
+            # turn helps no one: /compact, asked for, reports its failure
             self._compaction_failed = True  # not again this turn; the sidecar or /compact may retry
 
     # ------------------------------------------------------------------ tools
@@ -360,26 +375,35 @@ class Agent:
         from ..llm import LLMError
 
         started = time.perf_counter()
+        malformed: ToolResult | None = None
         try:
             args: dict | None = call.parsed_arguments()
         except LLMError as err:
             args = None
-            result = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
-                                ok=False, data={"outcome": "malformed"})
-        if args is not None:
-            result = self._repeat_read(args) if call.name == "read_lines" else None
-            if result is None:
-                result = call_tool(self.ctx, call.name, args)
+            malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
+                                   ok=False, data={"outcome": "malformed"})
+        logged_args = _clipped(args) if args is not None else {"raw": _scrub(call.arguments)[:_ARG_CLIP]}
+        # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
+        with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args) as op:
+            if malformed is not None:
+                result = malformed
+            else:
+                result = self._repeat_read(args) if call.name == "read_lines" else None
+                if result is None:
+                    result = call_tool(self.ctx, call.name, args)
+            result.text = _scrub(result.text)  # a file or an output may hold a configured key
+            op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
+                   or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
+            self._record_tool_events(call.name, args, result)
         data = result.data
         data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
         self.session.tool(call_id, call.name, result.text, ok=result.ok, duration_ms=data.get("duration_ms"),
                           path=data.get("path"), lines=data.get("lines"), served_from=data.get("served_from"),
                           memory=data.get("memory"), sha=data.get("sha"), file_tokens=data.get("file_tokens"))
         self._fresh_calls.add(call_id)
-        self._record_tool_events(call.name, args, call.arguments, result)
         path = data.get("path")
-        if result.ok and call.name == "read_lines" and data.get("served_from") == "disk":
-            start, end = data["lines"]
+        if result.ok and call.name == "read_lines" and data.get("served_from") == "disk" and data.get("lines"):
+            start, end = data["lines"]  # the lines actually sent: a read cut at the cap holds fewer
             self._reads[(path, start, end)] = (data["sha"], call_id, data.get("chars", 0))
         if result.ok and data.get("edit"):
             for key in [k for k in self._reads if k[0] == path]:
@@ -387,13 +411,9 @@ class Agent:
         if events.on_tool:
             events.on_tool(call.name, args or {}, result)
 
-    def _record_tool_events(self, name: str, args: dict | None, raw_args: str, result: ToolResult) -> None:
+    def _record_tool_events(self, name: str, args: dict | None, result: ToolResult) -> None:
+        """What a tool call did to memory, inside its operation (so each event's parent is the call)."""
         data = result.data
-        logged_args = _clipped(args) if args is not None else {"raw": raw_args[:_ARG_CLIP]}
-        outcome = data.get("outcome") or ("ok" if result.ok else "error")
-        self.memory.record(TOOL_CALL, name, ok=result.ok, duration_ms=data.get("duration_ms"), tool=name,
-                           args=logged_args, result_chars=len(result.text), outcome=outcome,
-                           error=None if result.ok else result.text[:300])
         if not result.ok:
             return
         path = data.get("path")
@@ -405,6 +425,7 @@ class Agent:
                                chars_saved=data.get("chars_saved", 0))
         elif name == "read_lines" and data.get("served_from") == "memory":
             self.memory.record(MEMORY_HIT, path, tier="reads", kind="range")
+            self.memory.record(FILE_READ, path, path=path, lines=data.get("lines"), chars=0, served_from="memory")
             self.memory.record(READ_AVOIDED, path, path=path, reason="unchanged range still in context",
                                chars_saved=data.get("chars_saved", 0))
         elif name == "read_lines":
@@ -420,11 +441,10 @@ class Agent:
 
     def _repeat_read(self, args: dict) -> ToolResult | None:
         """A range read before, unchanged on disk and still in context, is not sent again."""
-        from ..fsutil import confine, sha256_bytes
         from .tools import _int
 
         try:
-            real, rel = confine(self.ws.root, str(args.get("path") or ""))
+            real, rel = confine(self.ws.root, str(args.get("path") or ""), self.ctx.private)
             start, end = _int("start", args.get("start")), _int("end", args.get("end"))
         except WorkstationError:
             return None  # let the tool report the problem
@@ -478,7 +498,16 @@ class Agent:
 def _clipped(args: dict) -> dict:
     out = {}
     for key, value in args.items():
-        if isinstance(value, str) and len(value) > _ARG_CLIP:
-            value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
+        if isinstance(value, str):
+            value = _scrub(value)
+            if len(value) > _ARG_CLIP:
+                value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
         out[key] = value
     return out
+
+
+def _scrub(text: str) -> str:
+    """Known secret values (configured API keys, secret-named environment variables) masked."""
+    from ..llm import mask_known_secrets
+
+    return mask_known_secrets(text)

@@ -5,8 +5,9 @@ text for the model plus `data` for the session log and the episodic log
 (path, lines, where a read was served from, memory hit or miss, the whole
 file's size in tokens for the naive baseline of `workstation report`).
 File tools are confined to the workspace root (real paths: no `..`, no
-absolute path outside, no symlink escape); results are capped so that one
-call cannot flood the context. A tool never raises a WorkstationError or an
+absolute path outside, no symlink escape) and kept out of its state folder
+(config, databases, session logs); results are capped so that one call
+cannot flood the context. A tool never raises a WorkstationError or an
 OSError: either becomes a failed result the model can read and act on.
 """
 
@@ -39,6 +40,7 @@ class ToolContext:
     ledger: ReadLedger = field(default_factory=ReadLedger)
     approve: Callable[[str], bool] | None = None  # asks the user; None: nobody to ask (refused)
     allow: list[str] = field(default_factory=list)
+    private: tuple[Path, ...] = ()  # a state folder moved off <root>/.workstation (that one is always refused)
     command_timeout_s: float = 120.0
     max_output_chars: int = 20_000
     step: int | None = None
@@ -135,7 +137,7 @@ def indexed_sha(con, rel: str) -> str | None:
 
 # --------------------------------------------------------------------------- file tools
 def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
-    real, rel = confine(ctx.root, _text("path", path))
+    real, rel = confine(ctx.root, _text("path", path), ctx.private)
     budget = None if tokens is None else _int("tokens", tokens)
     if budget is not None and not 0 < budget <= MAX_MAP_TOKENS:
         raise WorkstationError(f"tokens must be between 1 and {MAX_MAP_TOKENS}, got {budget}")
@@ -166,17 +168,37 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
 
 
 def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult:
-    lines = read_lines(ctx.root, _text("path", path), _int("start", start), _int("end", end), ctx.ledger)
-    text = cap(lines.numbered()) + f"\n[{lines.path}: lines {lines.start}-{lines.end} of {lines.total}]"
-    return ToolResult(text, data={"path": lines.path, "lines": [lines.start, lines.end], "served_from": "disk",
-                                  "sha": lines.sha256, "chars": len(lines.text),
+    lines = read_lines(ctx.root, _text("path", path), _int("start", start), _int("end", end), ctx.ledger,
+                       ctx.private)
+    # Cut at a line boundary, and report only the whole lines sent as read: the loop answers a later
+    # read of a range it holds as "still in your context", which must not cover lines never sent.
+    rows = lines.numbered().splitlines()
+    sent, size = 0, 0
+    for row in rows:
+        size += len(row) + 1
+        if size > MAX_RESULT_CHARS:
+            break
+        sent += 1
+    last = lines.start + sent - 1
+    if sent == len(rows):
+        text = "\n".join(rows) + f"\n[{lines.path}: lines {lines.start}-{lines.end} of {lines.total}]"
+    elif sent:
+        text = "\n".join(rows[:sent]) + (f"\n[{lines.path}: lines {lines.start}-{last} of {lines.total}; the "
+                                         f"rest of {lines.start}-{lines.end} was cut at {MAX_RESULT_CHARS:,} "
+                                         f"chars: read on from line {last + 1}]")
+    else:
+        text = cap(rows[0]) + f"\n[{lines.path}: line {lines.start} of {lines.total} is too long to show whole]"
+    read = [lines.start, last] if sent or not rows else None  # a line shown cut was not read
+    return ToolResult(text, data={"path": lines.path, "lines": read,
+                                  "served_from": "disk", "sha": lines.sha256,
+                                  "chars": len("".join(lines.text.splitlines(keepends=True)[:sent])),
                                   "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole)})
 
 
 def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = _int("start", start), _int("end", end)
     rel, first, last = replace_lines(ctx.root, _text("path", path), start, end, _text("content", content),
-                                     ctx.ledger)
+                                     ctx.ledger, ctx.private)
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
     removed = max(0, end - start + 1)
     added = last - first + 1
@@ -226,10 +248,11 @@ def _grep(ctx: ToolContext, pattern: str, path: str = "", ignore_case: bool = Fa
     ctx.reindex()
     files = [f.path for f in ctx.kmap.files()]
     if path:
-        _, rel = confine(ctx.root, _text("path", path))
+        _, rel = confine(ctx.root, _text("path", path), ctx.private)
         if rel:
             files = [f for f in files if f == rel or f.startswith(rel.rstrip("/") + "/")]
-    hits, truncated = grep(ctx.root, _text("pattern", pattern), files, ignore_case=bool(ignore_case))
+    hits, truncated = grep(ctx.root, _text("pattern", pattern), files, ignore_case=bool(ignore_case),
+                           private=ctx.private)
     text = "\n".join(f"{h.path}:{h.line}: {h.text}" for h in hits) or f"no match for {pattern!r}"
     if truncated:
         text += "\n[more matches cut; narrow the pattern or the path]"
