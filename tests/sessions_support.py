@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable
@@ -109,3 +111,32 @@ def real_episodic(paths):
 def compaction_events(episodic) -> list[dict]:
     """Recorded compaction events, newest first."""
     return episodic.query(types=["compaction"])
+
+
+def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real `workstation -C root ARGS` in a child process: exit code and stderr as a user sees them."""
+    return subprocess.run([sys.executable, "-m", "workstation", "-C", str(root), *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+HOLDER = """
+import sys
+from workstation.paths import Paths
+from workstation.sessions.log import Claim
+with Claim(Paths.for_root(sys.argv[1]), sys.argv[2]) as claimed:
+    print("held" if claimed else "not held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextmanager
+def claim_held_elsewhere(paths, slug: str):
+    """Another process holds the session's claim (as a sidecar compacting it would) until the block ends."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(paths.root), slug], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)

@@ -12,12 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from fakellm import ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, summarizer,
-                              write_config_file)
+from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, run_cli,
+                              summarizer, write_config_file)
 from workstation.cli import main
 from workstation.sessions import Session, SessionError
 from workstation.sessions.archive import archive, gz_path, meta_path, recover, restore
 from workstation.sessions.catalog import export_markdown, list_sessions, load, search
+from workstation.sessions.sidecar import Sidecar
+
+TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"
 
 
 @pytest.fixture(autouse=True)
@@ -197,3 +200,70 @@ def test_markdown_export_marks_unreadable_lines(tmp_path):
     view, state = load(paths, "md")
     text = export_markdown("md", view, state)
     assert "> unreadable line 3: not valid JSON" in text and "## 3. user" in text
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_recovery_listing_search_and_the_sidecar_skip_a_truncated_archive(tmp_path):
+    config, paths = make_config(tmp_path)
+    _archived(paths, config, "good")
+    _archived(paths, config, "cut")
+    fill(Session.create(paths, "live"), 3)
+    gz = gz_path(paths, "cut")
+    _truncate(gz)
+    os.unlink(meta_path(paths, "cut"))  # a restore cut short: recovery has to decompress it to finish
+    damaged = gz.read_bytes()
+    line = f"skipped cut, left as it is: archive {gz} is unreadable: {TRUNCATED}"
+    warnings = []
+    assert recover(paths, warn=warnings.append) == [] and warnings == [line]
+    assert sorted(i.slug for i in list_sessions(paths, archived=True, warn=warnings.append)) == ["good", "live"]
+    assert {h.slug for h in search(paths, "please keep going", warn=warnings.append)} == {"good", "live"}
+    assert warnings == [line] * 3
+    reports = []
+    sidecar = Sidecar(paths, config, report=reports.append)
+    sidecar.run_once()
+    sidecar.run_once()
+    assert reports == [f"warning: {line}"]  # once, not on every pass
+    assert gz.read_bytes() == damaged and not (paths.sessions / "cut.jsonl").exists()
+    assert not meta_path(paths, "cut").exists()
+
+
+def test_commands_name_damaged_archives_and_go_on(tmp_path):
+    config, paths = make_config(tmp_path)
+    for slug in ("good", "cut", "nogz", "badmeta", "oddmeta"):
+        _archived(paths, config, slug)
+    fill(Session.create(paths, "live"), 3)
+    cut, nogz = gz_path(paths, "cut"), gz_path(paths, "nogz")
+    _truncate(cut)
+    os.unlink(meta_path(paths, "cut"))
+    nogz.write_bytes(b"garbage, not gzip")  # its metadata is intact: listed, but unsearchable
+    badmeta, oddmeta = meta_path(paths, "badmeta"), meta_path(paths, "oddmeta")
+    badmeta.write_text("{broken")
+    oddmeta.write_text(json.dumps(dict(json.loads(oddmeta.read_text()), turns="many")))
+    damaged = {p: p.read_bytes() for p in (cut, nogz, badmeta, oddmeta, meta_path(paths, "nogz"))}
+    cut_line = f"warning: skipped cut, left as it is: archive {cut} is unreadable: {TRUNCATED}"
+
+    listed = run_cli(tmp_path, "session", "list", "--archived", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(s["slug"] for s in json.loads(listed.stdout)) == ["good", "live", "nogz"]
+    warned = listed.stderr.splitlines()
+    assert len(warned) == 3 and warned[0] == cut_line
+    assert warned[1].startswith(f"warning: skipped badmeta, left as it is: archive metadata {badmeta} is "
+                                "unreadable: not valid JSON (")
+    assert warned[2] == (f"warning: skipped oddmeta, left as it is: archive metadata {oddmeta} is unreadable: "
+                         "'turns' is a string, not an integer")
+
+    searched = run_cli(tmp_path, "session", "search", "please keep going", "--json")
+    assert searched.returncode == 0, searched.stderr
+    assert {h["slug"] for h in json.loads(searched.stdout)} == {"good", "live", "badmeta", "oddmeta"}
+    assert searched.stderr.splitlines() == [
+        cut_line, f"warning: not searched: archive {nogz} is unreadable: Not a gzipped file (b'ga')"]
+
+    for slug, path, cause in (("cut", cut, TRUNCATED), ("nogz", nogz, "Not a gzipped file (b'ga')")):
+        restored = run_cli(tmp_path, "session", "restore", slug)
+        assert restored.returncode == 1
+        assert restored.stderr == f"error: cannot restore {slug}: archive {path} is unreadable: {cause}\n"
+    assert {p: p.read_bytes() for p in damaged} == damaged  # nothing deleted or changed
+    assert not (paths.sessions / "cut.jsonl").exists() and not (paths.sessions / "nogz.jsonl").exists()

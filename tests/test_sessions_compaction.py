@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 
 import pytest
 
 from fakellm import Reply, ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, summarizer,
-                              turns_in_prompt)
+from sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill, make_config,
+                              real_episodic, summarizer, turns_in_prompt)
 from workstation import config as config_mod
 from workstation import llm
+from workstation.cli import main
+from workstation.cli.common import run_main
+from workstation.sessions import log
 from workstation.errors import ConfigError
 from workstation.sessions import Session, SessionContext, compact, needs_compaction
 from workstation.sessions.compaction import parse_sections, plan_compaction
@@ -262,6 +266,24 @@ def test_manual_compaction_ignores_the_threshold(tmp_path, server):
     everything = compact(session, config, force=True, keep=0)
     assert (everything.first_turn, everything.last_turn) == (3, 6)
     assert compact(session, config, force=True, keep=0) is None  # nothing left to cover
+
+
+def test_forced_compaction_says_so_when_another_process_is_compacting(tmp_path, server, monkeypatch, capsys):
+    config, session = setup(tmp_path, server)
+    fill(session, 12)
+    before = session.path.read_bytes()
+    monkeypatch.setattr(log, "CLAIM_WAIT_S", 0.2)  # the CLI waits this long for the claim
+    monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(tmp_path), "session", "compact", "s"])
+    with claim_held_elsewhere(session.paths, "s"):
+        busy = compact(session, config, force=True, wait=0.1)
+        assert compact(session, config) is None  # unforced: the holder does the work
+        with pytest.raises(SystemExit) as exited:
+            run_main(main)
+    busy_line = "session s is being compacted by another process; try again when it finishes"
+    assert (busy.status, busy.ok, busy.reason, busy.record) == ("busy", False, busy_line, None)
+    assert exited.value.code == 1 and capsys.readouterr().err == f"error: {busy_line}\n"
+    assert session.path.read_bytes() == before and server.requests == []
+    assert compact(session, config, force=True).ok  # once the holder is gone
 
 
 def test_section_parsing():

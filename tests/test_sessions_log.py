@@ -7,12 +7,17 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from sessions_support import fill, make_config
+from workstation.cli import main
 from workstation.sessions import Session, SessionArchived, SessionError
-from workstation.sessions.log import FORMAT_VERSION, live_slugs, slugify
+from workstation.sessions.log import FORMAT_VERSION, live_slugs, parse_lines, slugify
+
+DEMO = Path(__file__).resolve().parent.parent / "sessions" / "demo-request-id.jsonl"
 
 
 @pytest.fixture
@@ -88,6 +93,53 @@ def test_corrupt_lines_anywhere_are_reported_and_everything_after_is_read(paths)
     assert "not valid JSON" in reasons[3] and "not a JSON object" in reasons[4]
     assert "unsupported format version 99" in reasons[5] and "unknown record type" in reasons[6]
     assert "without an id" in reasons[7] and "not valid JSON" in reasons[8]
+
+
+BAD_FIELDS = {  # valid JSON, known type, fields the readers cannot use
+    "covers-not-object": (b'{"v":1,"id":"z1","type":"compact","covers":"oops"}',
+                          "'covers' is a string, not an object"),
+    "tool_calls-not-list": (b'{"v":1,"id":"z2","type":"assistant","content":"","tool_calls":"x"}',
+                            "'tool_calls' is a string, not a list"),
+    "targets-not-objects": (b'{"v":1,"id":"z3","type":"redaction","targets":[1,2]}',
+                            "targets[0] is an integer, not an object"),
+    "tool-call-without-id": (b'{"v":1,"id":"z4","type":"assistant","tool_calls":[{"name":"read_file"}]}',
+                             "tool_calls[0] without 'id'"),
+}
+
+
+@pytest.mark.parametrize("line, reason", BAD_FIELDS.values(), ids=BAD_FIELDS)
+def test_a_record_with_bad_fields_is_reported_and_the_commands_go_on(tmp_path, line, reason):
+    paths = make_config(tmp_path)[1]
+    session = Session.create(paths, "bad")
+    good = fill(session, 6, tools=True, big=100)
+    with open(session.path, "ab") as fh:
+        fh.write(line + b"\n")
+    good += fill(session, 2, start=6)
+    view = Session(paths, "bad").read()
+    assert [r["id"] for r in view.records] == [r["id"] for r in good]
+    assert [(p.line, p.reason) for p in view.problems] == [(7, f"bad field: {reason}")]
+
+    def run(*args):
+        result = CliRunner().invoke(main, ["-C", str(tmp_path), "session", *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result
+
+    unreadable = f"unreadable line 7: bad field: {reason}\n"
+    listed = run("list", "--json")
+    assert [(s["slug"], s["turns"], s["problems"]) for s in json.loads(listed.stdout)] == [("bad", 8, 1)]
+    assert listed.stderr == f"warning: bad: {unreadable}"
+    shown = run("show", "bad", "--json")
+    assert json.loads(shown.stdout)["turns"] == 8 and shown.stderr == f"warning: {unreadable}"
+    raw = run("show", "bad", "--raw")
+    assert all(r["id"] in raw.stdout for r in good) and raw.stderr == f"warning: {unreadable}"
+    searched = run("search", "turn 8", "--json")
+    assert [h["record_id"] for h in json.loads(searched.stdout)] == [good[-1]["id"]]
+    assert searched.stderr == f"warning: bad: {unreadable}"
+
+
+def test_the_recorded_demo_episode_passes_the_field_checks():
+    view = parse_lines(DEMO.read_bytes())
+    assert view.problems == [] and {r["type"] for r in view.records} >= {"user", "assistant", "tool"}
 
 
 def test_complete_record_without_its_newline_is_kept(paths):

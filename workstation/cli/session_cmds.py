@@ -30,6 +30,10 @@ def _warn_problems(view) -> None:
         click.echo(f"warning: unreadable {problem}", err=True)
 
 
+def _warn(line: str) -> None:
+    click.echo(f"warning: {line}", err=True)
+
+
 @click.group("session")
 def session_group() -> None:
     """Session logs: list, show, compact, archive, restore, export, search."""
@@ -43,7 +47,7 @@ def list_cmd(state, archived: bool, as_json: bool) -> None:
     """Sessions with turns, compacted range, size and last activity."""
     from ..sessions.catalog import info_dict, list_sessions
 
-    infos = list_sessions(state.paths, archived=archived)
+    infos = list_sessions(state.paths, archived=archived, warn=_warn)
     if as_json:
         print_json([info_dict(i) for i in infos])
         return
@@ -105,10 +109,11 @@ def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
     """Compact SLUG now, whatever the threshold."""
     from ..errors import WorkstationError
     from ..sessions import Session, compact
+    from ..sessions.log import CLAIM_WAIT_S
 
     session = Session.open(state.paths, slug)
     episodic = _episodic(state, "session compact")
-    result = compact(session, state.config, episodic, force=True, keep=keep, wait=30.0)
+    result = compact(session, state.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S)
     if result is None:
         kept = state.config.memory.keep_recent if keep is None else keep
         if as_json:
@@ -116,6 +121,8 @@ def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
         else:
             click.echo(f"nothing to compact in {slug}: every turn but the newest {kept} is summarized already")
         return
+    if result.status == "busy":
+        raise WorkstationError(result.reason)
     if not result.ok:
         raise WorkstationError(f"compaction of {slug} skipped: {result.reason}")
     if as_json:
@@ -178,7 +185,7 @@ def search_cmd(state, text: str, limit: int, as_json: bool) -> None:
     """Find TEXT in every session, archived ones included."""
     from ..sessions.catalog import search
 
-    hits = search(state.paths, text, limit=limit)
+    hits = search(state.paths, text, limit=limit, warn=_warn)
     if as_json:
         print_json(hits)
         return

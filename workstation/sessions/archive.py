@@ -19,6 +19,8 @@ import gzip
 import json
 import os
 import tempfile
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,22 @@ from ..fsutil import atomic_write
 from ..paths import Paths
 from .compaction import CompactResult, compact
 from .context import covered_count
-from .log import SUFFIX, Claim, LogView, Session, SessionError, _fsync_dir, check_slug, now_iso, parse_lines
+from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, _fields_problem, _fsync_dir,
+                  check_slug, now_iso, parse_lines)
 
 GZ_SUFFIX = SUFFIX + ".gz"
 META_SUFFIX = ".meta.json"
-CLAIM_WAIT_S = 30.0
+# what listing reads from a .meta.json (meta_for writes it)
+_META_FIELDS = ({"turns": int, "covered_turns": int, "size": int, "last_activity": str, "title": str,
+                 "problems": list}, ("turns", "covered_turns", "size"))
+
+
+class UnreadableArchive(SessionError):
+    """An archive file that cannot be read (truncated, corrupt, unreadable); it is left as it is."""
+
+
+def _ignore(line: str) -> None:
+    """The default `warn`: callers that have nowhere to show a warning."""
 
 
 @dataclass
@@ -59,22 +72,29 @@ def archived_slugs(paths: Paths) -> list[str]:
 
 
 def read_meta(paths: Paths, slug: str) -> dict:
+    path = meta_path(paths, slug)
     try:
-        return json.loads(meta_path(paths, slug).read_text())
+        meta = json.loads(path.read_bytes())
     except FileNotFoundError:
         raise SessionError(f"no archived session named {slug}") from None
+    except OSError as err:
+        raise UnreadableArchive(f"archive metadata {path} is unreadable: {err.strerror}") from None
     except ValueError as err:
-        raise SessionError(f"archive metadata of {slug} is not valid JSON: {err}") from None
+        raise UnreadableArchive(f"archive metadata {path} is unreadable: not valid JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise UnreadableArchive(f"archive metadata {path} is unreadable: not a JSON object")
+    # a null is as good as absent (an empty session has no last activity)
+    problem = _fields_problem({k: v for k, v in meta.items() if v is not None}, *_META_FIELDS, where="")
+    if problem:
+        raise UnreadableArchive(f"archive metadata {path} is unreadable: {problem}")
+    return meta
 
 
 def read_archived(paths: Paths, slug: str) -> LogView:
     try:
-        with gzip.open(gz_path(paths, check_slug(slug)), "rb") as fh:
-            return parse_lines(fh.read())
+        return parse_lines(_gunzip(gz_path(paths, check_slug(slug))))
     except FileNotFoundError:
         raise SessionError(f"no archived session named {slug}") from None
-    except (OSError, EOFError) as err:  # gzip's own errors are OSError subclasses
-        raise SessionError(f"archive of {slug} cannot be read: {err}") from None
 
 
 def meta_for(slug: str, view: LogView, size: int) -> dict:
@@ -92,9 +112,11 @@ def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> Ar
     """Summarize the whole session (if a compact model answers), then move it to the archive."""
     session = Session.open(paths, slug)
     result = compact(session, config, episodic, force=True, keep=0, wait=CLAIM_WAIT_S)
+    if result is not None and result.status == "busy":
+        raise _busy(slug)
     with Claim(paths, slug, wait=CLAIM_WAIT_S) as claimed:
         if not claimed:
-            raise SessionError(f"session {slug} is busy (another process is compacting or archiving it)")
+            raise _busy(slug)
         paths.archive.mkdir(parents=True, exist_ok=True)
         with session.locked() as fd:
             size = os.fstat(fd).st_size
@@ -108,18 +130,24 @@ def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> Ar
     return ArchiveResult(slug, gz_path(paths, slug), result, meta["covered_turns"] == meta["turns"])
 
 
+def _busy(slug: str) -> SessionError:
+    return SessionError(f"session {slug} is busy (another process is compacting or archiving it)")
+
+
 def restore(paths: Paths, slug: str) -> Session:
     check_slug(slug)
     with Claim(paths, slug, wait=CLAIM_WAIT_S) as claimed:
         if not claimed:
-            raise SessionError(f"session {slug} is busy (another process is compacting or archiving it)")
+            raise _busy(slug)
         live = paths.sessions / f"{slug}{SUFFIX}"
         if live.exists():
             raise SessionError(f"a live session named {slug} already exists")
         if not gz_path(paths, slug).exists():
             raise SessionError(f"no archived session named {slug}")
-        with gzip.open(gz_path(paths, slug), "rb") as fh:
-            data = fh.read()
+        try:
+            data = _gunzip(gz_path(paths, slug))
+        except UnreadableArchive as err:
+            raise UnreadableArchive(f"cannot restore {slug}: {err}") from None
         _unlink(meta_path(paths, slug))  # from here on recover() finishes the restore
         _fsync_dir(paths.archive)
         atomic_write(live, data, mode=0o600)
@@ -128,19 +156,25 @@ def restore(paths: Paths, slug: str) -> Session:
     return Session.open(paths, slug)
 
 
-def recover(paths: Paths, slug: str | None = None) -> list[str]:
+def recover(paths: Paths, slug: str | None = None, *, warn: Callable[[str], None] = _ignore) -> list[str]:
     """Finish or undo archives and restores cut short by a crash; returns what was done.
 
-    Sessions whose claim is held by a running process are left alone.
+    Sessions whose claim is held by a running process are left alone, and so is
+    a session whose archive cannot be read: `warn` gets one line naming the file.
     """
     slugs = [slug] if slug else _all_slugs(paths)
     notes = []
     for name in slugs:
         with Claim(paths, name) as claimed:
-            if claimed:
+            if not claimed:
+                continue
+            try:
                 note = _recover_one(paths, name)
-                if note:
-                    notes.append(f"{name}: {note}")
+            except UnreadableArchive as err:
+                warn(f"skipped {name}, left as it is: {err}")
+                continue
+            if note:
+                notes.append(f"{name}: {note}")
     return notes
 
 
@@ -224,8 +258,15 @@ def _atomic_gzip(path: Path, data: bytes) -> None:
 
 
 def _gunzip(path: Path) -> bytes:
-    with gzip.open(path, "rb") as fh:
-        return fh.read()
+    """The archived log; FileNotFoundError when it is gone, UnreadableArchive when it cannot be read."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error) as err:  # not gzip: OSError; truncated: EOFError; corrupt: zlib
+        cause = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise UnreadableArchive(f"archive {path} is unreadable: {cause}") from None
 
 
 def _unlink(path: Path) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..paths import Paths
-from .archive import archived_slugs, gz_path, read_archived, read_meta, recover
+from .archive import UnreadableArchive, _ignore, archived_slugs, gz_path, read_archived, read_meta, recover
 from .context import covered_count
 from .log import FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text
 
@@ -33,22 +34,44 @@ def _title(view: LogView) -> str:
     return " ".join(first.split())[:80]
 
 
-def list_sessions(paths: Paths, *, archived: bool = False) -> list[SessionInfo]:
-    """Live sessions (and archived ones too when asked), newest activity first."""
-    recover(paths)
+def _report_problems(slug: str, problems: list[str], warn: Callable[[str], None]) -> None:
+    """One line for a session's unreadable lines: the first of them and how many more."""
+    if problems:
+        more = (f" and {len(problems) - 1} more (workstation session show {slug} lists them)"
+                if len(problems) > 1 else "")
+        warn(f"{slug}: unreadable {problems[0]}{more}")
+
+
+def list_sessions(paths: Paths, *, archived: bool = False,
+                  warn: Callable[[str], None] = _ignore) -> list[SessionInfo]:
+    """Live sessions (and archived ones too when asked), newest activity first.
+
+    `warn` gets a line for each session with unreadable lines and each archive that
+    cannot be read (which is left out of the list, and left as it is).
+    """
+    recover(paths, warn=warn)
     infos = []
     for slug in live_slugs(paths):
         try:
             view = Session(paths, slug).read()
         except SessionError:
             continue  # archived between listing the folder and reading it
+        _report_problems(slug, [str(p) for p in view.problems], warn)
         infos.append(SessionInfo(slug, "live", len(view.turns), covered_count(view.turns, view.last_compact()),
                                  view.size, view.last_activity, _title(view), len(view.problems)))
     if archived:
         for slug in archived_slugs(paths):
-            meta = read_meta(paths, slug)
+            try:
+                meta = read_meta(paths, slug)
+            except UnreadableArchive as err:
+                warn(f"skipped {slug}, left as it is: {err}")
+                continue
+            except SessionError:
+                continue  # restored between listing the folder and reading it
+            problems = [str(p) for p in meta.get("problems", [])]
+            _report_problems(slug, problems, warn)
             infos.append(SessionInfo(slug, "archived", meta["turns"], meta["covered_turns"], meta["size"],
-                                     meta["last_activity"], meta.get("title", ""), len(meta.get("problems", []))))
+                                     meta.get("last_activity"), meta.get("title", ""), len(problems)))
     return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
 
 
@@ -75,19 +98,26 @@ class SearchHit:
     snippet: str
 
 
-def search(paths: Paths, text: str, *, limit: int = 200) -> list[SearchHit]:
-    """Case-insensitive substring search over every record of every session, archived ones included."""
+def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = _ignore) -> list[SearchHit]:
+    """Case-insensitive substring search over every record of every session, archived ones included.
+
+    `warn` gets a line for each archive that could not be searched and each session with unreadable lines.
+    """
     needle = text.lower()
     if not needle.strip():
         raise SessionError("search text is empty")
     hits: list[SearchHit] = []
-    recover(paths)
+    recover(paths, warn=warn)
     sources = [(s, "live") for s in live_slugs(paths)] + [(s, "archived") for s in archived_slugs(paths)]
     for slug, state in sources:
         try:
             view = Session(paths, slug).read() if state == "live" else read_archived(paths, slug)
+        except UnreadableArchive as err:
+            warn(f"not searched: {err}")
+            continue
         except SessionError:
             continue  # moved between listing and reading; it is found under its other state next time
+        _report_problems(slug, [str(p) for p in view.problems], warn)
         turn = 0
         for record in view.records:
             is_turn = record["type"] in ("user", "assistant", "tool", "system")

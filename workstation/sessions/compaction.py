@@ -75,9 +75,9 @@ class CompactPlan:
 
 @dataclass
 class CompactResult:
-    status: str  # compacted | failed
+    status: str  # compacted | failed | busy (a forced compaction found another process compacting)
     slug: str
-    reason: str = ""  # why it failed, or why it ran (threshold | tokens | manual)
+    reason: str = ""  # why it failed or is busy, or why it ran (threshold | tokens | manual)
     record: dict | None = None
     first_turn: int = 0  # range newly folded in
     last_turn: int = 0
@@ -313,8 +313,11 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter)
 
 def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
             keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0) -> CompactResult | None:
-    """Compact now if due (or forced). None when nothing is due or another worker holds the claim.
+    """Compact now if due (or forced). None when nothing is due.
 
+    When another process holds the session's claim (after `wait` seconds), a
+    forced compaction returns status `busy`, so whoever asked for it hears why
+    nothing happened; an unforced one returns None: the holder does the work.
     Model failures never raise: the result says `failed`, the raw turns stay as
     they were, and the episodic recorder (duck-typed `.record(...)`) gets why.
     """
@@ -322,7 +325,10 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
         window_tokens = context_window_of(config)
     with Claim(session.paths, session.slug, wait=wait) as claimed:
         if not claimed:
-            return None
+            if not force:
+                return None
+            return CompactResult("busy", session.slug, f"session {session.slug} is being compacted by another "
+                                 "process; try again when it finishes")
         plan = plan_compaction(session.read(), config, force=force, keep=keep,
                                window_tokens=window_tokens, counter=session.counter)
         if plan is None:

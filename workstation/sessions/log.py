@@ -150,6 +150,82 @@ class LogView:
         return self.records[-1].get("ts") if self.records else None
 
 
+# The documented fields of each record type and the JSON types readers rely on (sessions/README.md).
+# A known field of another type makes the line unreadable like broken JSON: code downstream indexes
+# into these, and one bad field must not crash every command that lists or shows the session.
+_NUMBER = "number"  # int or float; a bool is neither here
+_COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER}
+_RECORD_FIELDS: dict[str, dict[str, Any]] = {
+    "user": {"content": str},
+    "system": {"content": str},
+    "assistant": {"content": str, "tool_calls": list, "model": str, "finish_reason": str,
+                  "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER},
+    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool},
+    "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
+                "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
+                "calls": _NUMBER, "duration_ms": _NUMBER},
+    "redaction": {"targets": list, "at_turn": int},
+}
+# (fields, required) of the objects inside a record's lists and objects
+_TOOL_CALL = ({"id": str, "name": str, "arguments": str}, ("id", "name", "arguments"))
+_TARGET = ({"id": str, "name": str, "chars": int, "key": str}, ("id",))
+_COVERS = ({"first_id": str, "last_id": str, "new_first_id": str, "first_turn": int, "last_turn": int,
+            "new_first_turn": int}, ())
+_TYPE_NAMES = {str: "a string", int: "an integer", _NUMBER: "a number", bool: "a boolean",
+               list: "a list", dict: "an object"}
+
+
+def _has_type(value: Any, kind: Any) -> bool:
+    if isinstance(value, bool):
+        return kind is bool
+    if kind == _NUMBER:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return next(_TYPE_NAMES[kind] for kind in (bool, str, int, _NUMBER, list, dict) if _has_type(value, kind))
+
+
+def _fields_problem(obj: dict, fields: dict[str, Any], required: Iterable[str], where: str) -> str | None:
+    for name in required:
+        if name not in obj:
+            return f"{where}without {name!r}"
+    for name, kind in fields.items():
+        if name in obj and not _has_type(obj[name], kind):
+            return f"{where}{name!r} is {_json_type(obj[name])}, not {_TYPE_NAMES[kind]}"
+    return None
+
+
+def _items_problem(items: list, shape: tuple[dict[str, Any], tuple[str, ...]], where: str) -> str | None:
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            return f"{where}[{index}] is {_json_type(item)}, not an object"
+        problem = _fields_problem(item, *shape, where=f"{where}[{index}] ")
+        if problem:
+            return problem
+    return None
+
+
+def _field_problem(record: dict) -> str | None:
+    """Why a record's documented fields cannot be used as documented (None when they can)."""
+    kind = record["type"]
+    problem = _fields_problem(record, {**_COMMON_FIELDS, **_RECORD_FIELDS[kind]}, (), "")
+    if problem is None and kind == "assistant":
+        problem = _items_problem(record.get("tool_calls", []), _TOOL_CALL, "tool_calls")
+    elif problem is None and kind == "redaction":
+        problem = _items_problem(record.get("targets", []), _TARGET, "targets")
+    elif problem is None and kind == "compact":
+        problem = _fields_problem(record.get("covers", {}), *_COVERS, where="covers ")
+        named = [(f"files[{i}]", v) for i, v in enumerate(record.get("files", []))]
+        named += [(f"sections {k!r}", v) for k, v in record.get("sections", {}).items()]
+        problem = problem or next((f"{name} is {_json_type(v)}, not a string"
+                                   for name, v in named if not isinstance(v, str)), None)
+    return f"bad field: {problem}" if problem else None
+
+
 def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
     """One line to a record, or (None, reason) saying why it is not one."""
     if not raw.strip():
@@ -168,6 +244,9 @@ def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
         return None, f"unknown record type {kind!r}"
     if not isinstance(record.get("id"), str) or not record["id"]:
         return None, "record without an id"
+    problem = _field_problem(record)
+    if problem:
+        return None, problem
     return record, None
 
 
@@ -402,6 +481,9 @@ def _write_records(fd: int, records: list[dict]) -> None:
         payload = b"\n" + payload
     _write_all(fd, payload)  # one write() per append: readers and kill -9 see whole lines or a torn tail
     os.fsync(fd)
+
+
+CLAIM_WAIT_S = 30.0  # how long an operation a user asked for waits for a session's claim
 
 
 class Claim:

@@ -73,10 +73,11 @@ class Sidecar:
         self.window_tokens = window_tokens if window_tokens is not None else context_window_of(config)
         self._retry_at: dict[str, tuple[float, float]] = {}  # slug -> (not before, current delay)
         self._sessions: dict[str, Session] = {}  # incremental readers, one per slug
+        self._warned: set[str] = set()  # an unreadable archive stays so: say it once, not every pass
 
     def process(self, slug: str) -> CompactResult | None:
         """One look at one session: finish interrupted moves, compact if due, persist redactions."""
-        for note in recover(self.paths, slug):
+        for note in recover(self.paths, slug, warn=self._warn_once):
             self.report(f"recovered {note}")
         session = self._sessions.get(slug) or self._sessions.setdefault(slug, Session(self.paths, slug))
         if not session.path.exists():
@@ -114,9 +115,14 @@ class Sidecar:
             result = self.process(slug)
             if result is not None:
                 results.append(result)
-        for note in recover(self.paths):  # archived-side leftovers with no live log
+        for note in recover(self.paths, warn=self._warn_once):  # archived-side leftovers with no live log
             self.report(f"recovered {note}")
         return results
+
+    def _warn_once(self, line: str) -> None:
+        if line not in self._warned:
+            self._warned.add(line)
+            self.report(f"warning: {line}")
 
     def _warm(self) -> None:
         from .. import llm
