@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from agent_support import agent, module_server, records, workspace
@@ -182,9 +187,34 @@ def test_commands_time_out_with_capped_output(tmp_path):
     slow = call(a, "run_command", cmd="sleep 5")
     assert not slow.ok and slow.data["outcome"] == "timeout" and "[timed out after 0.5s]" in slow.text
     loud = call(a, "run_command", cmd="seq 1 10000")
-    assert loud.ok and "chars cut" in loud.text and len(loud.text) < 400
+    assert loud.ok and "bytes cut" in loud.text and len(loud.text) < 400
+    assert "\n1\n2\n" in loud.text and "9999\n10000\n" in loud.text  # its head and its tail are kept
     a.close()
     w.close()
+
+
+def test_a_command_is_over_when_its_process_is_even_if_a_background_child_holds_the_output():
+    from workstation.agent.commands import run_command
+
+    started = time.monotonic()
+    result = run_command("setsid sleep 6 & echo started", Path.cwd(), allow=[], approve=lambda c: True,
+                         timeout_s=4, max_output_chars=1000)
+    assert result.exit_code == 0 and result.output.startswith("started\n")
+    assert "still runs in the background" in result.output
+    assert time.monotonic() - started < 4  # neither the sleep nor the timeout was waited for
+
+
+def test_command_output_is_capped_as_it_streams_not_after():
+    """200 MB of output: the process running the command never holds it (peak memory stays small)."""
+    script = ("import resource; from pathlib import Path; from workstation.agent.commands import run_command; "
+              "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; before = peak(); "
+              "r = run_command('head -c 200000000 /dev/zero', Path.cwd(), allow=['head'], approve=None, "
+              "timeout_s=60, max_output_chars=1000); "
+              "print(r.exit_code, r.truncated, len(r.output), peak() - before)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    code, truncated, chars, grew_kib = out.stdout.split()
+    assert (code, truncated) == ("0", "True") and int(chars) < 1100
+    assert int(grew_kib) < 20_000, f"peak memory grew by {int(grew_kib) // 1024} MiB"
 
 
 # --------------------------------------------------------------------------- file tools

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,18 +82,68 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Callable[
         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True,  # so a timeout kills the whole process group
     )
+    output = _CappedOutput(max_output_chars)
+    stop = threading.Event()
+    reader = threading.Thread(target=output.drain, args=(proc.stdout.fileno(), stop), daemon=True,
+                              name="run_command output")
+    reader.start()
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        code: int | None = proc.returncode
+        code: int | None = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        proc.wait()
         code = None
-    text = out.decode("utf-8", errors="replace")
-    truncated = len(text) > max_output_chars
-    if truncated:
-        half = max_output_chars // 2
-        text = f"{text[:half]}\n[... {len(text) - 2 * half} chars cut ...]\n{text[-half:]}"
+    # The rest of the output; a process left running in the background (`setsid x &`) may hold
+    # the pipe open for as long as it likes: the command is over when its own process is.
+    reader.join(OUTPUT_GRACE_S)
+    held_open = reader.is_alive()
+    stop.set()
+    reader.join()
+    proc.stdout.close()
+    text, truncated = output.text()
     if code is None:
         text += f"\n[timed out after {timeout_s:g}s]"
+    elif held_open:
+        text += "\n[a process it started still runs in the background: its later output is not shown]"
     return CommandResult(command, code, text, truncated, time.monotonic() - start, approved_by)
+
+
+OUTPUT_GRACE_S = 0.5  # after the command exits, how long its output may take to arrive
+
+
+class _CappedOutput:
+    """A command's output as it streams in: only the first and the last `limit // 2` bytes are kept,
+    so a command printing gigabytes costs no memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def drain(self, fd: int, stop: threading.Event) -> None:
+        while True:
+            if not select.select([fd], [], [], 0.05)[0]:
+                if stop.is_set():
+                    return
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            self.total += len(chunk)
+            room = self.half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            if len(self.tail) > 4 * self.half:  # trim now and then, not on every chunk
+                del self.tail[:-self.half]
+
+    def text(self) -> tuple[str, bool]:
+        tail = self.tail[-self.half:]
+        cut = self.total - len(self.head) - len(tail)
+        head_text = self.head.decode("utf-8", errors="replace")
+        tail_text = bytes(tail).decode("utf-8", errors="replace")
+        if cut <= 0:
+            return head_text + tail_text, False
+        return f"{head_text}\n[... {cut} bytes cut ...]\n{tail_text}", True
