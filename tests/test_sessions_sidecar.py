@@ -91,6 +91,28 @@ def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
     assert sent == list(range(1, previous["covers"]["last_turn"] + 1))  # no turn summarized twice
 
 
+def test_a_sidecar_compacts_with_the_model_its_app_was_given_on_the_command_line(tmp_path):
+    """`workstation --model M PATH`: the config names no model, the sidecar must still have one."""
+    with ScriptedLLM(summarizer()) as server:
+        write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4, compact_model="",
+                          compact_fallback_model="")
+        config_file = tmp_path / ".workstation" / "config.toml"
+        config_file.write_text(config_file.read_text().replace('name = "openai/chat"', 'name = ""'))
+        config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+        session = Session.create(paths, "due")
+        fill(session, 12)
+        sidecar = start_sidecar(paths, model="openai/chosen")
+        try:
+            deadline = time.monotonic() + 60
+            while not session.read().compacts():
+                assert time.monotonic() < deadline and sidecar.poll() is None, \
+                    (paths.state / "sidecar.log").read_text()
+                time.sleep(0.1)
+        finally:
+            assert stop_sidecar(sidecar) == 0
+        assert {r["model"] for r in server.requests} == {"chosen"}
+
+
 def test_sidecar_stops_when_its_parent_is_gone(tmp_path):
     make_config(tmp_path)
     parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])

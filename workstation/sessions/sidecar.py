@@ -207,13 +207,16 @@ def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
     return []
 
 
-def start_sidecar(paths: Paths, *, log_path: Path | None = None) -> subprocess.Popen:
-    """Start `workstation sidecar` for this workspace; it stops by itself when this process dies."""
+def start_sidecar(paths: Paths, *, model: str | None = None, log_path: Path | None = None) -> subprocess.Popen:
+    """Start `workstation sidecar` for this workspace; it stops by itself when this process dies.
+    `model`: the chat model this process was given on its command line, which the config lacks."""
     paths.ensure()
     log_path = log_path or paths.state / "sidecar.log"
+    chosen = ["--model", model] if model else []
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "workstation", "-C", str(paths.root), "sidecar", "--parent", str(os.getpid())],
+            [sys.executable, "-m", "workstation", "-C", str(paths.root), *chosen, "sidecar",
+             "--parent", str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)  # a Ctrl-C meant for the TUI does not reach it mid-write
 

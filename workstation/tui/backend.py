@@ -69,7 +69,7 @@ class LiveBackend:
         if self.with_sidecar:
             from ..sessions.sidecar import start_sidecar
 
-            self.sidecar = start_sidecar(ws.paths)
+            self.sidecar = start_sidecar(ws.paths, model=self.model)
         if self.session_slug:
             session = Session.open(ws.paths, self.session_slug)
         else:
