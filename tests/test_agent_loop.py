@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 
 import pytest
 
@@ -406,6 +408,30 @@ def test_the_context_window_uses_compaction_when_due(tmp_path, server):
     assert [m["role"] for m in sent[2:]] == ["assistant", "user"]
     assert "compaction" in [e["type"] for e in events(ws, a.session.slug)]
     a.close()
+    ws.close()
+
+
+def test_closing_stops_a_background_compaction_mid_call(tmp_path, server):
+    """Quitting must not wait for a slow summary: the call is cancelled and nothing is written."""
+    ws = workspace(tmp_path, server.url, model={"timeout_s": 60.0}, memory={"compact_threshold": 6, "keep_recent": 2})
+    a = agent(ws, compaction="background")  # as in the app
+    _fill(a.session, 3, 2)
+
+    summarizing = threading.Event()
+
+    def respond(body):
+        if body["messages"][0]["content"].startswith("You compact"):
+            summarizing.set()
+            return Reply(text="## Task & instructions\nslow\n", delay_s=30)
+        return Reply(text="fresh")
+
+    server.dispatch.fn = respond
+    assert a.run("new").text == "fresh"
+    assert summarizing.wait(30), "the background compaction never called the model"
+    started = time.monotonic()
+    a.close()
+    assert time.monotonic() - started < 10  # not the 30 s the summary would take
+    assert not records(a.session, "compact")
     ws.close()
 
 

@@ -125,6 +125,7 @@ class Agent:
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
         self._compactor: threading.Thread | None = None
+        self._closing = threading.Event()  # stops a background compaction's model call at close()
         self._compaction_failed = False
         self._closed = False
 
@@ -135,6 +136,7 @@ class Agent:
         self._closed = True
         self.ctx.reindex()
         if self._compactor is not None:
+            self._closing.set()
             self._compactor.join()
         self.kmap.remove_listener(self._on_map_change)
         self.memory.close()
@@ -352,7 +354,7 @@ class Agent:
     def _compact(self, cfg, events: AgentEvents) -> None:
         from ..sessions.compaction import compact
 
-        outcome = compact(self.session, cfg, self.memory.episodic)
+        outcome = compact(self.session, cfg, self.memory.episodic, cancel=self._closing)
         if outcome is None:
             return
         if outcome.ok:

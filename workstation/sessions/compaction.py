@@ -17,6 +17,7 @@ moment leaves the log as it was or with one complete record more.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -284,7 +285,8 @@ def _spec(config: Any, model: str):
                      timeout_s=chat.timeout_s, max_retries=chat.max_retries)
 
 
-def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter) -> tuple[dict, dict]:
+def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
+              cancel: threading.Event | None = None) -> tuple[dict, dict]:
     """Fold plan.turns (in prompt-sized chunks) into the previous summary with one model.
 
     Returns (sections, usage); raises LLMError or SummaryFormatError.
@@ -299,7 +301,7 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter)
     usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
     sections: dict[str, str] = {}
     for chunk in _chunks(lines, budget, counter):
-        answer = llm.complete(spec, build_messages(running, covered_before, chunk))
+        answer = llm.complete(spec, build_messages(running, covered_before, chunk), cancel=cancel)
         sections = parse_sections(answer.text)
         running = render_summary(sections)
         covered_before = chunk[-1][0]
@@ -312,8 +314,10 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter)
 
 
 def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
-            keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0) -> CompactResult | None:
-    """Compact now if due (or forced). None when nothing is due.
+            keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0,
+            cancel: threading.Event | None = None) -> CompactResult | None:
+    """Compact now if due (or forced). None when nothing is due, or when `cancel` was set meanwhile
+    (the model call stops; nothing is written).
 
     When another process holds the session's claim (after `wait` seconds), a
     forced compaction returns status `busy`, so whoever asked for it hears why
@@ -333,15 +337,16 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
                                window_tokens=window_tokens, counter=session.counter)
         if plan is None:
             return None
-        return _run(session, config, plan, episodic)
+        return _run(session, config, plan, episodic, cancel)
 
 
 def _context_tokens(session: Session, config: Any) -> int:
     return assemble(session.read(), config, counter=session.counter).tokens
 
 
-def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any) -> CompactResult | None:
-    from ..llm import LLMError
+def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
+         cancel: threading.Event | None = None) -> CompactResult | None:
+    from ..llm import LLMCancelled, LLMError
 
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
@@ -351,7 +356,9 @@ def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any) -> Com
         errors.append("no model to compact with: set model.name or memory.compact_model")
     for model in models:
         try:
-            sections, usage = summarize(plan, config, model, session.counter)
+            sections, usage = summarize(plan, config, model, session.counter, cancel)
+        except LLMCancelled:
+            return None  # the process is closing: the turns stay as they were, for the next run
         except (LLMError, SummaryFormatError) as err:
             errors.append(f"{model}: {err}")
             continue
