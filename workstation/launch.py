@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import NoReturn
 
 # Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
 COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "memory", "reflect", "replay", "report",
@@ -47,13 +48,53 @@ def exit_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, terminate)
 
 
+def finish(code: object) -> NoReturn:
+    """End the process with `code` (a SystemExit code) once everything of ours is closed.
+
+    Once litellm is loaded, Python's own finalization runs its HTTP clients' __del__ hooks, which
+    import modules and can deadlock against a daemon thread caught mid-import (seen: 1 sidecar exit
+    in 5 hung). So what a normal exit does for us runs here (non-daemon threads joined, exit
+    handlers: the database closes, buffers flush), and os._exit skips the rest.
+    """
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    if "litellm" not in sys.modules:
+        sys.exit(code)
+    import atexit
+    import os
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe: nothing left to say
+    os._exit(code)
+
+
 def entry() -> None:
     exit_on_sigterm()
+    try:
+        _open_app_or_command_line()
+    except SystemExit as exc:
+        finish(exc.code)
+    finish(0)
+
+
+def _open_app_or_command_line() -> None:
     args = app_arguments(sys.argv[1:])
     if args is None:
-        from .cli import entry as cli_entry
+        from .cli.common import run_main
+        from .cli import main
 
-        cli_entry()
+        run_main(main)
         return
     from .errors import ConfigError, WorkstationError
     from .tui.launch import run_app
@@ -70,5 +111,4 @@ def entry() -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    if code:
-        sys.exit(code)
+    sys.exit(code)

@@ -37,7 +37,10 @@ _register()
 
 
 def entry() -> None:
-    from ..launch import exit_on_sigterm
+    from ..launch import exit_on_sigterm, finish
 
     exit_on_sigterm()
-    run_main(main)
+    try:
+        run_main(main)
+    except SystemExit as exc:
+        finish(exc.code)
