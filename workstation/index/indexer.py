@@ -214,9 +214,15 @@ def _text(value: str | None) -> str:
 
 def _refs_tsv(fid: str, refs: list[tuple]) -> str:
     """refs: (name, line, enclosing, kind) rows, as parser.parse_rows gives them."""
-    # _text written out inline: references are most of the rows, and the calls would cost
-    return "".join([f'{fid}\t"{name.replace(Q, QQ)}"\t{line}\t'
-                    f'{NULL if enc is None else Q + enc.replace(Q, QQ) + Q}\t"{kind.replace(Q, QQ)}"\n'
+    # References are most of the rows: written unquoted when that is exact (an unquoted field is
+    # read as is), which a few counts over the whole text prove; quoted otherwise.
+    text = "".join([f"{fid}\t{name}\t{line}\t{NULL if enc is None else enc}\t{kind}\n"
+                    for name, line, enc, kind in refs])
+    nulls = sum(1 for ref in refs if ref[2] is None)
+    if (text.count("\t") == 4 * len(refs) and text.count("\n") == len(refs) and text.count("\\") == nulls
+            and Q not in text and "\r" not in text):
+        return text
+    return "".join([f"{fid}\t{_text(name)}\t{line}\t{_text(enc)}\t{_text(kind)}\n"
                     for name, line, enc, kind in refs])
 
 
