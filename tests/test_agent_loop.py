@@ -460,3 +460,43 @@ def test_a_failed_automatic_compaction_is_logged_not_announced(tmp_path, server)
     assert "summaries are off today" in asked.text
     a.close()
     ws.close()
+
+
+def test_the_ui_hears_of_every_record_and_of_what_the_agent_is_doing(tmp_path, server):
+    from workstation.agent.loop import AgentEvents
+
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws)
+    server.push(Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"})]), Reply(text="mapped"))
+    written, doing = [], []
+    result = a.run("map pkg/core.py", AgentEvents(on_record=written.append,
+                                                  on_activity=lambda kind, what: doing.append((kind, what))))
+    assert result.error is None
+    assert [r["id"] for r in written] == [r["id"] for r in records(a.session)]  # every record, in order, with ids
+    assert [r["type"] for r in written] == ["user", "assistant", "tool", "assistant"]
+    assert doing == [("model", MODEL), ("tool", "file_meta: pkg/core.py"), ("model", MODEL), ("idle", "")]
+    a.close()
+    ws.close()
+
+
+def test_stopping_the_turn_kills_a_running_command_at_once(tmp_path, server):
+    from workstation.agent.loop import AgentEvents
+
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws, approve=lambda req: True)
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "sleep 30"})]))
+    cancel = threading.Event()
+    stopped_at: list[float] = []
+
+    def on_activity(kind: str, what: str) -> None:
+        if kind == "tool":  # the command is starting: stop the turn a moment later
+            threading.Timer(0.3, lambda: (stopped_at.append(time.monotonic()), cancel.set())).start()
+
+    result = a.run("sleep", AgentEvents(on_activity=on_activity), cancel=cancel)
+    took = time.monotonic() - stopped_at[0]
+    assert took < 0.5, f"the command outlived the stop by {took:.2f}s"
+    tool = records(a.session, "tool")[0]
+    assert tool["ok"] is False and tool["content"].startswith("error: stopped by the user")
+    assert result.error == "cancelled"
+    a.close()
+    ws.close()

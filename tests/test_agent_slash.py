@@ -34,7 +34,7 @@ def test_help_lists_every_command(ag):
     assert out.ok
     for command in slash.COMMANDS:
         assert command in out.text
-    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 15
+    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 17
 
 
 def test_map(ag):
@@ -159,3 +159,16 @@ def test_unknown_command(ag):
     out = run(ag, "/frobnicate now")
     assert not out.ok and out.text == "unknown command /frobnicate; /help lists them"
     assert slash.is_command("/map x") and not slash.is_command("/frobnicate")
+
+
+def test_new_and_clear_ask_the_ui_for_a_new_session(tmp_path):
+    from workstation.agent import slash
+
+    ws = workspace(tmp_path, None)
+    a = agent(ws)
+    for line in ("/new", "/clear"):
+        out = slash.run(a, line)
+        assert out.ok and out.action == "new" and a.session.slug in out.text
+    assert not slash.run(a, "/new now").ok
+    a.close()
+    ws.close()

@@ -121,9 +121,9 @@ def test_the_state_folder_is_off_limits_to_the_model(tmp_path, server):
 
 def test_commands_need_approval(ws):
     asked = []
-    a = agent(ws, approve=lambda cmd: asked.append(cmd) or False)
+    a = agent(ws, approve=lambda req: asked.append(req.subject) or False)
     result = call(a, "run_command", cmd="touch made-by-agent")
-    assert not result.ok and result.text.startswith("error: command not approved: 'touch made-by-agent'")
+    assert not result.ok and result.text.startswith("error: you refused: 'touch made-by-agent'")
     assert result.data["outcome"] == "denied"
     assert asked == ["touch made-by-agent"] and not (ws.root / "made-by-agent").exists()
     a.close()
@@ -131,7 +131,7 @@ def test_commands_need_approval(ws):
 
 def test_commands_run_when_approved(ws):
     asked = []
-    a = agent(ws, approve=lambda cmd: asked.append(cmd) or True)
+    a = agent(ws, approve=lambda req: asked.append(req.subject) or True)
     result = call(a, "run_command", cmd="touch made-by-agent")
     assert result.ok and result.data == {"exit_code": 0, "approved_by": "user", "outcome": "ok",
                                          "duration_ms": result.data["duration_ms"]}
@@ -141,14 +141,16 @@ def test_commands_run_when_approved(ws):
 
 def test_no_one_to_ask_means_refused(ws):
     a = agent(ws)  # approve=None: headless without --yes
-    assert not call(a, "run_command", cmd="touch x").ok and not (ws.root / "x").exists()
+    result = call(a, "run_command", cmd="touch x")
+    assert not result.ok and not (ws.root / "x").exists()
+    assert result.text.startswith("error: not approved: 'touch x'") and "nobody to ask" in result.text
     a.close()
 
 
 def test_the_allow_list_bypasses_approval(tmp_path):
     w = workspace(tmp_path, None, agent={"command_allow": ["ls", "touch allowed"]})
     asked = []
-    a = agent(w, approve=lambda cmd: asked.append(cmd) or False)
+    a = agent(w, approve=lambda req: asked.append(req.subject) or False)
     listing = call(a, "run_command", cmd="ls pkg")
     assert listing.ok and "core.py" in listing.text and listing.data["approved_by"] == "allow-list"
     assert call(a, "run_command", cmd="touch allowed").ok and (w.root / "allowed").exists()
@@ -163,7 +165,7 @@ def generous(tmp_path_factory):
     w = workspace(tmp_path_factory.mktemp("wrappers"), None,
                   agent={"command_allow": ["sh", "env", "xargs", "bash", "ls", "touch"]})
     asked: list[str] = []
-    a = agent(w, approve=lambda c: asked.append(c) or False)
+    a = agent(w, approve=lambda req: asked.append(req.subject) or False)
     yield a, asked
     a.close()
     w.close()

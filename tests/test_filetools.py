@@ -140,8 +140,8 @@ def test_allow_list_matching():
 
 def test_run_command_needs_approval(ws):
     calls = []
-    with pytest.raises(WorkstationError, match="not approved"):
-        run_command("echo hi", ws, allow=[], approve=lambda c: calls.append(c) or False,
+    with pytest.raises(WorkstationError, match="you refused: 'echo hi'"):
+        run_command("echo hi", ws, allow=[], approve=lambda req: calls.append(req.subject) or False,
                     timeout_s=5, max_output_chars=100)
     assert calls == ["echo hi"]
     res = run_command("echo hi", ws, allow=[], approve=lambda c: True, timeout_s=5, max_output_chars=100)

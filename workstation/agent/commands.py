@@ -11,9 +11,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
 from ..errors import WorkstationError
+from .approval import ApprovalRequest, Approver, ask
 
 # Commands that run another command: an allow-list entry never covers them implicitly,
 # or `env rm -rf /` would pass as `env`.
@@ -64,17 +63,29 @@ def allowed(command: str, allow: list[str]) -> bool:
     return False
 
 
-def run_command(command: str, cwd: Path, *, allow: list[str], approve: Callable[[str], bool] | None,
-                timeout_s: float, max_output_chars: int) -> CommandResult:
+class CommandDenied(WorkstationError):
+    """The command needed approval and did not get it."""
+
+
+class CommandCancelled(WorkstationError):
+    """The user stopped the turn while the command ran; its process group was killed."""
+
+
+def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver | None,
+                timeout_s: float, max_output_chars: int,
+                cancel: threading.Event | None = None) -> CommandResult:
+    """Run `command` in `cwd` once the allow-list or the user approves it. `cancel` (the turn's stop
+    event) kills the command's whole process group within ~50 ms of being set."""
     command = command.strip()
     if not command:
         raise WorkstationError("run_command needs a command")
     if allowed(command, allow):
         approved_by = "allow-list"
-    elif approve is not None and approve(command):
-        approved_by = "user"
     else:
-        raise WorkstationError(f"command not approved: {command!r} (not on agent.command_allow)")
+        refusal = ask(approve, ApprovalRequest("command", command, "not on agent.command_allow"))
+        if refusal is not None:
+            raise CommandDenied(refusal)
+        approved_by = "user"
     argv = _tokens(command)
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -87,12 +98,7 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Callable[
     reader = threading.Thread(target=output.drain, args=(proc.stdout.fileno(), stop), daemon=True,
                               name="run_command output")
     reader.start()
-    try:
-        code: int | None = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        code = None
+    code = _wait(proc, timeout_s, cancel)
     # The rest of the output; a process left running in the background (`setsid x &`) may hold
     # the pipe open for as long as it likes: the command is over when its own process is.
     reader.join(OUTPUT_GRACE_S)
@@ -101,11 +107,31 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Callable[
     reader.join()
     proc.stdout.close()
     text, truncated = output.text()
+    if cancel is not None and cancel.is_set() and code is None:
+        raise CommandCancelled(f"stopped by the user after {time.monotonic() - start:.1f}s: {command!r}")
     if code is None:
         text += f"\n[timed out after {timeout_s:g}s]"
     elif held_open:
         text += "\n[a process it started still runs in the background: its later output is not shown]"
     return CommandResult(command, code, text, truncated, time.monotonic() - start, approved_by)
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, cancel: threading.Event | None) -> int | None:
+    """The exit code, or None once the process group was killed (time limit, or `cancel` set)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return proc.wait(timeout=max(0.0, min(left, 0.05)))
+        except subprocess.TimeoutExpired:
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                break
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group ended on its own between the last check and the kill
+    proc.wait()
+    return None
 
 
 OUTPUT_GRACE_S = 0.5  # after the command exits, how long its output may take to arrive

@@ -42,6 +42,7 @@ from ..memory.episodic import (ERROR, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_M
                                TOOL_CALL, TURN)
 from . import context, memoryfirst
 from .context import ContextOverflow, Request
+from .approval import Approver
 from .filetools import ReadLedger
 from .tools import ToolContext, ToolResult, call as call_tool, schemas
 
@@ -89,12 +90,16 @@ class AgentEvents:
     on_tool: Callable[[str, dict, ToolResult], None] | None = None
     on_step: Callable[[int, int, int], None] | None = None  # (step, context tokens, window)
     on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction)
+    on_record: Callable[[dict], None] | None = None  # every session record the turn wrote, as written (ids)
+    # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
+    # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
+    on_activity: Callable[[str, str], None] | None = None
 
 
 class Agent:
     """One agent bound to a workspace (runtime.Workspace) and a session (sessions.Session)."""
 
-    def __init__(self, workspace, session, *, approve: Callable[[str], bool] | None = None,
+    def __init__(self, workspace, session, *, approve: Approver | None = None,
                  model: str | None = None, compaction: str = "background"):
         if compaction not in COMPACTION_MODES:
             raise ValueError(f"compaction must be one of {COMPACTION_MODES}")
@@ -128,6 +133,7 @@ class Agent:
         self._closing = threading.Event()  # stops a background compaction's model call at close()
         self._compaction_failed = False
         self._closed = False
+        self._events = AgentEvents()  # the running turn's callbacks
 
     # ------------------------------------------------------------------ public
     def close(self) -> None:
@@ -181,9 +187,10 @@ class Agent:
         spec = self.model_spec()
         text = _scrub(text)  # before memory-first: its lookups of the words in it are logged too
         events = events or AgentEvents()
+        self._events = events
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
-        user = self.session.user(text, memory=turn.summary())
+        user = self._wrote(self.session.user(text, memory=turn.summary()))
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
@@ -191,6 +198,7 @@ class Agent:
         self._turn = turn
         self._excerpt = None
         self._compaction_failed = False
+        self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
         try:
             for _ in range(self.config.agent.max_steps):
                 if cancel is not None and cancel.is_set():
@@ -206,8 +214,18 @@ class Agent:
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
         finally:
+            self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
+            if events.on_activity:
+                events.on_activity("idle", "")
+            self._events = AgentEvents()
         return result
+
+    def _wrote(self, record: dict) -> dict:
+        """Tell the UI about a record the turn wrote (it needs the ids to jump to turns); returns it."""
+        if self._events.on_record:
+            self._events.on_record(record)
+        return record
 
     # ------------------------------------------------------------------ one step
     def _step(self, spec, result: TurnResult, events: AgentEvents, cancel, llm) -> bool:
@@ -232,6 +250,8 @@ class Agent:
         self._visible, self._fresh_calls = request.visible_calls, set()
         completion = failure = None
         # an operation whose end event is the model_call: a crash mid-call leaves its op_start unpaired
+        if events.on_activity:
+            events.on_activity("model", spec.model)
         with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens) as op:
             try:
                 completion = llm.complete(spec, request.messages, tools=schemas(), on_text=events.on_text,
@@ -261,11 +281,11 @@ class Agent:
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
         text = _scrub(completion.text)
-        record = self.session.assistant(
+        record = self._wrote(self.session.assistant(
             text, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
-            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None)
+            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
             result.text = text
@@ -273,7 +293,8 @@ class Agent:
         for index, (call, raw) in enumerate(zip(calls, completion.tool_calls)):
             if cancel is not None and cancel.is_set():
                 for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
-                    self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]", ok=False)
+                    self._wrote(self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]",
+                                                  ok=False))
                 self.ctx.reindex()
                 result.error = self._notice("cancelled", "cancelled")
                 return True
@@ -385,6 +406,8 @@ class Agent:
             malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
                                    ok=False, data={"outcome": "malformed"})
         logged_args = _clipped(args) if args is not None else {"raw": _scrub(call.arguments)[:_ARG_CLIP]}
+        if events.on_activity:
+            events.on_activity("tool", _activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
         with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args) as op:
             if malformed is not None:
@@ -399,9 +422,10 @@ class Agent:
             self._record_tool_events(call.name, args, result)
         data = result.data
         data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
-        self.session.tool(call_id, call.name, result.text, ok=result.ok, duration_ms=data.get("duration_ms"),
-                          path=data.get("path"), lines=data.get("lines"), served_from=data.get("served_from"),
-                          memory=data.get("memory"), sha=data.get("sha"), file_tokens=data.get("file_tokens"))
+        self._wrote(self.session.tool(
+            call_id, call.name, result.text, ok=result.ok, duration_ms=data.get("duration_ms"),
+            path=data.get("path"), lines=data.get("lines"), served_from=data.get("served_from"),
+            memory=data.get("memory"), sha=data.get("sha"), file_tokens=data.get("file_tokens")))
         self._fresh_calls.add(call_id)
         path = data.get("path")
         if result.ok and call.name == "read_lines" and data.get("served_from") == "disk" and data.get("lines"):
@@ -493,8 +517,17 @@ class Agent:
         from ..llm import redact_secrets
 
         line = " ".join(redact_secrets(text).split())
-        self.session.system(f"[{line}]", notice=kind)
+        self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
+
+
+def _activity_label(name: str, args: dict) -> str:
+    """`run_command: pytest -q`, `read_lines: a.py 1-40`: what a running tool works on, in one line."""
+    subject = args.get("cmd") or args.get("path") or next((v for v in args.values() if isinstance(v, str)), "")
+    if "start" in args and "end" in args:
+        subject = f"{subject} {args['start']}-{args['end']}"
+    subject = " ".join(str(subject).split())
+    return f"{name}: {subject[:80]}" if subject else name
 
 
 def _clipped(args: dict) -> dict:

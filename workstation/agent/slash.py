@@ -30,7 +30,9 @@ HELP = {
     "/pin TEXT": "an instruction re-injected into every later context, compactions included",
     "/reflect [NAME]": "a reflection query over this session's history (no NAME: list them)",
     "/compact [KEEP]": "summarize all but the newest KEEP turns now (default memory.keep_recent)",
-    "/archive": "summarize this session and move it to the archive",
+    "/archive": "summarize this session and move it to the archive; a new session starts",
+    "/new": "start a new session (this one stays as it is; /clear does the same)",
+    "/clear": "the same as /new",
     "/model [NAME]": "show or switch the model",
     "/help": "this list",
 }
@@ -41,7 +43,8 @@ COMMANDS = tuple(usage.split()[0] for usage in HELP)
 class SlashResult:
     text: str
     ok: bool = True
-    action: str | None = None  # what a UI must do besides showing the text: 'archived' | 'model' | 'pinned'
+    # what a UI must do besides showing the text: 'archived' and 'new' (move to a new session), 'model', 'pinned'
+    action: str | None = None
 
 
 def parse_range(spec: str) -> tuple[int, int]:
@@ -175,6 +178,12 @@ def _archive(agent, rest: str) -> SlashResult:
     return SlashResult(text, action="archived")
 
 
+def _new(agent, rest: str) -> SlashResult:
+    if rest:
+        raise WorkstationError("usage: /new (or /clear): no arguments")
+    return SlashResult(f"session {agent.session.slug} stays as it is; a new session starts", action="new")
+
+
 def _model(agent, rest: str) -> SlashResult:
     if not rest:
         if not agent.model_name:
@@ -200,6 +209,8 @@ _HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
     "/reflect": _reflect,
     "/compact": _compact,
     "/archive": _archive,
+    "/new": _new,
+    "/clear": _new,
     "/model": _model,
 }
 assert set(_HANDLERS) == set(COMMANDS)

@@ -24,7 +24,8 @@ from typing import Any, Callable
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..store.broker import readonly
-from .commands import run_command
+from .approval import Approver
+from .commands import CommandCancelled, CommandDenied, run_command
 from .filetools import ReadLedger, grep, read_lines, replace_lines
 
 MAX_RESULT_CHARS = 12_000
@@ -38,13 +39,14 @@ class ToolContext:
     memory: Any  # workstation.memory.Memory of this session
     recall: Callable[[str], str]  # session record id -> the original text of that record
     ledger: ReadLedger = field(default_factory=ReadLedger)
-    approve: Callable[[str], bool] | None = None  # asks the user; None: nobody to ask (refused)
+    approve: Approver | None = None  # asks the user; None: nobody to ask (refused)
     allow: list[str] = field(default_factory=list)
     private: tuple[Path, ...] = ()  # a state folder moved off <root>/.workstation (that one is always refused)
     command_timeout_s: float = 120.0
     max_output_chars: int = 20_000
     step: int | None = None
     session: str = ""
+    cancel: threading.Event | None = None  # the turn's stop event: a running command is killed when set
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -337,10 +339,14 @@ def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
 
     try:
         res = run_command(_text("cmd", cmd), ctx.root, allow=ctx.allow, approve=ctx.approve,
-                          timeout_s=ctx.command_timeout_s, max_output_chars=ctx.max_output_chars)
+                          timeout_s=ctx.command_timeout_s, max_output_chars=ctx.max_output_chars,
+                          cancel=ctx.cancel)
+    except CommandDenied as err:
+        return ToolResult(f"error: {err}", ok=False, data={"outcome": "denied"})
+    except CommandCancelled as err:
+        return ToolResult(f"error: {err}", ok=False, data={"outcome": "cancelled"})
     except WorkstationError as err:
-        denied = str(err).startswith("command not approved")
-        return ToolResult(f"error: {err}", ok=False, data={"outcome": "denied" if denied else "error"})
+        return ToolResult(f"error: {err}", ok=False, data={"outcome": "error"})
     status = "timed out" if res.exit_code is None else f"exit {res.exit_code}"
     # command output is the one tool output that can print the environment: never log a key
     output = redact_secrets(res.output)

@@ -33,11 +33,12 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
             raise NoModel(NO_MODEL)  # before a session is created for nothing
         session = Session.open(ws.paths, slug) if slug else Session.create(ws.paths, title=task[:60])
 
-        def approve(command: str) -> bool:
+        def approve(request) -> bool:  # an agent.approval.ApprovalRequest
             if approve_all:
                 return True
             if sys.stdin.isatty() and sys.stderr.isatty():
-                return click.confirm(f"run `{command}`?", default=False, err=True)
+                verb = "run" if request.action == "command" else "call"
+                return click.confirm(f"{verb} `{request.subject}`? ({request.reason})", default=False, err=True)
             return False  # nobody to ask
 
         agent = Agent(ws, session, approve=approve)

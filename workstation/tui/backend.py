@@ -203,8 +203,8 @@ class LiveBackend:
         turns = episode.transcript_of(len(episode.steps) - 1) if episode.steps else []
         self._ui(self.app.chat.set_turns, turns)
 
-    def _approve(self, command: str) -> bool:
-        """Ask the user in the app; the agent's thread waits for the answer."""
+    def _approve(self, request) -> bool:
+        """Ask the user in the app (an agent.approval.ApprovalRequest); the agent's thread waits for the answer."""
         from .screens.confirm import ConfirmScreen
 
         answer = threading.Event()
@@ -214,7 +214,7 @@ class LiveBackend:
             verdict.append(bool(ok))
             answer.set()
 
-        self._ui(self.app.push_screen, ConfirmScreen(f"The agent wants to run:\n\n  {command}\n\nAllow it?"), done)
+        self._ui(self.app.push_screen, ConfirmScreen(request.question()), done)
         answer.wait()
         return verdict[0]
 

@@ -1,0 +1,35 @@
+"""Asking the user before the agent does something it may not do on its own.
+
+The agent never decides what needs approval and how to ask in one place: a tool
+builds an `ApprovalRequest` (what, and why it needs asking) and hands it to the
+`Approver` the agent was given: the app's dialog, the command line's prompt, a
+test's lambda, or None when nobody can be asked (then the answer is no).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    action: str  # "command" (run_command) or "tool" (a call to an MCP server's tool)
+    subject: str  # the command line, or the tool call in one line
+    reason: str  # why this needs asking, one line ("not on agent.command_allow", "no sandbox: ...")
+
+    def question(self) -> str:
+        what = "run" if self.action == "command" else "call"
+        return f"The agent wants to {what}:\n\n  {self.subject}\n\n({self.reason})\n\nAllow it?"
+
+
+Approver = Callable[[ApprovalRequest], bool]
+
+
+def ask(approver: Approver | None, request: ApprovalRequest) -> str | None:
+    """None when approved; otherwise the one line that says who said no."""
+    if approver is None:
+        return f"not approved: {request.subject!r} ({request.reason}; nobody to ask)"
+    if approver(request):
+        return None
+    return f"you refused: {request.subject!r} ({request.reason})"
