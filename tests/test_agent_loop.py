@@ -500,3 +500,20 @@ def test_stopping_the_turn_kills_a_running_command_at_once(tmp_path, server):
     assert result.error == "cancelled"
     a.close()
     ws.close()
+
+
+def test_model_and_tool_events_name_the_records_they_became(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws)
+    server.push(Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"})]), Reply(text="mapped"))
+    assert a.run("map pkg/core.py").error is None
+    by_type = {}
+    for event in events(ws, a.session.slug):
+        by_type.setdefault(event["type"], []).append(event)
+    assistant_ids = [r["id"] for r in records(a.session, "assistant")]
+    tool = records(a.session, "tool")[0]
+    assert [e["data"]["turn_id"] for e in by_type["model_call"]] == assistant_ids
+    (call_event,) = by_type["tool_call"]
+    assert call_event["data"]["turn_id"] == tool["id"] and call_event["data"]["call_id"] == tool["tool_call_id"]
+    a.close()
+    ws.close()

@@ -38,6 +38,7 @@ from typing import Callable
 
 from ..errors import WorkstationError
 from ..fsutil import confine, sha256_bytes
+from ..sessions.log import new_record_id
 from ..memory.episodic import (ERROR, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, READ_AVOIDED,
                                TOOL_CALL, TURN)
 from . import context, memoryfirst
@@ -252,7 +253,9 @@ class Agent:
         # an operation whose end event is the model_call: a crash mid-call leaves its op_start unpaired
         if events.on_activity:
             events.on_activity("model", spec.model)
-        with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens) as op:
+        reply_id = new_record_id()  # the end event names the record the reply becomes (the timeline's jump)
+        with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens,
+                                   turn_id=reply_id) as op:
             try:
                 completion = llm.complete(spec, request.messages, tools=schemas(), on_text=events.on_text,
                                           on_retry=events.on_retry, cancel=cancel)
@@ -282,7 +285,7 @@ class Agent:
         reused = self._note_reuse(completion.text)
         text = _scrub(completion.text)
         record = self._wrote(self.session.assistant(
-            text, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
+            text, id=reply_id, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
@@ -409,7 +412,9 @@ class Agent:
         if events.on_activity:
             events.on_activity("tool", _activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
-        with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args) as op:
+        record_id = new_record_id()  # the tool_call event names the record its result becomes
+        with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args, call_id=call_id,
+                                   turn_id=record_id) as op:
             if malformed is not None:
                 result = malformed
             else:
@@ -423,7 +428,7 @@ class Agent:
         data = result.data
         data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
         self._wrote(self.session.tool(
-            call_id, call.name, result.text, ok=result.ok, duration_ms=data.get("duration_ms"),
+            call_id, call.name, result.text, id=record_id, ok=result.ok, duration_ms=data.get("duration_ms"),
             path=data.get("path"), lines=data.get("lines"), served_from=data.get("served_from"),
             memory=data.get("memory"), sha=data.get("sha"), file_tokens=data.get("file_tokens")))
         self._fresh_calls.add(call_id)
