@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..fsutil import confine, sha256_bytes
 from ..sessions.log import new_record_id
@@ -176,7 +177,7 @@ class Agent:
         """An instruction re-injected into every later context (the log keeps it; compaction cannot drop it)."""
         if not text.strip():
             raise WorkstationError("nothing to pin: /pin TEXT")
-        self.session.system(_scrub(text.strip()), pin=True)
+        self.session.system(scrub.mask(text.strip()), pin=True)
 
     def run(self, text: str, events: AgentEvents | None = None,
             cancel: threading.Event | None = None) -> TurnResult:
@@ -186,7 +187,7 @@ class Agent:
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
-        text = _scrub(text)  # before memory-first: its lookups of the words in it are logged too
+        text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
         events = events or AgentEvents()
         self._events = events
         result = TurnResult(session=self.session.slug)
@@ -280,10 +281,10 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
-        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": _scrub(c.arguments)}
+        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.arguments)}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
-        text = _scrub(completion.text)
+        text = scrub.mask(completion.text)
         record = self._wrote(self.session.assistant(
             text, id=reply_id, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
@@ -408,7 +409,7 @@ class Agent:
             args = None
             malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
                                    ok=False, data={"outcome": "malformed"})
-        logged_args = _clipped(args) if args is not None else {"raw": _scrub(call.arguments)[:_ARG_CLIP]}
+        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments)[:_ARG_CLIP]}
         if events.on_activity:
             events.on_activity("tool", _activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
@@ -421,7 +422,7 @@ class Agent:
                 result = self._repeat_read(args) if call.name == "read_lines" else None
                 if result is None:
                     result = call_tool(self.ctx, call.name, args)
-            result.text = _scrub(result.text)  # a file or an output may hold a configured key
+            result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
             op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
                    or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
             self._record_tool_events(call.name, args, result)
@@ -519,9 +520,7 @@ class Agent:
 
     def _notice(self, text: str, kind: str) -> str:
         """A one-line notice in the log for the user (kept out of the model's context); returns it."""
-        from ..llm import redact_secrets
-
-        line = " ".join(redact_secrets(text).split())
+        line = " ".join(scrub.redact(text).split())
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
 
@@ -539,15 +538,10 @@ def _clipped(args: dict) -> dict:
     out = {}
     for key, value in args.items():
         if isinstance(value, str):
-            value = _scrub(value)
+            value = scrub.mask(value)
             if len(value) > _ARG_CLIP:
                 value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
         out[key] = value
     return out
 
 
-def _scrub(text: str) -> str:
-    """Known secret values (configured API keys, secret-named environment variables) masked."""
-    from ..llm import mask_known_secrets
-
-    return mask_known_secrets(text)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..store.broker import readonly
@@ -335,8 +336,6 @@ def _recall(ctx: ToolContext, record_id: str) -> ToolResult:
 
 # --------------------------------------------------------------------------- commands
 def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
-    from ..llm import redact_secrets
-
     try:
         res = run_command(_text("cmd", cmd), ctx.root, allow=ctx.allow, approve=ctx.approve,
                           timeout_s=ctx.command_timeout_s, max_output_chars=ctx.max_output_chars,
@@ -349,7 +348,7 @@ def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
         return ToolResult(f"error: {err}", ok=False, data={"outcome": "error"})
     status = "timed out" if res.exit_code is None else f"exit {res.exit_code}"
     # command output is the one tool output that can print the environment: never log a key
-    output = redact_secrets(res.output)
+    output = scrub.redact(res.output)
     return ToolResult(f"$ {res.command}\n{output}\n[{status}, {res.duration_s:.1f}s]", ok=res.exit_code == 0,
                       data={"exit_code": res.exit_code, "approved_by": res.approved_by,
                             "outcome": "timeout" if res.exit_code is None else ("ok" if res.exit_code == 0
