@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from . import scrub
+from .providers import shares_endpoint
 
 __all__ = [
     "LLMError",
@@ -58,7 +59,6 @@ __all__ = [
     "context_window",
     "set_context_window",
     "warm_import",
-    "provider_of",
     "DEFAULT_CONTEXT_WINDOW",
 ]
 
@@ -708,11 +708,6 @@ def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Complet
 # ============================================================================ public entry
 
 
-def provider_of(model: str) -> str:
-    """The litellm provider prefix of a model string ("openai/gpt-4o" -> "openai"; "" when none)."""
-    return model.split("/", 1)[0].lower() if "/" in model else ""
-
-
 def _chain(spec: ModelSpec) -> list[ModelSpec]:
     out = [spec]
     for fb in spec.fallbacks:
@@ -721,7 +716,7 @@ def _chain(spec: ModelSpec) -> list[ModelSpec]:
             continue
         # The endpoint and key variable belong to a provider: another provider's fallback uses its own
         # defaults (its usual key variable), never this one's key or base URL.
-        same = provider_of(fb) == provider_of(spec.model)
+        same = shares_endpoint(spec.model, fb)
         out.append(ModelSpec(model=fb, api_base=spec.api_base if same else None,
                              api_key_env=spec.api_key_env if same else None,
                              timeout_s=spec.timeout_s, max_retries=spec.max_retries,

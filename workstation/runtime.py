@@ -48,20 +48,11 @@ class Workspace:
         return Memory(self.db, session=session, flow=flow, record_lookups=("stm", "ltm"))
 
     def model_spec(self, name: str | None = None):
-        """The configured model (or `name`, with the configured endpoint if it is the same provider)
-        as an llm.ModelSpec; None if unset."""
-        model = self.config.model
-        name = (name or model.name).strip()
-        if not name:
-            return None
-        from .llm import ModelSpec, provider_of
+        """The configured model (or `name`) as an llm.ModelSpec, None if unset (providers.spec_for:
+        the configured endpoint and key go only to the same provider)."""
+        from .providers import spec_for
 
-        # /model to another provider must not send this provider's key to it, or call this base URL
-        same = not model.name.strip() or provider_of(name) == provider_of(model.name.strip())
-        return ModelSpec(name, api_base=model.api_base if same and model.api_base else None,
-                         api_key_env=model.api_key_env if same and model.api_key_env else None,
-                         timeout_s=model.timeout_s, max_retries=model.max_retries,
-                         fallbacks=tuple(model.fallbacks))
+        return spec_for(self.config.model, name)
 
     def close(self) -> None:
         if "db" in self.__dict__:
