@@ -778,7 +778,7 @@ def _verifier_config(config: Any) -> Any:
 def verify(episode: Episode, workspace: Any, *, scratch: bool | None = None,
            progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """Re-run the episode's VERIFIABLE tool calls against today's tree of `workspace` (anything with
-    .config, .paths and .db: runtime.Workspace, the CLI's State) and compare each result with what the agent
+    .config, .paths and .db: a runtime.Workspace) and compare each result with what the agent
     saw then. `scratch` (default: when the episode edited files before reading again) checks in a private
     copy of the tree with the episode's edits re-applied; the workspace's tree is never written."""
     from .agent.tools import VERIFIABLE, ToolContext, call
