@@ -34,7 +34,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import scrub
 from ..errors import WorkstationError
@@ -46,6 +46,10 @@ from .context import ContextOverflow, Request
 from .filetools import ReadLedger
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
+
+if TYPE_CHECKING:
+    from ..runtime import Workspace
+    from ..sessions.log import Session
 
 SYSTEM_PROMPT = """You are a careful coding agent working in the repository at {root}.
 Keep your context small and your edits surgical:
@@ -100,11 +104,12 @@ class AgentEvents:
 class Agent:
     """One agent bound to a workspace (runtime.Workspace) and a session (sessions.Session)."""
 
-    def __init__(self, workspace, session, *, approve: Approver | None = None,
-                 model: str | None = None, compaction: str = "background"):
+    def __init__(self, workspace: "Workspace", session: "Session", *, approve: Approver | None = None,
+                 model: str | None = None, compaction: str = "background", toolset: tools.Toolset | None = None):
         if compaction not in COMPACTION_MODES:
             raise ValueError(f"compaction must be one of {COMPACTION_MODES}")
         self.ws = workspace
+        self.toolset = toolset or tools.Toolset()
         self.session = session
         self.config = workspace.config
         self.model_name = model or self.config.model.name
@@ -257,7 +262,7 @@ class Agent:
         with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens,
                                    turn_id=reply_id) as op:
             try:
-                completion = llm.complete(spec, request.messages, tools=tools.schemas(), on_text=events.on_text,
+                completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=events.on_text,
                                           on_retry=events.on_retry, cancel=cancel)
             except llm.LLMCancelled:
                 op.set(ok=False, error="cancelled")
@@ -332,7 +337,7 @@ class Agent:
 
     def _tool_schema_tokens(self) -> int:
         if self._tools_tokens is None:
-            self._tools_tokens = self._count(json.dumps(tools.schemas()))
+            self._tools_tokens = self._count(json.dumps(self.toolset.schemas()))
         return self._tools_tokens
 
     def _count(self, text: str) -> int:
@@ -419,12 +424,13 @@ class Agent:
                 result = malformed
             else:
                 self.ctx.call_id = call_id
-                result = tools.call(self.ctx, call.name, args)
+                result = self.toolset.call(self.ctx, call.name, args)
             result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
             op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
                    or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
-            meaning = (tools.get(call.name).meaning(tools.Call(call.name, args, result.ok, result.text, result.data))
-                       if args is not None and tools.get(call.name) is not None else tools.Meaning())
+            tool = self.toolset.get(call.name)
+            meaning = (tool.meaning(tools.Call(call.name, args, result.ok, result.text, result.data))
+                       if args is not None and tool is not None else tools.Meaning())
             for kind, name, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
                 self.memory.record(kind, name, **fields)
         data = result.data

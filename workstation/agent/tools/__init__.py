@@ -25,7 +25,7 @@ from .search import render_find
 
 __all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "call", "cap",
            "default_label", "events", "get",
-           "meaning_of", "render_decisions", "render_find", "render_rows", "schemas", "COMMAND", "MEMORY", "QUERY", "WRITE",
+           "meaning_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
 
@@ -63,11 +63,34 @@ def meaning_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) ->
     return tool.meaning(Call.from_record(record, args))
 
 
-def call(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolResult:
-    """Run a tool; see the module docstring."""
-    tool = TOOLS.get(name)
+class Toolset:
+    """The tools one agent offers its model: the built-in ones and any added at run time (an MCP
+    server's tools, declared as `Tool`s like the rest)."""
+
+    def __init__(self, extra: list[Tool] | tuple[Tool, ...] = ()):
+        self.tools: dict[str, Tool] = dict(TOOLS)
+        for tool in extra:
+            if tool.name in self.tools:
+                raise WorkstationError(f"tool {tool.name} is already defined")
+            self.tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools.values()]
+
+    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolResult:
+        return call(ctx, name, arguments, self.tools)
+
+
+def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
+         available: Mapping[str, Tool] | None = None) -> ToolResult:
+    """Run a tool (of `available`, default the built-in ones); see the module docstring."""
+    available = TOOLS if available is None else available
+    tool = available.get(name)
     if tool is None:
-        return ToolResult(f"error: unknown tool {name!r}; tools: {', '.join(TOOLS)}", ok=False)
+        return ToolResult(f"error: unknown tool {name!r}; tools: {', '.join(available)}", ok=False)
     started = time.perf_counter()
     try:
         bound = inspect.signature(tool.run).bind(ctx, **arguments)
