@@ -83,19 +83,25 @@ def _empty_dir(path: Path) -> bool:
         return False
 
 
+def _marker(root: Path) -> Path:
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"workstation-sandbox-{digest}"
+
+
 @contextmanager
 def _mount_points(root: Path, made: list[Path]) -> Iterator[None]:
-    """Remove the empty `.git` mount points a run made once no other run of this workspace needs them.
-    Runs hold a shared lock; the last to end takes it exclusively and removes them (removing a mount
-    point in use would unmount it in the other run)."""
+    """Remove the empty `.git` mount points runs made (a `.made` marker says they are ours, not an empty
+    folder of the user's) once no other run of this workspace needs them. Runs hold a shared lock; the
+    last to end takes it exclusively and removes them (removing a mount point in use would unmount it
+    in the other run)."""
     if not made:
         yield
         return
-    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
-    lock = os.open(os.path.join(tempfile.gettempdir(), f"workstation-sandbox-{digest}.lock"),
-                   os.O_RDWR | os.O_CREAT, 0o600)
+    marker = _marker(root)
+    lock = os.open(f"{marker}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_SH)
+        Path(f"{marker}.made").touch()
         yield
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -107,6 +113,7 @@ def _mount_points(root: Path, made: list[Path]) -> Iterator[None]:
                     path.rmdir()
                 except OSError:
                     pass  # made non-empty or removed meanwhile by the user: theirs now
+        Path(f"{marker}.made").unlink(missing_ok=True)
     finally:
         os.close(lock)
 
@@ -135,7 +142,8 @@ def wrap(found: tuple[str], argv: list[str], policy, cwd: Path, tmp: Path,
     cmd += ["--bind", str(tmp), "/tmp", "--bind", str(root), str(root)]
     made = []
     for git in _gitdirs(root):
-        if git.exists() and not _empty_dir(git):
+        ours = not git.exists() or (_empty_dir(git) and Path(f"{_marker(root)}.made").exists())
+        if not ours:
             cmd += ["--ro-bind", str(git), str(git)]
         else:
             made.append(git)  # bwrap makes the mount point on the real disk: removed after the run
