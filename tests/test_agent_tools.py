@@ -134,7 +134,7 @@ def test_commands_run_when_approved(ws):
     a = agent(ws, approve=lambda req: asked.append(req.subject) or True)
     result = call(a, "run_command", cmd="touch made-by-agent")
     assert result.ok and result.data == {"exit_code": 0, "approved_by": "user", "outcome": "ok",
-                                         "duration_ms": result.data["duration_ms"]}
+                                         "sandbox": "bwrap", "duration_ms": result.data["duration_ms"]}
     assert asked == ["touch made-by-agent"] and (ws.root / "made-by-agent").exists()
     a.close()
 

@@ -30,9 +30,13 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..paths import STATE_DIRNAME
+
+if TYPE_CHECKING:
+    from ..config import AgentConfig
+    from ..paths import Paths
 
 MODES = ("auto", "bwrap", "landlock", "seatbelt", "off")
 DEFAULT_HIDE = ("~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.kube", "~/.docker", "~/.config/gcloud",
@@ -60,11 +64,10 @@ class Policy:
             raise ValueError(f"agent.sandbox must be one of {', '.join(MODES)}")
 
     @classmethod
-    def for_workspace(cls, paths: Any, agent: Any) -> "Policy":
+    def for_workspace(cls, paths: "Paths", agent: "AgentConfig") -> "Policy":
         """From a workspace's `Paths` and its `AgentConfig`."""
-        hide = tuple(Path(os.path.expanduser(p)) for p in getattr(agent, "sandbox_hide", DEFAULT_HIDE))
-        return cls(paths.root, (paths.state,), hide, bool(getattr(agent, "command_network", False)),
-                   getattr(agent, "sandbox", "auto"))
+        hide = tuple(Path(os.path.expanduser(p)) for p in agent.sandbox_hide)
+        return cls(paths.root, (paths.state,), hide, agent.command_network, agent.sandbox)
 
     def private(self) -> tuple[Path, ...]:
         """The folders file tools and the allow-list keep out of (the state folders)."""
