@@ -100,7 +100,7 @@ class AgentConfig(_Section):
     @field_validator("command_allow")
     @classmethod
     def _patterns(cls, entries: list[str]) -> list[str]:
-        from .agent.allowlist import Pattern
+        from .sandbox.allowlist import Pattern
 
         for number, entry in enumerate(entries, start=1):
             try:
