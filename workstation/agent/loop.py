@@ -288,7 +288,7 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
-        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.arguments)}
+        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
         text = scrub.mask(completion.text)
@@ -418,7 +418,7 @@ class Agent:
             args = None
             malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
                                    ok=False, data={"outcome": "malformed"})
-        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments)[:_ARG_CLIP]}
+        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments[:_ARG_CLIP + 512])[:_ARG_CLIP]}
         if events.on_activity:
             events.on_activity("tool", _activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
