@@ -34,6 +34,7 @@ HELP = {
     "/new": "start a new session (this one stays as it is; /clear does the same)",
     "/clear": "the same as /new",
     "/model [NAME]": "show or switch the model",
+    "/instructions": "the project instructions in effect (AGENTS.md, CLAUDE.md, .workstation/instructions.md)",
     "/help": "this list",
 }
 COMMANDS = tuple(usage.split()[0] for usage in HELP)
@@ -167,6 +168,21 @@ def _compact(agent, rest: str) -> SlashResult:
     return SlashResult(outcome.describe(), outcome.ok)
 
 
+def _instructions(agent, rest: str) -> SlashResult:
+    from .instructions import NAMES, USER_FILE
+
+    found = agent.instructions_in_effect()
+    if not found:
+        return SlashResult(f"no project instructions: no {', '.join(NAMES)} at the root or in the folders worked "
+                           f"on, and no {USER_FILE}")
+    out = []
+    for item in found:
+        notes = [f"{item.chars:,} chars"] + (["cut"] if item.cut else []) + \
+            ([] if item.shown else ["not shown to the model: over the budget for instructions"])
+        out += [f"--- {item.path} ({', '.join(notes)}) ---", item.text, ""]
+    return SlashResult("\n".join(out).rstrip())
+
+
 def _archive(agent, rest: str) -> SlashResult:
     from ..sessions.archive import archive
 
@@ -212,5 +228,6 @@ _HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
     "/new": _new,
     "/clear": _new,
     "/model": _model,
+    "/instructions": _instructions,
 }
 assert set(_HANDLERS) == set(COMMANDS)
