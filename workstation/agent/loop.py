@@ -101,6 +101,7 @@ class AgentEvents:
     # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
     # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
     on_activity: Callable[[str, str], None] | None = None
+    on_plan: Callable[[list], None] | None = None  # the agent wrote its whole plan: [{text, status}] (sessions.plan)
 
 
 class Agent:
@@ -456,6 +457,8 @@ class Agent:
             self.ranges.forget(edit.path)
         if events.on_tool:
             events.on_tool(call.name, args or {}, result)
+        if meaning.plan is not None and events.on_plan:
+            events.on_plan([dataclasses.asdict(t) for t in meaning.plan])
 
     def _note_reuse(self, text: str) -> list[str]:
         """Decisions an answer cites as [D:id]: each one that exists is a reuse, once per answer."""

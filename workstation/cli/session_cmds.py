@@ -103,9 +103,10 @@ def show_cmd(state, slug: str, raw: bool, as_json: bool) -> None:
 @click.argument("slug")
 @click.option("--keep", type=click.IntRange(min=0), default=None,
               help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
+@click.option("--focus", default="", help="What the summary keeps in detail (e.g. 'the retry logic').")
 @json_option
 @pass_state
-def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
+def compact_cmd(state, slug: str, keep: int | None, focus: str, as_json: bool) -> None:
     """Compact SLUG now, whatever the threshold."""
     from ..errors import WorkstationError
     from ..sessions import Session, compact
@@ -113,7 +114,7 @@ def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
 
     session = Session.open(state.paths, slug)
     episodic = _episodic(state, "session compact")
-    result = compact(session, state.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S)
+    result = compact(session, state.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S, focus=focus)
     if result is None:
         kept = state.config.memory.keep_recent if keep is None else keep
         if as_json:
