@@ -223,6 +223,8 @@ class Agent:
                 result.error = self._notice(
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
+            if self.config.agent.auto_commit and result.error is None:
+                self._auto_commit(user["id"], text, events, cancel)
         finally:
             self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
@@ -230,6 +232,15 @@ class Agent:
                 events.on_activity("idle", "")
             self._events = AgentEvents()
         return result
+
+    def _auto_commit(self, since: str, request: str, events: AgentEvents, cancel) -> None:
+        """agent.auto_commit: what this turn changed, committed (never pushed); one line for the user."""
+        from .commit import auto_commit
+
+        self.ctx.reindex()
+        line = auto_commit(self.ws, self.session, since, model=self.model_name, request=request, cancel=cancel)
+        if line and events.on_notice:
+            events.on_notice(line)
 
     def _wrote(self, record: dict) -> dict:
         """Tell the UI about a record the turn wrote (it needs the ids to jump to turns); returns it."""

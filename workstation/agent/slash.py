@@ -1,5 +1,6 @@
 """Slash commands: the user calls the agent's tools directly in the chat. None needs a model
-except /compact and /archive's summary (which say so when there is none).
+except /compact, /archive's summary and /commit's message when none is given (which say so when
+there is none).
 
 Tool results shown to the user are not turns of the conversation: the model
 does not see them, and a file the user /read is not a file the model has read
@@ -35,6 +36,7 @@ HELP = {
     "/new": "start a new session (this one stays as it is; /clear does the same)",
     "/clear": "the same as /new",
     "/model [NAME]": "show or switch the model",
+    "/commit [MESSAGE]": "commit the files this session changed (the model writes MESSAGE if none); never pushes",
     "/instructions": "the project instructions in effect (AGENTS.md, CLAUDE.md, .workstation/instructions.md)",
     "/plan": "the agent's plan (its todo list) as it last wrote it",
     "/help": "this list",
@@ -46,7 +48,8 @@ COMMANDS = tuple(usage.split()[0] for usage in HELP)
 class SlashResult:
     text: str
     ok: bool = True
-    # what a UI must do besides showing the text: 'archived' and 'new' (move to a new session), 'model', 'pinned'
+    # what a UI must do besides showing the text: 'archived' and 'new' (move to a new session), 'model', 'pinned',
+    # 'committed' (refresh the git status)
     action: str | None = None
 
 
@@ -186,6 +189,14 @@ def _compact(agent, rest: str) -> SlashResult:
     return SlashResult(outcome.describe(), outcome.ok)
 
 
+def _commit(agent, rest: str) -> SlashResult:
+    from .commit import commit_session, describe
+
+    agent.ctx.reindex()
+    commit = commit_session(agent.ws, agent.session, rest or None, model=agent.model_name)
+    return SlashResult(describe(commit), action="committed")
+
+
 def _instructions(agent, rest: str) -> SlashResult:
     from .instructions import NAMES, USER_FILE
 
@@ -255,6 +266,7 @@ _HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
     "/new": _new,
     "/clear": _new,
     "/model": _model,
+    "/commit": _commit,
     "/instructions": _instructions,
     "/plan": _plan,
 }
