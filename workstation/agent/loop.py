@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import scrub
 from ..errors import WorkstationError
+from ..sandbox import Policy
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sessions.log import new_record_id
 from . import context, memoryfirst, tools
@@ -124,7 +125,7 @@ class Agent:
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory())
+                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg))
         self.ranges = self.ctx.ranges
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
@@ -288,7 +289,9 @@ class Agent:
                 op.name = completion.model  # the end event names the model that answered (maybe a fallback)
                 op.set(tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
                        cost_usd=completion.cost_usd, model=completion.model, attempts=completion.attempts,
-                       fallback_from=spec.model if completion.model != spec.model else None)
+                       fallback_from=spec.model if completion.model != spec.model else None,
+                       cache_read_tokens=completion.cache_read_tokens or None,
+                       cache_creation_tokens=completion.cache_creation_tokens or None)
         if failure is not None:
             message = str(failure)
             if failure.kind in ("connection", "auth", "config", "not_found"):
@@ -308,6 +311,8 @@ class Agent:
             text, id=reply_id, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
+            cache_read_tokens=completion.cache_read_tokens or None,
+            cache_creation_tokens=completion.cache_creation_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
