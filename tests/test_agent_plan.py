@@ -3,9 +3,12 @@ compaction as the summary's "Open to-dos", and replays; /compact passes the user
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from agent_support import agent, module_server, records, requests_since, tool_results, workspace
+import pytest
+from click.testing import CliRunner
+
+from agent_support import agent, config_overrides, module_server, records, requests_since, tool_results, workspace
 from fakellm import Reply
 from workstation.agent import slash, tools
 from workstation.agent.loop import AgentEvents
@@ -54,6 +57,24 @@ def test_the_plan_reaches_the_ui_as_it_is_written(tmp_path, server):
                                           "[>] update the tests")
     a.close()
     ws.close()
+
+
+def test_workstation_chat_prints_the_plan_as_it_is_written(tmp_path, server, monkeypatch):
+    from workstation.cli import main
+
+    server.dispatch.fn = planning_model([PLAN])
+    ws = workspace(tmp_path, None)
+    ws.close()
+    model = config_overrides(server.url)["model"]
+    (ws.root / ".workstation/config.toml").write_text(
+        "[model]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in model.items()))
+    monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path / "user-home"))
+    monkeypatch.delenv("WORKSTATION_MODEL", raising=False)
+    out = CliRunner().invoke(main, ["-C", str(ws.root), "chat", "Add request_id to fetch"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip() == "planned"
+    assert ("[plan (1 of 3 done):\n[x] map pkg/core.py\n[>] add request_id to fetch\n[ ] update the tests]"
+            in out.stderr)
 
 
 def test_a_bad_plan_is_refused_and_changes_nothing(tmp_path, server):
