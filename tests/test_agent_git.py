@@ -50,6 +50,12 @@ def repo_workspace(tmp_path, url, **sections):
 def test_commit_holds_only_the_agents_files_with_the_models_message(tmp_path, server):
     server.dispatch.fn = editing_model
     ws = repo_workspace(tmp_path, server.url)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(ws.root, "remote", "add", "origin", str(remote))
+    git(ws.root, "push", "-q", "-u", "origin", "main")
+    git(ws.root, "config", "push.autoSetupRemote", "true")
+    pushed = git(remote, "rev-parse", "main").strip()
     a = agent(ws)
     assert a.run("Make clean strip tabs in pkg/util.py").error is None
     assert committed_files(ws.root) == sorted(["pkg/__init__.py", "pkg/core.py", "pkg/util.py"])  # no auto-commit
@@ -70,6 +76,8 @@ def test_commit_holds_only_the_agents_files_with_the_models_message(tmp_path, se
     # the user's work is untouched; the state folder was never committed
     assert sorted(git(ws.root, "status", "--porcelain").splitlines()) == [" M pkg/__init__.py", "A  notes.txt"]
     assert not [p for p in git(ws.root, "ls-files").split() if p.startswith(".workstation")]
+    assert git(remote, "rev-parse", "main").strip() == pushed  # never a push
+    assert "ahead 1" in git(ws.root, "status", "-sb").splitlines()[0]
 
     again = slash.run(a, "/commit")
     assert not again.ok and again.text == (f"error: nothing to commit: the 1 file(s) session {a.session.slug} "
@@ -132,7 +140,11 @@ def test_a_log_naming_the_state_folder_or_git_commits_neither(tmp_path):
     for path in (".workstation/config.toml", ".git/config", "../outside.py"):
         _recorded_edit(a.session, path)
     (ws.paths.state / "config.toml").write_text("[agent]\n")
+    (ws.paths.state / ".gitignore").unlink()  # git itself would now commit the state folder: we must not
+    (ws.root.parent / "outside.py").write_text("x = 1\n")
+    assert ".workstation/" in git(ws.root, "status", "--porcelain")
     assert slash.run(a, "/commit x").text == f"error: nothing to commit: session {a.session.slug} changed no files"
+    assert git(ws.root, "log", "--format=%s").splitlines() == ["initial"]
     a.close()
     ws.close()
 
