@@ -96,6 +96,7 @@ class AgentConfig(_Section):
     command_timeout_s: float = Field(120.0, gt=0, le=DAY_S)
     max_output_chars: int = Field(20_000, gt=0, le=1 << 30)
     max_steps: int = Field(30, ge=1, le=100_000)
+    auto_commit: bool = Field(False, strict=True)  # commit the files each turn changed (git repositories only; never pushes)
 
     @field_validator("command_allow")
     @classmethod

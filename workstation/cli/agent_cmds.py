@@ -22,6 +22,7 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
     from ..agent import slash
     from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
+    from ..sessions import plan as plan_mod
     from ..sessions.log import Session
 
     is_slash = task.strip().startswith("/")
@@ -56,7 +57,9 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
                 on_tool=(lambda name, args, res: click.echo(
                     f"[{name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]",
                     err=True)) if streamed else None,
-                on_notice=(lambda line: click.echo(f"[{line}]", err=True)) if streamed else None)
+                on_notice=(lambda line: click.echo(f"[{line}]", err=True)) if streamed else None,
+                on_plan=(lambda items: click.echo(f"[plan ({plan_mod.progress(items)}):\n{plan_mod.render(items)}]",
+                                                  err=True)) if streamed else None)
             result = agent.run(task, events)
         finally:
             agent.close()
