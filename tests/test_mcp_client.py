@@ -232,6 +232,23 @@ def test_check_lists_servers_and_their_tools(tmp_path):
     assert table.returncode == 1 and "fx__echo" in table.stdout
 
 
+def test_chat_starts_the_servers_and_stops_them_when_it_ends(tmp_path):
+    root = tmp_path / "repo"
+    (root / ".workstation").mkdir(parents=True)
+    fx = fixture(tmp_path)
+    (root / ".workstation" / "config.toml").write_text(
+        "[mcp.servers.fx]\n"
+        f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
+        f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\n"
+        "[mcp.servers.missing]\ncommand = \"/no/such/program\"\n")
+    run = subprocess.run([WORKSTATION, "-C", str(root), "chat", "/help"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "WORKSTATION_HOME": str(tmp_path / "home")})
+    assert run.returncode == 0, run.stderr
+    assert "fx__echo" in run.stdout and "MCP missing (stdio): failed" in run.stdout
+    assert "[MCP missing (stdio): failed: cannot run '/no/such/program': no such program]" in run.stderr
+    assert not alive(tmp_path, "fx")  # the chat process waited for it to stop before it ended
+
+
 def test_results_other_than_text_are_named_not_dumped():
     import mcp.types as types
 

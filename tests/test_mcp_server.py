@@ -213,7 +213,37 @@ def test_attacks_through_the_server_are_refused(repo, tmp_path):
     state = repo / ".workstation"
     assert not any(SECRET in p.read_text() or PROVIDER_KEY in p.read_text() for p in (state / "sessions").glob("*.jsonl"))
     dump = json.dumps(sql(repo, tmp_path, "SELECT * FROM events"), default=str)
-    assert SECRET not in dump and PROVIDER_KEY not in dump and "nested too deeply" in dump
+    assert SECRET not in dump and PROVIDER_KEY not in dump and "not logged: not a JSON object" in dump
+
+
+def test_several_stdio_servers_share_one_workspace(repo, tmp_path):
+    """Three agents, each starting its own `workstation mcp`, at once: one owner process holds the database,
+    the others reach it through the broker; nothing is lost."""
+    files = ["pkg/core.py", "pkg/util.py", "pkg/__init__.py"]
+
+    async def one(i: int, path: str):
+        async with client(stdio(repo, tmp_path), f"agent-{i}") as c:
+            ok, _ = await call(c, "read_lines", path=path, start=1, end=1)
+            assert ok
+            ok, text = await call(c, "replace_lines", path=path, start=1, end=1, content=f'"""Edited by agent {i}."""')
+            assert ok, text
+            ok, text = await call(c, "umem", tier="ltm", key=f"agent{i}.done", value=True)
+            assert ok, text
+            await call(c, "fence", tier="ltm")
+
+    async def all_at_once():
+        await asyncio.gather(*(one(i, path) for i, path in enumerate(files)))
+
+    asyncio.run(all_at_once())
+    for i, path in enumerate(files):
+        assert (repo / path).read_text().startswith(f'"""Edited by agent {i}."""')
+    logs = session_records(repo)
+    assert sorted(slug.split("-mcp-")[1] for slug in logs) == ["agent-0", "agent-1", "agent-2"]
+    rows = sql(repo, tmp_path, "SELECT session, count(*) AS n FROM events WHERE type = 'tool_call' GROUP BY session")
+    assert {r["session"]: r["n"] for r in rows} == {slug: 4 for slug in logs}
+    run = cli(repo, tmp_path, "memory", "list", "--tier", "ltm", "--json")
+    assert run.returncode == 0, run.stderr
+    assert {e["key"] for e in json.loads(run.stdout)} >= {"agent0.done", "agent1.done", "agent2.done"}
 
 
 # --------------------------------------------------------------------------- HTTP, several clients at once
@@ -272,3 +302,29 @@ def test_http_serves_many_clients_each_with_its_own_reads(repo, tmp_path):
     assert len(by_client["reader-agent"]) == 6
     sessions = {e["session"] for e in sql(repo, tmp_path, "SELECT DISTINCT session FROM events")}
     assert sessions == set(logs)
+
+
+def test_what_the_wire_allows_but_a_file_cannot_hold_is_refused_or_replaced(repo):
+    """Lone surrogates (legal JSON escapes), a tool name of any length, arguments that are not an object:
+    each call is answered and logged, none raises."""
+    from workstation.mcp.server import Service
+    from workstation.runtime import Workspace
+
+    with Workspace(repo) as ws:
+        service = Service(ws)
+        state = service.client("k", "client\ud800", "1")
+        try:
+            answers = [service.call(state, name, args) for name, args in (
+                ("read_lines", {"path": "pkg/\ud800.py", "start": 1, "end": 2}),
+                ("grep", {"pattern": "\ud800"}),
+                ("replace_lines", {"path": ".git/\ud800", "start": 1, "end": 1, "content": "x"}),
+                ("grep", [1, 2]),
+                ("x" * 10_000, {}))]
+        finally:
+            service.close()
+        assert [a.ok for a in answers] == [False, True, False, False, False]
+        assert "no such file" in answers[0].text and ".git folder" in answers[2].text
+        assert "JSON object" in answers[3].text and len(answers[4].text) < 1000
+        (records,) = session_records(repo).values()
+        assert records[0]["content"] == "[MCP client client\ufffd 1 over stdio]"
+        assert [r["ok"] for r in records if r["type"] == "tool"] == [False, True, False, False, False]

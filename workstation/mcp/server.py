@@ -31,6 +31,8 @@ and every call is written twice, as the agent's calls are:
 from __future__ import annotations
 
 import json
+import logging
+import re
 import secrets
 import socket
 import threading
@@ -52,11 +54,14 @@ if TYPE_CHECKING:
     from ..runtime import Workspace
     from ..sessions.log import Session
 
+log = logging.getLogger(__name__)
+
 SERVED = (QUERY, MEMORY, WRITE)  # never COMMAND: see the module docstring
 READ_ONLY = (QUERY,)
 MAX_DEPTH = 32  # nesting of a call's arguments; deeper is refused before anything walks it
 IDLE_S = 3600.0  # an HTTP client session unused this long is closed (its memory flushed)
 _ARG_CLIP = 300
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 INSTRUCTIONS = """workstation: a live knowledge map and memory of this repository.
 Read surgically: file_meta gives a file's map (symbols with their line ranges) for a few percent of its \
@@ -138,6 +143,7 @@ class Service:
 
         with state.lock:
             if state.session is None:
+                state.name, state.version = _text(state.name), _text(state.version)
                 session = Session.create(self.ws.paths, title=f"mcp {state.name}")
                 version = f" {state.version}" if state.version else ""
                 session.system(scrub.mask(f"[MCP client {state.name}{version} over {state.transport}]"), notice="mcp")
@@ -150,10 +156,13 @@ class Service:
         """Run one call for a client, record it (episodic operation, session log) and return its result,
         masked. Never raises for anything a client can send."""
         session, memory = self._open(state)
-        args = arguments if isinstance(arguments, dict) else {}
+        name = _text(name)[:100]
+        malformed = arguments is not None and (not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH)
+        args = {} if malformed or arguments is None else _clean(arguments)
         tool = self.tools.get(name)
         refused = self._refusal(name, arguments)
-        logged = _logged(args) if _depth(args) <= MAX_DEPTH else {"raw": "(not logged: nested too deeply)"}
+        logged = ({"raw": f"(not logged: not a JSON object of at most {MAX_DEPTH} levels)"} if malformed
+                  else _logged(args))
         call_id, record_id = f"mcp_{secrets.token_hex(6)}", new_record_id()
         with state.lock:
             state.calls += 1
@@ -165,7 +174,7 @@ class Service:
                           _file_tokens=state.file_tokens)
         with memory.operation(TOOL_CALL, name, tool=name, args=logged, call_id=call_id, turn_id=record_id,
                               via="mcp", client=state.name) as op:
-            result = refused if refused is not None else tools.call(ctx, name, args, self.tools)
+            result = refused if refused is not None else self._run(ctx, name, args)
             result.text = scrub.mask(result.text)
             op.set(ok=result.ok, result_chars=len(result.text),
                    outcome=result.data.get("outcome") or ("ok" if result.ok else "error"),
@@ -185,6 +194,14 @@ class Service:
         memory.episodic.fence()  # visible to the timeline and to `reflect` in other processes now
         return result
 
+    def _run(self, ctx: ToolContext, name: str, args: dict) -> ToolResult:
+        try:
+            return tools.call(ctx, name, args, self.tools)
+        except Exception as err:  # a tool's bug: the client gets one line, the operation its error, we the trace
+            log.exception("workstation mcp: %s failed", name)
+            return ToolResult(f"error: {name} failed: {type(err).__name__}: {scrub.redact(str(err))[:200]}", ok=False,
+                              data={"outcome": "error"})
+
     def _refusal(self, name: str, arguments: Any) -> ToolResult | None:
         if name not in self.tools:
             known = tools.get(name)
@@ -199,7 +216,7 @@ class Service:
         if _depth(arguments or {}) > MAX_DEPTH:
             return ToolResult(f"error: the arguments of {name} are nested deeper than {MAX_DEPTH} levels",
                               ok=False, data={"outcome": "malformed"})
-        for path in self.tools[name].writes(arguments or {}):
+        for path in self.tools[name].writes(_clean(arguments or {})):
             if _in_git(self.ws.root, path):
                 return ToolResult(f"error: {path} is in the repository's .git folder: refused", ok=False,
                                   data={"outcome": "denied"})
@@ -281,6 +298,23 @@ def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
     return deepest
 
 
+def _text(value: Any) -> str:
+    """A string that can be written anywhere: lone surrogates (valid in JSON escapes) become U+FFFD."""
+    text = str(value)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def _clean(value: Any) -> Any:
+    """`value` with every string (keys too) made writable by `_text`; called on at most MAX_DEPTH levels."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
 def _logged(args: dict) -> dict:
     """Arguments as the episodic log keeps them: masked, long strings clipped."""
     out = {}
@@ -292,10 +326,9 @@ def _logged(args: dict) -> dict:
 
 
 def _arguments_json(args: dict, logged: dict) -> str:
-    """The call's arguments as the session log keeps them: whole (a replay re-applies an edit), masked."""
-    if _depth(args) > MAX_DEPTH:
-        return json.dumps(logged)
-    return scrub.mask(json.dumps(args, ensure_ascii=False, default=str))
+    """The call's arguments as the session log keeps them: whole (a replay re-applies an edit), masked;
+    malformed arguments (args empty) as the note in `logged`."""
+    return scrub.mask(json.dumps(args or logged, ensure_ascii=False, default=str))
 
 
 # --------------------------------------------------------------------------- transports
