@@ -249,6 +249,43 @@ def test_chat_starts_the_servers_and_stops_them_when_it_ends(tmp_path):
     assert not alive(tmp_path, "fx")  # the chat process waited for it to stop before it ended
 
 
+def test_a_terminated_chat_stops_its_servers_mid_call(tmp_path, server):
+    """SIGTERM while a server's tool runs: chat ends as an exit, its `finally` stops the server."""
+    import signal
+
+    from agent_support import MODEL
+
+    root = tmp_path / "repo"
+    (root / ".workstation").mkdir(parents=True)
+    fx = fixture(tmp_path)
+    (root / ".workstation" / "config.toml").write_text(
+        f"[model]\nname = {json.dumps(MODEL)}\napi_base = {json.dumps(server.url)}\n"
+        f"api_key_env = {json.dumps(TEST_KEY_ENV)}\nmax_retries = 0\n"
+        "[mcp.servers.fx]\n"
+        f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
+        f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\ntrusted = true\n")
+    server.push(Reply(tool_calls=[("fx__slow", {"seconds": 60})]))
+    proc = subprocess.Popen([WORKSTATION, "-C", str(root), "chat", "be slow"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "WORKSTATION_HOME": str(tmp_path / "home")})
+    try:
+        deadline = time.monotonic() + 60
+        while not requests_since(server) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert requests_since(server), proc.communicate(timeout=30)
+        time.sleep(1.0)  # the model asked for fx__slow: the call is running now
+        assert alive(tmp_path, "fx")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err, err
+    assert gone_soon(tmp_path, "fx", within=2.0)  # stopped before chat ended, not orphaned
+
+
 def test_results_other_than_text_are_named_not_dumped():
     import mcp.types as types
 
