@@ -39,7 +39,14 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
                 return click.confirm(f"{verb} `{request.subject}`? ({request.reason})", default=False, err=True)
             return False  # nobody to ask
 
-        agent = Agent(ws, session, approve=approve)
+        from ..mcp.client import open_toolset
+
+        toolset = open_toolset(ws, on_notice=lambda line: click.echo(f"[{line}]", err=True))
+        try:
+            agent = Agent(ws, session, approve=approve, toolset=toolset)
+        except BaseException:
+            toolset.close()
+            raise
         try:
             if is_slash:
                 out = slash.run(agent, task)
@@ -63,6 +70,7 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
             result = agent.run(task, events)
         finally:
             agent.close()
+            toolset.close()  # the MCP servers it started stop with it
     if as_json:
         print_json({"session": result.session, "text": result.text, "steps": result.steps,
                     "tool_calls": result.tool_calls, "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
