@@ -96,6 +96,31 @@ def record_text(record: dict) -> str:
     return text
 
 
+def conversation_turns(turns: list[dict]) -> list[dict]:
+    """The turns that make up the conversation the model continues, in file order.
+
+    Every turn, except a subagent's (`sidechain`) and those a later turn rewound past: a turn with
+    `rewind_to` continues from that record instead of from the turn before it (an imported rewind),
+    so the conversation is found by walking back from the newest turn, each turn to its
+    `rewind_to` or else to the turn before it. A walk that reaches a record not among `turns`
+    (a compact record, or a turn compacted away) stops there.
+    """
+    main = [t for t in turns if not t.get("sidechain")]
+    if not any("rewind_to" in t for t in main):
+        return main
+    parent: dict[str, str | None] = {}
+    previous = None
+    for turn in main:
+        parent[turn["id"]] = turn.get("rewind_to", previous)
+        previous = turn["id"]
+    keep: set[str] = set()
+    node = previous
+    while node is not None and node in parent and node not in keep:
+        keep.add(node)
+        node = parent[node]
+    return [t for t in main if t["id"] in keep]
+
+
 def tool_call_arguments(call: dict) -> dict:
     """Arguments of a stored tool call as a dict ({} when not a JSON object)."""
     raw = call.get("arguments")
@@ -156,19 +181,23 @@ class LogView:
 _NUMBER = "number"  # int or float; a bool is neither here
 _COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER}
 _RECORD_FIELDS: dict[str, dict[str, Any]] = {
-    "user": {"content": str},
-    "system": {"content": str},
+    "user": {"content": str, "rewind_to": str, "sidechain": str, "source": dict},
+    "system": {"content": str, "sidechain": str, "source": dict},
     "assistant": {"content": str, "tool_calls": list, "model": str, "finish_reason": str,
-                  "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER},
-    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool},
+                  "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
+                  "cache_read_tokens": _NUMBER, "cache_creation_tokens": _NUMBER, "tokens_out_first": _NUMBER,
+                  "reasoning": str, "continues": str, "sidechain": str, "source": dict},
+    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool, "sidechain": str, "source": dict},
     "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
-                "calls": _NUMBER, "duration_ms": _NUMBER},
+                "calls": _NUMBER, "duration_ms": _NUMBER, "source": dict},
     "redaction": {"targets": list, "at_turn": int},
 }
 # (fields, required) of the objects inside a record's lists and objects
 _TOOL_CALL = ({"id": str, "name": str, "arguments": str}, ("id", "name", "arguments"))
 _TARGET = ({"id": str, "name": str, "chars": int, "key": str}, ("id",))
+# provenance of an imported record (sessions/README.md, "Imported sessions")
+_SOURCE = ({"format": str, "file": str, "id": str, "merged": list}, ("format", "id"))
 _COVERS = ({"first_id": str, "last_id": str, "new_first_id": str, "first_turn": int, "last_turn": int,
             "new_first_turn": int}, ())
 _TYPE_NAMES = {str: "a string", int: "an integer", _NUMBER: "a number", bool: "a boolean",
@@ -217,6 +246,8 @@ def _field_problem(record: dict) -> str | None:
         problem = _items_problem(record.get("tool_calls", []), _TOOL_CALL, "tool_calls")
     elif problem is None and kind == "redaction":
         problem = _items_problem(record.get("targets", []), _TARGET, "targets")
+    if problem is None and "source" in record:
+        problem = _fields_problem(record["source"], *_SOURCE, where="source ")
     elif problem is None and kind == "compact":
         problem = _fields_problem(record.get("covers", {}), *_COVERS, where="covers ")
         named = [(f"files[{i}]", v) for i, v in enumerate(record.get("files", []))]
