@@ -8,7 +8,7 @@ import sys
 from typing import NoReturn
 
 # Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
-COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "memory", "reflect", "replay", "report",
+COMMANDS = frozenset({"chat", "find", "impact", "import", "index", "map", "memory", "reflect", "replay", "report",
                       "session", "sidecar", "ui", "watch"})
 
 
