@@ -319,11 +319,12 @@ class Session:
     # -- creation ---------------------------------------------------------------
     @classmethod
     def create(cls, paths: Paths, slug: str | None = None, *, title: str = "",
-               counter: TokenCounter | None = None) -> "Session":
-        """A new, empty session; with no slug one is made from the title (made unique)."""
+               counter: TokenCounter | None = None, sync: bool = True) -> "Session":
+        """A new, empty session; with no slug one is made from the title (made unique).
+        sync=False leaves fsyncing the folder to the caller (a bulk import syncs many at once)."""
         paths.ensure()
         if slug is not None:
-            return cls._create_exact(paths, check_slug(slug), counter)
+            return cls._create_exact(paths, check_slug(slug), counter, sync)
         base = slugify(title)
         for n in range(1, 10_000):
             candidate = base if n == 1 else f"{base}-{n}"
@@ -335,7 +336,7 @@ class Session:
         raise SessionError(f"no free session name left for {base}")
 
     @classmethod
-    def _create_exact(cls, paths: Paths, slug: str, counter: TokenCounter | None) -> "Session":
+    def _create_exact(cls, paths: Paths, slug: str, counter: TokenCounter | None, sync: bool = True) -> "Session":
         session = cls(paths, slug, counter=counter)
         archived = paths.archive / f"{slug}{SUFFIX}.gz"
         if archived.exists():
@@ -345,7 +346,8 @@ class Session:
         except FileExistsError:
             raise SessionError(f"session {slug} already exists") from None
         os.close(fd)
-        _fsync_dir(session.path.parent)
+        if sync:
+            _fsync_dir(session.path.parent)
         return session
 
     @classmethod
@@ -390,10 +392,11 @@ class Session:
             _write_records(fd, [record])
         return record
 
-    def append_records(self, records: Iterable[dict]) -> None:
-        """Write complete records as one locked, fsynced write."""
+    def append_records(self, records: Iterable[dict], *, sync: bool = True) -> tuple[int, int]:
+        """Write complete records as one locked, fsynced write (sync=False: the caller fsyncs later).
+        Returns the log's size before and after: the records' lines are what lies between."""
         with self.locked() as fd:
-            _write_records(fd, list(records))
+            return _write_records(fd, list(records), sync)
 
     def user(self, content: str, **extra: Any) -> dict:
         return self.append("user", content=content, **extra)
@@ -503,7 +506,7 @@ def _gone(session: Session) -> SessionError:
     return SessionError(f"no session named {session.slug}")
 
 
-def _write_records(fd: int, records: list[dict]) -> None:
+def _write_records(fd: int, records: list[dict], sync: bool = True) -> tuple[int, int]:
     payload = b"".join(
         json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in records)
     size = os.fstat(fd).st_size
@@ -511,7 +514,9 @@ def _write_records(fd: int, records: list[dict]) -> None:
     if size and os.pread(fd, 1, size - 1) != b"\n":
         payload = b"\n" + payload
     _write_all(fd, payload)  # one write() per append: readers and kill -9 see whole lines or a torn tail
-    os.fsync(fd)
+    if sync:
+        os.fsync(fd)
+    return size, size + len(payload)
 
 
 CLAIM_WAIT_S = 30.0  # how long an operation a user asked for waits for a session's claim
@@ -560,6 +565,30 @@ def _write_all(fd: int, data: bytes) -> None:
         except InterruptedError:
             continue
         view = view[written:]
+
+
+def fsync_paths(paths: Iterable[Path]) -> None:
+    """fsync many files (and then their folders) at once: concurrent fsyncs share journal commits,
+    so a bulk import pays for a few, not one per file. A file gone meanwhile is skipped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: Path) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # archived or removed since it was written: whoever moved it synced it
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    files = list(dict.fromkeys(paths))
+    if not files:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        list(pool.map(one, files))
+    for folder in dict.fromkeys(p.parent for p in files):
+        _fsync_dir(folder)
 
 
 def _fsync_dir(directory: Path) -> None:
