@@ -120,18 +120,29 @@ class _Run:
         self.entries = [e for e in entries if e[0] >= start] if header else entries
         self.blocks: list[tuple[str, list[str]]] = []  # (kind, lines): user | console | answer
         self.model = ""
+        self.fenced = False  # inside a ``` block of an answer: every line is the answer's
 
     def add(self, line: str) -> None:
+        if self.fenced or (line.startswith("```") and self.blocks and self.blocks[-1][0] == "answer"):
+            if line.startswith("```"):
+                self.fenced = not self.fenced
+            self.blocks[-1][1].append(line)
+            return
         if line.startswith("####"):
             body = line[5:] if line.startswith("#### ") else line[4:]
             kind = "console" if _CONFIRM.search(body) else "user"
-        elif line.startswith(">"):
-            kind, body = "console", line[2:] if line.startswith("> ") else line[1:]
+        elif line.startswith("> ") or line.rstrip() == ">":  # not ">>>>>>> REPLACE", an edit block's end
+            kind, body = "console", line[2:]
         else:
             kind, body = "answer", line
+            if line.startswith("```"):
+                self.fenced = True
         body = body[:-2] if body.endswith("  ") else body
-        if self.blocks and (self.blocks[-1][0] == kind or (kind == "answer" and not body.strip()
-                                                           and self.blocks[-1][0] == "answer")):
+        last = self.blocks[-1][0] if self.blocks else None
+        if kind == "console" and last == "blank" and len(self.blocks) > 1 and self.blocks[-2][0] == "console":
+            self.blocks.pop()  # aider's output with blank lines between it is one stretch of output
+            last = "console"
+        if last is not None and (last == kind or (kind == "answer" and not body.strip() and last == "answer")):
             self.blocks[-1][1].append(body)
         elif kind == "answer" and not body.strip():
             self.blocks.append(("blank", [body]))  # a blank line between blocks of other kinds

@@ -214,7 +214,9 @@ def loads(raw: bytes | str) -> tuple[Any, str | None]:
         return None, "nested too deeply to read"
     except (ValueError, UnicodeDecodeError) as err:
         return None, f"not valid JSON ({str(err).split(':')[0]})"
-    if _too_deep(value):
+    # nesting is at most the number of brackets: only text with many of them is walked
+    if raw.count(b"[" if isinstance(raw, bytes) else "[") + raw.count(b"{" if isinstance(raw, bytes) else "{") \
+            > MAX_DEPTH and _too_deep(value):
         return None, f"nested deeper than {MAX_DEPTH} levels"
     return value, None
 

@@ -11,12 +11,16 @@ For each conversation a source holds:
 3. new records get `tokens`, compact records their `covers` (every turn before them), and all
    are appended in one locked write;
 4. their episodic events (turn, model_call with tokens and cost, tool_call, file_read/file_edit,
-   compaction, error) are written with the source timestamps, in a session named by the slug, as
-   one batch whose id is made from the records it holds (a retried batch is applied once). The log
-   is written first: if the process dies between the two, the records are there and only their
-   events are missing;
-5. the file's state (size, mtime, inode, a hash of its head) is stored, so an unchanged file is
-   skipped without being read, and the search index reads the new lines.
+   compaction, error), at the source timestamps, in a session named by the slug; the file's state
+   (size, mtime, inode, a hash of its head: an unchanged file is skipped unread); and the search
+   index rows of new sessions wait in a batch.
+
+`flush` (after each file unless the caller defers it: a bulk import flushes every ~64 MB of
+sources) first fsyncs every log written since, together (concurrent fsyncs share journal
+commits), then writes the batch in one transaction of the owner. A process killed before that
+leaves logs without events and files without state: the next import of such a file re-reads it
+(no state), finds its records known and writes their events again; event ids are made from the
+record ids and an event already stored is skipped, so nothing is written twice.
 
 Re-reading a grown file from its start costs a parse of the whole file, never a duplicate: the
 provenance in the log decides what is new, so a lost or stale state only costs time.
@@ -35,7 +39,8 @@ from typing import Any, Callable
 
 from ..paths import Paths
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
-                            record_text, tool_call_arguments)
+                            fsync_paths, new_record_id, record_text, tool_call_arguments)
+from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
 
@@ -81,27 +86,43 @@ class FileResult:
 
 
 class Importer:
-    """Imports source files into a workspace's sessions; keep one per process to reuse its readers."""
+    """Imports source files into a workspace's sessions; keep one per process to reuse its readers.
+
+    Without a database (`db=None`) only the logs are written (no events, state or index)."""
+
+    FLUSH_BYTES = 64 << 20  # source bytes read before a deferred batch is flushed anyway
 
     def __init__(self, paths: Paths, db: Any = None, *, counter: Callable[[str], int] | None = None):
         self.paths = paths
         self.db = db
         self.counter = counter
         self._sessions: dict[str, Session] = {}
+        self._states: dict[str, tuple] | None = None  # source path -> stored state, loaded on first use
+        self._batch = _Batch()
         paths.ensure()
 
+    def __enter__(self) -> "Importer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()
+
     # ------------------------------------------------------------------ files
-    def import_file(self, path: str | os.PathLike, fmt: str | None = None) -> FileResult:
+    def import_file(self, path: str | os.PathLike, fmt: str | None = None, *, flush: bool = True) -> FileResult:
+        """Import one file; flush=False leaves the batch for a later flush() (bulk imports)."""
+        result = self._import(path, fmt)
+        if flush or self._batch.bytes >= self.FLUSH_BYTES:
+            self.flush()
+        return result
+
+    def _import(self, path: str | os.PathLike, fmt: str | None) -> FileResult:
         shown = str(path)
         try:
             real = Path(os.path.realpath(os.path.expanduser(shown)))
-            st = real.stat()
-        except FileNotFoundError:
-            return FileResult(shown, error=f"{shown}: no such file")
+            if real.is_dir():
+                return FileResult(shown, error=f"{shown}: is a folder; give the session files in it")
         except OSError as err:
             return FileResult(shown, error=f"{shown}: cannot read ({err.strerror})")
-        if real.is_dir():
-            return FileResult(shown, error=f"{shown}: is a folder; give the session files in it")
         if fmt is not None and fmt not in FORMATS:
             return FileResult(shown, error=f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
         try:
@@ -109,10 +130,12 @@ class Importer:
                 st = os.fstat(fh.fileno())
                 head = fh.read(HEAD_BYTES)
                 identity = (st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha1(head).hexdigest())
-                state = self._state(str(real))
+                state = self._source_states().get(str(real))
                 if state is not None and tuple(state[1:5]) == identity and (fmt is None or fmt == state[0]):
                     return FileResult(shown, state[0], bytes=st.st_size, unchanged=True)
                 data = head + fh.read()
+        except FileNotFoundError:
+            return FileResult(shown, error=f"{shown}: no such file")
         except OSError as err:
             return FileResult(shown, error=f"{shown}: cannot read ({err.strerror})")
         try:
@@ -122,17 +145,34 @@ class Importer:
         result = FileResult(shown, fmt, bytes=len(data),
                             problems=[str(p).replace(str(real), shown, 1) for p in parsed.problems])
         for conversation in parsed.conversations:
-            result.sessions.append(self._write(conversation, fmt, str(real), result.problems))
+            result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=state is None))
+        self._batch.bytes += len(data)
         if self.db is not None:
-            self.db.call(save_source_state, str(real), fmt, *identity, parsed.consumed,
-                         [s.slug for s in result.sessions])
-            from ..sessions import textindex
-
-            textindex.sync(self.paths, self.db, only=[s.slug for s in result.sessions if s.count])
+            self._batch.sources.append((str(real), fmt, *identity, parsed.consumed, [s.slug for s in result.sessions]))
+            self._source_states()[str(real)] = (fmt, *identity)
         return result
 
-    def _state(self, path: str) -> tuple | None:
-        return self.db.call(source_state, path) if self.db is not None else None
+    def _source_states(self) -> dict[str, tuple]:
+        if self._states is None:
+            self._states = {r[0]: tuple(r[1:]) for r in self.db.call(source_states)} if self.db is not None else {}
+        return self._states
+
+    # ------------------------------------------------------------------ flushing
+    def flush(self) -> None:
+        """Make everything imported so far durable: logs fsynced, then events, index rows and
+        source states in one transaction."""
+        batch, self._batch = self._batch, _Batch()
+        fsync_paths(batch.files)
+        if self.db is None or batch.empty:
+            return
+        index_rows = "\n".join(line for _, rows in batch.index.values() for line in rows)
+        index_states = [[slug, *state] for slug, (state, _) in batch.index.items()]
+        self.db.call(import_flush, f"import:{new_record_id()}", "\n".join(batch.events), index_rows,
+                     json.dumps(index_states), json.dumps(batch.sources))
+        if batch.resync:
+            from ..sessions import textindex
+
+            textindex.sync(self.paths, self.db, only=sorted(batch.resync))
 
     # ------------------------------------------------------------------ one session
     def _session(self, slug: str) -> tuple[Session, bool]:
@@ -142,7 +182,7 @@ class Importer:
         created = False
         if not (self.paths.sessions / f"{slug}.jsonl").exists():
             try:
-                session = Session.create(self.paths, slug, counter=self.counter)
+                session = Session.create(self.paths, slug, counter=self.counter, sync=False)
                 created = True
             except SessionError as err:
                 if "already exists" not in str(err) or "archive" in str(err):
@@ -152,12 +192,13 @@ class Importer:
         self._sessions[slug] = session
         return session, created
 
-    def _write(self, conversation: Conversation, fmt: str, file: str, problems: list[str]) -> SessionResult:
+    def _write(self, conversation: Conversation, fmt: str, file: str, problems: list[str], *,
+               resend: bool) -> SessionResult:
         slug = conversation.slug
         result = SessionResult(slug)
         try:
             session, result.created = self._session(slug)
-            view = session.read()
+            view = LogView() if result.created else session.read()
         except SessionError as err:
             archived = isinstance(err, SessionArchived) or "archive" in str(err)
             result.skipped = (f"session {slug} is archived: restore it (workstation session restore {slug}) to "
@@ -173,20 +214,46 @@ class Importer:
                     if isinstance(sid, str):
                         known[sid] = record
         records = self._materialize(conversation, fmt, file, known)
-        if not records:
-            return result
-        self._finish(records, view)
-        try:
-            session.append_records(records)
-        except SessionError as err:
-            result.skipped = str(err)
-            problems.append(f"{file}: {err}")
-            return result
-        for record in records:
-            result.added[record["type"]] = result.added.get(record["type"], 0) + 1
+        if records:
+            self._finish(records, view)
+            try:
+                before, after = session.append_records(records, sync=False)
+            except SessionError as err:
+                result.skipped = str(err)
+                problems.append(f"{file}: {err}")
+                return result
+            self._batch.files.append(session.path)
+            for record in records:
+                result.added[record["type"]] = result.added.get(record["type"], 0) + 1
+            if self.db is not None:
+                self._index(session, view, records, before, after)
         if self.db is not None:
-            self._record_events(slug, fmt, view, records)
+            # a file with no stored state may have been imported by a process killed before its
+            # flush: its records' events are sent again (the owner skips those it has)
+            again = [r for r in view.records if (r.get("source") or {}).get("file") == file] if resend else []
+            if again or records:
+                self._events(slug, fmt, view, again, records)
         return result
+
+    def _index(self, session: Session, view: LogView, records: list[dict], before: int, after: int) -> None:
+        """Index rows of a session this import created (made from the records, not re-read from
+        the file); other sessions are brought up to date from their logs after the flush."""
+        if before != 0 or view.records:
+            self._batch.resync.add(session.slug)
+            return
+        try:
+            st = os.stat(session.path)
+        except FileNotFoundError:
+            return
+        rows, turn = [], 0
+        for seq, record in enumerate(records):
+            is_turn = record["type"] in TURN_TYPES
+            turn += is_turn
+            rows.append(json.dumps({"s": session.slug, "q": seq, "i": record["id"], "y": record["type"],
+                                    "u": turn if is_turn else None, "t": record.get("ts"), "x": record_text(record)},
+                                   ensure_ascii=False))
+        state = ["live", f"{st.st_dev}:{st.st_ino}", after, len(records), turn, len(records), records[0]["id"], 0, None]
+        self._batch.index[session.slug] = (state, rows)
 
     # ------------------------------------------------------------------ drafts -> records
     def _materialize(self, conversation: Conversation, fmt: str, file: str, known: dict[str, dict]) -> list[dict]:
@@ -276,35 +343,52 @@ class Importer:
         counts = self._count([record_text(r) for r in records])
         for record, tokens in zip(records, counts):
             record["tokens"] = tokens
+            if self.counter is None:
+                record["tokens_estimated"] = True
 
     def _count(self, texts: list[str]) -> list[int]:
         if self.counter is not None:
             return [self.counter(t) for t in texts]
-        from ..tokens import count, encoding
-
-        count("")  # builds the encoding once, under its lock
-        encoded = encoding().encode_ordinary_batch(texts, num_threads=max(1, min(4, os.cpu_count() or 1)))
-        return [len(tokens) for tokens in encoded]
+        return [estimate_tokens(t) for t in texts]
 
     # ------------------------------------------------------------------ events
-    def _record_events(self, slug: str, fmt: str, view: LogView, records: list[dict]) -> None:
-        from ..memory.episodic import append_events
-
+    def _events(self, slug: str, fmt: str, view: LogView, again: list[dict], records: list[dict]) -> None:
         calls = {c.get("id"): c for r in view.records + records if r["type"] == "assistant"
                  for c in r.get("tool_calls") or ()}
-        turn = len(view.turns)
-        lines = []
-        for record in records:
-            if record["type"] in TURN_TYPES:
-                turn += 1
-            lines.extend(event_lines(record, slug, fmt, calls))
-        if not lines:
-            return
-        batch = f"import:{slug}:{records[0]['id']}:{records[-1]['id']}:{len(records)}"
-        self.db.call(append_events, batch, slug, f"import:{fmt}", "\n".join(lines), len(lines))
+        flow = f"import:{fmt}"
+        for record in again + records:
+            self._batch.events.extend(event_lines(record, slug, fmt, calls, flow))
+
+
+@dataclass
+class _Batch:
+    """What waits for the next flush."""
+
+    files: list[Path] = field(default_factory=list)  # logs written without fsync
+    events: list[str] = field(default_factory=list)  # encoded events (import_flush's shape)
+    index: dict[str, tuple[list, list[str]]] = field(default_factory=dict)  # new session -> (state, rows)
+    resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
+    sources: list[tuple] = field(default_factory=list)  # source file states
+    bytes: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.events or self.index or self.resync or self.sources)
 
 
 # --------------------------------------------------------------------------- helpers
+def estimate_tokens(text: str) -> int:
+    """An upper estimate of a text's cl100k tokens: its UTF-8 bytes / 3, rounded up.
+
+    Imported records carry this (and `tokens_estimated`) instead of an exact count: cl100k runs at
+    ~7 MB/s a core here, slower than everything else an import does together, and the logs of a
+    year of another agent's sessions are gigabytes. cl100k averages ~4 bytes a token on English
+    prose, ~3 on code and JSON, 5+ on Cyrillic, so budgets built on it err on the side of
+    compacting early, never of overflowing a model's window.
+    """
+    return (len(text.encode("utf-8", "surrogatepass")) + 2) // 3 if text else 0
+
+
 def _covered(turns: list[dict], compact: dict | None) -> int:
     from ..sessions.context import covered_count
 
@@ -348,9 +432,11 @@ def _clip(value: Any) -> Any:
     return value
 
 
-def event_lines(record: dict, slug: str, fmt: str, calls: dict) -> list[str]:
-    """The episodic events of one imported record, encoded as episodic.append_events reads them."""
-    from ..memory.episodic import _scrub
+def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[str]:
+    """The episodic events of one imported record, encoded for import_flush (episodic.append_events'
+    shape plus the session and flow). Ids are the record id and a number: the same every time."""
+    # episodic's own redaction of values under secret-looking keys (api_key, password...), as record() does
+    from ..memory.episodic import _SECRET_IN_REVERSED_JSON, _scrub
 
     out: list[str] = []
     t = _micros(record["ts"])
@@ -358,12 +444,16 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict) -> list[str]:
     kind = record["type"]
 
     def add(type_: str, name: str, data: dict, **columns: Any) -> None:
-        line: dict[str, Any] = {"i": f"{rid}:{len(out)}", "t": t, "y": type_, "n": name}
+        line: dict[str, Any] = {"ss": slug, "fl": flow, "i": f"{rid}:{len(out)}", "t": t, "y": type_, "n": name}
         line.update({k: v for k, v in columns.items() if v is not None})
         data = {k: v for k, v in data.items() if v is not None}
         if data:
+            line["x"] = data
+        text = json.dumps(line, ensure_ascii=False, separators=(",", ":"))
+        if _SECRET_IN_REVERSED_JSON.search(text[::-1]):  # rare: values under secret-looking keys redacted
             line["x"] = _scrub(data)
-        out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
+            text = json.dumps(line, ensure_ascii=False, separators=(",", ":"))
+        out.append(text)
 
     if kind == "user":
         add("turn", "user", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})
@@ -423,20 +513,62 @@ def _file_events(name: str, args: dict, call: dict | None) -> list[tuple[str, st
 
 
 # --------------------------------------------------------------------------- owner side
-def source_state(con, path: str) -> tuple | None:
-    row = con.execute("SELECT format, size, mtime_ns, inode, head_sha FROM import_sources WHERE path = ?",
-                      [path]).fetchone()
-    return tuple(row) if row else None
+_EVENT = ('{"ss":"VARCHAR","fl":"VARCHAR","i":"VARCHAR","t":"BIGINT","y":"VARCHAR","n":"VARCHAR","d":"DOUBLE",'
+          '"ti":"INTEGER","to":"INTEGER","c":"DOUBLE","o":"BOOLEAN","x":"JSON"}')
+_INDEX_ROW = '{"s":"VARCHAR","q":"BIGINT","i":"VARCHAR","y":"VARCHAR","u":"INTEGER","t":"VARCHAR","x":"VARCHAR"}'
 
 
-def save_source_state(con, path: str, fmt: str, size: int, mtime_ns: int, inode: int, head_sha: str,
-                      consumed: int, slugs: list[str]) -> None:
-    con.execute("""INSERT OR REPLACE INTO import_sources
-                   (path, format, size, mtime_ns, inode, head_sha, consumed, sessions, imported_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, make_timestamp(?))""",
-                [path, fmt, size, mtime_ns, inode, head_sha, consumed, slugs, time.time_ns() // 1000])
+@readonly
+def source_states(con) -> list[tuple]:
+    return con.execute("SELECT path, format, size, mtime_ns, inode, head_sha FROM import_sources").fetchall()
 
 
+def import_flush(con, batch_id: str, events: str, index_rows: str, index_states: str, sources: str) -> None:
+    """One import batch in one transaction: events (those already stored skipped, by session and
+    id), search-index rows and states of new sessions, source file states. A retry of a batch
+    that landed is recognised by its id."""
+    if con.execute("SELECT 1 FROM event_batches WHERE id = ?", [batch_id]).fetchone():
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if events:
+            con.execute(f"""
+                INSERT INTO events (id, ts, session, flow, step, parent, type, name, duration_ms,
+                                    tokens_in, tokens_out, cost_usd, ok, data)
+                SELECT e.i, make_timestamp(e.t), e.ss, e.fl, NULL, NULL, e.y, coalesce(e.n, ''), e.d,
+                       e.ti, e."to", e.c, e.o, e.x
+                FROM (SELECT unnest(json_transform(line, '{_EVENT}')) FROM
+                      (SELECT unnest(string_split($blob, chr(10))) AS line)) AS e
+                WHERE NOT EXISTS (SELECT 1 FROM events x WHERE x.session = e.ss AND x.id = e.i)""",
+                        {"blob": events})
+        states = json.loads(index_states)
+        if states:
+            slugs = [row[0] for row in states]
+            con.execute("DELETE FROM search_records WHERE list_contains(?, slug)", [slugs])
+            con.execute("DELETE FROM search_sessions WHERE list_contains(?, slug)", [slugs])
+            con.execute("""INSERT INTO search_sessions
+                SELECT r[1], r[2], r[3], r[4]::BIGINT, r[5]::BIGINT, r[6]::INTEGER, r[7]::BIGINT, r[8], r[9]::INTEGER,
+                       r[10] FROM (SELECT unnest(from_json($rows, '["VARCHAR[]"]')) AS r)""", {"rows": index_states})
+        if index_rows:
+            con.execute(f"""INSERT INTO search_records
+                SELECT r.s, r.q, r.i, r.y, r.u, r.t, r.x, lower(r.x)
+                FROM (SELECT unnest(json_transform(line, '{_INDEX_ROW}')) FROM
+                      (SELECT unnest(string_split($blob, chr(10))) AS line)) AS r""", {"blob": index_rows})
+        if sources != "[]":
+            con.execute("""INSERT OR REPLACE INTO import_sources
+                SELECT r->>0, r->>1, (r->>2)::BIGINT, (r->>3)::BIGINT, (r->>4)::BIGINT, r->>5, (r->>6)::BIGINT,
+                       from_json(r->7, '["VARCHAR"]'), make_timestamp($now)
+                FROM (SELECT unnest(from_json($rows, '["JSON"]')) AS r)""",
+                        {"rows": sources, "now": time.time_ns() // 1000})
+        con.execute("INSERT INTO event_batches VALUES (?, ?, make_timestamp(?))",
+                    [batch_id, events.count("\n") + 1 if events else 0, time.time_ns() // 1000])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+@readonly
 def list_sources(con) -> list[tuple]:
     return con.execute("SELECT path, format, size, consumed, sessions, epoch(imported_at) FROM import_sources "
                        "ORDER BY path").fetchall()

@@ -58,10 +58,11 @@ class Watcher:
         for path, fmt in self.tracked():
             if only is not None and path not in only:
                 continue
-            result = self.importer.import_file(path, fmt)
+            results.append(self.importer.import_file(path, fmt, flush=False))
+        self.importer.flush()
+        for result in results:
             if not result.unchanged:
                 self.report(result)
-            results.append(result)
         return results
 
     def folders(self) -> list[Path]:
