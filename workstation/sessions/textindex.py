@@ -211,11 +211,11 @@ def index_search(con, needle: str, limit: int, margin: int) -> list[tuple]:
     return con.execute("""
         WITH hits AS (
             SELECT r.slug, s.state, r.seq, r.record_id, r.type, r.turn, r.ts, r.text,
-                   instr(r.folded, lower($needle)) AS at
+                   instr(r.folded, lower($needle)) AS pos
             FROM search_records r JOIN search_sessions s USING (slug)
             WHERE contains(r.folded, lower($needle))
             ORDER BY s.state = 'archived', r.slug, r.seq LIMIT $limit)
-        SELECT slug, state, record_id, type, turn, ts, at - 1 - least(at - 1, $margin), length(text),
-               substr(text, greatest(1, at - $margin), length($needle) + 2 * $margin)
+        SELECT slug, state, record_id, type, turn, ts, pos - 1 - least(pos - 1, $margin), length(text),
+               substr(text, greatest(1, pos - $margin), pos - greatest(1, pos - $margin) + length($needle) + $margin)
         FROM hits ORDER BY state = 'archived', slug, seq""",
                        {"needle": needle, "limit": limit, "margin": margin}).fetchall()
