@@ -57,6 +57,13 @@ def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Call
 
 def _sync_live(paths: Paths, db: Any, slug: str, row: tuple | None) -> None:
     path = paths.sessions / f"{slug}.jsonl"
+    if row is not None and row[1] == "live":
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return
+        if row[2] == f"{st.st_dev}:{st.st_ino}" and row[3] == st.st_size:
+            return  # nothing appended: known without opening the file
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
@@ -91,16 +98,18 @@ def _sync_archived(paths: Paths, db: Any, slug: str, row: tuple | None, warn: Ca
         return
     try:
         meta = read_meta(paths, slug)
-        if row is not None and row[1] == "live" and meta.get("size") == row[3]:
-            db.call(index_mark, slug, row[2], "archived", identity)  # the archive holds what was read
-            return
+    except (UnreadableArchive, SessionError):
+        meta = None  # listing says so; the log itself may still be searchable
+    if row is not None and row[1] == "live" and meta is not None and meta.get("size") == row[3]:
+        db.call(index_mark, slug, row[2], "archived", identity)  # the archive holds what was read
+        return
+    try:
         data = _gunzip(gz)
     except UnreadableArchive as err:
         warn(f"not searched: {err}")
         return
-    except (SessionError, OSError, EOFError) as err:
-        warn(f"not searched: archive {gz} is unreadable: {err}")
-        return
+    except FileNotFoundError:
+        return  # restored meanwhile
     end = data.rfind(b"\n") + 1 or len(data)
     _store(db, slug, "archived", identity, data[:end], None)
 
