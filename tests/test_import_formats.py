@@ -223,3 +223,17 @@ def test_every_fixture_imports_once_and_replays(paths, name):
         assert len({r["id"] for r in records}) == len(records)
         episode = Episode.load(paths, slug)
         assert episode.state_at(len(episode) - 1).step.number == len(records)
+
+
+def test_imported_fields_of_the_wrong_shape_make_a_line_unreadable():
+    from workstation.sessions.log import parse_line
+
+    base = {"v": 1, "id": "197c56dd900-7fa1f8", "ts": "2025-07-01T10:00:00.000Z", "type": "user", "content": "x"}
+    assert parse_line(json.dumps({**base, "source": {"format": "codex", "id": "line-3"}}).encode())[1] is None
+    for bad, reason in (({"source": "codex"}, "'source' is a string, not an object"),
+                        ({"source": {"id": "u1"}}, "source without 'format'"),
+                        ({"source": {"format": "codex", "id": "u1", "merged": "u2"}},
+                         "source 'merged' is a string, not a list"),
+                        ({"rewind_to": 7}, "'rewind_to' is an integer, not a string"),
+                        ({"tokens_estimated": "yes"}, "'tokens_estimated' is a string, not a boolean")):
+        assert parse_line(json.dumps({**base, **bad}).encode()) == (None, f"bad field: {reason}")

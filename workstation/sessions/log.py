@@ -179,22 +179,27 @@ class LogView:
 # A known field of another type makes the line unreadable like broken JSON: code downstream indexes
 # into these, and one bad field must not crash every command that lists or shows the session.
 _NUMBER = "number"  # int or float; a bool is neither here
-_COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER}
+_COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER,
+                                  # imported records (sessions/README.md, "Imported sessions")
+                                  "source": dict, "tokens_estimated": bool, "cwd": str, "git_branch": str,
+                                  "sidechain": str}
 _RECORD_FIELDS: dict[str, dict[str, Any]] = {
-    "user": {"content": str, "rewind_to": str, "sidechain": str, "source": dict},
-    "system": {"content": str, "sidechain": str, "source": dict},
+    "user": {"content": str, "rewind_to": str},
+    "system": {"content": str, "notice": str},
     "assistant": {"content": str, "tool_calls": list, "model": str, "finish_reason": str,
                   "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
                   "cache_read_tokens": _NUMBER, "cache_creation_tokens": _NUMBER, "tokens_out_first": _NUMBER,
-                  "reasoning": str, "continues": str, "sidechain": str, "source": dict},
-    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool, "sidechain": str, "source": dict},
+                  "reasoning_tokens": _NUMBER, "reasoning": str, "continues": str, "usage_scope": str,
+                  "calls": _NUMBER},
+    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool, "exit_code": _NUMBER,
+             "duration_ms": _NUMBER},
     "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
-                "calls": _NUMBER, "duration_ms": _NUMBER, "source": dict},
+                "calls": _NUMBER, "duration_ms": _NUMBER},
     "redaction": {"targets": list, "at_turn": int},
 }
 # (fields, required) of the objects inside a record's lists and objects
-_TOOL_CALL = ({"id": str, "name": str, "arguments": str}, ("id", "name", "arguments"))
+_TOOL_CALL = ({"id": str, "name": str, "arguments": str, "freeform": bool}, ("id", "name", "arguments"))
 _TARGET = ({"id": str, "name": str, "chars": int, "key": str}, ("id",))
 # provenance of an imported record (sessions/README.md, "Imported sessions")
 _SOURCE = ({"format": str, "file": str, "id": str, "merged": list}, ("format", "id"))
@@ -391,6 +396,19 @@ class Session:
                 return None
             _write_records(fd, [record])
         return record
+
+    def append_from(self, make: Callable[[LogView], list[dict]], *, sync: bool = True
+                    ) -> tuple[LogView, list[dict], int, int]:
+        """Append what `make` derives from the log as read under the append lock, so two writers
+        deriving from the same log (two importers of one source) cannot both add the same records.
+        Returns (the view make saw, the records written, size before, size after)."""
+        with self.locked() as fd:
+            view = self.read()
+            records = make(view)
+            if not records:
+                return view, [], view.size, view.size
+            before, after = _write_records(fd, records, sync)
+        return view, records, before, after
 
     def append_records(self, records: Iterable[dict], *, sync: bool = True) -> tuple[int, int]:
         """Write complete records as one locked, fsynced write (sync=False: the caller fsyncs later).
