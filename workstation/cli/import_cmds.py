@@ -80,16 +80,16 @@ def import_cmd(state, paths: tuple[str, ...], fmt: str | None, sources: tuple[st
             where = ", ".join(str(f) for f in discover.folders(source, root))
             click.echo(f"no {source} sessions of {root} in {where}", err=True)
         found += [(str(p), source) for p in listed]
+    from ..importers.bulk import import_many
+
     results = []
-    for path, kind in found:
-        result = importer.import_file(path, kind, flush=False)
+    for (path, _), result in zip(found, import_many(importer, found)):
         if result.error and path in in_folders and "unknown format" in result.error:
             if not as_json:
                 click.echo(f"skipped {path}: not a session log of a known format", err=True)
             continue
         results.append(result)
         _say(result, as_json)
-    importer.flush()
     added = sum(r.added for r in results)
     if as_json:
         print_json([r.to_dict() for r in results])

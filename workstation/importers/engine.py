@@ -92,10 +92,12 @@ class Importer:
 
     FLUSH_BYTES = 64 << 20  # source bytes read before a deferred batch is flushed anyway
 
-    def __init__(self, paths: Paths, db: Any = None, *, counter: Callable[[str], int] | None = None):
+    def __init__(self, paths: Paths, db: Any = None, *, counter: Callable[[str], int] | None = None,
+                 derived: bool = False):
         self.paths = paths
         self.db = db
         self.counter = counter
+        self.derived = db is not None or derived  # make events, index rows and states (a worker hands them back)
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, tuple] | None = None  # source path -> stored state, loaded on first use
         self._batch = _Batch()
@@ -115,7 +117,9 @@ class Importer:
             self.flush()
         return result
 
-    def _import(self, path: str | os.PathLike, fmt: str | None) -> FileResult:
+    def _import(self, path: str | os.PathLike, fmt: str | None, *, resend: bool | None = None) -> FileResult:
+        """resend: whether the file had no stored state (None: look it up here, and skip the file
+        when it is unchanged; a worker process is told by the process that owns the state)."""
         shown = str(path)
         try:
             real = Path(os.path.realpath(os.path.expanduser(shown)))
@@ -130,9 +134,11 @@ class Importer:
                 st = os.fstat(fh.fileno())
                 head = fh.read(HEAD_BYTES)
                 identity = (st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha1(head).hexdigest())
-                state = self._source_states().get(str(real))
-                if state is not None and tuple(state[1:5]) == identity and (fmt is None or fmt == state[0]):
-                    return FileResult(shown, state[0], bytes=st.st_size, unchanged=True)
+                if resend is None:
+                    state = self._source_states().get(str(real))
+                    if state is not None and tuple(state[1:5]) == identity and (fmt is None or fmt == state[0]):
+                        return FileResult(shown, state[0], bytes=st.st_size, unchanged=True)
+                    resend = state is None
                 data = head + fh.read()
         except FileNotFoundError:
             return FileResult(shown, error=f"{shown}: no such file")
@@ -145,12 +151,50 @@ class Importer:
         result = FileResult(shown, fmt, bytes=len(data),
                             problems=[str(p).replace(str(real), shown, 1) for p in parsed.problems])
         for conversation in parsed.conversations:
-            result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=state is None))
+            result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=resend))
         self._batch.bytes += len(data)
-        if self.db is not None:
+        if self.derived:
             self._batch.sources.append((str(real), fmt, *identity, parsed.consumed, [s.slug for s in result.sessions]))
-            self._source_states()[str(real)] = (fmt, *identity)
+            if self._states is not None:
+                self._states[str(real)] = (fmt, *identity)
         return result
+
+    def unchanged(self, path: str | os.PathLike, fmt: str | None) -> tuple[FileResult | None, bool]:
+        """(a result when the file is unchanged since its last import, whether it has no stored state),
+        from its size, mtime, inode and first 4 KB: what a bulk import asks before handing a file out."""
+        try:
+            real = os.path.realpath(os.path.expanduser(str(path)))
+            with open(real, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                identity = (st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha1(fh.read(HEAD_BYTES)).hexdigest())
+        except OSError:
+            return None, True  # the import says what is wrong with it
+        state = self._source_states().get(real)
+        if state is not None and tuple(state[1:5]) == identity and (fmt is None or fmt == state[0]):
+            return FileResult(str(path), state[0], bytes=st.st_size, unchanged=True), False
+        return None, state is None
+
+    def absorb(self, batch: "_Batch") -> None:
+        """Take over what a worker process imported, to be flushed with the rest."""
+        mine = self._batch
+        mine.files += batch.files
+        mine.events += batch.events
+        mine.index.update(batch.index)
+        mine.resync |= batch.resync
+        mine.sources += batch.sources
+        mine.bytes += batch.bytes
+        if self._states is not None:
+            for row in batch.sources:
+                self._states[row[0]] = tuple(row[1:6])
+
+    @property
+    def pending_bytes(self) -> int:
+        """Source bytes imported since the last flush."""
+        return self._batch.bytes
+
+    def take_batch(self) -> "_Batch":
+        batch, self._batch = self._batch, _Batch()
+        return batch
 
     def _source_states(self) -> dict[str, tuple]:
         if self._states is None:
@@ -206,38 +250,39 @@ class Importer:
                resend: bool) -> SessionResult:
         slug = conversation.slug
         result = SessionResult(slug)
+
+        def make(view: LogView) -> list[dict]:
+            known: dict[str, dict] = {}
+            for record in view.records:
+                source = record.get("source")
+                if isinstance(source, dict) and isinstance(source.get("id"), str):
+                    known[source["id"]] = record
+                    for sid in source.get("merged") or ():
+                        if isinstance(sid, str):
+                            known[sid] = record
+            records = self._materialize(conversation, fmt, file, known)
+            if records:
+                self._finish(records, view)
+            return records
+
         try:
             session, result.created = self._session(slug)
-            view = LogView() if result.created else session.read()
+            # derived and written under the log's append lock: a second importer of the same
+            # source (a --watch beside the sidecar's) sees these records and adds nothing
+            view, records, before, after = session.append_from(make, sync=False)
         except SessionError as err:
             archived = isinstance(err, SessionArchived) or "archive" in str(err)
             result.skipped = (f"session {slug} is archived: restore it (workstation session restore {slug}) to "
                               "import what is new" if archived else str(err))
             problems.append(f"{file}: {result.skipped}")
             return result
-        known: dict[str, dict] = {}
-        for record in view.records:
-            source = record.get("source")
-            if isinstance(source, dict) and isinstance(source.get("id"), str):
-                known[source["id"]] = record
-                for sid in source.get("merged") or ():
-                    if isinstance(sid, str):
-                        known[sid] = record
-        records = self._materialize(conversation, fmt, file, known)
         if records:
-            self._finish(records, view)
-            try:
-                before, after = session.append_records(records, sync=False)
-            except SessionError as err:
-                result.skipped = str(err)
-                problems.append(f"{file}: {err}")
-                return result
             self._batch.files.append(session.path)
             for record in records:
                 result.added[record["type"]] = result.added.get(record["type"], 0) + 1
-            if self.db is not None:
+            if self.derived:
                 self._index(session, view, records, before, after)
-        if self.db is not None:
+        if self.derived:
             # a file with no stored state may have been imported by a process killed before its
             # flush: its records' events are sent again (the owner skips those it has)
             again = [r for r in view.records if (r.get("source") or {}).get("file") == file] if resend else []
