@@ -237,3 +237,28 @@ def test_imported_fields_of_the_wrong_shape_make_a_line_unreadable():
                         ({"rewind_to": 7}, "'rewind_to' is an integer, not a string"),
                         ({"tokens_estimated": "yes"}, "'tokens_estimated' is a string, not a boolean")):
         assert parse_line(json.dumps({**base, **bad}).encode()) == (None, f"bad field: {reason}")
+
+
+def test_known_secrets_in_a_source_never_reach_the_log_or_the_events(paths, db, tmp_path, monkeypatch):
+    from workstation.memory.reflect import run_sql
+
+    key = "sk-ant-api03-Zq7xW2pL9mN4vB8cT1yR6"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    text = (FIX / "claude_session.jsonl").read_text()
+    text = text.replace('"command": "pytest -q"', f'"command": "ANTHROPIC_API_KEY={key} pytest -q", '
+                                                  '"api_key": "hunter2-not-a-known-value"')
+    text = text.replace("Read setup.py and run the tests", f"Read setup.py and run the tests with {key}")
+    source = tmp_path / "leaky.jsonl"
+    source.write_text(text)
+    result = Importer(paths, db).import_file(source)
+    assert not result.error and not result.problems
+    (slug,) = [s.slug for s in result.sessions]
+    log = (paths.sessions / f"{slug}.jsonl").read_text()
+    assert key not in log and log.count("***") == 2
+    records = Session(paths, slug).read().records
+    assert records[0]["content"].endswith("run the tests with ***")
+    rows = run_sql(db, f"SELECT name, CAST(data AS VARCHAR) FROM events WHERE session = '{slug}'").rows
+    assert rows and not any(key in str(row) for row in rows)
+    (bash,) = [data for name, data in rows if name == "Bash"]
+    assert json.loads(bash)["args"] == {"command": "ANTHROPIC_API_KEY=*** pytest -q", "description": "run tests",
+                                        "api_key": "[redacted]"}

@@ -9,7 +9,8 @@ together; two workers landing in one session anyway are kept apart by the log's 
 under which an importer decides what is new (engine.py).
 
 Workers are spawned, never forked: a fork of a process that holds the store's connection would
-inherit it. They import nothing from the store and send nothing to it.
+inherit it. They import nothing from the store and send nothing to it. They are told the secret
+values the calling process knows, to mask them as it would.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import scrub
 from .engine import FileResult, Importer
 
 MIN_FILES = 64  # below this, starting workers costs more than it saves
@@ -54,7 +56,7 @@ def import_many(importer: Importer, items: Iterable[tuple[str | os.PathLike, str
     context = multiprocessing.get_context("spawn")
     paths = importer.paths
     with ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=_start,
-                             initargs=(str(paths.root), str(paths.state))) as pool:
+                             initargs=(str(paths.root), str(paths.state), scrub.known())) as pool:
         for answers, batch in pool.map(_work, list(groups.values()), chunksize=8):
             importer.absorb(batch)
             for index, result in answers:
@@ -79,10 +81,12 @@ def _group(path: str) -> str:
     return str(real)
 
 
-def _start(root: str, state: str) -> None:
+def _start(root: str, state: str, secrets: list[str]) -> None:
     global _worker
     from ..paths import Paths
 
+    for secret in secrets:  # the keys this process registered are masked in the workers too
+        scrub.register(secret)
     _worker = Importer(Paths.for_root(root, state), None, derived=True)
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import scrub
 from ..paths import Paths
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
                             fsync_paths, new_record_id, record_text, tool_call_arguments)
@@ -46,6 +47,7 @@ from .base import Conversation, Draft, Usage, record_id
 
 HEAD_BYTES = 4096
 _ARG_CLIP = 300  # characters of a string argument kept in an episodic tool_call event
+_CLIP_DEPTH = 8  # levels of nested arguments kept in it
 _READ_TOOLS = {"Read": "file_path", "read_file": "path", "view": "path", "open": "path", "NotebookRead": "notebook_path"}
 _EDIT_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
                "write_file": "path", "edit_file": "path", "edit": "path", "create": "path"}
@@ -101,6 +103,7 @@ class Importer:
         self._sessions: dict[str, Session] = {}
         self._states: dict[str, tuple] | None = None  # source path -> stored state, loaded on first use
         self._batch = _Batch()
+        self._secrets: list[str] = []  # known secret values in the file being imported
         paths.ensure()
 
     def __enter__(self) -> "Importer":
@@ -150,6 +153,10 @@ class Importer:
             return FileResult(shown, error=str(err).replace(str(real), shown, 1))
         result = FileResult(shown, fmt, bytes=len(data),
                             problems=[str(p).replace(str(real), shown, 1) for p in parsed.problems])
+        # secrets never reach our files: the known values (this machine's keys) found in the source
+        # are masked in its records, at the cost of one substring scan a file. The key formats that
+        # scrub.mask also finds are not looked for: it runs at ~2.5 MB/s, slower than the import.
+        self._secrets = [s for s in scrub.known() if s.encode("utf-8", "surrogatepass") in data]
         for conversation in parsed.conversations:
             result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=resend))
         self._batch.bytes += len(data)
@@ -261,6 +268,8 @@ class Importer:
                         if isinstance(sid, str):
                             known[sid] = record
             records = self._materialize(conversation, fmt, file, known)
+            if records and self._secrets:
+                records = _masked(records, self._secrets)
             if records:
                 self._finish(records, view)
             return records
@@ -477,22 +486,44 @@ def _micros(ts: str) -> int:
     return int(moment.timestamp() * 1_000_000)
 
 
-def _clip(value: Any) -> Any:
+def _clip(value: Any, depth: int = 0) -> Any:
+    """A tool call's arguments cut down for an event: long strings, long lists and deep nesting."""
     if isinstance(value, str):
         return value if len(value) <= _ARG_CLIP else value[:_ARG_CLIP] + "…"
+    if isinstance(value, (dict, list)) and depth >= _CLIP_DEPTH:
+        return "…"
     if isinstance(value, dict):
-        return {k: _clip(v) for k, v in value.items()}
+        return {k: _clip(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clip(v) for v in value[:50]]
+        return [_clip(v, depth + 1) for v in value[:50]]
     return value
+
+
+def _secret_field(value: Any) -> bool:
+    """Whether a (clipped, so shallow) value holds a key that looks secret (scrub.SECRET_FIELD)."""
+    if isinstance(value, dict):
+        return any(type(k) is str and scrub.SECRET_FIELD.search(k) or _secret_field(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_secret_field(v) for v in value)
+    return False
+
+
+def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
+    """Records with every known secret value in them (an API key of this machine that the other
+    agent logged) replaced by scrub.MASK; only called for a source whose bytes hold one."""
+    out = []
+    for record in records:
+        text = json.dumps(record, ensure_ascii=False)
+        clean = text
+        for secret in secrets:
+            clean = clean.replace(json.dumps(secret, ensure_ascii=False)[1:-1], scrub.MASK)
+        out.append(json.loads(clean) if clean != text else record)
+    return out
 
 
 def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[str]:
     """The episodic events of one imported record, encoded for import_flush (episodic.append_events'
     shape plus the session and flow). Ids are the record id and a number: the same every time."""
-    # episodic's own redaction of values under secret-looking keys (api_key, password...), as record() does
-    from ..memory.episodic import _SECRET_IN_REVERSED_JSON, _scrub
-
     out: list[str] = []
     t = _micros(record["ts"])
     rid = record["id"]
@@ -504,11 +535,9 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
         data = {k: v for k, v in data.items() if v is not None}
         if data:
             line["x"] = data
-        text = json.dumps(line, ensure_ascii=False, separators=(",", ":"))
-        if _SECRET_IN_REVERSED_JSON.search(text[::-1]):  # rare: values under secret-looking keys redacted
-            line["x"] = _scrub(data)
-            text = json.dumps(line, ensure_ascii=False, separators=(",", ":"))
-        out.append(text)
+        if data and _secret_field(data):  # values under secret-looking keys (api_key...), as episodic does
+            line["x"] = scrub.redact_fields(data)
+        out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
 
     if kind == "user":
         add("turn", "user", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})
