@@ -298,3 +298,30 @@ def test_the_sidecar_keeps_importing_what_the_config_names(ws, tmp_path):
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         f"error: {ws.resolve() / '.workstation' / 'config.toml'}: import.watch.0: Input should be 'claude-code' "
         "or 'codex'"]
+
+
+def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):
+    """`session compact` on an imported Claude Code session folds the source's own summary and the
+    turns after it into a summary of ours, through the real litellm path."""
+    from fakellm import ScriptedLLM
+    from sessions_support import KEY, KEY_ENV, summarizer, turns_in_prompt, write_config_file
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    slug = "claude-2025-10-21-9f1c2d3e"
+    with ScriptedLLM(summarizer()) as server:
+        write_config_file(ws, server.url, keep_recent=1)
+        assert cli("import", str(FIX / "claude_session.jsonl"))[0] == 0
+        code, out, err = cli("session", "compact", slug, "--keep", "0", "--json")
+        assert code == 0, err
+        done = json.loads(out)
+        assert (done["status"], done["first_turn"], done["last_turn"]) == ("compacted", 14, 15)
+        (request,) = server.requests
+        assert turns_in_prompt(request) == [14, 15]
+        assert "string comparison" in request["messages"][-1]["content"]  # the imported summary, folded in
+    records = _records(ws, slug)
+    compacts = [r for r in records if r["type"] == "compact"]
+    assert len(compacts) == 2 and compacts[-1]["folds"] == compacts[0]["id"] and "source" not in compacts[-1]
+    code, out, _ = cli("session", "show", slug, "--json")
+    assert json.loads(out)["covered_turns"] == 15
+    code, out, _ = cli("session", "compact", slug, "--keep", "0", "--json")
+    assert json.loads(out) == {"slug": slug, "status": "nothing"}
