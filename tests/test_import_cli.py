@@ -325,3 +325,36 @@ def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):
     assert json.loads(out)["covered_turns"] == 15
     code, out, _ = cli("session", "compact", slug, "--keep", "0", "--json")
     assert json.loads(out) == {"slug": slug, "status": "nothing"}
+
+
+@pytest.mark.parametrize("name", ["claude_session.jsonl", "codex_0.40.jsonl", "codex_0.77.jsonl",
+                                  "demo.aider.chat.history.md", "openhands_events.json",
+                                  "swe_function_calls.traj", "swe_text_actions.traj"])
+def test_every_format_is_listed_shown_searched_exported_reported_archived_restored_replayed(cli, ws, name):
+    code, out, err = cli("import", str(FIX / name), "--json")
+    assert code == 0, err
+    slugs = [s["slug"] for r in json.loads(out) for s in r["sessions"]]
+    assert slugs
+    listed = {i["slug"]: i for i in json.loads(cli("session", "list", "--json")[1])}
+    assert set(listed) == set(slugs)
+    for slug in slugs:
+        records = _records(ws, slug)
+        first_user = next(r for r in records if r["type"] == "user" and not r["source"].get("meta"))
+        assert listed[slug]["turns"] == sum(r["type"] in ("user", "assistant", "tool", "system") for r in records)
+        code, out, err = cli("session", "show", slug, "--json")
+        assert code == 0 and json.loads(out)["messages"], err
+        needle = " ".join(first_user["content"].split()[:3])
+        code, out, err = cli("session", "search", needle, "--json")
+        assert first_user["id"] in {h["record_id"] for h in json.loads(out) if h["slug"] == slug}, (needle, err)
+        code, out, err = cli("session", "export", slug, "--format", "json")
+        assert code == 0 and [r["id"] for r in json.loads(out)["records"]] == [r["id"] for r in records], err
+        code, out, err = cli("report", slug, "--json")
+        assert code == 0 and json.loads(out)["agent"]["model_calls"] == sum(
+            r["type"] == "assistant" for r in records), err
+        assert cli("session", "archive", slug)[0] == 0
+        code, out, err = cli("session", "search", needle, "--json")
+        assert {h["state"] for h in json.loads(out) if h["slug"] == slug} == {"archived"}, err
+        assert cli("session", "restore", slug)[0] == 0
+        assert _records(ws, slug) == records
+        code, out, err = cli("replay", slug, "--verify")
+        assert code == 0, err
