@@ -5,8 +5,9 @@
 1. Makes ~GB of source logs by repeating the samples in ../shared/transcripts (every Claude Code
    and Codex repeat gets a fresh session id, so each repeat is a session of its own; the other
    formats are told apart by their paths) under DIR/src.
-2. Imports them all into a fresh workspace DIR/ws in one process (as `workstation import FOLDER`
-   does), and prints the throughput in MB/s of source logs (target: at least 20 MB/s).
+2. Imports them all into a fresh workspace DIR/ws as `workstation import FOLDER` does (bulk.py:
+   worker processes, one per core up to 4; --workers 1 for one process), and prints the
+   throughput in MB/s of source logs (target: at least 20 MB/s).
 3. Times `reflect usage` (each grouping) and `session search` (a rare word, a common one, one
    that is nowhere) over that history, in this process and as the command line a user runs
    (targets: under 1 s once imported).
@@ -86,11 +87,13 @@ def main() -> None:
     parser.add_argument("--gb", type=float, default=1.0, help="gigabytes of source logs to import")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/ws-bench-import"))
     parser.add_argument("--keep", action="store_true", help="keep DIR afterwards (to query it again)")
+    parser.add_argument("--workers", type=int, default=None, help="import processes (default: one per core, up to 4)")
     args = parser.parse_args()
     started = time.perf_counter()
     load = os.getloadavg()[0]
     print(f"import benchmark: {args.gb:g} GB of sources, {os.cpu_count()} cores, load average {load:.1f} at start")
 
+    from workstation.importers.bulk import import_many
     from workstation.importers.engine import Importer
     from workstation.memory.usage import usage
     from workstation.paths import Paths
@@ -109,14 +112,11 @@ def main() -> None:
     try:
         importer = Importer(paths, db)
         sources = sorted(p for p in src.rglob("*") if p.is_file() and not p.name.endswith(".aider.input.history"))
-        records = errors = 0
         t0 = time.perf_counter()
-        for path in sources:
-            result = importer.import_file(path, flush=False)
-            records += result.added
-            errors += bool(result.error or result.problems)
-        importer.flush()
+        results = import_many(importer, [(p, None) for p in sources], workers=args.workers)
         seconds = time.perf_counter() - t0
+        records = sum(r.added for r in results)
+        errors = sum(bool(r.error or r.problems) for r in results)
         rate = total / 1e6 / seconds
         sessions = len(list(paths.sessions.glob("*.jsonl")))
         print(f"\n2. import: {records:,} records into {sessions:,} sessions in {seconds:.1f} s "

@@ -535,7 +535,9 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
         data = {k: v for k, v in data.items() if v is not None}
         if data:
             line["x"] = data
-        if data and _secret_field(data):  # values under secret-looking keys (api_key...), as episodic does
+        # values under secret-looking keys (api_key...) redacted, as episodic does; only a tool's
+        # arguments have keys the source chose
+        if "args" in data and _secret_field(data["args"]):
             line["x"] = scrub.redact_fields(data)
         out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
 
