@@ -125,6 +125,11 @@ class UIConfig(_Section):
     theme: str = "workstation-dark"
 
 
+class ImportConfig(_Section):
+    # agents whose sessions of this workspace the sidecar keeps importing as they are written
+    watch: list[Literal["claude-code", "codex"]] = Field(default_factory=list)
+
+
 class WorkspaceConfig(_Section):
     state_dir: str = ""  # where databases and sessions live; default <root>/.workstation
 
@@ -199,6 +204,7 @@ class Config(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     ui: UIConfig = Field(default_factory=UIConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    import_: ImportConfig = Field(default_factory=ImportConfig, alias="import")  # [import] in the file
     mcp: McpConfig = Field(default_factory=McpConfig)
 
 
