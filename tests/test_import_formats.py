@@ -262,3 +262,17 @@ def test_known_secrets_in_a_source_never_reach_the_log_or_the_events(paths, db, 
     (bash,) = [data for name, data in rows if name == "Bash"]
     assert json.loads(bash)["args"] == {"command": "ANTHROPIC_API_KEY=*** pytest -q", "description": "run tests",
                                         "api_key": "[redacted]"}
+
+
+
+def test_a_key_format_in_a_source_never_reaches_the_log(paths, db, tmp_path):
+    token = "ghp_" + "Zq7xW2pL9mN4vB8cT1yR6" + "a" * 15  # a GitHub token in nobody's environment
+    text = (FIX / "claude_session.jsonl").read_text()
+    assert "Read setup.py and run the tests" in text
+    source = tmp_path / "token.jsonl"
+    source.write_text(text.replace("Read setup.py and run the tests", f"Read setup.py, the token is {token}"))
+    result = Importer(paths, db).import_file(source)
+    assert not result.error and not result.problems
+    (slug,) = [s.slug for s in result.sessions]
+    log = (paths.sessions / f"{slug}.jsonl").read_text()
+    assert token not in log and "the token is ***" in log

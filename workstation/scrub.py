@@ -211,7 +211,32 @@ def mask(text: str) -> str:
 
 def _mask(text: str) -> str:
     text = mask_values(text)
+    if not may_hold_key(text):
+        return text
     return _mask_spans(text, _spans(text))
+
+
+_prefilter_pattern = None
+
+
+def may_hold_key(text: str) -> bool:
+    """Whether `text` may hold a key format the detectors find: one pass of RE2 (linear time, ~400 MB/s)
+    over an alternation of their patterns loosened into a superset (lookaheads dropped, upper bounds
+    opened), so the Python detectors (~5 MB/s) run only on text that has a candidate."""
+    global _prefilter_pattern
+    if _prefilter_pattern is None:
+        import re2
+
+        parts = []
+        for pattern in [*_load_detectors(), _PROVIDER_KEYS]:
+            loose = re.sub(r"\{(\d+),\d+\}", r"{\1,}", pattern.pattern.replace("(?!\\w)", ""))
+            parts.append(f"(?i:{loose})" if pattern.flags & re.IGNORECASE else f"(?:{loose})")
+        parts.append("-----BEGIN [A-Z0-9 ]*PRIVATE KEY")
+        options = re2.Options()
+        options.log_errors = False
+        options.max_mem = 64 << 20
+        _prefilter_pattern = re2.compile("|".join(parts), options)  # a detector RE2 cannot read fails here
+    return _prefilter_pattern.search(text) is not None
 
 
 _masked = TextMemo()

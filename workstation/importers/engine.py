@@ -104,6 +104,7 @@ class Importer:
         self._states: dict[str, tuple] | None = None  # source path -> stored state, loaded on first use
         self._batch = _Batch()
         self._secrets: list[str] = []  # known secret values in the file being imported
+        self._keys = False  # whether that file may hold a key format (scrub.may_hold_key)
         paths.ensure()
 
     def __enter__(self) -> "Importer":
@@ -154,9 +155,10 @@ class Importer:
         result = FileResult(shown, fmt, bytes=len(data),
                             problems=[str(p).replace(str(real), shown, 1) for p in parsed.problems])
         # secrets never reach our files: the known values (this machine's keys) found in the source
-        # are masked in its records, at the cost of one substring scan a file. The key formats that
-        # scrub.mask also finds are not looked for: it runs at ~2.5 MB/s, slower than the import.
+        # are masked in its records, at the cost of one substring scan a file; a source in which the
+        # linear-time prefilter sees a possible key format has every record masked whole (scrub.mask_data)
         self._secrets = [s for s in scrub.known() if s.encode("utf-8", "surrogatepass") in data]
+        self._keys = scrub.may_hold_key(data.decode("utf-8", "replace"))
         for conversation in parsed.conversations:
             result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=resend))
         self._batch.bytes += len(data)
@@ -268,7 +270,9 @@ class Importer:
                         if isinstance(sid, str):
                             known[sid] = record
             records = self._materialize(conversation, fmt, file, known)
-            if records and self._secrets:
+            if records and self._keys:
+                records = [scrub.mask_data(record) for record in records]
+            elif records and self._secrets:
                 records = _masked(records, self._secrets)
             if records:
                 self._finish(records, view)
