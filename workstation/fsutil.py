@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -96,8 +97,17 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         except FileNotFoundError:
             pass
         raise
-    dir_fd = os.open(directory, os.O_RDONLY)
+    fsync_dir(directory)  # make the rename itself durable
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the entries of `directory` (a rename, a new file) durable; a filesystem that cannot fsync
+    a directory is taken at its word."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
     finally:
-        os.close(dir_fd)
+        os.close(fd)

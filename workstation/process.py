@@ -3,6 +3,7 @@ loaded. Shared by the console script (workstation.launch) and the command line (
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import NoReturn
@@ -48,3 +49,14 @@ def finish(code: object) -> NoReturn:
         except (OSError, ValueError):
             pass  # a closed pipe: nothing left to say
     os._exit(code)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user's counts: it cannot be signalled, but it runs)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

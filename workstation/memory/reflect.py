@@ -229,7 +229,7 @@ def run_sql(db, sql: str, *, limit: int = SQL_ROW_LIMIT, timeout_s: float = SQL_
 
 # ---------------------------------------------------------------- owner side
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """DuckDB values as JSON-friendly Python: times in ISO 8601 UTC, decimals as floats."""
     if isinstance(value, datetime):
         return value.isoformat(timespec="milliseconds") + ("" if value.tzinfo else "Z")
@@ -238,9 +238,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
         return float(value)
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
@@ -250,7 +250,7 @@ def _fetch(cur, limit: int) -> tuple[list[str], list[list[Any]], bool]:
     columns = [d[0] for d in cur.description]
     rows = cur.fetchmany(limit + 1)
     truncated = len(rows) > limit
-    return columns, [[_plain(v) for v in row] for row in rows[:limit]], truncated
+    return columns, [[plain(v) for v in row] for row in rows[:limit]], truncated
 
 
 @readonly

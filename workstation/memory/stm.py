@@ -10,11 +10,11 @@ in another process can look at a running execution (see router.py).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from typing import Any, Iterator
 
+from ..process import alive
 from ..store.broker import owner_state, readonly
 
 MISSING: Any = object()
@@ -78,16 +78,6 @@ def _mirrors() -> _Mirrors:
     return owner_state("stm.mirrors", _Mirrors)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @readonly  # no database writes: no write lock needed
 def stm_publish(con, execution: str, session: str, flow: str, pid: int, values: dict[str, str]) -> None:
     mirrors = _mirrors()
@@ -108,7 +98,7 @@ def stm_published(con, session: str | None) -> list[dict]:
     """Snapshots of live executions (those of dead processes are dropped here)."""
     mirrors = _mirrors()
     with mirrors.lock:
-        for key in [k for k, m in mirrors.by_execution.items() if not _alive(m["pid"])]:
+        for key in [k for k, m in mirrors.by_execution.items() if not alive(m["pid"])]:
             del mirrors.by_execution[key]
         return [m for m in mirrors.by_execution.values() if session is None or m["session"] == session]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..store.broker import readonly
 from .errors import ReflectError
-from .reflect import Result, _plain
+from .reflect import Result, plain
 
 BY = ("session", "day", "month", "model")
 _KEYS = {"session": "session", "day": "strftime(ts, '%Y-%m-%d')", "month": "strftime(ts, '%Y-%m')",
@@ -79,7 +79,7 @@ def usage(db: Any, by: str = "session", *, session: str | None = None, like_ccus
     totals = {c: sum(g[c] for g in out) for c in COLUMNS}
     totals["cost_usd"] = round(totals["cost_usd"], 6)
     shown = [by] + (["agent"] if by == "session" else []) + COLUMNS + (["last"] if by == "session" else [])
-    records = [[_plain(g.get(c)) for c in shown] for g in out]
+    records = [[plain(g.get(c)) for c in shown] for g in out]
     return Result(shown, records, name=f"usage by {by}", meta={"totals": totals, "like_ccusage": like_ccusage})
 
 
@@ -112,4 +112,4 @@ def usage_rows(con, by: str, session: str | None) -> tuple[list[str], list[tuple
                min(ts) AS first, max(ts) AS last
         FROM calls GROUP BY ALL""", {"session": session})
     columns = [d[0] for d in cur.description]
-    return columns, [tuple(_plain(v) for v in row) for row in cur.fetchall()]
+    return columns, [tuple(plain(v) for v in row) for row in cur.fetchall()]

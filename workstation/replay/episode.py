@@ -37,7 +37,7 @@ def _epoch(ts: Any) -> float | None:
         return None
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -83,7 +83,7 @@ class Step:
         r = self.record
         kind = self.kind
         if kind == "user":
-            return f"user: {_clip(r.get('content') or '', 100)}"
+            return f"user: {clip(r.get('content') or '', 100)}"
         if kind == "assistant":
             facts = [r.get("model") or ""]
             if r.get("latency_ms") is not None:
@@ -92,7 +92,7 @@ class Step:
                 facts.append(f"{int(r['context_tokens']):,} tokens in context")
             head = f"assistant ({', '.join(f for f in facts if f)})" if any(facts) else "assistant"
             calls = [call_label(c.get("name", "?"), tool_call_arguments(c)) for c in r.get("tool_calls") or ()]
-            text = _clip(r.get("content") or "", 100)
+            text = clip(r.get("content") or "", 100)
             return head + (f": {text}" if text else "") + (f" → {', '.join(calls)}" if calls else "")
         if kind == "tool":
             name = r.get("name") or "tool"
@@ -106,10 +106,10 @@ class Step:
             return f"  ↳ {call_label(name, self.args)}: {', '.join(extra)}"
         if kind == "system":
             if r.get("pin"):
-                return f"pinned: {_clip(r.get('content') or '', 100)}"
+                return f"pinned: {clip(r.get('content') or '', 100)}"
             if r.get("notice"):
-                return f"notice ({r['notice']}): {_clip(r.get('content') or '', 100)}"
-            return f"system: {_clip(r.get('content') or '', 100)}"
+                return f"notice ({r['notice']}): {clip(r.get('content') or '', 100)}"
+            return f"system: {clip(r.get('content') or '', 100)}"
         if kind == "compact":
             covers = r.get("covers") or {}
             return (f"== compaction: turns 1–{covers.get('last_turn', '?')} summarized by "

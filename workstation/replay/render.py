@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .episode import Episode, ReplayState, _clip
+from .episode import Episode, ReplayState, clip
 
 
 def _elapsed(seconds: float) -> str:
@@ -36,10 +36,10 @@ def render_state(episode: Episode, state: ReplayState) -> str:
     for red in ctx.redactions:
         lines.append(f"    {red.marker}")
     lines.append(f"  decisions: {len(mem.decisions)}")
-    lines += [f"    [D:{d['id']}] step {d['step']}: {_clip(d['decision'], 100)} (reused {d['reused']}x)"
+    lines += [f"    [D:{d['id']}] step {d['step']}: {clip(d['decision'], 100)} (reused {d['reused']}x)"
               for d in mem.decisions]
     if mem.pins:
-        lines.append("  pins: " + "; ".join(_clip(p, 60) for p in mem.pins))
+        lines.append("  pins: " + "; ".join(clip(p, 60) for p in mem.pins))
     if mem.files_read:
         lines.append("  files read: " + ", ".join(
             f"{p} ({', '.join('map' if x == 'map' else f'{x[0]}-{x[1]}' for x in v)})"
@@ -50,10 +50,10 @@ def render_state(episode: Episode, state: ReplayState) -> str:
         from ..sessions.plan import MARKS
 
         lines.append(f"  plan: {sum(t['status'] == 'done' for t in mem.plan)} of {len(mem.plan)} done")
-        lines += [f"    {MARKS.get(t['status'], '[?]')} {_clip(t['text'], 100)}" for t in mem.plan]
+        lines += [f"    {MARKS.get(t['status'], '[?]')} {clip(t['text'], 100)}" for t in mem.plan]
     for tier, entries in (("stm", mem.stm), ("ltm", mem.ltm)):
         if entries:
-            lines.append(f"  {tier}: " + ", ".join(f"{e['key']}={_clip(json.dumps(e['value']), 40)}" for e in entries))
+            lines.append(f"  {tier}: " + ", ".join(f"{e['key']}={clip(json.dumps(e['value']), 40)}" for e in entries))
     kinds: dict[str, int] = {}
     for event in state.timeline:
         kinds[event["type"]] = kinds.get(event["type"], 0) + 1

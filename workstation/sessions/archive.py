@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, fsync_dir
 from ..paths import Paths
 from .compaction import CompactResult, compact
 from .context import covered_count
-from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, _fields_problem, _fsync_dir,
+from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
 
 GZ_SUFFIX = SUFFIX + ".gz"
@@ -43,7 +43,7 @@ class UnreadableArchive(SessionError):
     """An archive file that cannot be read (truncated, corrupt, unreadable); it is left as it is."""
 
 
-def _ignore(line: str) -> None:
+def no_warning(line: str) -> None:
     """The default `warn`: callers that have nowhere to show a warning."""
 
 
@@ -86,7 +86,7 @@ def read_meta(paths: Paths, slug: str) -> dict:
     if not isinstance(meta, dict):
         raise UnreadableArchive(f"archive metadata {path} is unreadable: not a JSON object")
     # a null is as good as absent (an empty session has no last activity)
-    problem = _fields_problem({k: v for k, v in meta.items() if v is not None}, *_META_FIELDS, where="")
+    problem = fields_problem({k: v for k, v in meta.items() if v is not None}, *_META_FIELDS, where="")
     if problem:
         raise UnreadableArchive(f"archive metadata {path} is unreadable: {problem}")
     return meta
@@ -94,7 +94,7 @@ def read_meta(paths: Paths, slug: str) -> dict:
 
 def read_archived(paths: Paths, slug: str) -> LogView:
     try:
-        return parse_lines(_gunzip(gz_path(paths, check_slug(slug))))
+        return parse_lines(gunzip(gz_path(paths, check_slug(slug))))
     except FileNotFoundError:
         raise SessionError(f"no archived session named {slug}") from None
 
@@ -128,7 +128,7 @@ def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> Ar
             meta = meta_for(slug, view, size)
             atomic_write(meta_path(paths, slug), json.dumps(meta, ensure_ascii=False, indent=1).encode(), mode=0o600)
             os.unlink(session.path)
-            _fsync_dir(paths.sessions)
+            fsync_dir(paths.sessions)
     return ArchiveResult(slug, gz_path(paths, slug), result, meta["covered_turns"] == meta["turns"])
 
 
@@ -147,18 +147,18 @@ def restore(paths: Paths, slug: str) -> Session:
         if not gz_path(paths, slug).exists():
             raise SessionError(f"no archived session named {slug}")
         try:
-            data = _gunzip(gz_path(paths, slug))
+            data = gunzip(gz_path(paths, slug))
         except UnreadableArchive as err:
             raise UnreadableArchive(f"cannot restore {slug}: {err}") from None
         _unlink(meta_path(paths, slug))  # from here on recover() finishes the restore
-        _fsync_dir(paths.archive)
+        fsync_dir(paths.archive)
         atomic_write(live, data, mode=0o600)
         _unlink(gz_path(paths, slug))
-        _fsync_dir(paths.archive)
+        fsync_dir(paths.archive)
     return Session.open(paths, slug)
 
 
-def recover(paths: Paths, slug: str | None = None, *, warn: Callable[[str], None] = _ignore) -> list[str]:
+def recover(paths: Paths, slug: str | None = None, *, warn: Callable[[str], None] = no_warning) -> list[str]:
     """Finish or undo archives and restores cut short by a crash; returns what was done.
 
     Sessions whose claim is held by a running process are left alone, and so is
@@ -239,23 +239,23 @@ def _recover_one(paths: Paths, slug: str) -> str | None:
     _remove_temps(paths, slug)
     has_live, has_gz, has_meta = live.exists(), gz.exists(), meta.exists()
     if has_live and has_gz:
-        if has_meta and _gunzip(gz) == live.read_bytes():
+        if has_meta and gunzip(gz) == live.read_bytes():
             _unlink(live)
-            _fsync_dir(paths.sessions)
+            fsync_dir(paths.sessions)
             return "finished an interrupted archive"
         # the live log holds every turn: an archive cut short, or a restore past its write
         _unlink(meta)
         _unlink(gz)
-        _fsync_dir(paths.archive)
+        fsync_dir(paths.archive)
         return "kept the live log, dropped an unfinished archive copy"
     if has_gz and not has_meta and not has_live:
-        atomic_write(live, _gunzip(gz), mode=0o600)
+        atomic_write(live, gunzip(gz), mode=0o600)
         _unlink(gz)
-        _fsync_dir(paths.archive)
+        fsync_dir(paths.archive)
         return "finished an interrupted restore"
     if has_meta and not has_gz:
         _unlink(meta)
-        _fsync_dir(paths.archive)
+        fsync_dir(paths.archive)
         return "removed archive metadata without its log"
     return None
 
@@ -289,7 +289,7 @@ def _atomic_gzip(path: Path, data: bytes) -> None:
     except BaseException:
         _unlink(Path(tmp))
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 # A session log compresses 5-20x; a gzip bomb 1000x. Past a floor, a log may expand to at most
@@ -303,7 +303,7 @@ def expansion_limit(compressed: int) -> int:
     return min(MAX_LOG_BYTES, max(RATIO_FLOOR, compressed * MAX_RATIO))
 
 
-def _gunzip(path: Path) -> bytes:
+def gunzip(path: Path) -> bytes:
     """The archived log; FileNotFoundError when it is gone, UnreadableArchive when it cannot be read
     or would expand past `expansion_limit` of its size."""
     try:

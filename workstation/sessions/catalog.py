@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import scrub
 from ..paths import Paths
-from .archive import UnreadableArchive, _ignore, archived_slugs, gz_path, read_archived, read_meta, recover
+from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
 from .context import covered_count
 from .log import FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text
 
@@ -47,7 +47,7 @@ def _report_problems(slug: str, problems: list[str], warn: Callable[[str], None]
 
 
 def list_sessions(paths: Paths, *, archived: bool = False,
-                  warn: Callable[[str], None] = _ignore) -> list[SessionInfo]:
+                  warn: Callable[[str], None] = no_warning) -> list[SessionInfo]:
     """Live sessions (and archived ones too when asked), newest activity first.
 
     `warn` gets a line for each session with unreadable lines and each archive that
@@ -102,7 +102,7 @@ class SearchHit:
     snippet: str
 
 
-def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = _ignore,
+def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = no_warning,
            db: Any = None) -> list[SearchHit]:
     """Case-insensitive substring search over every record of every session, archived ones included.
 

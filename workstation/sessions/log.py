@@ -12,9 +12,7 @@ reason) and keeps every valid line after it.
 
 from __future__ import annotations
 
-import errno
 import fcntl
-import importlib.util
 import json
 import os
 import re
@@ -28,6 +26,7 @@ from typing import Any, Callable, Iterable
 
 from .. import scrub
 from ..errors import WorkstationError
+from ..fsutil import fsync_dir
 from ..paths import Paths
 
 FORMAT_VERSION = 1
@@ -48,15 +47,9 @@ class SessionArchived(SessionError):
 
 
 # --------------------------------------------------------------------------- helpers
-def _estimate_tokens(text: str) -> int:
-    return (len(text) + 3) // 4
-
-
 def default_counter() -> TokenCounter:
-    """workstation.tokens.count when that module exists, else a 4-chars-per-token estimate."""
-    if importlib.util.find_spec("workstation.tokens") is None:
-        return _estimate_tokens
-    from ..tokens import count  # type: ignore[import-not-found]
+    """workstation.tokens.count: cl100k_base, the counts litellm.token_counter gives."""
+    from ..tokens import count  # builds no encoding until a first count
 
     return count
 
@@ -224,7 +217,7 @@ def _json_type(value: Any) -> str:
     return next(_TYPE_NAMES[kind] for kind in (bool, str, int, _NUMBER, list, dict) if _has_type(value, kind))
 
 
-def _fields_problem(obj: dict, fields: dict[str, Any], required: Iterable[str], where: str) -> str | None:
+def fields_problem(obj: dict, fields: dict[str, Any], required: Iterable[str], where: str) -> str | None:
     for name in required:
         if name not in obj:
             return f"{where}without {name!r}"
@@ -238,7 +231,7 @@ def _items_problem(items: list, shape: tuple[dict[str, Any], tuple[str, ...]], w
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             return f"{where}[{index}] is {_json_type(item)}, not an object"
-        problem = _fields_problem(item, *shape, where=f"{where}[{index}] ")
+        problem = fields_problem(item, *shape, where=f"{where}[{index}] ")
         if problem:
             return problem
     return None
@@ -247,15 +240,15 @@ def _items_problem(items: list, shape: tuple[dict[str, Any], tuple[str, ...]], w
 def _field_problem(record: dict) -> str | None:
     """Why a record's documented fields cannot be used as documented (None when they can)."""
     kind = record["type"]
-    problem = _fields_problem(record, {**_COMMON_FIELDS, **_RECORD_FIELDS[kind]}, (), "")
+    problem = fields_problem(record, {**_COMMON_FIELDS, **_RECORD_FIELDS[kind]}, (), "")
     if problem is None and kind == "assistant":
         problem = _items_problem(record.get("tool_calls", []), _TOOL_CALL, "tool_calls")
     elif problem is None and kind == "redaction":
         problem = _items_problem(record.get("targets", []), _TARGET, "targets")
     if problem is None and "source" in record:
-        problem = _fields_problem(record["source"], *_SOURCE, where="source ")
+        problem = fields_problem(record["source"], *_SOURCE, where="source ")
     elif problem is None and kind == "compact":
-        problem = _fields_problem(record.get("covers", {}), *_COVERS, where="covers ")
+        problem = fields_problem(record.get("covers", {}), *_COVERS, where="covers ")
         named = [(f"files[{i}]", v) for i, v in enumerate(record.get("files", []))]
         named += [(f"sections {k!r}", v) for k, v in record.get("sections", {}).items()]
         problem = problem or next((f"{name} is {_json_type(v)}, not a string"
@@ -353,7 +346,7 @@ class Session:
             raise SessionError(f"session {slug} already exists") from None
         os.close(fd)
         if sync:
-            _fsync_dir(session.path.parent)
+            fsync_dir(session.path.parent)
         return session
 
     @classmethod
@@ -608,18 +601,7 @@ def fsync_paths(paths: Iterable[Path]) -> None:
     with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
         list(pool.map(one, files))
     for folder in dict.fromkeys(p.parent for p in files):
-        _fsync_dir(folder)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as err:  # some filesystems refuse fsync on directories
-        if err.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
+        fsync_dir(folder)
 
 
 def live_slugs(paths: Paths) -> list[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..paths import Paths
+from ..process import alive
 from .archive import recover
 from .compaction import CompactResult, compact, compact_models, context_window_of
 from .context import assemble
@@ -167,7 +168,7 @@ class Sidecar:
             self.run_once()
             next_scan = time.monotonic() + RESCAN_S
             while not stop.is_set():
-                if parent_pid is not None and not _alive(parent_pid):
+                if parent_pid is not None and not alive(parent_pid):
                     self.report("parent process is gone; stopping")
                     return
                 with wake:
@@ -229,16 +230,6 @@ class Sidecar:
             except Exception as err:  # an import must never take the compaction worker down: say it, retry
                 self.report(f"import watch failed: {' '.join(str(err).split())[:300]}; retrying in {RETRY_MIN_S:.0f}s")
                 stop.wait(RETRY_MIN_S)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,

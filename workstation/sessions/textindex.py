@@ -25,14 +25,14 @@ from typing import Any
 
 from ..paths import Paths
 from ..store.broker import readonly
-from .archive import UnreadableArchive, _gunzip, _ignore, archived_slugs, gz_path, read_meta
+from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
 from .log import TURN_TYPES, LogView, SessionError, live_slugs, parse_lines, record_text
 
 _ROW_STRUCT = '{"q":"BIGINT","i":"VARCHAR","y":"VARCHAR","u":"INTEGER","t":"VARCHAR","x":"VARCHAR"}'
 _PIECE_BYTES = 16 << 20  # log bytes indexed per call to the owner
 
 
-def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Callable[[str], None] = _ignore) -> None:
+def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Callable[[str], None] = no_warning) -> None:
     """Bring the index up to date with the logs (only the given slugs, when given)."""
     if only is not None:
         slugs = sorted(set(only))
@@ -104,7 +104,7 @@ def _sync_archived(paths: Paths, db: Any, slug: str, row: tuple | None, warn: Ca
         db.call(index_mark, slug, row[2], "archived", identity)  # the archive holds what was read
         return
     try:
-        data = _gunzip(gz)
+        data = gunzip(gz)
     except UnreadableArchive as err:
         warn(f"not searched: {err}")
         return
