@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workstation.index import parser as P
+from workstation.index import parse as P
 from workstation.index.languages import detect
-from workstation.index.parser import Import, Symbol, parse, resolve_import, resolve_import_all
+from workstation.index.parse import Import, Symbol, parse, resolve_import, resolve_import_all
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parser"
 PYREPO = FIXTURES / "pyrepo"

@@ -249,7 +249,7 @@ def resolve_target(imp, importer: str, language: str | None, known) -> str | Non
     """Where an import points inside the repository, if anywhere (never raises)."""
     if language is None:
         return None
-    from .parser import resolve_import
+    from .parse import resolve_import
 
     try:
         return resolve_import(imp, importer, language, known)
@@ -310,7 +310,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     except UnicodeDecodeError as err:
         return ("skipped", fid, rel, "invalid_utf8", f"invalid UTF-8 at byte {err.start}", sig)
 
-    from . import parser
+    from . import parse as parser
     from .languages import detect
 
     language, kind = detect(rel)

@@ -364,7 +364,7 @@ class KnowledgeMap:
         """Imports that may point elsewhere now that files appeared or disappeared."""
         if not added and not gone:
             return
-        from .parser import Import
+        from .parse import Import
 
         hints = set()
         for rel in added:
