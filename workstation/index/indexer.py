@@ -324,7 +324,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
-           purpose, "source", bool(result.has_errors), indexed_at)
+           purpose, "source", bool(result.has_errors), indexed_at, parser.parser_version(language))
     return ("indexed", fid, row, _symbols_tsv(key, result.symbols), _refs_tsv(key, result.references),
             _deps_tsv(key, deps), len(result.symbols))
 

@@ -36,6 +36,7 @@ from ..store.broker import readonly
 from . import indexer, storage
 from .freshness import Indexed, Plan, is_racy, plan
 from .ignore import IgnoreRules
+from .parse import parser_version
 
 FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
@@ -212,8 +213,8 @@ class KnowledgeMap:
         if found[0] in ("absent", "ignored", "dir"):
             return "deleted"
         if files:
-            _, size, mtime, ctime, inode, sha, indexed_at, _lang = files[0]
-            if found[0] != "file":
+            _, size, mtime, ctime, inode, sha, indexed_at, language, version = files[0]
+            if found[0] != "file" or version != parser_version(language):
                 return "stale"
             sig = found[2]
             if sig == (size, mtime, ctime, inode) and not is_racy(sig, indexed_at):
@@ -231,7 +232,7 @@ class KnowledgeMap:
         self.rules.reload()
         found = indexer.scan(self.root, self.rules, self.max_bytes)
         files, skipped = self.db.call(storage.index_state)
-        indexed = {r[0]: Indexed(tuple(r[1:5]), r[5], r[6]) for r in files}
+        indexed = _indexed(files)
         was_skipped = {r[0]: (r[1], r[2]) for r in skipped}
         todo = plan(found, indexed, was_skipped, self._skip_sigs, force=force)
         scanned = time.perf_counter() - started
@@ -271,7 +272,7 @@ class KnowledgeMap:
         if folders:
             scope.update(self.db.call(storage.paths_under, folders))
         files, skipped = self.db.call(storage.index_state, sorted(scope))
-        indexed = {r[0]: Indexed(tuple(r[1:5]), r[5], r[6]) for r in files}
+        indexed = _indexed(files)
         was_skipped = {r[0]: (r[1], r[2]) for r in skipped}
         todo = plan(found, indexed, was_skipped, self._skip_sigs, scope=scope, force=force)
         known = self._known_paths() - set(todo.remove) | set(found.files)
@@ -449,6 +450,11 @@ class KnowledgeMap:
         from . import describe
 
         return describe.describe_missing(self, limit, cancel)
+
+
+def _indexed(rows: list[tuple]) -> dict[str, Indexed]:
+    """index_state's file rows as the planner wants them."""
+    return {r[0]: Indexed(tuple(r[1:5]), r[5], r[6], r[8] != parser_version(r[7])) for r in rows}
 
 
 def _sha_of(path: str) -> str | None:

@@ -20,7 +20,7 @@ import tempfile
 from ..store.broker import readonly
 
 FILE_COLUMNS = ("path", "language", "kind", "size", "mtime_ns", "ctime_ns", "inode", "sha256",
-                "line_count", "purpose", "purpose_source", "has_errors", "indexed_at_ns")
+                "line_count", "purpose", "purpose_source", "has_errors", "indexed_at_ns", "parser_version")
 
 _TSV_TABLES = {
     "symbols": (("fid", "BIGINT"), ("name", "VARCHAR"), ("qualname", "VARCHAR"), ("kind", "VARCHAR"),
@@ -133,14 +133,15 @@ def restamp(con, rows: list[tuple]) -> None:
 def index_state(con, paths: list[str] | None = None) -> tuple[list[tuple], list[tuple]]:
     """(files, skipped): the stat signature of every indexed file, every skipped path.
 
-    files rows: (path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language);
+    files rows: (path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language, parser_version);
     skipped rows: (path, reason, detail). `paths` limits both to those paths.
     """
     where, params = "", []
     if paths is not None:
         where, params = " WHERE path IN (SELECT unnest($1::VARCHAR[]))", [paths]
     files = con.execute(
-        "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language FROM kmap.files"
+        "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language, parser_version"
+        " FROM kmap.files"
         + where, params).fetchall()
     skipped = con.execute("SELECT path, reason, detail FROM kmap.skipped" + where, params).fetchall()
     return files, skipped

@@ -193,7 +193,14 @@ def _index_002(con, s: str) -> None:
     con.execute(f"DROP INDEX IF EXISTS {s}.idx_refs_path")
 
 
-INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002]
+def _index_003(con, s: str) -> None:
+    # The parser version each file was parsed with (parse.PARSER_VERSIONS): an upgrade that
+    # changes what the parser extracts re-parses the files it concerns. Rows from before this
+    # column get 0, older than any version: every file is parsed again once.
+    con.execute(f"ALTER TABLE {s}.files ADD COLUMN parser_version INTEGER NOT NULL DEFAULT 0")
+
+
+INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002, _index_003]
 MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002]
 
 
