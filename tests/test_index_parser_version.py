@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kmap_helpers import age, db_symbols, open_map, write
+
 from workstation.index import parse
 from workstation.index.parse import core
 
