@@ -64,7 +64,7 @@ INDEX_TABLES = {
     "skipped": {"path": "VARCHAR", "reason": "VARCHAR", "detail": "VARCHAR"},
     "schema_migrations": _MIGRATIONS_TABLE,
 }
-INDEX_INDEXES = {"idx_symbols_name", "idx_symbols_path", "idx_refs_name", "idx_deps_path", "idx_deps_target"}
+INDEX_INDEXES = {"idx_symbols_name", "idx_symbols_path", "idx_deps_path", "idx_deps_target"}
 MEMORY_INDEXES = {"idx_events_ts", "idx_events_session", "idx_decisions_step"}
 
 
@@ -183,7 +183,7 @@ def _write_old_data(con) -> None:
     con.execute("INSERT INTO kmap.skipped VALUES ('big.bin', 'binary', 'NUL byte at offset 0')")
 
 
-@pytest.mark.parametrize("memory_done, index_done", [(1, 1), (1, 2)])
+@pytest.mark.parametrize("memory_done, index_done", [(1, 1), (1, 2), (1, 3)])
 def test_migrate_an_old_database_forward(tmp_path: Path, memory_done: int, index_done: int):
     con = _connect(tmp_path)
     migrate(con, "main", _first(MEMORY_MIGRATIONS, memory_done))

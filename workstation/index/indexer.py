@@ -11,6 +11,7 @@ Nothing here raises for a bad file: every failure is a skip with a reason.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -196,11 +197,13 @@ def _ancestors(real: str, root: str) -> Iterator[str]:
 
 _worker_known: frozenset[str] = frozenset()
 _worker_max_bytes = 0
+_worker_spool: str | None = None
+_worker_chunks = 0
 
 
-def _init_worker(known: frozenset[str], max_bytes: int) -> None:
-    global _worker_known, _worker_max_bytes
-    _worker_known, _worker_max_bytes = known, max_bytes
+def _init_worker(known: frozenset[str], max_bytes: int, spool: str | None = None) -> None:
+    global _worker_known, _worker_max_bytes, _worker_spool
+    _worker_known, _worker_max_bytes, _worker_spool = known, max_bytes, spool
 
 
 Q, QQ = '"', '""'
@@ -337,13 +340,45 @@ POOL_MIN_BYTES = 4 << 20
 IN_FLIGHT = 2  # chunks sent ahead per worker: it never idles while the caller writes a batch
 
 
-def _work_chunk(tasks: list[tuple]) -> list[tuple]:
-    return [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
+TSV_TABLES = ("symbols", "refs", "deps")
+SPOOLED = "spooled"  # run() yields (SPOOLED, {table: file}, bytes, n): rows of the n results that follow
 
 
-def _serve(conn, known: frozenset[str], max_bytes: int) -> None:
+def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
+    """Index a chunk; with a spool folder, its rows go to files there rather than back through
+    the pipe (most of a cold index's bytes: the database owner reads them straight from disk)."""
+    global _worker_chunks
+    results = [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
+    if _worker_spool is None:
+        return results, {}, 0
+    texts = {table: [] for table in TSV_TABLES}
+    for result in results:
+        if result[0] == "indexed":
+            for table, text in zip(TSV_TABLES, result[3:6]):
+                if text:
+                    texts[table].append(text)
+    _worker_chunks += 1
+    files: dict[str, str] = {}
+    written = 0
+    try:
+        for table, parts in texts.items():
+            if parts:
+                path = os.path.join(_worker_spool, f"{os.getpid()}-{_worker_chunks}-{table}.tsv")
+                with open(path, "w", encoding="utf-8") as fh:
+                    written += fh.write("".join(parts))
+                files[table] = path
+    except OSError:  # a full disk, say: send the rows through the pipe after all
+        for path in files.values():
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return results, {}, 0
+    results = [r[:3] + ("", "", "") + r[6:] if r[0] == "indexed" else r for r in results]
+    return results, files, written
+
+
+def _serve(conn, known: frozenset[str], max_bytes: int, spool: str | None = None) -> None:
     """A worker process: index the chunks it is sent until it is sent None."""
-    _init_worker(known, max_bytes)
+    _init_worker(known, max_bytes, spool)
     while True:
         try:
             chunk = conn.recv()
@@ -355,9 +390,9 @@ def _serve(conn, known: frozenset[str], max_bytes: int) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, known: frozenset[str], max_bytes: int):
+    def __init__(self, ctx, known: frozenset[str], max_bytes: int, spool: str | None):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, known, max_bytes), daemon=True,
+        self.proc = ctx.Process(target=_serve, args=(child, known, max_bytes, spool), daemon=True,
                                 name="ws-kmap-worker")
         self.proc.start()
         child.close()
@@ -383,11 +418,15 @@ class _Worker:
 
 
 def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
-        sizes: list[int] | None = None) -> Iterator[tuple]:
+        sizes: list[int] | None = None, spool: str | None = None) -> Iterator[tuple]:
     """Index `tasks` ((fid, rel, path, expected_sha) each), yielding results as they finish.
 
     Big batches go to `workers` processes (forkserver: they never inherit this
     process's threads, DuckDB's or the database owner's), fed chunk by chunk.
+    With a `spool` folder the workers write their chunks' rows to files there:
+    the results of such a chunk come after a (SPOOLED, {table: file}, bytes, n)
+    item (n: how many results follow) and carry no rows themselves. The
+    caller owns the files, and must write a chunk's files with all n results.
     A worker killed mid-chunk (a parser crash) is replaced and its chunk is
     retried in halves until the file responsible is alone; that file is
     indexed without symbols. As with any multiprocessing code, a script that
@@ -410,7 +449,7 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
         tasks = [tasks[i] for i in order]
     size = max(1, min(16, len(tasks) // (workers * 16)))
     queue = deque(tasks[i:i + size] for i in range(0, len(tasks), size))
-    pool = [_Worker(ctx, known, max_bytes) for _ in range(min(workers, len(queue)))]
+    pool = [_Worker(ctx, known, max_bytes, spool) for _ in range(min(workers, len(queue)))]
 
     def feed(worker: _Worker) -> None:
         while queue and len(worker.inflight) < IN_FLIGHT:
@@ -434,6 +473,9 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
                 if results is not None:
                     worker.inflight.popleft()
                     feed(worker)  # before yielding: the caller may write for a while
+                    results, files, written = results
+                    if files:
+                        yield (SPOOLED, files, written, len(results))
                     yield from results
                     continue
                 # The worker died in its oldest chunk; the ones behind it were not started.
@@ -446,7 +488,7 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
                     half = len(lost) // 2
                     queue.extendleft([lost[half:], lost[:half]])
                 worker.stop()
-                worker = pool[n] = _Worker(ctx, known, max_bytes)
+                worker = pool[n] = _Worker(ctx, known, max_bytes, spool)
                 feed(worker)
     finally:
         for worker in pool:

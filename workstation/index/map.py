@@ -23,8 +23,11 @@ replaces a file's rows whole, so racing re-indexes of a file agree.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -36,7 +39,7 @@ from ..store.broker import readonly
 from . import indexer, storage
 from .freshness import Indexed, Plan, is_racy, plan
 from .ignore import IgnoreRules
-from .parse import parser_version
+from .versions import parser_version
 
 FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
@@ -107,9 +110,15 @@ class _Batch:
     def __init__(self) -> None:
         self.files: list[tuple] = []
         self.tsv: dict[str, list[str]] = {"symbols": [], "refs": [], "deps": []}
+        self.spooled: dict[str, list[str]] = {"symbols": [], "refs": [], "deps": []}  # files of rows
         self.skipped: list[tuple[str, str, str]] = []
         self.removed: list[str] = []
         self.bytes = 0
+
+    def add_spooled(self, files: dict[str, str], size: int) -> None:
+        for table, path in files.items():
+            self.spooled[table].append(path)
+        self.bytes += size
 
     def add_indexed(self, row: tuple, symbols: str, refs: str, deps: str) -> None:
         self.files.append(row)
@@ -305,38 +314,48 @@ class KnowledgeMap:
         restamps: list[tuple] = []
         total, done, writing = len(tasks), 0, 0.0
         frozen = frozenset(known)
-        for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes):
-            status = result[0]
-            if status == "indexed":
-                _, _fid, row, symbols, refs, deps, _n = result
-                batch.add_indexed(row, symbols, refs, deps)
-                change.indexed.append(row[0])
-                self._skip_sigs.pop(row[0], None)
-            elif status == "same":
-                _, _fid, rel, sig, sha, indexed_at = result
-                restamps.append((rel, sha, *sig, indexed_at))
-            elif status == "skipped":
-                _, _fid, rel, reason, detail, sig = result
-                if sig is not None:
-                    self._skip_sigs[rel] = sig
-                if was_skipped.get(rel) == (reason, detail) and rel not in before:
-                    change.unchanged += 1  # skipped again for the same reason: nothing to write
-                else:
-                    batch.skipped.append((rel, reason, detail))
-                    change.skipped.append(rel)
-            else:  # gone between the walk and the read
-                rel = result[2]
-                if rel in before:
-                    batch.removed.append(rel)
-                    change.removed.append(rel)
-            done += 1
-            if progress is not None:
-                progress(done, total, names[result[1] - 1])
-            if batch.bytes >= FLUSH_BYTES:
-                writing += self._flush(batch, names)
-                batch = _Batch()
-        parsed = time.perf_counter() - started - writing
-        writing += self._flush(batch, names)
+        spool = tempfile.mkdtemp(prefix="ws-kmap-")  # worker processes write rows here
+        try:
+            pending = 0  # results still to come whose rows are in a spooled file of this batch
+            for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool):
+                if result[0] == indexer.SPOOLED:
+                    _, files, size, pending = result
+                    batch.add_spooled(files, size)
+                    continue
+                pending = max(0, pending - 1)
+                status = result[0]
+                if status == "indexed":
+                    _, _fid, row, symbols, refs, deps, _n = result
+                    batch.add_indexed(row, symbols, refs, deps)
+                    change.indexed.append(row[0])
+                    self._skip_sigs.pop(row[0], None)
+                elif status == "same":
+                    _, _fid, rel, sig, sha, indexed_at = result
+                    restamps.append((rel, sha, *sig, indexed_at))
+                elif status == "skipped":
+                    _, _fid, rel, reason, detail, sig = result
+                    if sig is not None:
+                        self._skip_sigs[rel] = sig
+                    if was_skipped.get(rel) == (reason, detail) and rel not in before:
+                        change.unchanged += 1  # skipped again for the same reason: nothing to write
+                    else:
+                        batch.skipped.append((rel, reason, detail))
+                        change.skipped.append(rel)
+                else:  # gone between the walk and the read
+                    rel = result[2]
+                    if rel in before:
+                        batch.removed.append(rel)
+                        change.removed.append(rel)
+                if batch.bytes >= FLUSH_BYTES and not pending:  # never between a file's row and its rows
+                    writing += self._flush(batch, names)
+                    batch = _Batch()
+                done += 1
+                if progress is not None:
+                    progress(done, total, names[result[1] - 1])
+            parsed = time.perf_counter() - started - writing
+            writing += self._flush(batch, names)
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)  # our own temp folder; nothing else to do if it fails
         if restamps:
             self.db.call(storage.restamp, restamps)
             change.unchanged += len(restamps)
@@ -358,7 +377,12 @@ class KnowledgeMap:
             return 0.0
         started = time.perf_counter()
         tsv = {table: "".join(parts) for table, parts in batch.tsv.items() if parts}
-        self.db.call(storage.write_index, names, batch.files, tsv, batch.skipped, batch.removed)
+        spooled = {table: files for table, files in batch.spooled.items() if files}
+        self.db.call(storage.write_index, names, batch.files, tsv, batch.skipped, batch.removed, spooled)
+        for files in spooled.values():
+            for path in files:
+                with contextlib.suppress(OSError):  # the spool folder goes at the end anyway
+                    os.unlink(path)
         return time.perf_counter() - started
 
     def _resolve_again(self, added: set[str], gone: set[str]) -> None:

@@ -48,32 +48,39 @@ def join_names(names) -> str:
                           for n in names)
 
 
-def _load_tsv(con, table: str, tsv: str, paths: list[str]) -> None:
-    if not tsv:
+def _load_tsv(con, table: str, tsv: str, files: list[str], paths: list[str]) -> None:
+    """Insert the rows of `tsv` and of the TSV `files` into kmap.`table`, in one statement."""
+    if not tsv and not files:
         return
     columns = _TSV_TABLES[table]
     spec = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in columns) + "}"
-    fd, tmp = tempfile.mkstemp(prefix=f"ws-{table}-", suffix=".tsv")
+    tmp = None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(tsv)
+        if tsv:
+            fd, tmp = tempfile.mkstemp(prefix=f"ws-{table}-", suffix=".tsv")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(tsv)
         con.execute(
             f"""INSERT INTO kmap.{table}
                 SELECT p.path, {_TSV_SELECT[table]}
-                FROM read_csv($file, header=false, auto_detect=false, delim='\t', quote='"', escape='"',
+                FROM read_csv($files, header=false, auto_detect=false, delim='\t', quote='"', escape='"',
                               nullstr='\\N', allow_quoted_nulls=false, new_line='\\n', columns={spec}) AS t
                 JOIN (SELECT unnest($paths) AS path, generate_subscripts($paths, 1) AS fid) AS p USING (fid)""",
-            {"paths": paths, "file": tmp})
+            {"paths": paths, "files": list(files) + ([tmp] if tmp else [])})
     finally:
-        os.unlink(tmp)
+        if tmp is not None:
+            os.unlink(tmp)
 
 
 def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
-                skipped: list[tuple[str, str, str]], removed: list[str]) -> None:
+                skipped: list[tuple[str, str, str]], removed: list[str],
+                spooled: dict[str, list[str]] | None = None) -> None:
     """Replace everything known about the given files in one transaction.
 
     `files` are full rows (FILE_COLUMNS order) of files (re)indexed now; their
-    symbols, refs and deps arrive in `tsv`. `skipped` are (path, reason, detail);
+    symbols, refs and deps arrive in `tsv`, or in the TSV files named by `spooled`
+    (written by the indexer's worker processes; the caller deletes them once this
+    returns). `skipped` are (path, reason, detail);
     `removed` paths are dropped. Old rows of every path named go in the same
     transaction, so a reader never sees a file's old and new symbols mixed.
     A model-written purpose survives a re-index that did not change the content.
@@ -97,8 +104,9 @@ def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
                 f"INSERT INTO kmap.files ({', '.join(FILE_COLUMNS)}) SELECT "
                 + ", ".join(f"unnest(${i + 1})" for i in range(len(FILE_COLUMNS))),
                 [list(c) for c in cols])
-        for table, text in tsv.items():
-            _load_tsv(con, table, text, paths)
+        spooled = spooled or {}
+        for table in _TSV_TABLES:
+            _load_tsv(con, table, tsv.get(table, ""), spooled.get(table, ()), paths)
         if skipped:
             con.execute("INSERT INTO kmap.skipped SELECT unnest($1), unnest($2), unnest($3)",
                         [list(c) for c in zip(*skipped)])

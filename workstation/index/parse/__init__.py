@@ -38,7 +38,8 @@ Conventions (shared by every language):
 
 from __future__ import annotations
 
-from .core import PARSER_VERSIONS, SUPPORTED_LANGUAGES, parse, parse_rows, parser_version
+from ..versions import PARSER_VERSIONS, parser_version
+from .core import SUPPORTED_LANGUAGES, parse, parse_rows
 from .model import Import, ParseResult, Reference, Symbol
 from .python import parse_python_ast as _parse_python_ast  # noqa: F401  (tests compare against it)
 from .resolve import resolve_import, resolve_import_all

@@ -40,22 +40,6 @@ SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "tsx", "go", "rust"
                        "c", "cpp", "ruby")
 _SUPPORTED = frozenset(SUPPORTED_LANGUAGES)
 
-# What the parser extracts, versioned per language family. Bump a family's number with any
-# change that alters the symbols, references, imports or purpose it gives for some file:
-# the next refresh re-parses that family's files, unchanged ones too (the map records the
-# version each file was parsed with). `None` is text the parser does not understand (its
-# purpose line, see indexer.text_purpose).
-PARSER_VERSIONS: dict[str | None, int] = {
-    "python": 1, "javascript": 1, "go": 1, "rust": 1, "java": 1, "c": 1, "ruby": 1, None: 1,
-}
-_FAMILY = {"typescript": "javascript", "tsx": "javascript", "cpp": "c"}
-
-
-def parser_version(language: str | None) -> int:
-    """The version of what the parser extracts from files of `language` (see PARSER_VERSIONS)."""
-    family = _FAMILY.get(language, language)
-    return PARSER_VERSIONS[family if family in PARSER_VERSIONS else None]
-
 _CPP_HINT_RE = re.compile(rb"^\s*(?:class|namespace|template\s*<|public:|private:|protected:)"
                           rb"|\busing\s+namespace\b|::|#include\s*<(?:iostream|string|vector|memory|map)>",
                           re.MULTILINE)
