@@ -59,3 +59,9 @@ def _missing(con, limit: int) -> list[tuple]:
 def set_model_purpose(con, path: str, sha: str, purpose: str) -> None:
     con.execute("""UPDATE kmap.files SET purpose = ?, purpose_source = 'model'
                    WHERE path = ? AND sha256 = ?""", [purpose, path, sha])
+
+
+def adopt_purposes(con, rows: list[tuple[str, str, str]]) -> None:
+    """(path, sha256, purpose) written for the same content elsewhere (another map of these files)."""
+    for path, sha, purpose in rows:
+        set_model_purpose(con, path, sha, purpose)

@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import WorkstationError
 from ..paths import STATE_DIRNAME
@@ -40,6 +40,11 @@ from . import indexer, storage
 from .freshness import Indexed, Plan, is_racy, plan
 from .ignore import IgnoreRules
 from .versions import parser_version
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..paths import Paths
+    from ..store import Database
 
 FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
@@ -135,7 +140,7 @@ class _Batch:
 class KnowledgeMap:
     """The knowledge map of one workspace; see the module docstring."""
 
-    def __init__(self, db, paths, config):
+    def __init__(self, db: Database, paths: Paths, config: Config):
         self.db = db
         self.paths = paths
         self.config = config
@@ -149,6 +154,34 @@ class KnowledgeMap:
         # the resolver caches its path index by the object's identity)
         self._listeners: list[Callable[[MapChange], None]] = []
         self._caches: dict[str, tuple] = {}
+
+    # ------------------------------------------------------------------ what the map holds now
+    # These read the database as it is, without the staleness gate: callers that need fresh
+    # answers run `ensure_fresh` first, and `indexed_sha` before and after a read tells which
+    # content an answer came from.
+    def indexed_sha(self, relpath: str) -> str | None:
+        """The content hash the map holds for one file (None: not in the map)."""
+        return self.db.call(_indexed_sha, self.relpath(relpath))
+
+    def known_paths(self, relpaths: list[str]) -> list[str]:
+        """Those of `relpaths` (repo-relative) that the map holds as indexed files, in path order."""
+        return self.db.call(_known_paths, list(relpaths)) if relpaths else []
+
+    def symbol_files(self, names: list[str]) -> list[tuple[str, str]]:
+        """(name, path) of every symbol defined under one of `names` (exact name or qualified name),
+        ordered by name then path."""
+        return self.db.call(_symbol_files, list(names)) if names else []
+
+    def model_purposes(self) -> list[tuple[str, str, str]]:
+        """(path, sha256, purpose) of every file whose purpose a model wrote, by path."""
+        return self.db.call(_model_purposes)
+
+    def set_model_purposes(self, rows: list[tuple[str, str, str]]) -> None:
+        """Take model-written purposes ((path, sha256, purpose), as `model_purposes` gives them, from
+        another map of the same files): each lands where the file here has that very content."""
+        from . import describe
+
+        self.db.call(describe.adopt_purposes, [tuple(r) for r in rows])
 
     # ------------------------------------------------------------------ listeners
     def add_listener(self, fn: Callable[[MapChange], None]) -> None:
@@ -497,6 +530,33 @@ def _sha_of(path: str) -> str | None:
 @readonly
 def _all_paths(con) -> list[str]:
     return [r[0] for r in con.execute("SELECT path FROM kmap.files").fetchall()]
+
+
+@readonly
+def _indexed_sha(con, path: str) -> str | None:
+    row = con.execute("SELECT sha256 FROM kmap.files WHERE path = ?", [path]).fetchone()
+    return row[0] if row else None
+
+
+@readonly
+def _known_paths(con, paths: list[str]) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT path FROM kmap.files WHERE path IN (SELECT unnest($1::VARCHAR[])) ORDER BY path", [paths]).fetchall()]
+
+
+@readonly
+def _symbol_files(con, names: list[str]) -> list[tuple[str, str]]:
+    rows = con.execute(
+        """SELECT DISTINCT n.name, s.path FROM (SELECT unnest($1::VARCHAR[]) AS name) n
+           JOIN kmap.symbols s ON s.name = n.name OR s.qualname = n.name
+           ORDER BY n.name, s.path""", [names]).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+@readonly
+def _model_purposes(con) -> list[tuple[str, str, str]]:
+    return [tuple(r) for r in con.execute(
+        "SELECT path, sha256, purpose FROM kmap.files WHERE purpose_source = 'model' ORDER BY path").fetchall()]
 
 
 @readonly

@@ -18,9 +18,15 @@ import math
 import posixpath
 import re
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import WorkstationError
 from ..store.broker import readonly
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..llm import ModelSpec
+    from .map import KnowledgeMap
 
 FUZZY_CUTOFF = 86  # rapidfuzz WRatio; lower lets near-everything in for short queries
 MIN_COVER = 0.6  # a fuzzy match is at least this share of the query's length (see _fuzzy)
@@ -73,7 +79,7 @@ class ImpactHit:
 # ---------------------------------------------------------------------------------------
 # find
 
-def find(km, query: str, limit: int = 20) -> FindResult:
+def find(km: KnowledgeMap, query: str, limit: int = 20) -> FindResult:
     q = " ".join(query.split())
     if not q:
         raise WorkstationError("find needs a query")
@@ -100,7 +106,7 @@ def find(km, query: str, limit: int = 20) -> FindResult:
     return result
 
 
-def model_spec(config):
+def model_spec(config: Config) -> ModelSpec | None:
     """The ModelSpec of the configured model, or None when there is none."""
     if not config.model.name:
         return None
@@ -111,7 +117,7 @@ def model_spec(config):
                      timeout_s=m.timeout_s, max_retries=m.max_retries, fallbacks=tuple(m.fallbacks))
 
 
-def _tier_one(km, q: str, limit: int) -> list[FindHit]:
+def _tier_one(km: KnowledgeMap, q: str, limit: int) -> list[FindHit]:
     from rapidfuzz import utils
 
     found: dict[tuple, FindHit] = {}
@@ -190,7 +196,7 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD_RE.findall(text) if len(w) > 2}
 
 
-def _tier_two(km, q: str, limit: int, spec) -> list[FindHit]:
+def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[FindHit]:
     from .. import tokens as tok
     from ..llm import complete
 
@@ -307,7 +313,7 @@ def _semantic_rows(con) -> list[tuple]:
 # ---------------------------------------------------------------------------------------
 # impact
 
-def impact(km, symbol: str) -> list[ImpactHit]:
+def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
     """Every reference to `symbol`: a name, a qualified name (`Class.method`) or `path:name`."""
     spec = symbol.strip()
     if not spec:
