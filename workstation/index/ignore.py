@@ -49,6 +49,11 @@ class IgnoreRules:
             if rel and rel != ".":
                 always.add(rel)
         self.always = frozenset(always)
+        # the real folders a symlink must never lead into (config, databases, session logs, git objects)
+        private = [self.root / a for a in sorted(always)]
+        if state_dir is not None:
+            private.append(Path(state_dir))
+        self._private = [os.path.realpath(p) for p in private]
         self.extra_patterns = list(extra_patterns)
         self._git: dict[str, object] = {}  # folder relpath ('' for root) -> spec or None
         self.reload()
@@ -69,6 +74,33 @@ class IgnoreRules:
         return self._git[folder]
 
     # -- decisions --------------------------------------------------------
+    def is_private(self, real: str) -> bool:
+        """Whether a real path is `.git`, the `.workstation` folder or the state folder, or inside one:
+        a symlink there is never followed. Compared by path and by file identity, so that another
+        spelling of the same folder (a case-insensitive filesystem) is caught too."""
+        identities = set()
+        for folder in self._private:
+            if real == folder or real.startswith(folder + os.sep):
+                return True
+            try:
+                st = os.stat(folder)
+            except OSError:
+                continue  # not there: nothing in it to protect
+            identities.add((st.st_dev, st.st_ino))
+        if not identities:
+            return False
+        root = str(self.root)
+        part = real
+        while part.startswith(root + os.sep):
+            try:
+                st = os.stat(part)
+            except OSError:
+                return False
+            if (st.st_dev, st.st_ino) in identities:
+                return True
+            part = os.path.dirname(part)
+        return False
+
     def is_always_ignored(self, relpath: str) -> bool:
         return any(relpath == a or relpath.startswith(a + "/") for a in self.always)
 

@@ -27,7 +27,8 @@ from typing import Callable, Iterable, Iterator
 from .ignore import IgnoreRules
 from .storage import join_names
 
-SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root")
+SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private")
+PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
 NULL = "\\N"
 
@@ -87,6 +88,9 @@ def _symlink(entry_path: str, rel: str, root: str, chain: tuple[str, ...], rules
     real = os.path.realpath(entry_path)
     if not _inside(real, root):
         out.skipped[rel] = ("outside_root", f"symlink to {real}")
+        return
+    if rules.is_private(real):  # what the file tools refuse, the map does not hold either
+        out.skipped[rel] = ("private", PRIVATE_DETAIL)
         return
     if is_dir:
         if any(_inside(seen, real) for seen in chain):
