@@ -324,8 +324,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     if parse:
         result = parser.parse_rows(rel, data, language)  # never raises; a syntax error yields what parses
     else:
-        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-        result = parser.ParseResult(language, "", [], [], [], lines, True)
+        result = parser.ParseResult(language, "", [], [], [], parser.line_count(data), True)
     language = result.language if language is not None else None
     purpose = result.purpose or ("" if language else text_purpose(text))
     deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]

@@ -39,14 +39,14 @@ Conventions (shared by every language):
 from __future__ import annotations
 
 from ..versions import PARSER_VERSIONS, parser_version
-from .core import SUPPORTED_LANGUAGES, parse, parse_rows
+from .core import SUPPORTED_LANGUAGES, line_count, parse, parse_rows
 from .model import Import, ParseResult, Reference, Symbol
 from .python import parse_python_ast as _parse_python_ast  # noqa: F401  (tests compare against it)
 from .resolve import resolve_import, resolve_import_all
 
 __all__ = [
     "Symbol", "Reference", "Import", "ParseResult", "parse", "parse_rows", "resolve_import",
-    "resolve_import_all", "SUPPORTED_LANGUAGES", "PARSER_VERSIONS", "parser_version",
+    "resolve_import_all", "SUPPORTED_LANGUAGES", "PARSER_VERSIONS", "parser_version", "line_count",
 ]
 
 _DEBUG_RAISE = False  # tests flip this to surface internal errors that parse() would swallow

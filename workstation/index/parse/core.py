@@ -45,6 +45,16 @@ _CPP_HINT_RE = re.compile(rb"^\s*(?:class|namespace|template\s*<|public:|private
                           re.MULTILINE)
 
 
+_LONE_CR_RE = re.compile(rb"\r(?!\n)")
+
+
+def line_count(src: bytes) -> int:
+    """Lines of a file as the parser counts them: LF, CRLF and a lone CR each end one."""
+    if b"\r" in src:
+        src = _LONE_CR_RE.sub(b"\n", src)
+    return _line_count(src)
+
+
 def _line_count(src: bytes) -> int:
     if not src:
         return 0
@@ -76,6 +86,10 @@ def _parse(relpath: str, source: bytes, language: str | None, rows: bool) -> Par
             source = bytes(source)
     except Exception:
         return ParseResult(language, "", [], [], [], 0, True)
+    if b"\r" in source:
+        # A lone CR ends a line (old Mac files; Python and editors agree), but tree-sitter counts only
+        # LF: as LF, same length, so every byte offset stays where it was.
+        source = _LONE_CR_RE.sub(b"\n", source)
     line_count = _line_count(source)
     try:
         if language is None:
