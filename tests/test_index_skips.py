@@ -170,3 +170,26 @@ def test_symlinks_into_the_state_folder_or_git_are_never_indexed(tmp_path: Path)
             change = km.ensure_fresh([rel])
             assert rel not in change.indexed and rel not in db_paths(km)
         assert km.freshness("cfg.toml") == "fresh"
+
+
+def test_gitignore_edits_anywhere_take_effect_at_the_next_gate(tmp_path: Path):
+    write(tmp_path, {
+        "src/.gitignore": "a_*.py\n",
+        "src/a_one.py": "A = 1\n",
+        "src/b_one.py": "B = 1\n",
+        "src/deep/c_one.py": "C = 1\n",
+    })
+    with open_map(tmp_path) as km:
+        km.index_all()
+        assert db_paths(km) == {"src/.gitignore", "src/b_one.py", "src/deep/c_one.py"}
+        (tmp_path / "src/.gitignore").write_text("b_*.py\n")  # same size, another rule
+        km.ensure_fresh()
+        assert db_paths(km) == {"src/.gitignore", "src/a_one.py", "src/deep/c_one.py"}
+        (tmp_path / "src/deep/.gitignore").write_text("c_*.py\n")  # a new one, deeper
+        km.ensure_fresh()
+        assert db_paths(km) == {"src/.gitignore", "src/a_one.py", "src/deep/.gitignore"}
+        (tmp_path / "src/.gitignore").unlink()  # gone: its rules go with it
+        km.ensure_fresh()
+        assert db_paths(km) == {"src/a_one.py", "src/b_one.py", "src/deep/.gitignore"}
+        for _ in range(3):  # nothing changed: nothing moves
+            assert km.ensure_fresh().empty

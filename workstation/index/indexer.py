@@ -119,32 +119,40 @@ def scan(root: Path, rules: IgnoreRules, max_bytes: int, under: str = "") -> Sca
     while stack:
         rel_dir, abs_dir, chain = stack.pop()
         try:
-            entries = os.scandir(abs_dir)
+            with os.scandir(abs_dir) as entries:
+                listing = list(entries)
         except OSError as err:
             if rel_dir and err.errno != errno.ENOENT:
                 out.skipped[rel_dir] = ("unreadable", err.strerror or str(err))
             continue
-        with entries:
-            for entry in entries:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                if not entry.name.isascii() and (shown := unencodable(rel)):
-                    if not rules.ignored_here(rel, entry.is_dir(follow_symlinks=False)):
-                        out.skipped[shown] = ("invalid_utf8", BAD_NAME)
-                    continue
+        gitignore = None  # the folder's .gitignore by stat signature: read again only when that changed
+        for entry in listing:
+            if entry.name == ".gitignore":
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if not rules.ignored_here(rel, True):
-                            stack.append((rel, entry.path, chain + (chain[-1] + "/" + entry.name,)))
-                    elif entry.is_file(follow_symlinks=False):
-                        if not rules.ignored_here(rel, False):
-                            _add_file(rel, entry.path, entry.stat(follow_symlinks=False), max_bytes, out)
-                    elif entry.is_symlink():
-                        _symlink(entry.path, rel, root_s, chain, rules, max_bytes, out, stack)
-                    elif not rules.ignored_here(rel, False):
-                        out.skipped[rel] = ("unreadable", "not a regular file")
-                except OSError as err:  # vanished or unreadable between listing and stat
-                    if err.errno != errno.ENOENT and not rules.ignored_here(rel, False):
-                        out.skipped[rel] = ("unreadable", err.strerror or str(err))
+                    gitignore = stat_sig(entry.stat())
+                except OSError:
+                    pass  # gone or unreadable: as good as absent
+        rules.saw_gitignore(rel_dir, gitignore)
+        for entry in listing:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if not entry.name.isascii() and (shown := unencodable(rel)):
+                if not rules.ignored_here(rel, entry.is_dir(follow_symlinks=False)):
+                    out.skipped[shown] = ("invalid_utf8", BAD_NAME)
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not rules.ignored_here(rel, True):
+                        stack.append((rel, entry.path, chain + (chain[-1] + "/" + entry.name,)))
+                elif entry.is_file(follow_symlinks=False):
+                    if not rules.ignored_here(rel, False):
+                        _add_file(rel, entry.path, entry.stat(follow_symlinks=False), max_bytes, out)
+                elif entry.is_symlink():
+                    _symlink(entry.path, rel, root_s, chain, rules, max_bytes, out, stack)
+                elif not rules.ignored_here(rel, False):
+                    out.skipped[rel] = ("unreadable", "not a regular file")
+            except OSError as err:  # vanished or unreadable between listing and stat
+                if err.errno != errno.ENOENT and not rules.ignored_here(rel, False):
+                    out.skipped[rel] = ("unreadable", err.strerror or str(err))
     return out
 
 

@@ -271,7 +271,7 @@ class KnowledgeMap:
     # ------------------------------------------------------------------ refresh internals
     def _refresh_all(self, progress, force: bool) -> MapChange:
         started = time.perf_counter()
-        self.rules.reload()
+        self.rules.reload(gitignores=False)  # the walk reads each .gitignore that changed
         found = indexer.scan(self.root, self.rules, self.max_bytes)
         files, skipped = self.db.call(storage.index_state)
         indexed = _indexed(files)
