@@ -163,7 +163,7 @@ def test_model_written_purpose_survives_until_the_content_changes(repo: Path, mo
         from workstation.index.map import KnowledgeMap
         from workstation.store import Database
 
-        cfg, paths = config_mod.load(repo, {"model": _model(llm)})
+        cfg, paths = config_mod.load(repo, {"model": _model(llm), "index": {"describe_with_model": True}})
         with Database(paths) as db:
             km = KnowledgeMap(db, paths, cfg)
             km.index_all()

@@ -62,6 +62,7 @@ INDEX_TABLES = {
     "refs": {"path": "VARCHAR", "name": "VARCHAR", "line": "INTEGER", "enclosing": "VARCHAR", "kind": "VARCHAR"},
     "deps": {"path": "VARCHAR", "module": "VARCHAR", "names": "VARCHAR[]", "line": "INTEGER", "target": "VARCHAR"},
     "skipped": {"path": "VARCHAR", "reason": "VARCHAR", "detail": "VARCHAR"},
+    "purpose_cache": {"sha256": "VARCHAR", "purpose": "VARCHAR", "model": "VARCHAR", "described_at_ns": "BIGINT"},
     "schema_migrations": _MIGRATIONS_TABLE,
 }
 INDEX_INDEXES = {"idx_symbols_name", "idx_symbols_path", "idx_deps_path", "idx_deps_target"}
@@ -183,7 +184,7 @@ def _write_old_data(con) -> None:
     con.execute("INSERT INTO kmap.skipped VALUES ('big.bin', 'binary', 'NUL byte at offset 0')")
 
 
-@pytest.mark.parametrize("memory_done, index_done", [(1, 1), (1, 2), (1, 3)])
+@pytest.mark.parametrize("memory_done, index_done", [(1, 1), (1, 2), (1, 4)])
 def test_migrate_an_old_database_forward(tmp_path: Path, memory_done: int, index_done: int):
     con = _connect(tmp_path)
     migrate(con, "main", _first(MEMORY_MIGRATIONS, memory_done))
@@ -207,8 +208,10 @@ def test_migrate_an_old_database_forward(tmp_path: Path, memory_done: int, index
     assert json.loads(con.execute("SELECT args FROM tool_calls").fetchone()[0]) == {"pattern": "x"}
     assert con.execute("SELECT id, decision, related_files, reuse_count FROM decision_log").fetchall() == \
         [("d1", "use tabs", ["a.py"], 0)]
+    # parsed before versions were recorded (older than any); its unchecked model-written purpose is dropped
     assert con.execute("SELECT path, sha256, purpose, purpose_source, parser_version FROM kmap.files").fetchall() == \
-        [("a.py", "abc", "Old purpose", "model", 0)]  # parsed before versions were recorded: older than any
+        [("a.py", "abc", "", "source", 0)]
+    assert con.execute("SELECT * FROM kmap.purpose_cache").fetchall() == []
     assert con.execute("SELECT qualname, start_line, end_line FROM kmap.symbols").fetchall() == [("old", 1, 2)]
     assert con.execute("SELECT * FROM kmap.refs").fetchall() == [("a.py", "x", 2, "old", "ref")]
     assert con.execute("SELECT * FROM kmap.deps").fetchall() == [("a.py", "os", [], 1, None)]

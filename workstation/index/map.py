@@ -13,7 +13,7 @@ re-indexed on the spot, deleted ones dropped, before the query runs.
     km.files(); km.symbols(path)    # for the TUI tree; km.skipped(): what is left out and why
     km.freshness(path)              # 'fresh' | 'stale' | 'deleted', without fixing anything
     km.add_listener(fn)             # fn(MapChange) after every refresh that changed something
-    km.describe_missing(limit)      # background: model-written purposes (when a model is set)
+    km.describe_files(limit)        # background, opt-in: model-written purposes, with progress and cost
 
 A KnowledgeMap is safe to share between threads (the watcher and a query
 thread); refreshes are serialised. Several processes may share one
@@ -43,6 +43,7 @@ from .versions import parser_version
 
 if TYPE_CHECKING:
     from ..config import Config
+    from . import describe as describe_mod
     from ..paths import Paths
     from ..store import Database
 
@@ -212,6 +213,8 @@ class KnowledgeMap:
         started = time.perf_counter()
         with self._lock:
             done = self._refresh_all(progress, force)
+            if force:  # model-written purposes of content that is gone go with it
+                self.db.call(storage.prune_purposes)
             totals = self.db.call(storage.totals)
             skipped_rows = self.db.call(_skipped_rows)
         return IndexReport(
@@ -502,8 +505,17 @@ class KnowledgeMap:
         self.ensure_fresh()
         return query_mod.impact(self, symbol)
 
+    def describe_files(self, limit: int = 20, cancel: threading.Event | None = None,
+                       progress: Callable[[describe_mod.DescribeReport], None] | None = None):
+        """Ask the configured model for one-line purposes of up to `limit` files that have none, when
+        index.describe_with_model allows it (background use; see describe.DescribeReport: files done of
+        total, tokens, cost). `progress(report)` after every file."""
+        from . import describe
+
+        return describe.describe_files(self, limit, cancel, progress)
+
     def describe_missing(self, limit: int = 20, cancel: threading.Event | None = None) -> int:
-        """Ask the configured model for one-line purposes of files that have none (background use)."""
+        """`describe_files` answered with how many files got a purpose (the app's older call)."""
         from . import describe
 
         return describe.describe_missing(self, limit, cancel)

@@ -83,7 +83,8 @@ def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
     returns). `skipped` are (path, reason, detail);
     `removed` paths are dropped. Old rows of every path named go in the same
     transaction, so a reader never sees a file's old and new symbols mixed.
-    A model-written purpose survives a re-index that did not change the content.
+    A file with no purpose of its own takes the model-written one cached for its
+    content (describe.py), if there is one.
     """
     touched = sorted({f[0] for f in files} | {s[0] for s in skipped} | set(removed))
     con.execute("BEGIN TRANSACTION")
@@ -91,13 +92,8 @@ def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
         if touched:
             con.execute("CREATE OR REPLACE TEMP TABLE ws_touched AS SELECT unnest($1::VARCHAR[]) AS path",
                         [touched])
-            kept = con.execute(
-                """SELECT f.path, f.sha256, f.purpose FROM kmap.files f JOIN ws_touched USING (path)
-                   WHERE f.purpose_source = 'model'""").fetchall()
             for table in ("symbols", "refs", "deps", "files", "skipped"):
                 con.execute(f"DELETE FROM kmap.{table} WHERE path IN (SELECT path FROM ws_touched)")
-        else:
-            kept = []
         if files:
             cols = list(zip(*files))
             con.execute(
@@ -110,9 +106,11 @@ def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
         if skipped:
             con.execute("INSERT INTO kmap.skipped SELECT unnest($1), unnest($2), unnest($3)",
                         [list(c) for c in zip(*skipped)])
-        for path, sha, purpose in kept:
-            con.execute("""UPDATE kmap.files SET purpose = ?, purpose_source = 'model'
-                           WHERE path = ? AND sha256 = ?""", [purpose, path, sha])
+        if files:
+            con.execute(
+                """UPDATE kmap.files SET purpose = c.purpose, purpose_source = 'model' FROM kmap.purpose_cache c
+                   WHERE kmap.files.sha256 = c.sha256 AND kmap.files.purpose = ''
+                     AND kmap.files.path IN (SELECT path FROM ws_touched)""")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -211,3 +209,9 @@ def totals(con) -> dict:
                   (SELECT count(*) FROM kmap.refs)""").fetchone()
     skipped = dict(con.execute("SELECT reason, count(*) FROM kmap.skipped GROUP BY reason").fetchall())
     return {"files": files, "symbols": symbols, "references": references, "skipped": skipped}
+
+
+def prune_purposes(con) -> int:
+    """Drop cached model-written purposes of content no file has any more; returns how many."""
+    return con.execute(
+        "DELETE FROM kmap.purpose_cache WHERE sha256 NOT IN (SELECT sha256 FROM kmap.files)").fetchone()[0]
