@@ -152,3 +152,31 @@ def test_a_failing_model_is_given_up_after_three_errors(tmp_path: Path, monkeypa
 ])
 def test_clean_purpose(reply: str, expected: str | None):
     assert clean_purpose(reply) == expected
+
+
+def test_index_describe_prints_progress_and_cost(repo: Path, monkeypatch, tmp_path_factory):
+    import json
+
+    from click.testing import CliRunner
+
+    from workstation.cli import main
+
+    monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path_factory.mktemp("home")))
+    monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
+    with ScriptedLLM(lambda body: Reply(text="Holds a small helper function.")) as llm:
+        (repo / ".workstation").mkdir()
+        config = (f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\napi_key_env = "WS_TEST_KEY"\n'
+                  'max_retries = 0\n')
+        (repo / ".workstation/config.toml").write_text(config)
+        off = CliRunner().invoke(main, ["-C", str(repo), "index", "--describe", "10"])
+        assert off.exit_code == 0, off.output
+        assert "described 0 of 0 files" in off.output and "describe_with_model = true" in off.output
+        assert llm.requests == []
+        (repo / ".workstation/config.toml").write_text(config + "\n[index]\ndescribe_with_model = true\n")
+        on = CliRunner().invoke(main, ["-C", str(repo), "index", "--describe", "2"])
+        assert on.exit_code == 0, on.output
+        assert on.stderr.count("described ") == 2  # a progress line per file
+        assert "described 2 of 2 files (0 failed), 2 requests, " in on.stdout and "(+2 unpriced)" in on.stdout
+        data = json.loads(CliRunner().invoke(main, ["-C", str(repo), "index", "--describe", "5", "--json"]).stdout)
+        assert (data["describe"]["described"], data["describe"]["requests"]) == (1, 1)
+        assert len(llm.requests) == 3
