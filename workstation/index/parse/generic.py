@@ -16,7 +16,7 @@ imports. Actions:
 from __future__ import annotations
 
 from .model import MAX_REFERENCES, Import, Reference, Symbol, debugging, mkref, mksym, ref_sort_key, sym_sort_key
-from .purpose import purpose_from_comments
+from .purpose import comment_blocks, purpose_from_comments
 from .treesitter import MARK, Src, Tables, end_line, one_line
 
 G_WALK = 0  # the default: go through the named children
@@ -218,15 +218,15 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
 
 
 def _generic_purpose(root, S: Src, t: Tables) -> str:
-    comments: list[str] = []
+    comments: list[tuple[int, int, str]] = []
     for c in root.children:
         if c.kind_id in t.comment:
-            comments.append(S.node(c))
+            comments.append((c.start_point[0], c.end_point[0], S.node(c)))
             continue
         if c.kind_id in t.purpose_skip:
             continue
         break
-    purpose = purpose_from_comments(comments)
+    purpose = purpose_from_comments(comment_blocks(comments))
     if purpose:
         return purpose
     # Go and Java put the file doc right before the package clause; it is covered above.

@@ -27,7 +27,7 @@ from .model import (
     row_sort_key,
     sym_sort_key,
 )
-from .purpose import first_doc_line, purpose_from_comments
+from .purpose import comment_blocks, first_doc_line, purpose_from_comments
 from .treesitter import MARK, Src, Tables, one_line, tables_for
 
 _PY_COMMENT_RE = re.compile(r"#[^\n]*")
@@ -166,14 +166,14 @@ def _py_string_content(node, S: Src) -> str:
 
 
 def _py_purpose_and_constants(root, S: Src, t: Tables, special: dict, symbols: list) -> str:
-    comments: list[str] = []
+    comments: list[tuple[int, int, str]] = []
     doc: str | None = None
     first_stmt = True
     for c in root.named_children:
         kid = c.kind_id
         if kid in t.comment:
             if first_stmt:
-                comments.append(S.node(c))
+                comments.append((c.start_point[0], c.end_point[0], S.node(c)))
             continue
         if first_stmt:
             first_stmt = False
@@ -212,7 +212,7 @@ def _py_purpose_and_constants(root, S: Src, t: Tables, special: dict, symbols: l
                         c.start_point[0] + 1, _py_last_token_row(c) + 1))
     if doc:
         return doc
-    return purpose_from_comments(comments)
+    return purpose_from_comments(comment_blocks(comments))
 
 
 def parse_python(root, S: Src):
@@ -526,11 +526,11 @@ def parse_python_ast(source: bytes, tree=None):
     if not purpose:
         first_line = body[0].lineno if body else len(line_starts) + 1
         comments = []
-        for raw in source.split(b"\n", first_line)[: first_line - 1]:
+        for row, raw in enumerate(source.split(b"\n", first_line)[: first_line - 1]):
             line = raw.decode("utf-8", "replace").strip()
             if line.startswith("#"):
-                comments.append(line)
-        purpose = purpose_from_comments(comments)
+                comments.append((row, row, line))
+        purpose = purpose_from_comments(comment_blocks(comments))
     if len(refs) > MAX_REFERENCES:
         del refs[MAX_REFERENCES:]
     return purpose, symbols, refs, imports
