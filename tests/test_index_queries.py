@@ -253,3 +253,17 @@ def test_find_sentence_goes_on_to_the_model(short_names: Path, monkeypatch):
             result = KnowledgeMap(db, paths, cfg).find("token budget")
         assert result.tiers == ["names", "semantic"]
         assert [(h.name, h.match) for h in result.hits] == [("KnowledgeMap", "semantic")]
+
+
+def test_find_forgives_a_typo(tmp_path: Path):
+    write(tmp_path, {"net/client.py": "class Client:\n    def connect(self):\n        return 1\n",
+                     "net/clone.py": "def clone():\n    return 2\n",
+                     "ui/cell.py": "def cell():\n    return 3\n"})
+    with open_map(tmp_path) as km:
+        def top(query: str) -> list[tuple[str, str]]:
+            return [(h.name, h.match) for h in km.find(query).hits]
+
+        assert top("clinet")[0] == ("Client", "fuzzy")  # transposed letters
+        assert top("Clent")[0] == ("Client", "fuzzy")  # a letter missing
+        assert top("conect")[0] == ("Client.connect", "fuzzy")
+        assert "Client" not in {name for name, _m in top("cell")}  # two letters off a short query: no

@@ -138,6 +138,8 @@ def _tier_one(km: KnowledgeMap, q: str, limit: int) -> list[FindHit]:
     wanted = limit * 3
     qp = utils.default_process(q)
     fuzzy_names = _fuzzy(qp, names, wanted)
+    for name, score in _typos(qp, names, wanted).items():  # `clinet` is `client`, which WRatio scores 83
+        fuzzy_names[name] = max(fuzzy_names.get(name, 0), score)
     # a dotted query may misspell the class too: match whole qualified names as well
     fuzzy_quals = _fuzzy(qp, qualnames, wanted) if "." in q else {}
     if fuzzy_names or fuzzy_quals:
@@ -187,6 +189,24 @@ def _fuzzy(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
     found = process.extract(qp, choices.processed[start:], scorer=fuzz.WRatio,
                             score_cutoff=FUZZY_CUTOFF, limit=limit)
     return {choices.items[start + i]: score for _c, score, i in found}
+
+
+def _typos(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
+    """item -> score of the choices a typo or two away from `qp` (transposed, missing, extra or wrong
+    letters, counted by optimal string alignment): one for a query of 4 to 7 characters, two from 8.
+    Scored as FUZZY_CUTOFF and up, so they rank with the fuzzy matches."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    if len(qp) < 4:
+        return {}
+    most = 1 if len(qp) < 8 else 2
+    start = bisect.bisect_left(choices.lengths, len(qp) - most)
+    end = bisect.bisect_right(choices.lengths, len(qp) + most)
+    found = process.extract(qp, choices.processed[start:end], scorer=OSA.distance, score_cutoff=most,
+                            limit=limit)
+    return {choices.items[start + i]: FUZZY_CUTOFF + (100 - FUZZY_CUTOFF) * (1 - d / (most + 1))
+            for _c, d, i in found}
 
 
 _WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
