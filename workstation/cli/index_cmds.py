@@ -93,7 +93,7 @@ def _describe_line(report) -> str:
 
 @click.command("map")
 @click.argument("file", required=False)
-@click.option("--tokens", type=click.IntRange(min=0), default=None,
+@click.option("--tokens", type=int, default=None,  # the core checks it: one line when it is below 1
               help="Token budget (repository map: default 1024; file map: 2% of the file).")
 @json_option
 @pass_state

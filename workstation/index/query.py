@@ -67,9 +67,9 @@ class ImpactHit:
     path: str
     line: int
     enclosing: str | None  # qualified name of the symbol the reference sits in
-    kind: str  # 'call' or 'ref'
+    kind: str  # 'call', 'ref' or 'attr' (a member read: `x.name`)
     target: str | None  # 'path:qualname' of the definition it refers to, when known
-    evidence: str  # 'same-file' | 'import' | 'unique' | 'name-only'
+    evidence: str  # 'same-file' | 'import' | 'unique' | 'name-only' (the name alone: maybe another thing)
 
     @property
     def location(self) -> str:
@@ -333,8 +333,20 @@ def _semantic_rows(con) -> list[tuple]:
 # ---------------------------------------------------------------------------------------
 # impact
 
+# Languages whose walker tells a member (`x.status`: 'attr', 'set') from a bare name ('ref'): there a
+# bare name is never a method (a local variable called `status` is not `res.status`).
+MEMBER_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
+_CALLABLE = frozenset({"function", "method", "class"})
+
+
 def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
-    """Every reference to `symbol`: a name, a qualified name (`Class.method`) or `path:name`."""
+    """Every reference to `symbol`: a name, a qualified name (`Class.method`) or `path:name`.
+
+    References attributed to a definition (same file, an import, the only definition) come first,
+    then those that only share the name ('name-only'). Not references: a member written with a value
+    (`err.status = 403`) when the symbol is a function, method or class, and in MEMBER_LANGUAGES a
+    bare name when the symbol is a method. A name the map neither defines nor mentions is an error.
+    """
     spec = symbol.strip()
     if not spec:
         raise WorkstationError("impact needs a symbol name")
@@ -350,25 +362,35 @@ def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
     defs, refs, deps = km.db.call(_impact_rows, name)
     wanted = [d for d in defs if (d[1] == spec or d[1].endswith("." + spec) or "." not in spec)
               and (only_path is None or d[0] == only_path)]
-    if (only_path is not None or "." in spec) and not wanted:
+    if (only_path is not None or "." in spec or not refs) and not wanted:
         where = f" in {only_path}" if only_path else ""
         raise WorkstationError(f"no symbol {spec}{where} in the knowledge map")
+    kinds = {kind for _p, _q, kind in (wanted or defs)}
+    callable_ = bool(kinds) and kinds <= _CALLABLE
+    method = kinds == {"method"}
     def_paths: dict[str, list[str]] = {}
-    for path, qualname in defs:
+    for path, qualname, _kind in defs:
         def_paths.setdefault(path, []).append(qualname)
-    wanted_keys = {f"{p}:{q}" for p, q in wanted}
+    wanted_keys = {f"{p}:{q}" for p, q, _k in wanted}
     imports: dict[str, list[tuple]] = {}
     for path, module, names, target in deps:
         imports.setdefault(path, []).append((module, tuple(names), target))
 
     hits = []
-    for path, line, enclosing, kind in refs:
+    for path, line, enclosing, kind, language in refs:
+        if kind == "set" and callable_:
+            continue  # `err.status = 403` gives err a value; it does not use the function
+        if kind == "ref" and method and language in MEMBER_LANGUAGES:
+            continue  # a bare name: a local variable or a parameter, not the method
         target, evidence = _attribute(path, name, def_paths, imports.get(path, ()))
         if evidence == "other":
             continue  # the file imports this name from somewhere else
         if target is not None and wanted_keys and target not in wanted_keys:
             continue  # another definition of the same name
+        if kind == "attr" and callable_:
+            target, evidence = None, "name-only"  # `x.status` read: whose status is unknown
         hits.append(ImpactHit(path, line, enclosing, kind, target, evidence))
+    hits.sort(key=lambda h: h.evidence == "name-only")  # stable: by path and line within each group
     return hits
 
 
@@ -396,10 +418,12 @@ def _best_qualname(quals: list[str], name: str) -> str:
 
 @readonly
 def _impact_rows(con, name: str) -> tuple[list, list, list]:
-    defs = con.execute("SELECT DISTINCT path, qualname FROM kmap.symbols WHERE name = ? ORDER BY path, qualname",
-                       [name]).fetchall()
-    refs = con.execute("SELECT path, line, enclosing, kind FROM kmap.refs WHERE name = ? ORDER BY path, line",
-                       [name]).fetchall()
+    defs = con.execute(
+        "SELECT DISTINCT path, qualname, kind FROM kmap.symbols WHERE name = ? ORDER BY path, qualname",
+        [name]).fetchall()
+    refs = con.execute(
+        """SELECT r.path, r.line, r.enclosing, r.kind, f.language FROM kmap.refs r JOIN kmap.files f USING (path)
+           WHERE r.name = ? ORDER BY r.path, r.line""", [name]).fetchall()
     deps = con.execute(
         """SELECT path, module, names, target FROM kmap.deps
            WHERE path IN (SELECT DISTINCT path FROM kmap.refs WHERE name = ?)""", [name]).fetchall()

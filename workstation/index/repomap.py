@@ -100,8 +100,7 @@ def file_map(km: KnowledgeMap, rel: str, tokens: int | None = None) -> FileMap:
                  for s in symbols]
     if tokens is None:
         tokens = default_budget(_file_tokens(km, rel, sha), line_count)
-    if tokens < 0:
-        raise WorkstationError(f"token budget must not be negative, got {tokens}")
+    check_budget(tokens)
     fm = FileMap(path, language, kind, line_count, purpose, purpose_source, bool(has_errors),
                  [{"module": m, "target": t, "line": ln} for m, t, ln in deps], list(dependants),
                  sym_dicts, tokens)
@@ -312,9 +311,14 @@ def rank_repository(km: KnowledgeMap) -> Ranking:
     return Ranking(files, by_file)
 
 
+def check_budget(tokens: int) -> None:
+    """A token budget is a whole number of at least 1 (nothing fits in 0: an error, not an empty map)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise WorkstationError(f"token budget must be a whole number of at least 1, got {tokens!r}")
+
+
 def repo_map(km: KnowledgeMap, budget: int = 1024) -> str:
-    if budget < 0:
-        raise WorkstationError(f"token budget must not be negative, got {budget}")
+    check_budget(budget)
     ranking: Ranking = km.cached("repo-ranking", lambda: rank_repository(km))
     if not ranking.files:
         return ""

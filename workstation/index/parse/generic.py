@@ -4,7 +4,9 @@ A language module builds `Tables` (see treesitter.py) that say, per node kind, w
 the walk does with it; `walk_generic` then turns a tree into symbols, references and
 imports. Actions:
 
-* G_IDENT: record a reference (unless the identifier was marked a definition);
+* G_IDENT: record a reference (unless the identifier was marked a definition): 'ref', or
+  'attr' for a member name that is read (`x.status`, kinds in `t.member`), or what a
+  handler marked it: 'call' (called), 'set' (a member assigned: `err.status = 403`);
 * G_CALL: mark the callee as 'call' (a handler may also return imports: `require('x')`);
 * G_SKIP: the subtree holds no references (literals, comments);
 * G_BIND: names in binding positions (parameters, declarations) are not references;
@@ -101,6 +103,7 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
     mark = MARK
     max_refs = MAX_REFERENCES
     noise = t.noise
+    member = t.member
     # the actions as locals: as cheap to compare as literals, and named
     WALK, IDENT, CALL, SKIP, BIND, IMPORT, IMPORT_WALK, DEF = (
         G_WALK, G_IDENT, G_CALL, G_SKIP, G_BIND, G_IMPORT, G_IMPORT_WALK, G_DEF)
@@ -142,6 +145,8 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
                 name = src[sb:node.end_byte].decode("utf-8", "replace")
             if name in noise or len(refs) >= max_refs:
                 continue
+            if k == "ref" and kid in member:
+                k = "attr"
             refs_append(make_ref(name, node.start_point[0] + 1, enc, k))
         elif a == SKIP:
             continue

@@ -6,6 +6,8 @@ Functions are also what a variable, an assignment, an object pair or a class fie
 
 from __future__ import annotations
 
+import re
+
 from .generic import (
     G_IMPORT,
     G_IMPORT_WALK,
@@ -20,6 +22,7 @@ from .generic import (
 from .model import CONST_RE, Import
 from .treesitter import Tables
 
+_JS_OWNER_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 _JS_FUNC_VALUES = ("arrow_function", "function", "function_expression", "generator_function")
 
 
@@ -48,17 +51,31 @@ def _js_func_sig_end(fn, ctx) -> int:
     return body.start_byte if body is not None else fn.end_byte
 
 
+_NOT_AN_OWNER = {"exports", "module.exports", "window", "global", "globalThis", "self"}
+
+
 def _js_assignment(node, ctx):
+    """`f = function`, `res.status = function status(code) {...}` (a method of `res`,
+    `res.status`; of `X` for `X.prototype.m`); `err.status = 403` writes a member ('set')."""
     t = ctx.t
-    right = node.child_by_field_id(t.field("right"))
-    if right is None or right.kind_id not in t.js_func:
-        return None
     left = node.child_by_field_id(t.field("left"))
     if left is None:
         return None
     target = left if left.kind_id in t.ident else left.child_by_field_id(t.field("property"))
     if target is None or target.kind_id not in t.ident:
         return None
+    right = node.child_by_field_id(t.field("right"))
+    if right is None or right.kind_id not in t.js_func:
+        if target is not left:
+            ctx.special[target.start_byte] = "set"
+        return None
+    if target is not left:
+        obj = left.child_by_field_id(t.field("object"))
+        owner = ctx.S.node(obj) if obj is not None else ""
+        owner = owner[:-len(".prototype")] if owner.endswith(".prototype") else owner
+        if owner and owner not in _NOT_AN_OWNER and _JS_OWNER_RE.match(owner):
+            return DefInfo(ctx.S.node(target), "method", target, parent=owner,
+                           sig_end=_js_func_sig_end(right, ctx))
     return DefInfo(ctx.S.node(target), "function", target, sig_end=_js_func_sig_end(right, ctx))
 
 
@@ -189,6 +206,7 @@ def build_js(lang: str) -> Tables:
                      "escape_sequence", "string_fragment", "import", "jsx_text"),
                     noise=())
     t.purpose_skip = t.kinds("hash_bang_line")
+    t.member = t.kinds("property_identifier", "private_property_identifier")
     t.js_func = t.kinds(*_JS_FUNC_VALUES)
     t.js_class = t.kinds("class")
     t.js_string = t.kinds("string", "template_string")

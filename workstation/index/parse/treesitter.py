@@ -74,6 +74,7 @@ class Tables:
         self.actions: dict[int, int] = {}
         self.handlers: dict[int, object] = {}
         self.fields: dict[str, int] = {}
+        self.member: frozenset[int] = frozenset()  # identifiers naming a member (`x.status`): 'attr' refs
 
     def kinds(self, *names: str) -> frozenset[int]:
         out: set[int] = set()
