@@ -180,3 +180,20 @@ def test_index_describe_prints_progress_and_cost(repo: Path, monkeypatch, tmp_pa
         data = json.loads(CliRunner().invoke(main, ["-C", str(repo), "index", "--describe", "5", "--json"]).stdout)
         assert (data["describe"]["described"], data["describe"]["requests"]) == (1, 1)
         assert len(llm.requests) == 3
+
+
+def test_index_force_clears_error_purposes_stored_before(repo: Path, monkeypatch):
+    with ScriptedLLM([]) as llm, _map(repo, llm, monkeypatch, describe_with_model=True) as km:
+        sha = {path: km.indexed_sha(path) for path in ("a.py", "b.py")}
+
+        from workstation.index.describe import set_model_purpose
+
+        # as an older version did: the error text of a failed request stored as a purpose (unchecked)
+        km.db.call(set_model_purpose, "a.py", sha["a.py"], "litellm.APIError: upstream down", "m")
+        km.db.call(set_model_purpose, "b.py", sha["b.py"], "Computes beta.", "m")
+        km.index_all()  # a plain refresh leaves the map alone
+        assert _purposes(km)["a.py"] == ("litellm.APIError: upstream down", "model")
+        km.index_all(force=True)
+        assert _purposes(km)["a.py"] == ("", "source")  # gone, to be described again
+        assert _purposes(km)["b.py"] == ("Computes beta.", "model")
+        assert llm.requests == []

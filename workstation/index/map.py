@@ -213,7 +213,7 @@ class KnowledgeMap:
         started = time.perf_counter()
         with self._lock:
             done = self._refresh_all(progress, force)
-            if force:  # model-written purposes of content that is gone go with it
+            if force:  # model-written purposes of content that is gone, or that are no description, go
                 self.db.call(storage.prune_purposes)
             totals = self.db.call(storage.totals)
             skipped_rows = self.db.call(_skipped_rows)

@@ -212,6 +212,17 @@ def totals(con) -> dict:
 
 
 def prune_purposes(con) -> int:
-    """Drop cached model-written purposes of content no file has any more; returns how many."""
-    return con.execute(
+    """Drop cached model-written purposes of content no file has any more, and any that does not read
+    as a description (an error reply stored by an older version): the files holding one lose it, to be
+    described again. Returns how many cached purposes went."""
+    from .describe import clean_purpose
+
+    bad = [sha for sha, purpose in con.execute("SELECT sha256, purpose FROM kmap.purpose_cache").fetchall()
+           if clean_purpose(purpose) != purpose]
+    gone = con.execute(
         "DELETE FROM kmap.purpose_cache WHERE sha256 NOT IN (SELECT sha256 FROM kmap.files)").fetchone()[0]
+    if bad:
+        con.execute("DELETE FROM kmap.purpose_cache WHERE sha256 IN (SELECT unnest($1::VARCHAR[]))", [bad])
+    con.execute("""UPDATE kmap.files SET purpose = '', purpose_source = 'source'
+                   WHERE purpose_source = 'model' AND sha256 NOT IN (SELECT sha256 FROM kmap.purpose_cache)""")
+    return gone + len(bad)
