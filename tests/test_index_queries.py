@@ -323,3 +323,14 @@ def test_impact_of_an_unknown_name_is_an_error(tmp_path: Path):
             km.impact("NoSuchThing")
         assert km.impact("run") == []  # defined, never used: no references, no error
         assert [h.evidence for h in km.impact("print")] == ["name-only"]  # used, defined elsewhere
+
+
+def test_impact_of_a_python_method_leaves_out_member_writes_and_local_variables(tmp_path: Path):
+    write(tmp_path, {"web/response.py": "class Response:\n    def status(self, code):\n        self.code = code\n"
+                                        "        return self\n\n    def send_status(self, code):\n"
+                                        "        status = str(code)\n        self.status(code)\n"
+                                        "        return status\n",
+                     "web/errors.py": "def fail(err):\n    err.status = 403\n    return err.status\n"})
+    with open_map(tmp_path) as km:
+        hits = [(h.location, h.kind, h.evidence) for h in km.impact("Response.status")]
+        assert hits == [("web/response.py:8", "call", "same-file"), ("web/errors.py:3", "attr", "name-only")]

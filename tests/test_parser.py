@@ -163,7 +163,7 @@ def test_python_references():
     assert ("MAX_JOBS", 23, "plain", "ref") in refs  # a default value is a use
     assert ("join", 77, "Engine.Config.Inner.deep.local", "call") in refs  # osp.join(...)
     assert ("osp", 77, "Engine.Config.Inner.deep.local", "ref") in refs
-    assert ("jobs", 57, "Engine.size", "ref") in refs  # self.jobs -> 'jobs'
+    assert ("jobs", 57, "Engine.size", "attr") in refs  # self.jobs -> 'jobs', a member read
     assert ("strip", 96, "multiline_signature", "call") in refs
     assert ("plain", 100, "uses_fstrings", "call") in refs  # inside an f-string
     assert ("MAX_JOBS", 100, "uses_fstrings", "ref") in refs  # nested format spec
@@ -175,7 +175,7 @@ def test_python_references():
     # definitions, parameters and keyword-argument names are not references
     for name in ("kwargs", "args", "timeout", "parallel", "one_liner", "Engine"):
         assert name not in names, name
-    assert all(x.kind in ("call", "ref") for x in r.references)
+    assert all(x.kind in ("call", "ref", "attr", "set") for x in r.references)
     lines = [x.line for x in r.references]
     assert lines == sorted(lines)
 

@@ -335,7 +335,7 @@ def _semantic_rows(con) -> list[tuple]:
 
 # Languages whose walker tells a member (`x.status`: 'attr', 'set') from a bare name ('ref'): there a
 # bare name is never a method (a local variable called `status` is not `res.status`).
-MEMBER_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
+MEMBER_LANGUAGES = frozenset({"python", "javascript", "typescript", "tsx"})
 _CALLABLE = frozenset({"function", "method", "class"})
 
 

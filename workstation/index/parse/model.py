@@ -42,7 +42,7 @@ class Reference:
     name: str
     line: int
     enclosing: str | None  # qualified name of the enclosing symbol
-    kind: str  # 'call', 'ref'; in JS/TS also 'attr' (a member read: x.name) and 'set' (a member written)
+    kind: str  # 'call', 'ref'; in Python and JS/TS also 'attr' (a member read: x.name), 'set' (x.name = ...)
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,10 @@ _PY_SKIP = 3  # nothing below holds a reference
 _PY_STRING = 4  # only f-string interpolations hold references
 _PY_PARAMS = 5  # parameter names are definitions; defaults and annotations are uses
 _PY_KWARG = 6  # a keyword argument's name is not a reference
-_PY_IMPORT, _PY_IMPORT_FROM, _PY_FUTURE = 7, 8, 9
-_PY_DECORATED, _PY_FUNC, _PY_CLASS = 10, 11, 12
+_PY_ATTR = 7  # `x.name`: the name is an 'attr' reference (a member read), unless called
+_PY_ASSIGN = 8  # `x.name = ...`: the member assigned is a 'set' reference
+_PY_IMPORT, _PY_IMPORT_FROM, _PY_FUTURE = 9, 10, 11
+_PY_DECORATED, _PY_FUNC, _PY_CLASS = 12, 13, 14
 _PY_NOISE = frozenset({"self", "cls"})
 PY_DEF_KINDS = frozenset({"class", "function", "method"})
 
@@ -59,6 +61,8 @@ def _build_python(lang: str) -> Tables:
     t.set(_PY_STRING, "string")
     t.set(_PY_PARAMS, "parameters", "lambda_parameters")
     t.set(_PY_KWARG, "keyword_argument")
+    t.set(_PY_ATTR, "attribute")
+    t.set(_PY_ASSIGN, "assignment")
     t.set(_PY_IMPORT, "import_statement")
     t.set(_PY_IMPORT_FROM, "import_from_statement")
     t.set(_PY_FUTURE, "future_import_statement")
@@ -82,6 +86,7 @@ def _build_python(lang: str) -> Tables:
     t.aliased_import = t.kinds("aliased_import")
     t.wildcard_import = t.kinds("wildcard_import")
     t.F_ATTRIBUTE = t.field("attribute")
+    t.F_LEFT = t.field("left")
     t.F_MODULE_NAME = t.field("module_name")
     t.F_NAME = t.field("name")
     t.action_list = [0] * 65536  # kind_id -> action; ERROR is 65535
@@ -242,8 +247,9 @@ def parse_python(root, S: Src):
     mark = MARK
     budget = MAX_REFERENCES
     # the actions as locals: as cheap to compare as literals, and named
-    WALK, IDENT, CALL, SKIP, STRING, PARAMS, KWARG = (
-        _PY_WALK, _PY_IDENT, _PY_CALL, _PY_SKIP, _PY_STRING, _PY_PARAMS, _PY_KWARG)
+    WALK, IDENT, CALL, SKIP, STRING, PARAMS, KWARG, ATTR, ASSIGN = (
+        _PY_WALK, _PY_IDENT, _PY_CALL, _PY_SKIP, _PY_STRING, _PY_PARAMS, _PY_KWARG, _PY_ATTR, _PY_ASSIGN)
+    F_LEFT = t.F_LEFT
     LAST_IMPORT, DECORATED, FUNC, CLASS = _PY_FUTURE, _PY_DECORATED, _PY_FUNC, _PY_CLASS
 
     scope: list[tuple[str, str]] = []
@@ -331,6 +337,24 @@ def parse_python(root, S: Src):
             if len(ch) > 1:
                 ch.reverse()
                 ch.pop()
+                ext(ch)
+        elif a == ATTR:
+            last = node.child_by_field_id(F_ATTRIBUTE)
+            if last is not None and last.start_byte not in special:  # a call or a write says more
+                special[last.start_byte] = "attr"
+            ch = node.named_children
+            if ch:
+                ch.reverse()
+                ext(ch)
+        elif a == ASSIGN:
+            left = node.child_by_field_id(F_LEFT)
+            if left is not None and left.kind_id in attr_ids:
+                last = left.child_by_field_id(F_ATTRIBUTE)
+                if last is not None:
+                    special[last.start_byte] = "set"
+            ch = node.named_children
+            if ch:
+                ch.reverse()
                 ext(ch)
         elif a <= LAST_IMPORT:  # import, from-import, future import
             try:
@@ -502,7 +526,12 @@ def parse_python_ast(source: bytes, tree=None):
                                    "call" if node is call_func else "ref"))
         elif isinstance(node, ast.Attribute):
             refs.append(mkref(node.attr, node.end_lineno, enc,
-                               "call" if node is call_func else "ref"))
+                               "call" if node is call_func else "set" if node.__dict__.get("_ws_set")
+                               else "attr"))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):  # `x.name = ...`: a member written
+            for target in node.targets if isinstance(node, ast.Assign) else (node.target,):
+                if isinstance(target, ast.Attribute):
+                    target.__dict__["_ws_set"] = True
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             refs.extend(mkref(n, node.lineno, enc, "ref") for n in node.names)
         elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
