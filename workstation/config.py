@@ -89,7 +89,8 @@ class MemoryConfig(_Section):
 class AgentConfig(_Section):
     # argv patterns that run without asking, where a full sandbox holds (README: "Commands")
     command_allow: list[str] = Field(
-        default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest"]
+        default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest",
+                                 "python3 -m pytest"]
     )
     command_network: bool = Field(False, strict=True)  # commands may reach the network
     sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
