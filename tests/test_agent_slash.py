@@ -43,6 +43,9 @@ def test_map(ag):
     one = run(ag, "/map pkg/core.py")
     assert one.ok and "6-9 def fetch(url: str, timeout: float = 5.0) -> str" in one.text
     assert "not in the knowledge map" in run(ag, "/map pkg/none.py").text
+    budgeted = run(ag, "/map pkg/core.py 4000")  # issue 12: a budget after the file
+    assert budgeted.ok and "6-9 def fetch(url: str, timeout: float = 5.0) -> str" in budgeted.text
+    assert run(ag, "/map pkg/core.py 0").text == "error: tokens must be between 1 and 4096, got 0"
 
 
 def test_read(ag):

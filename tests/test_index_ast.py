@@ -178,7 +178,7 @@ def test_syntax_error_file_still_yields_what_parses(tmp_path: Path):
 
 
 def test_rows_survive_the_bulk_load_unchanged(tmp_path: Path):
-    from workstation.index import parser
+    from workstation.index import parse as parser
     from workstation.index.map import _symbols_of
 
     odd = (

@@ -76,8 +76,31 @@ def test_errors_are_one_line(repo: Path):
     assert proc.stderr == "error: nope.py is not in the knowledge map (no such file, or ignored)\n"
     outside = CliRunner().invoke(main, ["-C", str(repo), "map", "/etc/passwd"])
     assert outside.exit_code != 0 and "outside the workspace" in str(outside.exception)
-    bad = CliRunner().invoke(main, ["-C", str(repo), "map", "--tokens", "-5"])
-    assert bad.exit_code == 2 and "-5 is not in the range x>=0" in bad.output
+    for args in (["map", "app/core.py", "--tokens", "0"], ["map", "--tokens", "-5"]):
+        proc = subprocess.run([sys.executable, "-m", "workstation", "-C", str(repo), *args],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and proc.stdout == ""
+        assert proc.stderr == f"error: token budget must be a whole number of at least 1, got {args[-1]}\n"
+    proc = subprocess.run([sys.executable, "-m", "workstation", "-C", str(repo), "impact", "NoSuchThing"],
+                          capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == "error: no symbol NoSuchThing in the knowledge map\n"
+
+
+def test_impact_marks_name_only_matches_after_real_references(tmp_path: Path):
+    write(tmp_path, {"a/core.py": "def run():\n    return 1\n", "b/core.py": "def run():\n    return 2\n",
+                     "c.py": "from a.core import run\n\nrun()\n", "aa.py": "def go(job):\n    return job.run()\n"})
+    lines = run(tmp_path, "impact", "run").splitlines()
+    assert lines == ["c.py:3 at top level (call) -> a/core.py:run [import]",
+                     "aa.py:2 in go (call) [name-only]",
+                     "2 references to run"]
+
+
+def test_file_map_takes_a_budget(repo: Path):
+    with open_map(repo) as km:
+        small, large = km.file_map("app/core.py", 10), km.file_map("app/core.py", 4000)
+        assert small.budget == 10 and large.budget == 4000
+        assert tokens.count(large.render()) <= 4000 and len(large.render()) >= len(small.render())
 
 
 def test_watch_prints_reindex_events_until_interrupted(repo: Path):

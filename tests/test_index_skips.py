@@ -133,3 +133,63 @@ def test_file_name_that_is_not_utf8_is_skipped(tmp_path: Path):
         from workstation.index.storage import index_state
 
         assert km.db.call(index_state)[1] == []  # the scoped refresh dropped the skip row
+
+
+def test_symlinks_into_the_state_folder_or_git_are_never_indexed(tmp_path: Path):
+    """The file tools refuse the state folder (config, databases, session logs); the map must not hold
+    it either, whatever symlink leads there."""
+    from workstation import config as config_mod
+    from workstation.index.map import KnowledgeMap
+    from workstation.store import Database
+
+    write(tmp_path, {
+        "good.py": "def good():\n    return 1\n",
+        ".workstation/config.toml": '[ui]\ntheme = "workstation-dark"  # secret_config_marker\n',
+        ".workstation/sessions/s1.jsonl": '{"text": "def leaked_session(): pass"}\n',
+        ".git/hooks/pre-commit.py": "def git_hook_secret():\n    pass\n",
+        "moved_state/notes.py": "def moved_state_secret():\n    pass\n",
+    })
+    (tmp_path / "sub").mkdir()
+    os.symlink(".workstation/config.toml", tmp_path / "cfg.toml")
+    os.symlink(".workstation", tmp_path / "state_link")
+    os.symlink("../.workstation/sessions", tmp_path / "sub" / "sessions")
+    os.symlink(".git/hooks/pre-commit.py", tmp_path / "hook.py")
+    os.symlink("moved_state/notes.py", tmp_path / "moved_link.py")
+    # the state folder moved into the workspace is protected like .workstation
+    cfg, paths = config_mod.load(tmp_path, {"workspace": {"state_dir": str(tmp_path / "moved_state")}})
+    with Database(paths) as db:
+        km = KnowledgeMap(db, paths, cfg)
+        report = km.index_all()
+        private = {item["path"] for item in report.skipped_files if item["reason"] == "private"}
+        assert private == {"cfg.toml", "state_link", "sub/sessions", "hook.py", "moved_link.py"}
+        assert db_paths(km) == {"good.py"}
+        for name in ("secret_config_marker", "leaked_session", "git_hook_secret", "moved_state_secret"):
+            assert km.find(name).hits == []
+        # the scoped refresh the watcher runs decides the same
+        for rel in ("cfg.toml", "hook.py", "state_link", "moved_link.py"):
+            change = km.ensure_fresh([rel])
+            assert rel not in change.indexed and rel not in db_paths(km)
+        assert km.freshness("cfg.toml") == "fresh"
+
+
+def test_gitignore_edits_anywhere_take_effect_at_the_next_gate(tmp_path: Path):
+    write(tmp_path, {
+        "src/.gitignore": "a_*.py\n",
+        "src/a_one.py": "A = 1\n",
+        "src/b_one.py": "B = 1\n",
+        "src/deep/c_one.py": "C = 1\n",
+    })
+    with open_map(tmp_path) as km:
+        km.index_all()
+        assert db_paths(km) == {"src/.gitignore", "src/b_one.py", "src/deep/c_one.py"}
+        (tmp_path / "src/.gitignore").write_text("b_*.py\n")  # same size, another rule
+        km.ensure_fresh()
+        assert db_paths(km) == {"src/.gitignore", "src/a_one.py", "src/deep/c_one.py"}
+        (tmp_path / "src/deep/.gitignore").write_text("c_*.py\n")  # a new one, deeper
+        km.ensure_fresh()
+        assert db_paths(km) == {"src/.gitignore", "src/a_one.py", "src/deep/.gitignore"}
+        (tmp_path / "src/.gitignore").unlink()  # gone: its rules go with it
+        km.ensure_fresh()
+        assert db_paths(km) == {"src/a_one.py", "src/b_one.py", "src/deep/.gitignore"}
+        for _ in range(3):  # nothing changed: nothing moves
+            assert km.ensure_fresh().empty

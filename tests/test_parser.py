@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workstation.index import parser as P
+from workstation.index import parse as P
 from workstation.index.languages import detect
-from workstation.index.parser import Import, Symbol, parse, resolve_import, resolve_import_all
+from workstation.index.parse import Import, Symbol, parse, resolve_import, resolve_import_all
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parser"
 PYREPO = FIXTURES / "pyrepo"
@@ -163,7 +163,7 @@ def test_python_references():
     assert ("MAX_JOBS", 23, "plain", "ref") in refs  # a default value is a use
     assert ("join", 77, "Engine.Config.Inner.deep.local", "call") in refs  # osp.join(...)
     assert ("osp", 77, "Engine.Config.Inner.deep.local", "ref") in refs
-    assert ("jobs", 57, "Engine.size", "ref") in refs  # self.jobs -> 'jobs'
+    assert ("jobs", 57, "Engine.size", "attr") in refs  # self.jobs -> 'jobs', a member read
     assert ("strip", 96, "multiline_signature", "call") in refs
     assert ("plain", 100, "uses_fstrings", "call") in refs  # inside an f-string
     assert ("MAX_JOBS", 100, "uses_fstrings", "ref") in refs  # nested format spec
@@ -175,7 +175,7 @@ def test_python_references():
     # definitions, parameters and keyword-argument names are not references
     for name in ("kwargs", "args", "timeout", "parallel", "one_liner", "Engine"):
         assert name not in names, name
-    assert all(x.kind in ("call", "ref") for x in r.references)
+    assert all(x.kind in ("call", "ref", "attr", "set") for x in r.references)
     lines = [x.line for x in r.references]
     assert lines == sorted(lines)
 
@@ -684,3 +684,67 @@ def test_python_like_text_never_raises(tokens):
     r = parse("x.py", "".join(tokens).encode())
     for s in r.symbols:
         assert 1 <= s.start_line <= s.end_line <= max(r.line_count, 1)
+
+
+EXPRESS_BANNER = b"""/*!
+ * express
+ * Copyright(c) 2009-2013 TJ Holowaychuk
+ * Copyright(c) 2014-2015 Douglas Christopher Wilson
+ * MIT Licensed
+ */
+
+'use strict';
+
+/**
+ * Module dependencies.
+ * @private
+ */
+
+var debug = require('debug')('express:router');
+"""
+MIT_BANNER = b"""/*
+ * (The MIT License)
+ *
+ * Copyright (c) 2014 Someone <someone@example.com>
+ *
+ * Permission is hereby granted, free of charge, to any person obtaining
+ * a copy of this software and associated documentation files.
+ */
+
+// Parses cookie headers into objects.
+module.exports = parse;
+"""
+GO_HEADER = b"""// Copyright 2009 The Go Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style
+// license that can be found in the LICENSE file.
+
+// Package http provides HTTP client and server implementations.
+package http
+"""
+C_HEADER = b"""/*
+ *  linux/kernel/fork.c
+ *
+ *  Copyright (C) 1991, 1992  Linus Torvalds
+ */
+
+/*
+ *  'fork.c' contains the help-routines for the 'fork' system call
+ */
+#include <linux/slab.h>
+"""
+
+
+@pytest.mark.parametrize("path, source, expected", [
+    ("lib/router/index.js", EXPRESS_BANNER, ""),  # the banner, then boilerplate: no purpose
+    ("index.js", MIT_BANNER, "Parses cookie headers into objects."),
+    ("server.go", GO_HEADER, "Package http provides HTTP client and server implementations."),
+    ("fork.c", C_HEADER, "'fork.c' contains the help-routines for the 'fork' system call"),
+    ("x.js", b"/*! jQuery v3.7.1 | (c) OpenJS Foundation | jquery.org/license */\nvar a = 1;\n", ""),
+    ("parser.c", b"/* parser.c - a tiny HTTP request parser\n * Copyright (c) 2010 Someone\n */\nint x;\n",
+     "parser.c - a tiny HTTP request parser"),
+    ("x.py", b"# mytool\n# Copyright 2020 X\n# Licensed under the MIT License\n\n# Does things.\nx = 1\n",
+     "Does things."),
+    ("x.ts", b"// Retries requests that timed out.\nexport const x = 1;\n", "Retries requests that timed out."),
+])
+def test_licence_banners_are_not_purposes(path: str, source: bytes, expected: str):
+    assert parse(path, source).purpose == expected

@@ -42,7 +42,7 @@ class IndexConfig(_Section):
     max_file_bytes: int = Field(1_000_000, gt=0, le=1 << 30)
     workers: int = Field(0, ge=0, le=256)  # 0: one per core
     ignore: list[str] = Field(default_factory=list)  # extra gitignore-style patterns
-    describe_with_model: bool = True  # LLM-written purposes when a model is set
+    describe_with_model: bool = False  # opt-in: LLM-written purposes when a model is set
 
     @field_validator("ignore")
     @classmethod

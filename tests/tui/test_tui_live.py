@@ -112,6 +112,8 @@ async def test_files_without_a_stated_purpose_get_one_from_the_model_in_the_back
     (tmp_path / "pkg" / "widgets.py").write_text("def parse(spec):\n    return spec.split(',')\n")
     with ScriptedLLM([Reply(text="Parses comma-separated widget specs.\n")]) as llm:
         write_config(tmp_path, llm.url)
+        with open(tmp_path / ".workstation" / "config.toml", "a") as fh:
+            fh.write("\n[index]\ndescribe_with_model = true\n")  # opt-in (issue 12)
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:

@@ -19,7 +19,7 @@ from ..memory.episodic import TOOL_CALL
 from .tools import call as call_tool, render_rows
 
 HELP = {
-    "/map [FILE]": "knowledge map of a file, or the ranked repository map",
+    "/map [FILE [TOKENS]]": "knowledge map of a file (within TOKENS), or the ranked repository map",
     "/read FILE A-B": "lines A..B of a file (1-indexed, inclusive)",
     "/impact NAME": "call sites and references of a symbol",
     "/find QUERY": "files and symbols by name or path",
@@ -114,6 +114,9 @@ def _help(agent, rest: str) -> SlashResult:
 
 
 def _map(agent, rest: str) -> SlashResult:
+    path, _, budget = rest.rpartition(" ")
+    if path and budget.lstrip("-").isdigit():  # `/map FILE 4000`: the budget (the tool checks its range)
+        return _tool(agent, "file_meta", path=path, tokens=int(budget))
     if rest:
         return _tool(agent, "file_meta", path=rest)
     return SlashResult(agent.kmap.repo_map(tokens=1024))

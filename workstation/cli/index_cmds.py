@@ -38,9 +38,12 @@ def _progress_bar():
 
 @click.command("index")
 @click.option("--force", is_flag=True, help="Parse every file again, changed or not.")
+@click.option("--describe", "describe", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Then ask the model for the purposes of up to N files whose source gives none "
+                   "(needs index.describe_with_model = true; prints progress and cost).")
 @json_option
 @pass_state
-def index_command(state, force: bool, as_json: bool) -> None:
+def index_command(state, force: bool, describe: int, as_json: bool) -> None:
     """Index the workspace into the knowledge map (only what changed, unless --force)."""
     km = _knowledge_map(state)
     bar, update = (None, None) if as_json else _progress_bar()
@@ -49,8 +52,12 @@ def index_command(state, force: bool, as_json: bool) -> None:
             report = km.index_all(progress=update, force=force)
     else:
         report = km.index_all(force=force)
+    described = _describe(km, describe, as_json) if describe else None
     if as_json:
-        print_json(report.to_dict())
+        data = report.to_dict()
+        if described is not None:
+            data["describe"] = described.to_dict()
+        print_json(data)
         return
     click.echo(f"{report.files} files, {report.symbols} symbols in {report.seconds:.2f}s "
                f"({report.indexed} parsed, {report.unchanged} unchanged, {report.removed} removed)")
@@ -64,11 +71,29 @@ def index_command(state, force: bool, as_json: bool) -> None:
             click.echo(f"  ... {len(report.skipped_files) - len(shown)} more (see --json)")
     else:
         click.echo("skipped 0")
+    if described is not None:
+        click.echo(_describe_line(described))
+        if described.stopped:
+            click.echo(f"describe stopped: {described.stopped}")
+
+
+def _describe(km, limit: int, as_json: bool):
+    """Model-written purposes after the index, one progress line per file on stderr (not with --json)."""
+    def show(report) -> None:
+        click.echo(f"  {_describe_line(report)}", err=True)
+
+    return km.describe_files(limit, progress=None if as_json else show)
+
+
+def _describe_line(report) -> str:
+    cost = f"${report.cost_usd:.4f}" + (f" (+{report.unpriced} unpriced)" if report.unpriced else "")
+    return (f"described {report.described} of {report.total} files ({report.failed} failed), "
+            f"{report.requests} requests, {report.tokens_in}+{report.tokens_out} tokens, {cost}")
 
 
 @click.command("map")
 @click.argument("file", required=False)
-@click.option("--tokens", type=click.IntRange(min=0), default=None,
+@click.option("--tokens", type=int, default=None,  # the core checks it: one line when it is below 1
               help="Token budget (repository map: default 1024; file map: 2% of the file).")
 @json_option
 @pass_state

@@ -31,6 +31,7 @@ class Indexed:
     sig: Sig
     sha256: str
     indexed_at_ns: int
+    outdated: bool = False  # parsed by an older version of the parser: parse it again
 
 
 @dataclass
@@ -54,16 +55,18 @@ def plan(scan: Scan, indexed: dict[str, Indexed], skipped: dict[str, tuple[str, 
     `indexed` and `skipped` are the database's rows (limited to `scope` when the
     scan covered only part of the tree); `skip_sigs` remembers the signatures at
     which files were found unreadable, binary or invalid UTF-8, so an unchanged
-    skipped file is not read again. `force` re-parses everything.
+    skipped file is not read again. `force` re-parses everything, an outdated parser
+    version the files it concerns.
     """
     out = Plan()
     for rel, (path, sig) in scan.files.items():
         known = indexed.get(rel)
         if known is not None:
-            if not force and known.sig == sig and not is_racy(sig, known.indexed_at_ns):
+            again = force or known.outdated
+            if not again and known.sig == sig and not is_racy(sig, known.indexed_at_ns):
                 out.unchanged += 1
             else:
-                out.check.append((rel, path, None if force else known.sha256, sig[0]))
+                out.check.append((rel, path, None if again else known.sha256, sig[0]))
         elif rel in skipped and skip_sigs.get(rel) == sig and not force:
             out.unchanged += 1
         else:

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import os
 import posixpath
+import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..paths import STATE_DIRNAME
+
+
+_RECENT_NS = 2_000_000_000  # as freshness.RACY_WINDOW_NS: file times are coarse
 
 
 def _read_lines(path: Path) -> list[str] | None:
@@ -49,16 +53,46 @@ class IgnoreRules:
             if rel and rel != ".":
                 always.add(rel)
         self.always = frozenset(always)
+        # the real folders a symlink must never lead into (config, databases, session logs, git objects)
+        private = [self.root / a for a in sorted(always)]
+        if state_dir is not None:
+            private.append(Path(state_dir))
+        self._private = [os.path.realpath(p) for p in private]
         self.extra_patterns = list(extra_patterns)
         self._git: dict[str, object] = {}  # folder relpath ('' for root) -> spec or None
+        self._git_sigs: dict[str, tuple | None] = {}  # folder -> stat signature of its .gitignore
+        self._chains: dict[str, tuple] = {}  # folder -> ((folder, spec), ...) deepest first, specs only
+        self._always_top = frozenset(a for a in self.always if "/" not in a)
+        self._always_deep = tuple(a for a in self.always if "/" in a)
         self.reload()
 
-    def reload(self) -> None:
-        """Read every ignore file again (they may have changed since)."""
+    def reload(self, gitignores: bool = True) -> None:
+        """Read every ignore file again (they may have changed since). A walk that reports each
+        folder's `.gitignore` through `saw_gitignore` may keep the ones it finds unchanged."""
         user_lines = list(_read_lines(self.root / STATE_DIRNAME / "ignore") or []) + self.extra_patterns
         self._user = _compile(user_lines)
         self._exclude = _compile(_read_lines(self.root / ".git" / "info" / "exclude") or [])
-        self._git.clear()
+        if gitignores:
+            self._git.clear()
+            self._git_sigs.clear()
+            self._chains.clear()
+
+    def saw_gitignore(self, folder: str, sig: tuple | None) -> None:
+        """What a walk found of `folder`'s `.gitignore` (its stat signature, None: no such file):
+        read again only if that changed since it was read."""
+        if folder in self._git and self._git_sigs.get(folder, False) == sig:
+            return
+        if sig is None:
+            spec = None
+        else:
+            lines = _read_lines(self.root / folder / ".gitignore" if folder else self.root / ".gitignore")
+            spec = _compile(lines) if lines else None
+        if self._git.get(folder) is not spec or folder not in self._git:
+            self._chains.clear()
+        self._git[folder] = spec
+        # a file changed within the last tick or two may change again unseen: read it again next time
+        recent = sig is not None and max(sig[1], sig[2]) >= time.time_ns() - _RECENT_NS
+        self._git_sigs[folder] = False if recent else sig
 
     # -- .gitignore files -------------------------------------------------
     def gitignore_spec(self, folder: str):
@@ -66,11 +100,52 @@ class IgnoreRules:
         if folder not in self._git:
             lines = _read_lines(self.root / folder / ".gitignore" if folder else self.root / ".gitignore")
             self._git[folder] = _compile(lines) if lines else None
+            self._git_sigs[folder] = False  # read without a signature: the next walk reads it again
+            self._chains.clear()
         return self._git[folder]
 
     # -- decisions --------------------------------------------------------
+    def is_private(self, real: str) -> bool:
+        """Whether a real path is `.git`, the `.workstation` folder or the state folder, or inside one:
+        a symlink there is never followed. Compared by path and by file identity, so that another
+        spelling of the same folder (a case-insensitive filesystem) is caught too."""
+        identities = set()
+        for folder in self._private:
+            if real == folder or real.startswith(folder + os.sep):
+                return True
+            try:
+                st = os.stat(folder)
+            except OSError:
+                continue  # not there: nothing in it to protect
+            identities.add((st.st_dev, st.st_ino))
+        if not identities:
+            return False
+        root = str(self.root)
+        part = real
+        while part.startswith(root + os.sep):
+            try:
+                st = os.stat(part)
+            except OSError:
+                return False
+            if (st.st_dev, st.st_ino) in identities:
+                return True
+            part = os.path.dirname(part)
+        return False
+
     def is_always_ignored(self, relpath: str) -> bool:
-        return any(relpath == a or relpath.startswith(a + "/") for a in self.always)
+        if relpath.partition("/")[0] in self._always_top:
+            return True
+        return any(relpath == a or relpath.startswith(a + "/") for a in self._always_deep)
+
+    def _chain(self, folder: str) -> tuple:
+        """The `.gitignore` files that apply in `folder`, deepest first (computed once per folder:
+        the walk asks for every entry)."""
+        chain = self._chains.get(folder)
+        if chain is None:
+            spec = self.gitignore_spec(folder)
+            above = self._chain(posixpath.dirname(folder)) if folder else ()
+            chain = self._chains[folder] = ((folder, spec),) + above if spec is not None else above
+        return chain
 
     def ignored_here(self, relpath: str, is_dir: bool) -> bool:
         """Whether `relpath` itself is ignored, assuming no folder above it is."""
@@ -81,17 +156,11 @@ class IgnoreRules:
             verdict = self._user.check_file(probe).include
             if verdict is not None:
                 return verdict
-        folder = posixpath.dirname(relpath)
-        while True:  # the deepest .gitignore with an opinion decides
-            spec = self.gitignore_spec(folder)
-            if spec is not None:
-                sub = probe[len(folder) + 1:] if folder else probe
-                verdict = spec.check_file(sub).include
-                if verdict is not None:
-                    return verdict
-            if not folder:
-                break
-            folder = posixpath.dirname(folder)
+        for folder, spec in self._chain(posixpath.dirname(relpath)):  # the deepest with an opinion decides
+            sub = probe[len(folder) + 1:] if folder else probe
+            verdict = spec.check_file(sub).include
+            if verdict is not None:
+                return verdict
         if self._exclude is not None:
             return bool(self._exclude.check_file(probe).include)
         return False

@@ -11,6 +11,7 @@ Nothing here raises for a bad file: every failure is a skip with a reason.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -26,7 +27,8 @@ from typing import Callable, Iterable, Iterator
 from .ignore import IgnoreRules
 from .storage import join_names
 
-SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root")
+SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private")
+PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
 NULL = "\\N"
 
@@ -87,6 +89,9 @@ def _symlink(entry_path: str, rel: str, root: str, chain: tuple[str, ...], rules
     if not _inside(real, root):
         out.skipped[rel] = ("outside_root", f"symlink to {real}")
         return
+    if rules.is_private(real):  # what the file tools refuse, the map does not hold either
+        out.skipped[rel] = ("private", PRIVATE_DETAIL)
+        return
     if is_dir:
         if any(_inside(seen, real) for seen in chain):
             out.skipped[rel] = ("symlink_loop", f"symlink to a folder above it ({os.path.relpath(real, root)})")
@@ -114,32 +119,40 @@ def scan(root: Path, rules: IgnoreRules, max_bytes: int, under: str = "") -> Sca
     while stack:
         rel_dir, abs_dir, chain = stack.pop()
         try:
-            entries = os.scandir(abs_dir)
+            with os.scandir(abs_dir) as entries:
+                listing = list(entries)
         except OSError as err:
             if rel_dir and err.errno != errno.ENOENT:
                 out.skipped[rel_dir] = ("unreadable", err.strerror or str(err))
             continue
-        with entries:
-            for entry in entries:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                if not entry.name.isascii() and (shown := unencodable(rel)):
-                    if not rules.ignored_here(rel, entry.is_dir(follow_symlinks=False)):
-                        out.skipped[shown] = ("invalid_utf8", BAD_NAME)
-                    continue
+        gitignore = None  # the folder's .gitignore by stat signature: read again only when that changed
+        for entry in listing:
+            if entry.name == ".gitignore":
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if not rules.ignored_here(rel, True):
-                            stack.append((rel, entry.path, chain + (chain[-1] + "/" + entry.name,)))
-                    elif entry.is_file(follow_symlinks=False):
-                        if not rules.ignored_here(rel, False):
-                            _add_file(rel, entry.path, entry.stat(follow_symlinks=False), max_bytes, out)
-                    elif entry.is_symlink():
-                        _symlink(entry.path, rel, root_s, chain, rules, max_bytes, out, stack)
-                    elif not rules.ignored_here(rel, False):
-                        out.skipped[rel] = ("unreadable", "not a regular file")
-                except OSError as err:  # vanished or unreadable between listing and stat
-                    if err.errno != errno.ENOENT and not rules.ignored_here(rel, False):
-                        out.skipped[rel] = ("unreadable", err.strerror or str(err))
+                    gitignore = stat_sig(entry.stat())
+                except OSError:
+                    pass  # gone or unreadable: as good as absent
+        rules.saw_gitignore(rel_dir, gitignore)
+        for entry in listing:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if not entry.name.isascii() and (shown := unencodable(rel)):
+                if not rules.ignored_here(rel, entry.is_dir(follow_symlinks=False)):
+                    out.skipped[shown] = ("invalid_utf8", BAD_NAME)
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not rules.ignored_here(rel, True):
+                        stack.append((rel, entry.path, chain + (chain[-1] + "/" + entry.name,)))
+                elif entry.is_file(follow_symlinks=False):
+                    if not rules.ignored_here(rel, False):
+                        _add_file(rel, entry.path, entry.stat(follow_symlinks=False), max_bytes, out)
+                elif entry.is_symlink():
+                    _symlink(entry.path, rel, root_s, chain, rules, max_bytes, out, stack)
+                elif not rules.ignored_here(rel, False):
+                    out.skipped[rel] = ("unreadable", "not a regular file")
+            except OSError as err:  # vanished or unreadable between listing and stat
+                if err.errno != errno.ENOENT and not rules.ignored_here(rel, False):
+                    out.skipped[rel] = ("unreadable", err.strerror or str(err))
     return out
 
 
@@ -196,11 +209,13 @@ def _ancestors(real: str, root: str) -> Iterator[str]:
 
 _worker_known: frozenset[str] = frozenset()
 _worker_max_bytes = 0
+_worker_spool: str | None = None
+_worker_chunks = 0
 
 
-def _init_worker(known: frozenset[str], max_bytes: int) -> None:
-    global _worker_known, _worker_max_bytes
-    _worker_known, _worker_max_bytes = known, max_bytes
+def _init_worker(known: frozenset[str], max_bytes: int, spool: str | None = None) -> None:
+    global _worker_known, _worker_max_bytes, _worker_spool
+    _worker_known, _worker_max_bytes, _worker_spool = known, max_bytes, spool
 
 
 Q, QQ = '"', '""'
@@ -249,7 +264,7 @@ def resolve_target(imp, importer: str, language: str | None, known) -> str | Non
     """Where an import points inside the repository, if anywhere (never raises)."""
     if language is None:
         return None
-    from .parser import resolve_import
+    from .parse import resolve_import
 
     try:
         return resolve_import(imp, importer, language, known)
@@ -310,21 +325,20 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     except UnicodeDecodeError as err:
         return ("skipped", fid, rel, "invalid_utf8", f"invalid UTF-8 at byte {err.start}", sig)
 
-    from . import parser
+    from . import parse as parser
     from .languages import detect
 
     language, kind = detect(rel)
     if parse:
         result = parser.parse_rows(rel, data, language)  # never raises; a syntax error yields what parses
     else:
-        lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-        result = parser.ParseResult(language, "", [], [], [], lines, True)
+        result = parser.ParseResult(language, "", [], [], [], parser.line_count(data), True)
     language = result.language if language is not None else None
     purpose = result.purpose or ("" if language else text_purpose(text))
     deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
-           purpose, "source", bool(result.has_errors), indexed_at)
+           purpose, "source", bool(result.has_errors), indexed_at, parser.parser_version(language))
     return ("indexed", fid, row, _symbols_tsv(key, result.symbols), _refs_tsv(key, result.references),
             _deps_tsv(key, deps), len(result.symbols))
 
@@ -337,13 +351,45 @@ POOL_MIN_BYTES = 4 << 20
 IN_FLIGHT = 2  # chunks sent ahead per worker: it never idles while the caller writes a batch
 
 
-def _work_chunk(tasks: list[tuple]) -> list[tuple]:
-    return [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
+TSV_TABLES = ("symbols", "refs", "deps")
+SPOOLED = "spooled"  # run() yields (SPOOLED, {table: file}, bytes, n): rows of the n results that follow
 
 
-def _serve(conn, known: frozenset[str], max_bytes: int) -> None:
+def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
+    """Index a chunk; with a spool folder, its rows go to files there rather than back through
+    the pipe (most of a cold index's bytes: the database owner reads them straight from disk)."""
+    global _worker_chunks
+    results = [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
+    if _worker_spool is None:
+        return results, {}, 0
+    texts = {table: [] for table in TSV_TABLES}
+    for result in results:
+        if result[0] == "indexed":
+            for table, text in zip(TSV_TABLES, result[3:6]):
+                if text:
+                    texts[table].append(text)
+    _worker_chunks += 1
+    files: dict[str, str] = {}
+    written = 0
+    try:
+        for table, parts in texts.items():
+            if parts:
+                path = os.path.join(_worker_spool, f"{os.getpid()}-{_worker_chunks}-{table}.tsv")
+                with open(path, "w", encoding="utf-8") as fh:
+                    written += fh.write("".join(parts))
+                files[table] = path
+    except OSError:  # a full disk, say: send the rows through the pipe after all
+        for path in files.values():
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return results, {}, 0
+    results = [r[:3] + ("", "", "") + r[6:] if r[0] == "indexed" else r for r in results]
+    return results, files, written
+
+
+def _serve(conn, known: frozenset[str], max_bytes: int, spool: str | None = None) -> None:
     """A worker process: index the chunks it is sent until it is sent None."""
-    _init_worker(known, max_bytes)
+    _init_worker(known, max_bytes, spool)
     while True:
         try:
             chunk = conn.recv()
@@ -355,9 +401,9 @@ def _serve(conn, known: frozenset[str], max_bytes: int) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, known: frozenset[str], max_bytes: int):
+    def __init__(self, ctx, known: frozenset[str], max_bytes: int, spool: str | None):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, known, max_bytes), daemon=True,
+        self.proc = ctx.Process(target=_serve, args=(child, known, max_bytes, spool), daemon=True,
                                 name="ws-kmap-worker")
         self.proc.start()
         child.close()
@@ -383,11 +429,15 @@ class _Worker:
 
 
 def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
-        sizes: list[int] | None = None) -> Iterator[tuple]:
+        sizes: list[int] | None = None, spool: str | None = None) -> Iterator[tuple]:
     """Index `tasks` ((fid, rel, path, expected_sha) each), yielding results as they finish.
 
     Big batches go to `workers` processes (forkserver: they never inherit this
     process's threads, DuckDB's or the database owner's), fed chunk by chunk.
+    With a `spool` folder the workers write their chunks' rows to files there:
+    the results of such a chunk come after a (SPOOLED, {table: file}, bytes, n)
+    item (n: how many results follow) and carry no rows themselves. The
+    caller owns the files, and must write a chunk's files with all n results.
     A worker killed mid-chunk (a parser crash) is replaced and its chunk is
     retried in halves until the file responsible is alone; that file is
     indexed without symbols. As with any multiprocessing code, a script that
@@ -410,7 +460,7 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
         tasks = [tasks[i] for i in order]
     size = max(1, min(16, len(tasks) // (workers * 16)))
     queue = deque(tasks[i:i + size] for i in range(0, len(tasks), size))
-    pool = [_Worker(ctx, known, max_bytes) for _ in range(min(workers, len(queue)))]
+    pool = [_Worker(ctx, known, max_bytes, spool) for _ in range(min(workers, len(queue)))]
 
     def feed(worker: _Worker) -> None:
         while queue and len(worker.inflight) < IN_FLIGHT:
@@ -434,6 +484,9 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
                 if results is not None:
                     worker.inflight.popleft()
                     feed(worker)  # before yielding: the caller may write for a while
+                    results, files, written = results
+                    if files:
+                        yield (SPOOLED, files, written, len(results))
                     yield from results
                     continue
                 # The worker died in its oldest chunk; the ones behind it were not started.
@@ -446,7 +499,7 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
                     half = len(lost) // 2
                     queue.extendleft([lost[half:], lost[:half]])
                 worker.stop()
-                worker = pool[n] = _Worker(ctx, known, max_bytes)
+                worker = pool[n] = _Worker(ctx, known, max_bytes, spool)
                 feed(worker)
     finally:
         for worker in pool:

@@ -13,7 +13,7 @@ re-indexed on the spot, deleted ones dropped, before the query runs.
     km.files(); km.symbols(path)    # for the TUI tree; km.skipped(): what is left out and why
     km.freshness(path)              # 'fresh' | 'stale' | 'deleted', without fixing anything
     km.add_listener(fn)             # fn(MapChange) after every refresh that changed something
-    km.describe_missing(limit)      # background: model-written purposes (when a model is set)
+    km.describe_files(limit)        # background, opt-in: model-written purposes, with progress and cost
 
 A KnowledgeMap is safe to share between threads (the watcher and a query
 thread); refreshes are serialised. Several processes may share one
@@ -23,12 +23,15 @@ replaces a file's rows whole, so racing re-indexes of a file agree.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import WorkstationError
 from ..paths import STATE_DIRNAME
@@ -36,6 +39,13 @@ from ..store.broker import readonly
 from . import indexer, storage
 from .freshness import Indexed, Plan, is_racy, plan
 from .ignore import IgnoreRules
+from .versions import parser_version
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from . import describe as describe_mod
+    from ..paths import Paths
+    from ..store import Database
 
 FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
@@ -106,9 +116,15 @@ class _Batch:
     def __init__(self) -> None:
         self.files: list[tuple] = []
         self.tsv: dict[str, list[str]] = {"symbols": [], "refs": [], "deps": []}
+        self.spooled: dict[str, list[str]] = {"symbols": [], "refs": [], "deps": []}  # files of rows
         self.skipped: list[tuple[str, str, str]] = []
         self.removed: list[str] = []
         self.bytes = 0
+
+    def add_spooled(self, files: dict[str, str], size: int) -> None:
+        for table, path in files.items():
+            self.spooled[table].append(path)
+        self.bytes += size
 
     def add_indexed(self, row: tuple, symbols: str, refs: str, deps: str) -> None:
         self.files.append(row)
@@ -125,7 +141,7 @@ class _Batch:
 class KnowledgeMap:
     """The knowledge map of one workspace; see the module docstring."""
 
-    def __init__(self, db, paths, config):
+    def __init__(self, db: Database, paths: Paths, config: Config):
         self.db = db
         self.paths = paths
         self.config = config
@@ -139,6 +155,34 @@ class KnowledgeMap:
         # the resolver caches its path index by the object's identity)
         self._listeners: list[Callable[[MapChange], None]] = []
         self._caches: dict[str, tuple] = {}
+
+    # ------------------------------------------------------------------ what the map holds now
+    # These read the database as it is, without the staleness gate: callers that need fresh
+    # answers run `ensure_fresh` first, and `indexed_sha` before and after a read tells which
+    # content an answer came from.
+    def indexed_sha(self, relpath: str) -> str | None:
+        """The content hash the map holds for one file (None: not in the map)."""
+        return self.db.call(_indexed_sha, self.relpath(relpath))
+
+    def known_paths(self, relpaths: list[str]) -> list[str]:
+        """Those of `relpaths` (repo-relative) that the map holds as indexed files, in path order."""
+        return self.db.call(_known_paths, list(relpaths)) if relpaths else []
+
+    def symbol_files(self, names: list[str]) -> list[tuple[str, str]]:
+        """(name, path) of every symbol defined under one of `names` (exact name or qualified name),
+        ordered by name then path."""
+        return self.db.call(_symbol_files, list(names)) if names else []
+
+    def model_purposes(self) -> list[tuple[str, str, str]]:
+        """(path, sha256, purpose) of every file whose purpose a model wrote, by path."""
+        return self.db.call(_model_purposes)
+
+    def set_model_purposes(self, rows: list[tuple[str, str, str]]) -> None:
+        """Take model-written purposes ((path, sha256, purpose), as `model_purposes` gives them, from
+        another map of the same files): each lands where the file here has that very content."""
+        from . import describe
+
+        self.db.call(describe.adopt_purposes, [tuple(r) for r in rows])
 
     # ------------------------------------------------------------------ listeners
     def add_listener(self, fn: Callable[[MapChange], None]) -> None:
@@ -169,6 +213,8 @@ class KnowledgeMap:
         started = time.perf_counter()
         with self._lock:
             done = self._refresh_all(progress, force)
+            if force:  # model-written purposes of content that is gone, or that are no description, go
+                self.db.call(storage.prune_purposes)
             totals = self.db.call(storage.totals)
             skipped_rows = self.db.call(_skipped_rows)
         return IndexReport(
@@ -212,8 +258,8 @@ class KnowledgeMap:
         if found[0] in ("absent", "ignored", "dir"):
             return "deleted"
         if files:
-            _, size, mtime, ctime, inode, sha, indexed_at, _lang = files[0]
-            if found[0] != "file":
+            _, size, mtime, ctime, inode, sha, indexed_at, language, version = files[0]
+            if found[0] != "file" or version != parser_version(language):
                 return "stale"
             sig = found[2]
             if sig == (size, mtime, ctime, inode) and not is_racy(sig, indexed_at):
@@ -228,10 +274,10 @@ class KnowledgeMap:
     # ------------------------------------------------------------------ refresh internals
     def _refresh_all(self, progress, force: bool) -> MapChange:
         started = time.perf_counter()
-        self.rules.reload()
+        self.rules.reload(gitignores=False)  # the walk reads each .gitignore that changed
         found = indexer.scan(self.root, self.rules, self.max_bytes)
         files, skipped = self.db.call(storage.index_state)
-        indexed = {r[0]: Indexed(tuple(r[1:5]), r[5], r[6]) for r in files}
+        indexed = _indexed(files)
         was_skipped = {r[0]: (r[1], r[2]) for r in skipped}
         todo = plan(found, indexed, was_skipped, self._skip_sigs, force=force)
         scanned = time.perf_counter() - started
@@ -271,7 +317,7 @@ class KnowledgeMap:
         if folders:
             scope.update(self.db.call(storage.paths_under, folders))
         files, skipped = self.db.call(storage.index_state, sorted(scope))
-        indexed = {r[0]: Indexed(tuple(r[1:5]), r[5], r[6]) for r in files}
+        indexed = _indexed(files)
         was_skipped = {r[0]: (r[1], r[2]) for r in skipped}
         todo = plan(found, indexed, was_skipped, self._skip_sigs, scope=scope, force=force)
         known = self._known_paths() - set(todo.remove) | set(found.files)
@@ -304,38 +350,48 @@ class KnowledgeMap:
         restamps: list[tuple] = []
         total, done, writing = len(tasks), 0, 0.0
         frozen = frozenset(known)
-        for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes):
-            status = result[0]
-            if status == "indexed":
-                _, _fid, row, symbols, refs, deps, _n = result
-                batch.add_indexed(row, symbols, refs, deps)
-                change.indexed.append(row[0])
-                self._skip_sigs.pop(row[0], None)
-            elif status == "same":
-                _, _fid, rel, sig, sha, indexed_at = result
-                restamps.append((rel, sha, *sig, indexed_at))
-            elif status == "skipped":
-                _, _fid, rel, reason, detail, sig = result
-                if sig is not None:
-                    self._skip_sigs[rel] = sig
-                if was_skipped.get(rel) == (reason, detail) and rel not in before:
-                    change.unchanged += 1  # skipped again for the same reason: nothing to write
-                else:
-                    batch.skipped.append((rel, reason, detail))
-                    change.skipped.append(rel)
-            else:  # gone between the walk and the read
-                rel = result[2]
-                if rel in before:
-                    batch.removed.append(rel)
-                    change.removed.append(rel)
-            done += 1
-            if progress is not None:
-                progress(done, total, names[result[1] - 1])
-            if batch.bytes >= FLUSH_BYTES:
-                writing += self._flush(batch, names)
-                batch = _Batch()
-        parsed = time.perf_counter() - started - writing
-        writing += self._flush(batch, names)
+        spool = tempfile.mkdtemp(prefix="ws-kmap-")  # worker processes write rows here
+        try:
+            pending = 0  # results still to come whose rows are in a spooled file of this batch
+            for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool):
+                if result[0] == indexer.SPOOLED:
+                    _, files, size, pending = result
+                    batch.add_spooled(files, size)
+                    continue
+                pending = max(0, pending - 1)
+                status = result[0]
+                if status == "indexed":
+                    _, _fid, row, symbols, refs, deps, _n = result
+                    batch.add_indexed(row, symbols, refs, deps)
+                    change.indexed.append(row[0])
+                    self._skip_sigs.pop(row[0], None)
+                elif status == "same":
+                    _, _fid, rel, sig, sha, indexed_at = result
+                    restamps.append((rel, sha, *sig, indexed_at))
+                elif status == "skipped":
+                    _, _fid, rel, reason, detail, sig = result
+                    if sig is not None:
+                        self._skip_sigs[rel] = sig
+                    if was_skipped.get(rel) == (reason, detail) and rel not in before:
+                        change.unchanged += 1  # skipped again for the same reason: nothing to write
+                    else:
+                        batch.skipped.append((rel, reason, detail))
+                        change.skipped.append(rel)
+                else:  # gone between the walk and the read
+                    rel = result[2]
+                    if rel in before:
+                        batch.removed.append(rel)
+                        change.removed.append(rel)
+                if batch.bytes >= FLUSH_BYTES and not pending:  # never between a file's row and its rows
+                    writing += self._flush(batch, names)
+                    batch = _Batch()
+                done += 1
+                if progress is not None:
+                    progress(done, total, names[result[1] - 1])
+            parsed = time.perf_counter() - started - writing
+            writing += self._flush(batch, names)
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)  # our own temp folder; nothing else to do if it fails
         if restamps:
             self.db.call(storage.restamp, restamps)
             change.unchanged += len(restamps)
@@ -357,14 +413,19 @@ class KnowledgeMap:
             return 0.0
         started = time.perf_counter()
         tsv = {table: "".join(parts) for table, parts in batch.tsv.items() if parts}
-        self.db.call(storage.write_index, names, batch.files, tsv, batch.skipped, batch.removed)
+        spooled = {table: files for table, files in batch.spooled.items() if files}
+        self.db.call(storage.write_index, names, batch.files, tsv, batch.skipped, batch.removed, spooled)
+        for files in spooled.values():
+            for path in files:
+                with contextlib.suppress(OSError):  # the spool folder goes at the end anyway
+                    os.unlink(path)
         return time.perf_counter() - started
 
     def _resolve_again(self, added: set[str], gone: set[str]) -> None:
         """Imports that may point elsewhere now that files appeared or disappeared."""
         if not added and not gone:
             return
-        from .parser import Import
+        from .parse import Import
 
         hints = set()
         for rel in added:
@@ -444,11 +505,25 @@ class KnowledgeMap:
         self.ensure_fresh()
         return query_mod.impact(self, symbol)
 
+    def describe_files(self, limit: int = 20, cancel: threading.Event | None = None,
+                       progress: Callable[[describe_mod.DescribeReport], None] | None = None):
+        """Ask the configured model for one-line purposes of up to `limit` files that have none, when
+        index.describe_with_model allows it (background use; see describe.DescribeReport: files done of
+        total, tokens, cost). `progress(report)` after every file."""
+        from . import describe
+
+        return describe.describe_files(self, limit, cancel, progress)
+
     def describe_missing(self, limit: int = 20, cancel: threading.Event | None = None) -> int:
-        """Ask the configured model for one-line purposes of files that have none (background use)."""
+        """`describe_files` answered with how many files got a purpose (the app's older call)."""
         from . import describe
 
         return describe.describe_missing(self, limit, cancel)
+
+
+def _indexed(rows: list[tuple]) -> dict[str, Indexed]:
+    """index_state's file rows as the planner wants them."""
+    return {r[0]: Indexed(tuple(r[1:5]), r[5], r[6], r[8] != parser_version(r[7])) for r in rows}
 
 
 def _sha_of(path: str) -> str | None:
@@ -467,6 +542,33 @@ def _sha_of(path: str) -> str | None:
 @readonly
 def _all_paths(con) -> list[str]:
     return [r[0] for r in con.execute("SELECT path FROM kmap.files").fetchall()]
+
+
+@readonly
+def _indexed_sha(con, path: str) -> str | None:
+    row = con.execute("SELECT sha256 FROM kmap.files WHERE path = ?", [path]).fetchone()
+    return row[0] if row else None
+
+
+@readonly
+def _known_paths(con, paths: list[str]) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT path FROM kmap.files WHERE path IN (SELECT unnest($1::VARCHAR[])) ORDER BY path", [paths]).fetchall()]
+
+
+@readonly
+def _symbol_files(con, names: list[str]) -> list[tuple[str, str]]:
+    rows = con.execute(
+        """SELECT DISTINCT n.name, s.path FROM (SELECT unnest($1::VARCHAR[]) AS name) n
+           JOIN kmap.symbols s ON s.name = n.name OR s.qualname = n.name
+           ORDER BY n.name, s.path""", [names]).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+@readonly
+def _model_purposes(con) -> list[tuple[str, str, str]]:
+    return [tuple(r) for r in con.execute(
+        "SELECT path, sha256, purpose FROM kmap.files WHERE purpose_source = 'model' ORDER BY path").fetchall()]
 
 
 @readonly

@@ -18,9 +18,15 @@ import math
 import posixpath
 import re
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import WorkstationError
 from ..store.broker import readonly
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..llm import ModelSpec
+    from .map import KnowledgeMap
 
 FUZZY_CUTOFF = 86  # rapidfuzz WRatio; lower lets near-everything in for short queries
 MIN_COVER = 0.6  # a fuzzy match is at least this share of the query's length (see _fuzzy)
@@ -61,9 +67,9 @@ class ImpactHit:
     path: str
     line: int
     enclosing: str | None  # qualified name of the symbol the reference sits in
-    kind: str  # 'call' or 'ref'
+    kind: str  # 'call', 'ref' or 'attr' (a member read: `x.name`)
     target: str | None  # 'path:qualname' of the definition it refers to, when known
-    evidence: str  # 'same-file' | 'import' | 'unique' | 'name-only'
+    evidence: str  # 'same-file' | 'import' | 'unique' | 'name-only' (the name alone: maybe another thing)
 
     @property
     def location(self) -> str:
@@ -73,7 +79,7 @@ class ImpactHit:
 # ---------------------------------------------------------------------------------------
 # find
 
-def find(km, query: str, limit: int = 20) -> FindResult:
+def find(km: KnowledgeMap, query: str, limit: int = 20) -> FindResult:
     q = " ".join(query.split())
     if not q:
         raise WorkstationError("find needs a query")
@@ -100,7 +106,7 @@ def find(km, query: str, limit: int = 20) -> FindResult:
     return result
 
 
-def model_spec(config):
+def model_spec(config: Config) -> ModelSpec | None:
     """The ModelSpec of the configured model, or None when there is none."""
     if not config.model.name:
         return None
@@ -111,7 +117,7 @@ def model_spec(config):
                      timeout_s=m.timeout_s, max_retries=m.max_retries, fallbacks=tuple(m.fallbacks))
 
 
-def _tier_one(km, q: str, limit: int) -> list[FindHit]:
+def _tier_one(km: KnowledgeMap, q: str, limit: int) -> list[FindHit]:
     from rapidfuzz import utils
 
     found: dict[tuple, FindHit] = {}
@@ -132,6 +138,8 @@ def _tier_one(km, q: str, limit: int) -> list[FindHit]:
     wanted = limit * 3
     qp = utils.default_process(q)
     fuzzy_names = _fuzzy(qp, names, wanted)
+    for name, score in _typos(qp, names, wanted).items():  # `clinet` is `client`, which WRatio scores 83
+        fuzzy_names[name] = max(fuzzy_names.get(name, 0), score)
     # a dotted query may misspell the class too: match whole qualified names as well
     fuzzy_quals = _fuzzy(qp, qualnames, wanted) if "." in q else {}
     if fuzzy_names or fuzzy_quals:
@@ -183,6 +191,24 @@ def _fuzzy(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
     return {choices.items[start + i]: score for _c, score, i in found}
 
 
+def _typos(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
+    """item -> score of the choices a typo or two away from `qp` (transposed, missing, extra or wrong
+    letters, counted by optimal string alignment): one for a query of 4 to 7 characters, two from 8.
+    Scored as FUZZY_CUTOFF and up, so they rank with the fuzzy matches."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    if len(qp) < 4:
+        return {}
+    most = 1 if len(qp) < 8 else 2
+    start = bisect.bisect_left(choices.lengths, len(qp) - most)
+    end = bisect.bisect_right(choices.lengths, len(qp) + most)
+    found = process.extract(qp, choices.processed[start:end], scorer=OSA.distance, score_cutoff=most,
+                            limit=limit)
+    return {choices.items[start + i]: FUZZY_CUTOFF + (100 - FUZZY_CUTOFF) * (1 - d / (most + 1))
+            for _c, d, i in found}
+
+
 _WORD_RE = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
@@ -190,7 +216,7 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD_RE.findall(text) if len(w) > 2}
 
 
-def _tier_two(km, q: str, limit: int, spec) -> list[FindHit]:
+def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[FindHit]:
     from .. import tokens as tok
     from ..llm import complete
 
@@ -307,8 +333,20 @@ def _semantic_rows(con) -> list[tuple]:
 # ---------------------------------------------------------------------------------------
 # impact
 
-def impact(km, symbol: str) -> list[ImpactHit]:
-    """Every reference to `symbol`: a name, a qualified name (`Class.method`) or `path:name`."""
+# Languages whose walker tells a member (`x.status`: 'attr', 'set') from a bare name ('ref'): there a
+# bare name is never a method (a local variable called `status` is not `res.status`).
+MEMBER_LANGUAGES = frozenset({"python", "javascript", "typescript", "tsx"})
+_CALLABLE = frozenset({"function", "method", "class"})
+
+
+def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
+    """Every reference to `symbol`: a name, a qualified name (`Class.method`) or `path:name`.
+
+    References attributed to a definition (same file, an import, the only definition) come first,
+    then those that only share the name ('name-only'). Not references: a member written with a value
+    (`err.status = 403`) when the symbol is a function, method or class, and in MEMBER_LANGUAGES a
+    bare name when the symbol is a method. A name the map neither defines nor mentions is an error.
+    """
     spec = symbol.strip()
     if not spec:
         raise WorkstationError("impact needs a symbol name")
@@ -324,25 +362,35 @@ def impact(km, symbol: str) -> list[ImpactHit]:
     defs, refs, deps = km.db.call(_impact_rows, name)
     wanted = [d for d in defs if (d[1] == spec or d[1].endswith("." + spec) or "." not in spec)
               and (only_path is None or d[0] == only_path)]
-    if (only_path is not None or "." in spec) and not wanted:
+    if (only_path is not None or "." in spec or not refs) and not wanted:
         where = f" in {only_path}" if only_path else ""
         raise WorkstationError(f"no symbol {spec}{where} in the knowledge map")
+    kinds = {kind for _p, _q, kind in (wanted or defs)}
+    callable_ = bool(kinds) and kinds <= _CALLABLE
+    method = kinds == {"method"}
     def_paths: dict[str, list[str]] = {}
-    for path, qualname in defs:
+    for path, qualname, _kind in defs:
         def_paths.setdefault(path, []).append(qualname)
-    wanted_keys = {f"{p}:{q}" for p, q in wanted}
+    wanted_keys = {f"{p}:{q}" for p, q, _k in wanted}
     imports: dict[str, list[tuple]] = {}
     for path, module, names, target in deps:
         imports.setdefault(path, []).append((module, tuple(names), target))
 
     hits = []
-    for path, line, enclosing, kind in refs:
+    for path, line, enclosing, kind, language in refs:
+        if kind == "set" and callable_:
+            continue  # `err.status = 403` gives err a value; it does not use the function
+        if kind == "ref" and method and language in MEMBER_LANGUAGES:
+            continue  # a bare name: a local variable or a parameter, not the method
         target, evidence = _attribute(path, name, def_paths, imports.get(path, ()))
         if evidence == "other":
             continue  # the file imports this name from somewhere else
         if target is not None and wanted_keys and target not in wanted_keys:
             continue  # another definition of the same name
+        if kind == "attr" and callable_:
+            target, evidence = None, "name-only"  # `x.status` read: whose status is unknown
         hits.append(ImpactHit(path, line, enclosing, kind, target, evidence))
+    hits.sort(key=lambda h: h.evidence == "name-only")  # stable: by path and line within each group
     return hits
 
 
@@ -370,10 +418,12 @@ def _best_qualname(quals: list[str], name: str) -> str:
 
 @readonly
 def _impact_rows(con, name: str) -> tuple[list, list, list]:
-    defs = con.execute("SELECT DISTINCT path, qualname FROM kmap.symbols WHERE name = ? ORDER BY path, qualname",
-                       [name]).fetchall()
-    refs = con.execute("SELECT path, line, enclosing, kind FROM kmap.refs WHERE name = ? ORDER BY path, line",
-                       [name]).fetchall()
+    defs = con.execute(
+        "SELECT DISTINCT path, qualname, kind FROM kmap.symbols WHERE name = ? ORDER BY path, qualname",
+        [name]).fetchall()
+    refs = con.execute(
+        """SELECT r.path, r.line, r.enclosing, r.kind, f.language FROM kmap.refs r JOIN kmap.files f USING (path)
+           WHERE r.name = ? ORDER BY r.path, r.line""", [name]).fetchall()
     deps = con.execute(
         """SELECT path, module, names, target FROM kmap.deps
            WHERE path IN (SELECT DISTINCT path FROM kmap.refs WHERE name = ?)""", [name]).fetchall()

@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import tokens as tok
 from ..errors import WorkstationError
 from ..store.broker import readonly
+
+if TYPE_CHECKING:
+    from .map import KnowledgeMap
 
 FILE_MAP_SHARE = 0.02
 SMALL_FILE_LINES = 1000
@@ -83,7 +87,7 @@ def _fit(lines: list[str], budget: int) -> str | None:
     return text if tok.count(text) <= budget else None
 
 
-def file_map(km, rel: str, tokens: int | None = None) -> FileMap:
+def file_map(km: KnowledgeMap, rel: str, tokens: int | None = None) -> FileMap:
     row = km.db.call(_file_row, rel)
     if row is None:
         files, skipped = km.db.call(_why_missing, rel)
@@ -96,8 +100,7 @@ def file_map(km, rel: str, tokens: int | None = None) -> FileMap:
                  for s in symbols]
     if tokens is None:
         tokens = default_budget(_file_tokens(km, rel, sha), line_count)
-    if tokens < 0:
-        raise WorkstationError(f"token budget must not be negative, got {tokens}")
+    check_budget(tokens)
     fm = FileMap(path, language, kind, line_count, purpose, purpose_source, bool(has_errors),
                  [{"module": m, "target": t, "line": ln} for m, t, ln in deps], list(dependants),
                  sym_dicts, tokens)
@@ -105,7 +108,7 @@ def file_map(km, rel: str, tokens: int | None = None) -> FileMap:
     return fm
 
 
-def _file_tokens(km, rel: str, sha: str) -> int:
+def _file_tokens(km: KnowledgeMap, rel: str, sha: str) -> int:
     def build():
         try:
             with open(km.root / rel, "rb") as fh:
@@ -271,7 +274,7 @@ def _edge_weight(src: str, dst: str, name: str, weight: float, imports: set) -> 
     return weight
 
 
-def rank_repository(km) -> Ranking:
+def rank_repository(km: KnowledgeMap) -> Ranking:
     nodes, name_edges, import_edges, symbols = km.db.call(_graph_rows)
     imports = set(import_edges)
     file_edges: dict[tuple[str, str], float] = {}
@@ -308,9 +311,14 @@ def rank_repository(km) -> Ranking:
     return Ranking(files, by_file)
 
 
-def repo_map(km, budget: int = 1024) -> str:
-    if budget < 0:
-        raise WorkstationError(f"token budget must not be negative, got {budget}")
+def check_budget(tokens: int) -> None:
+    """A token budget is a whole number of at least 1 (nothing fits in 0: an error, not an empty map)."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise WorkstationError(f"token budget must be a whole number of at least 1, got {tokens!r}")
+
+
+def repo_map(km: KnowledgeMap, budget: int = 1024) -> str:
+    check_budget(budget)
     ranking: Ranking = km.cached("repo-ranking", lambda: rank_repository(km))
     if not ranking.files:
         return ""

@@ -20,7 +20,7 @@ import tempfile
 from ..store.broker import readonly
 
 FILE_COLUMNS = ("path", "language", "kind", "size", "mtime_ns", "ctime_ns", "inode", "sha256",
-                "line_count", "purpose", "purpose_source", "has_errors", "indexed_at_ns")
+                "line_count", "purpose", "purpose_source", "has_errors", "indexed_at_ns", "parser_version")
 
 _TSV_TABLES = {
     "symbols": (("fid", "BIGINT"), ("name", "VARCHAR"), ("qualname", "VARCHAR"), ("kind", "VARCHAR"),
@@ -48,35 +48,43 @@ def join_names(names) -> str:
                           for n in names)
 
 
-def _load_tsv(con, table: str, tsv: str, paths: list[str]) -> None:
-    if not tsv:
+def _load_tsv(con, table: str, tsv: str, files: list[str], paths: list[str]) -> None:
+    """Insert the rows of `tsv` and of the TSV `files` into kmap.`table`, in one statement."""
+    if not tsv and not files:
         return
     columns = _TSV_TABLES[table]
     spec = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in columns) + "}"
-    fd, tmp = tempfile.mkstemp(prefix=f"ws-{table}-", suffix=".tsv")
+    tmp = None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(tsv)
+        if tsv:
+            fd, tmp = tempfile.mkstemp(prefix=f"ws-{table}-", suffix=".tsv")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(tsv)
         con.execute(
             f"""INSERT INTO kmap.{table}
                 SELECT p.path, {_TSV_SELECT[table]}
-                FROM read_csv($file, header=false, auto_detect=false, delim='\t', quote='"', escape='"',
+                FROM read_csv($files, header=false, auto_detect=false, delim='\t', quote='"', escape='"',
                               nullstr='\\N', allow_quoted_nulls=false, new_line='\\n', columns={spec}) AS t
                 JOIN (SELECT unnest($paths) AS path, generate_subscripts($paths, 1) AS fid) AS p USING (fid)""",
-            {"paths": paths, "file": tmp})
+            {"paths": paths, "files": list(files) + ([tmp] if tmp else [])})
     finally:
-        os.unlink(tmp)
+        if tmp is not None:
+            os.unlink(tmp)
 
 
 def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
-                skipped: list[tuple[str, str, str]], removed: list[str]) -> None:
+                skipped: list[tuple[str, str, str]], removed: list[str],
+                spooled: dict[str, list[str]] | None = None) -> None:
     """Replace everything known about the given files in one transaction.
 
     `files` are full rows (FILE_COLUMNS order) of files (re)indexed now; their
-    symbols, refs and deps arrive in `tsv`. `skipped` are (path, reason, detail);
+    symbols, refs and deps arrive in `tsv`, or in the TSV files named by `spooled`
+    (written by the indexer's worker processes; the caller deletes them once this
+    returns). `skipped` are (path, reason, detail);
     `removed` paths are dropped. Old rows of every path named go in the same
     transaction, so a reader never sees a file's old and new symbols mixed.
-    A model-written purpose survives a re-index that did not change the content.
+    A file with no purpose of its own takes the model-written one cached for its
+    content (describe.py), if there is one.
     """
     touched = sorted({f[0] for f in files} | {s[0] for s in skipped} | set(removed))
     con.execute("BEGIN TRANSACTION")
@@ -84,27 +92,25 @@ def write_index(con, paths: list[str], files: list[tuple], tsv: dict[str, str],
         if touched:
             con.execute("CREATE OR REPLACE TEMP TABLE ws_touched AS SELECT unnest($1::VARCHAR[]) AS path",
                         [touched])
-            kept = con.execute(
-                """SELECT f.path, f.sha256, f.purpose FROM kmap.files f JOIN ws_touched USING (path)
-                   WHERE f.purpose_source = 'model'""").fetchall()
             for table in ("symbols", "refs", "deps", "files", "skipped"):
                 con.execute(f"DELETE FROM kmap.{table} WHERE path IN (SELECT path FROM ws_touched)")
-        else:
-            kept = []
         if files:
             cols = list(zip(*files))
             con.execute(
                 f"INSERT INTO kmap.files ({', '.join(FILE_COLUMNS)}) SELECT "
                 + ", ".join(f"unnest(${i + 1})" for i in range(len(FILE_COLUMNS))),
                 [list(c) for c in cols])
-        for table, text in tsv.items():
-            _load_tsv(con, table, text, paths)
+        spooled = spooled or {}
+        for table in _TSV_TABLES:
+            _load_tsv(con, table, tsv.get(table, ""), spooled.get(table, ()), paths)
         if skipped:
             con.execute("INSERT INTO kmap.skipped SELECT unnest($1), unnest($2), unnest($3)",
                         [list(c) for c in zip(*skipped)])
-        for path, sha, purpose in kept:
-            con.execute("""UPDATE kmap.files SET purpose = ?, purpose_source = 'model'
-                           WHERE path = ? AND sha256 = ?""", [purpose, path, sha])
+        if files:
+            con.execute(
+                """UPDATE kmap.files SET purpose = c.purpose, purpose_source = 'model' FROM kmap.purpose_cache c
+                   WHERE kmap.files.sha256 = c.sha256 AND kmap.files.purpose = ''
+                     AND kmap.files.path IN (SELECT path FROM ws_touched)""")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -133,14 +139,15 @@ def restamp(con, rows: list[tuple]) -> None:
 def index_state(con, paths: list[str] | None = None) -> tuple[list[tuple], list[tuple]]:
     """(files, skipped): the stat signature of every indexed file, every skipped path.
 
-    files rows: (path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language);
+    files rows: (path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language, parser_version);
     skipped rows: (path, reason, detail). `paths` limits both to those paths.
     """
     where, params = "", []
     if paths is not None:
         where, params = " WHERE path IN (SELECT unnest($1::VARCHAR[]))", [paths]
     files = con.execute(
-        "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language FROM kmap.files"
+        "SELECT path, size, mtime_ns, ctime_ns, inode, sha256, indexed_at_ns, language, parser_version"
+        " FROM kmap.files"
         + where, params).fetchall()
     skipped = con.execute("SELECT path, reason, detail FROM kmap.skipped" + where, params).fetchall()
     return files, skipped
@@ -202,3 +209,20 @@ def totals(con) -> dict:
                   (SELECT count(*) FROM kmap.refs)""").fetchone()
     skipped = dict(con.execute("SELECT reason, count(*) FROM kmap.skipped GROUP BY reason").fetchall())
     return {"files": files, "symbols": symbols, "references": references, "skipped": skipped}
+
+
+def prune_purposes(con) -> int:
+    """Drop cached model-written purposes of content no file has any more, and any that does not read
+    as a description (an error reply stored by an older version): the files holding one lose it, to be
+    described again. Returns how many cached purposes went."""
+    from .describe import clean_purpose
+
+    bad = [sha for sha, purpose in con.execute("SELECT sha256, purpose FROM kmap.purpose_cache").fetchall()
+           if clean_purpose(purpose) != purpose]
+    gone = con.execute(
+        "DELETE FROM kmap.purpose_cache WHERE sha256 NOT IN (SELECT sha256 FROM kmap.files)").fetchone()[0]
+    if bad:
+        con.execute("DELETE FROM kmap.purpose_cache WHERE sha256 IN (SELECT unnest($1::VARCHAR[]))", [bad])
+    con.execute("""UPDATE kmap.files SET purpose = '', purpose_source = 'source'
+                   WHERE purpose_source = 'model' AND sha256 NOT IN (SELECT sha256 FROM kmap.purpose_cache)""")
+    return gone + len(bad)

@@ -238,7 +238,34 @@ def _memory_003(con, s: str) -> None:
         )""")
 
 
-INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002]
+def _index_003(con, s: str) -> None:
+    # The parser version each file was parsed with (parse.PARSER_VERSIONS): an upgrade that
+    # changes what the parser extracts re-parses the files it concerns. Rows from before this
+    # column get 0, older than any version: every file is parsed again once.
+    con.execute(f"ALTER TABLE {s}.files ADD COLUMN parser_version INTEGER NOT NULL DEFAULT 0")
+
+
+def _index_004(con, s: str) -> None:
+    # Keeping an index over a million reference names current was a quarter of a cold index's
+    # write time; `impact` looks a name up by scanning the column (a few ms at that size).
+    con.execute(f"DROP INDEX IF EXISTS {s}.idx_refs_name")
+
+
+def _index_005(con, s: str) -> None:
+    # Model-written purposes, by the content they describe: a file whose content did not change is never
+    # described twice, one whose content changed is described afresh. Purposes written before were stored
+    # unchecked (a failed reply could become a file's purpose for good): they are dropped, not carried over.
+    con.execute(f"""
+        CREATE TABLE {s}.purpose_cache (
+            sha256 VARCHAR PRIMARY KEY,     -- the content described
+            purpose VARCHAR NOT NULL,
+            model VARCHAR NOT NULL DEFAULT '',
+            described_at_ns BIGINT NOT NULL
+        )""")
+    con.execute(f"UPDATE {s}.files SET purpose = '', purpose_source = 'source' WHERE purpose_source = 'model'")
+
+
+INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002, _index_003, _index_004, _index_005]
 MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003]
 
 

@@ -44,7 +44,8 @@ def _impact(ctx: ToolContext, symbol: str) -> ToolResult:
     if not hits:
         return ToolResult(f"no references to {symbol} in the knowledge map", data={"hits": 0, "memory": "miss"})
     lines = [f"{h.path}:{h.line} in {h.enclosing or '<module>'} ({h.kind}"
-             + (f" of {h.target}" if h.target else "") + ")" for h in hits]
+             + (f" of {h.target}" if h.target else "") + ")"
+             + (" [name-only]" if h.evidence == "name-only" else "") for h in hits]  # real references first
     return ToolResult(cap("\n".join(lines)), data={"hits": len(hits), "memory": "hit"})
 
 
