@@ -16,7 +16,7 @@ from workstation.runtime import Workspace
 from workstation.sessions import archive as archive_mod
 from workstation.sessions.log import Session
 from workstation.tui.panes import turn_render
-from workstation.tui.replay_app import ReplayApp, register_themes
+from workstation.tui.screens.replay import ReplayApp, register_themes
 from workstation.tui.screens.reflection import ReflectionScreen
 from workstation.tui.screens.sessions import SessionsScreen
 

@@ -18,7 +18,7 @@ from workstation.sessions import archive as archive_mod
 from workstation.sessions import catalog
 from workstation.sessions.log import Session
 from workstation.tui.app import WorkstationApp
-from workstation.tui.replay_app import ReplayScreen
+from workstation.tui.screens.replay import ReplayScreen
 from workstation.tui.screens.confirm import ConfirmScreen
 from workstation.tui.screens.reflection import (
     ReflectionScreen,
@@ -433,7 +433,7 @@ def test_an_unknown_reflection_is_refused_by_name():
 def test_screens_stay_out_of_the_first_paint():
     code = ("import sys, workstation.tui.app\n"
             "print([m for m in ('textual_plotext', 'plotext', 'workstation.tui.screens.sessions',"
-            " 'workstation.tui.screens.reflection', 'workstation.tui.replay_app', 'workstation.replay')"
+            " 'workstation.tui.screens.reflection', 'workstation.tui.screens.replay', 'workstation.replay')"
             " if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

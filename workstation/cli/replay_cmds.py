@@ -40,8 +40,8 @@ def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as
         _verify(state, episode, as_json)
     elif as_text or step is not None or as_json:
         _print(episode, step, as_json)
-    elif importlib.util.find_spec("workstation.tui.replay_app") is not None:
-        from ..tui import replay_app  # type: ignore[attr-defined]
+    elif importlib.util.find_spec("workstation.tui.screens.replay") is not None:
+        from ..tui.screens import replay as replay_app
 
         replay_app.run(episode)
     else:

@@ -223,7 +223,7 @@ class SessionsScreen(Screen):
         self.app.call_from_thread(self._open_replay, episode)
 
     def _open_replay(self, episode) -> None:
-        from ..replay_app import ReplayScreen
+        from .replay import ReplayScreen
 
         self.status.set(left="")
         self.app.push_screen(ReplayScreen(episode))

@@ -25,12 +25,12 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from .messages import BackendRequest
-from .panes.bar import StatusBar
-from .panes.chat import ChatPane
-from .panes.memory import MemoryPane
-from .panes.timeline import TimelinePane
-from .themes import DEFAULT_THEME, load_themes
+from ..messages import BackendRequest
+from ..panes.bar import StatusBar
+from ..panes.chat import ChatPane
+from ..panes.memory import MemoryPane
+from ..panes.timeline import TimelinePane
+from ..themes import DEFAULT_THEME, load_themes
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MIN_TICK_S = 0.01
@@ -118,7 +118,7 @@ class ReplayScreen(Screen):
 
     def __init__(self, episode: Any, *, clock: Callable[[], float] = time.monotonic, start: int = 0,
                  speed: float = 1.0) -> None:
-        from ..replay import Player
+        from ...replay import Player
 
         super().__init__()
         self.episode = episode
@@ -300,7 +300,7 @@ def register_themes(app: App, wanted: str | None) -> list[str]:
 class ReplayApp(App):
     """`workstation replay SLUG`: one replay screen; closing it quits."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")
+    CSS_PATH = Path(__file__).parent.parent / "app.tcss"
     TITLE = "workstation replay"
 
     def __init__(self, episode: Any, *, theme: str | None = None, **kwargs: Any) -> None:
