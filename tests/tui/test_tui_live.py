@@ -51,10 +51,15 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
             # a real agent turn: tool call, then a streamed reply
             app.chat.prompt.value = "what does twice do?"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: any(t.role == "assistant" and "calls" in t.text
+            await wait_for(pilot, lambda: any(t.role == "assistant" and "calls **add**" in t.text
                                               for t in app.chat.transcript.turns))
             roles = [t.role for t in app.chat.transcript.turns]
-            assert "tool" in roles
+            assert roles == ["user", "command", "user", "assistant", "tool", "assistant"]
+            # every turn of the agent's carries the id of the record it is (the timeline moves the chat there)
+            records = {r["id"]: r for r in backend.agent.session.read().records}
+            live = app.chat.transcript.turns[2:]
+            assert [records[t.id]["type"] for t in live] == ["user", "assistant", "tool", "assistant"]
+            assert live[1].text == "*calls file_meta*"
             tool_turn = next(t for t in app.chat.transcript.turns if t.role == "tool")
             assert tool_turn.tool == "file_meta" and "def twice" in tool_turn.result
             await wait_for(pilot, lambda: any(e.type == "tool_call" for e in app.timeline.shown))
