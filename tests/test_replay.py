@@ -26,8 +26,9 @@ from agent_scenario import summarize
 from agent_support import agent, module_server, tool_results, workspace
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply
-from workstation.agent.tools import VERIFIABLE
-from workstation.replay import Episode, Player, ReplayError, verify
+from workstation.agent.tools import RECOMPUTE, TOOLS
+from workstation.replay import Episode, Player, ReplayError
+from workstation.replay.verify import verify
 from workstation.sessions.compaction import PROMPT as COMPACT_PROMPT
 from workstation.sessions.log import LogView, Session, SessionError
 
@@ -241,7 +242,9 @@ def test_verify_all_same_on_the_unchanged_tree(recorded, episode):
     report = verify(episode, recorded.ws)
     assert report.mode == "tree"  # the episode edits nothing: checked in place
     assert report.ok and report.first_difference is None
-    expected = [s for s in episode.steps if s.kind == "tool" and s.record["name"] in VERIFIABLE]
+    verifiable = {name for name, tool in TOOLS.items() if tool.verify == RECOMPUTE}
+    assert verifiable == {"file_meta", "read_lines", "find", "impact", "grep"}
+    expected = [s for s in episode.steps if s.kind == "tool" and s.record["name"] in verifiable]
     assert [c.index for c in report.checks] == [s.index for s in expected]
     repeat = [s for s in expected if s.record["name"] == "read_lines" and s.record.get("served_from") == "memory"]
     assert len(repeat) == 1  # the second read of the same range was answered by the loop, not the tool

@@ -20,7 +20,7 @@ Design notes
   of a model are used up, ``ModelSpec.fallbacks`` are tried in order (for any
   error except cancellation).
 * API keys come from the environment variable named in the spec, are registered
-  as known secrets and scrubbed (:func:`redact_secrets`) from every error message
+  as known secrets (workstation.scrub) and redacted from every error message
   and from litellm's / the OpenAI SDK's log records.
 * ``timeout_s`` is an *inactivity* timeout: the time allowed until the response
   starts and between two stream chunks (a long answer that keeps streaming is
@@ -45,6 +45,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
+from . import scrub
+from .providers import shares_endpoint
+
 __all__ = [
     "LLMError",
     "LLMCancelled",
@@ -56,10 +59,6 @@ __all__ = [
     "context_window",
     "set_context_window",
     "warm_import",
-    "redact_secrets",
-    "mask_known_secrets",
-    "register_secret",
-    "provider_of",
     "DEFAULT_CONTEXT_WINDOW",
 ]
 
@@ -93,7 +92,7 @@ class LLMError(Exception):
         retryable: bool = False,
         retry_after: Optional[float] = None,
     ) -> None:
-        message = " ".join(redact_secrets(str(message)).split())  # one line, no secrets
+        message = " ".join(scrub.redact(str(message)).split())  # one line, no secrets
         super().__init__(message)
         self.message = message
         self.kind = kind
@@ -172,90 +171,7 @@ class ModelSpec:
 
 # ============================================================================ secrets
 
-_known_secrets: set[str] = set()
-_secrets_lock = threading.Lock()
-_SECRET_ENV_RE = re.compile(r"(?:API_?KEY|_KEY|_TOKEN|_SECRET|_PASSWORD|_PASSWD)$", re.I)
-_MIN_SECRET_LEN = 8
-_MASK = "***"
-_SECRET_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"(?i)\b(Bearer)\s+[A-Za-z0-9._~+/=\-]{6,}"), r"\1 " + _MASK),
-    (re.compile(r"\b(sk-(?:ant-|proj-|or-)?)[A-Za-z0-9_\-*]{6,}"), r"\1" + _MASK),
-    (re.compile(r"\b(gsk_|xai-|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|pplx-|r8_|AIza|AKIA|ya29\.)"
-                r"[A-Za-z0-9_\-.]{8,}"), r"\1" + _MASK),
-    (re.compile(r"(?i)(api key provided:?\s*)\S+"), r"\1" + _MASK),
-    (re.compile(r"(?i)([\"']?(?:x-api-key|api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|"
-                r"authorization)[\"']?\s*[:=]\s*[\"']?)(?!\*\*\*)([^\s\"',;}&]{4,})"), r"\1" + _MASK),
-]
-
-
-def register_secret(value: Optional[str]) -> None:
-    """Remember a secret value so redact_secrets() masks it from now on (done for every API key read)."""
-    if value and len(value) >= _MIN_SECRET_LEN:
-        with _secrets_lock:
-            _known_secrets.add(value)
-
-
-def mask_known_secrets(text: str) -> str:
-    """Only the exact values of known secrets masked (no look-alike patterns, unlike redact_secrets):
-    for text that may be code, where `api_key = os.environ[...]` must stay as written."""
-    for secret in _current_secrets():
-        if secret in text:
-            text = text.replace(secret, _MASK)
-    return text
-
-
-def _current_secrets() -> list[str]:
-    with _secrets_lock:
-        found = set(_known_secrets)
-    for name, value in os.environ.items():
-        if value and len(value) >= _MIN_SECRET_LEN and _SECRET_ENV_RE.search(name):
-            found.add(value)
-    return sorted(found, key=len, reverse=True)  # longest first: no partial leftovers
-
-
-def redact_secrets(text: str) -> str:
-    """Mask API-key-looking substrings.
-
-    Masks: values of env vars named ``*_API_KEY`` / ``*_KEY`` / ``*_TOKEN`` / ``*_SECRET`` /
-    ``*_PASSWORD`` (8+ chars) and every key registered via :func:`register_secret`
-    (complete() registers the key it reads), including tokens that merely start with
-    the first 8 characters of such a key (providers echo keys half-masked);
-    ``Bearer ...``; ``sk-...`` and other well-known key prefixes; ``api_key=...`` /
-    ``"authorization": "..."`` style assignments.
-    """
-    if not text:
-        return text
-    text = str(text)
-    for secret in _current_secrets():
-        if secret in text:
-            text = text.replace(secret, _MASK)
-        if len(secret) >= 12:
-            # a provider echoing the key half-masked ("sk-abcdef12*****7890") still leaks its head
-            text = re.sub(re.escape(secret[:8]) + r"\S*", _MASK, text)
-    for pattern, repl in _SECRET_PATTERNS:
-        text = pattern.sub(repl, text)
-    return text
-
-
-class _RedactingFilter(logging.Filter):
-    """Logger filter that scrubs secrets from a record's rendered message (and exc text)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            msg = record.getMessage()
-        except Exception:
-            return True
-        clean = redact_secrets(msg)
-        if clean != msg:
-            record.msg, record.args = clean, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = redact_secrets(logging.Formatter().formatException(record.exc_info))
-        elif record.exc_text:
-            record.exc_text = redact_secrets(record.exc_text)
-        return True
-
-
-_REDACTING_FILTER = _RedactingFilter()
+_REDACTING_FILTER = scrub.RedactingFilter()
 # Exact logger names (a logger's filters do not apply to records of its children).
 _FILTERED_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "openai", "openai._base_client",
                      "httpx", "httpcore.http11", "httpcore.connection", __name__)
@@ -569,7 +485,7 @@ def _clean_detail(text: str) -> str:
                 s = err
         except ValueError:
             pass
-    s = " ".join(redact_secrets(s).split())
+    s = " ".join(scrub.redact(s).split())
     return s if len(s) <= 200 else s[:197] + "..."
 
 
@@ -649,7 +565,7 @@ def _resolve_api_key(spec: ModelSpec) -> Optional[str]:
         if not value:
             raise LLMError(f"environment variable {spec.api_key_env} (API key for {spec.model}) is not set",
                            kind="config", model=spec.model)
-        register_secret(value)
+        scrub.register(value)
         return value
     if spec.api_base and spec.model.startswith("openai/"):
         # An OpenAI-compatible server at a custom URL without api_key_env: most local servers need no
@@ -792,11 +708,6 @@ def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Complet
 # ============================================================================ public entry
 
 
-def provider_of(model: str) -> str:
-    """The litellm provider prefix of a model string ("openai/gpt-4o" -> "openai"; "" when none)."""
-    return model.split("/", 1)[0].lower() if "/" in model else ""
-
-
 def _chain(spec: ModelSpec) -> list[ModelSpec]:
     out = [spec]
     for fb in spec.fallbacks:
@@ -805,7 +716,7 @@ def _chain(spec: ModelSpec) -> list[ModelSpec]:
             continue
         # The endpoint and key variable belong to a provider: another provider's fallback uses its own
         # defaults (its usual key variable), never this one's key or base URL.
-        same = provider_of(fb) == provider_of(spec.model)
+        same = shares_endpoint(spec.model, fb)
         out.append(ModelSpec(model=fb, api_base=spec.api_base if same else None,
                              api_key_env=spec.api_key_env if same else None,
                              timeout_s=spec.timeout_s, max_retries=spec.max_retries,

@@ -1,71 +1,111 @@
-"""The core services of one workspace, assembled once for the CLI, the TUI and the agent."""
+"""The composition root: one typed object per workspace that the CLI, the app, the sidecar and the MCP
+server build once and pass down (config, paths, database, knowledge map, memory, model specs)."""
 
 from __future__ import annotations
 
 import os
 import warnings
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import config as config_mod
+from .config import Config
+from .paths import Paths
+
+if TYPE_CHECKING:
+    from .index.map import KnowledgeMap
+    from .llm import ModelSpec
+    from .memory import Memory
+    from .store import Database
 
 
 class Workspace:
     """Config, paths, database, knowledge map and memory of one workspace root.
 
-    Everything heavy (DuckDB, tree-sitter, litellm) is opened on first use.
-    `model` overrides the configured model name for this run (`--model`).
+    `model` overrides the configured model name for this run (`--model`), `overrides` any config
+    (tests, the verifier). The configuration is read and validated at construction (a bad config
+    raises ConfigError there), unless `lazy`: then on first use, so that a command that needs no
+    workspace (`--help`) never reads one. Config warnings go to `on_warning` as they are found
+    and stay in `warnings`. Everything heavy (DuckDB, tree-sitter, litellm) opens on first use.
     """
 
     def __init__(self, root: str | os.PathLike = ".", *, model: str | None = None,
-                 overrides: dict[str, Any] | None = None):
-        overrides = dict(overrides or {})
+                 overrides: dict[str, Any] | None = None, lazy: bool = False,
+                 on_warning: Callable[[str], None] | None = None):
+        self.requested_root = str(root)
+        self.requested_model = model
+        self._overrides = dict(overrides or {})
         if model:
-            overrides["model"] = {**overrides.get("model", {}), "name": model}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            self.config, self.paths = config_mod.load(root, overrides or None)
-        self.warnings = [str(w.message) for w in caught]  # for the UI to show (the CLI prints them)
-        self.paths.ensure()
-        self.root = self.paths.root
+            self._overrides["model"] = {**self._overrides.get("model", {}), "name": model}
+        self._on_warning = on_warning
+        self.warnings: list[str] = []
+        self._loaded: tuple[Config, Paths] | None = None
+        if not lazy:
+            self.load()
+
+    def load(self) -> "Workspace":
+        """Read and validate the configuration now (idempotent); creates the state folder."""
+        if self._loaded is None:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                config, paths = config_mod.load(self.requested_root, self._overrides or None)
+            for warning in caught:
+                self.warnings.append(str(warning.message))
+                if self._on_warning is not None:
+                    self._on_warning(str(warning.message))
+            paths.ensure()
+            self._loaded = (config, paths)
+        return self
+
+    def with_model(self, model: str | None) -> "Workspace":
+        """This workspace, or an unopened copy of it on another model (a command's own --model)."""
+        if not model or model == self.requested_model:
+            return self
+        return Workspace(self.requested_root, model=model, overrides=self._overrides, lazy=True,
+                         on_warning=self._on_warning)
+
+    @property
+    def config(self) -> Config:
+        return self.load()._loaded[0]  # type: ignore[index]
+
+    @property
+    def paths(self) -> Paths:
+        return self.load()._loaded[1]  # type: ignore[index]
+
+    @property
+    def root(self):
+        return self.paths.root
 
     @cached_property
-    def db(self):
+    def db(self) -> "Database":
         from .store import Database
 
         return Database(self.paths)
 
     @cached_property
-    def kmap(self):
+    def kmap(self) -> "KnowledgeMap":
         from .index.map import KnowledgeMap
 
         return KnowledgeMap(self.db, self.paths, self.config)
 
-    def memory(self, session: str = "", flow: str = "main"):
+    def memory(self, session: str = "", flow: str = "main") -> "Memory":
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""
         from .memory import Memory
 
         return Memory(self.db, session=session, flow=flow, record_lookups=("stm", "ltm"))
 
-    def model_spec(self, name: str | None = None):
-        """The configured model (or `name`, with the configured endpoint if it is the same provider)
-        as an llm.ModelSpec; None if unset."""
-        model = self.config.model
-        name = (name or model.name).strip()
-        if not name:
-            return None
-        from .llm import ModelSpec, provider_of
+    def model_spec(self, name: str | None = None) -> "ModelSpec | None":
+        """The configured model (or `name`) as an llm.ModelSpec, None if unset (providers.spec_for:
+        the configured endpoint and key go only to the same provider)."""
+        from .providers import spec_for
 
-        # /model to another provider must not send this provider's key to it, or call this base URL
-        same = not model.name.strip() or provider_of(name) == provider_of(model.name.strip())
-        return ModelSpec(name, api_base=model.api_base if same and model.api_base else None,
-                         api_key_env=model.api_key_env if same and model.api_key_env else None,
-                         timeout_s=model.timeout_s, max_retries=model.max_retries,
-                         fallbacks=tuple(model.fallbacks))
+        return spec_for(self.config.model, name)
 
     def close(self) -> None:
         if "db" in self.__dict__:
             self.db.close()
+            del self.__dict__["db"]
+            self.__dict__.pop("kmap", None)
 
     def __enter__(self) -> "Workspace":
         return self

@@ -34,18 +34,23 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from .. import scrub
 from ..errors import WorkstationError
-from ..fsutil import confine, sha256_bytes
+from ..sandbox import Policy
+from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sessions.log import new_record_id
-from ..memory.episodic import (ERROR, FILE_EDIT, FILE_READ, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, READ_AVOIDED,
-                               TOOL_CALL, TURN)
-from . import context, memoryfirst
-from .context import ContextOverflow, Request
+from . import context, memoryfirst, tools
 from .approval import Approver
+from .context import ContextOverflow, Request
 from .filetools import ReadLedger
-from .tools import ToolContext, ToolResult, call as call_tool, schemas
+from .tools import ToolContext, ToolResult
+from .tools.base import RangeMemory
+
+if TYPE_CHECKING:
+    from ..runtime import Workspace
+    from ..sessions.log import Session
 
 SYSTEM_PROMPT = """You are a careful coding agent working in the repository at {root}.
 Keep your context small and your edits surgical:
@@ -100,11 +105,12 @@ class AgentEvents:
 class Agent:
     """One agent bound to a workspace (runtime.Workspace) and a session (sessions.Session)."""
 
-    def __init__(self, workspace, session, *, approve: Approver | None = None,
-                 model: str | None = None, compaction: str = "background"):
+    def __init__(self, workspace: "Workspace", session: "Session", *, approve: Approver | None = None,
+                 model: str | None = None, compaction: str = "background", toolset: tools.Toolset | None = None):
         if compaction not in COMPACTION_MODES:
             raise ValueError(f"compaction must be one of {COMPACTION_MODES}")
         self.ws = workspace
+        self.toolset = toolset or tools.Toolset()
         self.session = session
         self.config = workspace.config
         self.model_name = model or self.config.model.name
@@ -115,9 +121,12 @@ class Agent:
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
-                               max_output_chars=agent_cfg.max_output_chars, session=session.slug)
-        # slash commands: the user's reads are not the model's, so they get a read ledger of their own
-        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None)
+                               max_output_chars=agent_cfg.max_output_chars, session=session.slug,
+                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg))
+        self.ranges = self.ctx.ranges
+        # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
+        # no memory of ranges in the model's context
+        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None)
         records = session.read().records
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
@@ -125,9 +134,6 @@ class Agent:
         self._excerpt: str | None = None
         self._map_changed = threading.Event()
         self.kmap.add_listener(self._on_map_change)
-        self._reads: dict[tuple[str, int, int], tuple[str, str, int]] = {}  # range -> (sha, call id, chars)
-        self._visible: set[str] = set()  # tool_call_ids whose full result the last request carried
-        self._fresh_calls: set[str] = set()  # results made since the last request
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
         self._compactor: threading.Thread | None = None
@@ -176,7 +182,7 @@ class Agent:
         """An instruction re-injected into every later context (the log keeps it; compaction cannot drop it)."""
         if not text.strip():
             raise WorkstationError("nothing to pin: /pin TEXT")
-        self.session.system(_scrub(text.strip()), pin=True)
+        self.session.system(scrub.mask(text.strip()), pin=True)
 
     def run(self, text: str, events: AgentEvents | None = None,
             cancel: threading.Event | None = None) -> TurnResult:
@@ -186,7 +192,7 @@ class Agent:
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
-        text = _scrub(text)  # before memory-first: its lookups of the words in it are logged too
+        text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
         events = events or AgentEvents()
         self._events = events
         result = TurnResult(session=self.session.slug)
@@ -248,7 +254,7 @@ class Agent:
             result.trimmed = request.trimmed
         if events.on_step:
             events.on_step(self.step, request.tokens, request.window)
-        self._visible, self._fresh_calls = request.visible_calls, set()
+        self.ranges.new_request(request.visible_calls)
         completion = failure = None
         # an operation whose end event is the model_call: a crash mid-call leaves its op_start unpaired
         if events.on_activity:
@@ -257,7 +263,7 @@ class Agent:
         with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens,
                                    turn_id=reply_id) as op:
             try:
-                completion = llm.complete(spec, request.messages, tools=schemas(), on_text=events.on_text,
+                completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=events.on_text,
                                           on_retry=events.on_retry, cancel=cancel)
             except llm.LLMCancelled:
                 op.set(ok=False, error="cancelled")
@@ -280,10 +286,10 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
-        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": _scrub(c.arguments)}
+        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.arguments)}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
-        text = _scrub(completion.text)
+        text = scrub.mask(completion.text)
         record = self._wrote(self.session.assistant(
             text, id=reply_id, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
@@ -332,7 +338,7 @@ class Agent:
 
     def _tool_schema_tokens(self) -> int:
         if self._tools_tokens is None:
-            self._tools_tokens = self._count(json.dumps(schemas()))
+            self._tools_tokens = self._count(json.dumps(self.toolset.schemas()))
         return self._tools_tokens
 
     def _count(self, text: str) -> int:
@@ -408,7 +414,7 @@ class Agent:
             args = None
             malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
                                    ok=False, data={"outcome": "malformed"})
-        logged_args = _clipped(args) if args is not None else {"raw": _scrub(call.arguments)[:_ARG_CLIP]}
+        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments)[:_ARG_CLIP]}
         if events.on_activity:
             events.on_activity("tool", _activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
@@ -418,88 +424,24 @@ class Agent:
             if malformed is not None:
                 result = malformed
             else:
-                result = self._repeat_read(args) if call.name == "read_lines" else None
-                if result is None:
-                    result = call_tool(self.ctx, call.name, args)
-            result.text = _scrub(result.text)  # a file or an output may hold a configured key
+                self.ctx.call_id = call_id
+                result = self.toolset.call(self.ctx, call.name, args)
+            result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
             op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
                    or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
-            self._record_tool_events(call.name, args, result)
+            tool = self.toolset.get(call.name)
+            meaning = (tool.meaning(tools.Call(call.name, args, result.ok, result.text, result.data))
+                       if args is not None and tool is not None else tools.Meaning())
+            for kind, name, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
+                self.memory.record(kind, name, **fields)
         data = result.data
         data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
-        self._wrote(self.session.tool(
-            call_id, call.name, result.text, id=record_id, ok=result.ok, duration_ms=data.get("duration_ms"),
-            path=data.get("path"), lines=data.get("lines"), served_from=data.get("served_from"),
-            memory=data.get("memory"), sha=data.get("sha"), file_tokens=data.get("file_tokens")))
-        self._fresh_calls.add(call_id)
-        path = data.get("path")
-        if result.ok and call.name == "read_lines" and data.get("served_from") == "disk" and data.get("lines"):
-            start, end = data["lines"]  # the lines actually sent: a read cut at the cap holds fewer
-            self._reads[(path, start, end)] = (data["sha"], call_id, data.get("chars", 0))
-        if result.ok and data.get("edit"):
-            for key in [k for k in self._reads if k[0] == path]:
-                del self._reads[key]
+        self._wrote(self.session.tool(call_id, call.name, result.text, id=record_id, ok=result.ok,
+                                      **{k: data.get(k) for k in tools.RECORDED_FIELDS}))
+        for edit in meaning.edits:  # what the model read of an edited file is out of date
+            self.ranges.forget(edit.path)
         if events.on_tool:
             events.on_tool(call.name, args or {}, result)
-
-    def _record_tool_events(self, name: str, args: dict | None, result: ToolResult) -> None:
-        """What a tool call did to memory, inside its operation (so each event's parent is the call)."""
-        data = result.data
-        if not result.ok:
-            return
-        path = data.get("path")
-        if name == "file_meta":
-            hit = data.get("memory") == "hit"
-            self.memory.record(MEMORY_HIT if hit else MEMORY_MISS, path, tier="kmap", kind="path",
-                               reason=None if hit else "stale: re-indexed")
-            self.memory.record(READ_AVOIDED, path, path=path, reason="knowledge map instead of the file",
-                               chars_saved=data.get("chars_saved", 0))
-        elif name == "read_lines" and data.get("served_from") == "memory":
-            self.memory.record(MEMORY_HIT, path, tier="reads", kind="range")
-            self.memory.record(FILE_READ, path, path=path, lines=data.get("lines"), chars=0, served_from="memory")
-            self.memory.record(READ_AVOIDED, path, path=path, reason="unchanged range still in context",
-                               chars_saved=data.get("chars_saved", 0))
-        elif name == "read_lines":
-            self.memory.record(FILE_READ, path, path=path, lines=data.get("lines"), chars=data.get("chars", 0),
-                               served_from="disk")
-        elif name == "replace_lines":
-            self.memory.record(FILE_EDIT, path, path=path, lines=data.get("lines"),
-                               lines_changed=data.get("lines_changed"))
-        elif name in ("find", "impact"):
-            key = str((args or {}).get("query") or (args or {}).get("symbol") or "")
-            self.memory.record(MEMORY_HIT if data.get("memory") == "hit" else MEMORY_MISS, key, tier="kmap",
-                               kind=name)
-
-    def _repeat_read(self, args: dict) -> ToolResult | None:
-        """A range read before, unchanged on disk and still in context, is not sent again."""
-        from .tools import _int
-
-        try:
-            real, rel = confine(self.ws.root, str(args.get("path") or ""), self.ctx.private)
-            start, end = _int("start", args.get("start")), _int("end", args.get("end"))
-        except WorkstationError:
-            return None  # let the tool report the problem
-        earlier = [(key, value) for key, value in self._reads.items()
-                   if key[0] == rel and key[1] <= start and end <= key[2]]
-        if not earlier:
-            return None
-        try:
-            data = real.read_bytes()
-        except OSError:
-            return None
-        sha = sha256_bytes(data)
-        for (_, first, last), (seen_sha, call_id, chars) in earlier:
-            if seen_sha != sha or not (call_id in self._visible or call_id in self._fresh_calls):
-                continue
-            self.ctx.ledger.saw(rel, sha)
-            saved = chars * (end - start + 1) // max(1, last - first + 1)
-            return ToolResult(
-                f"{rel} lines {start}-{end} are unchanged since your read_lines {first}-{last} (call {call_id}), "
-                "which is still in your context above: not sent again.",
-                data={"path": rel, "lines": [start, end], "served_from": "memory", "memory": "hit",
-                      "chars_saved": saved, "sha": sha,
-                      "file_tokens": self.ctx.file_tokens(sha, lambda: data.decode("utf-8", "replace"))})
-        return None
 
     def _note_reuse(self, text: str) -> list[str]:
         """Decisions an answer cites as [D:id]: each one that exists is a reuse, once per answer."""
@@ -519,9 +461,7 @@ class Agent:
 
     def _notice(self, text: str, kind: str) -> str:
         """A one-line notice in the log for the user (kept out of the model's context); returns it."""
-        from ..llm import redact_secrets
-
-        line = " ".join(redact_secrets(text).split())
+        line = " ".join(scrub.redact(text).split())
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
 
@@ -539,15 +479,10 @@ def _clipped(args: dict) -> dict:
     out = {}
     for key, value in args.items():
         if isinstance(value, str):
-            value = _scrub(value)
+            value = scrub.mask(value)
             if len(value) > _ARG_CLIP:
                 value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
         out[key] = value
     return out
 
 
-def _scrub(text: str) -> str:
-    """Known secret values (configured API keys, secret-named environment variables) masked."""
-    from ..llm import mask_known_secrets
-
-    return mask_known_secrets(text)

@@ -5,11 +5,12 @@ Both columns come from the session log alone, so any log can be reported on
 
 Memory agent (what the agent loop wrote on its records):
   model calls       assistant records
-  file reads        read_lines results served from disk: file content that entered the context
+  file reads        file content read from disk into the context (each tool declares its reads:
+                    agent.tools, Meaning.reads)
   memory queries    turn-start lookups (user record `memory.lookups`) + tool results with a
                     `memory` verdict (file_meta, find, impact, repeated range reads, qmem stm/ltm)
   memory hits       the same, answered from memory (fresh)
-  reads avoided     tool results served from memory instead of the file (file_meta maps,
+  reads avoided     maps served instead of a file and ranges answered from memory (file_meta maps,
                     unchanged ranges still in context)
   tokens sent       sum of `context_tokens` of every answered request (messages + tool schemas,
                     cl100k), i.e. after compaction, rolling redaction and trimming
@@ -20,7 +21,7 @@ Naive baseline: the same steps replayed by an agent with no knowledge map, no
 memory, no compaction and no redaction. It makes the same model calls with
 the same base system prompt and tool schemas (`base_tokens` of each call), and
 each request carries the whole raw history so far. Every look at a file
-(file_meta or read_lines) is a full read of that file, whose result is the
+(a map or a range: Meaning.looked_at) is a full read of that file, whose result is the
 whole file (`file_tokens`, counted when the agent looked; a file looked at
 twice within one model step is read once). Every other tool result, message
 and tool call costs what it cost the agent. Memory figures are zero.
@@ -40,8 +41,8 @@ from typing import Callable
 
 from ..errors import WorkstationError
 from ..sessions.log import LogView, parse_lines, tool_call_arguments
+from . import tools
 
-FILE_LOOKS = ("file_meta", "read_lines")
 MESSAGE_OVERHEAD = 4  # the same per-message cost loop.py counts
 REDUCED = ("file_reads", "tokens_sent", "peak_context")
 
@@ -96,8 +97,20 @@ def _assistant_tokens(record: dict, count: Callable[[str], int]) -> int:
     return total
 
 
+def _meanings(view: LogView):
+    """(record, meaning) of every tool record: what each call did, as its tool declares (agent.tools)."""
+    calls: dict[str, dict] = {}
+    for record in view.records:
+        if record["type"] == "assistant":
+            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
+        elif record["type"] == "tool":
+            args = tool_call_arguments(calls.get(record.get("tool_call_id", ""), {}))
+            yield record, tools.meaning_of(str(record.get("name") or ""), args, record)
+
+
 def agent_figures(view: LogView) -> Figures:
     fig = Figures()
+    meanings = {id(record): meaning for record, meaning in _meanings(view)}
     for record in view.records:
         kind = record["type"]
         if kind == "user":
@@ -111,18 +124,13 @@ def agent_figures(view: LogView) -> Figures:
             fig.peak_context = max(fig.peak_context, sent)
             fig.decisions_reused += len(record.get("reused") or ())
         elif kind == "tool":
-            ok = record.get("ok", True)
             if record.get("memory") in ("hit", "miss"):
                 fig.memory_queries += 1
                 fig.memory_hits += record["memory"] == "hit"
-            if not ok:
-                continue
-            if record.get("served_from") == "memory":
-                fig.reads_avoided += 1
-            elif record.get("name") == "read_lines":
-                fig.file_reads += 1
-            if record.get("name") == "log_decision":
-                fig.decisions_logged += 1
+            meaning = meanings[id(record)]
+            fig.reads_avoided += len(meaning.map_reads) + sum(r.served_from == "memory" for r in meaning.reads)
+            fig.file_reads += sum(r.served_from == "disk" for r in meaning.reads)
+            fig.decisions_logged += meaning.decision is not None
     return fig
 
 
@@ -136,7 +144,7 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
     sizes: dict[str, int] = {}
 
     def whole_file(record: dict, path: str) -> int:
-        if isinstance(record.get("file_tokens"), int):
+        if isinstance(record.get("file_tokens"), int) and record.get("path") in (None, path):
             return record["file_tokens"]
         if path not in sizes:  # a log written without file_tokens: the file as it is now
             try:
@@ -145,7 +153,7 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
                 sizes[path] = -1
         return sizes[path] if sizes[path] >= 0 else count(str(record.get("content") or ""))
 
-    calls: dict[str, dict] = {}
+    meanings = {id(record): meaning for record, meaning in _meanings(view)}
     read_this_step: set[str] = set()
     last_read: dict[str, str | None] = {}  # path -> content hash at the naive agent's last full read
     history = 0
@@ -159,12 +167,11 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
             fig.tokens_sent += sent
             fig.peak_context = max(fig.peak_context, sent)
             history += _assistant_tokens(record, count)
-            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
             read_this_step = set()
         elif kind == "tool":
-            name = record.get("name")
-            path = record.get("path") or tool_call_arguments(calls.get(record.get("tool_call_id", ""), {})).get("path")
-            if name in FILE_LOOKS and record.get("ok", True) and isinstance(path, str) and path:
+            meaning = meanings[id(record)]
+            looked = meaning.looked_at
+            for path in looked:  # every look at a file is a full read of it for the naive agent
                 unchanged = path in last_read and last_read[path] == record.get("sha") is not None
                 if path in read_this_step or (not reread_unchanged and unchanged):
                     history += MESSAGE_OVERHEAD  # the whole file is in the history already
@@ -173,9 +180,9 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
                     last_read[path] = record.get("sha")
                     fig.file_reads += 1
                     history += whole_file(record, path) + MESSAGE_OVERHEAD
-            else:
-                if name == "replace_lines" and isinstance(path, str):
-                    last_read.pop(path, None)  # its copy in the history is out of date
+            for edit in meaning.edits:
+                last_read.pop(edit.path, None)  # its copy in the history is out of date
+            if not looked:
                 history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
     return fig
 
@@ -201,9 +208,7 @@ def default_base_tokens(root: Path) -> int:
     """Base system prompt + tool schemas as the code is now (for logs that did not record them)."""
     from ..tokens import count
     from .loop import SYSTEM_PROMPT
-    from .tools import schemas
-
-    return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(schemas()))
+    return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(tools.schemas()))
 
 
 def build(paths, target: str) -> Report:

@@ -19,9 +19,10 @@ from .common import WorkstationGroup, run_main
 @click.pass_context
 def main(ctx: click.Context, workspace: str, model: str | None) -> None:
     """workstation: a terminal agent workstation with a live knowledge map and tiered memory."""
-    from .common import State
+    from ..runtime import Workspace
 
-    ctx.obj = State(workspace, model)
+    ctx.obj = Workspace(workspace, model=model, lazy=True,
+                        on_warning=lambda line: click.echo(f"warning: {line}", err=True))
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -37,7 +38,7 @@ _register()
 
 
 def entry() -> None:
-    from ..launch import exit_on_sigterm, finish
+    from ..process import exit_on_sigterm, finish
 
     exit_on_sigterm()
     try:

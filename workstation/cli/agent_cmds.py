@@ -22,13 +22,10 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
     from ..agent import slash
     from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
-    from ..runtime import Workspace
     from ..sessions.log import Session
 
     is_slash = task.strip().startswith("/")
-    with Workspace(state.workspace, model=model or state.model) as ws:
-        for warning in ws.warnings:
-            click.echo(f"warning: {warning}", err=True)
+    with state.with_model(model) as ws:
         if not is_slash and ws.model_spec() is None:
             raise NoModel(NO_MODEL)  # before a session is created for nothing
         session = Session.open(ws.paths, slug) if slug else Session.create(ws.paths, title=task[:60])

@@ -16,7 +16,7 @@ def ui(state, path: str | None, slug: str | None, no_sidecar: bool) -> int:
     """Open the workstation app on PATH (default: the -C workspace)."""
     from ..tui.launch import run_app
 
-    return run_app(path or state.workspace, model=state.model, session=slug, sidecar=not no_sidecar)
+    return run_app(path or state.requested_root, model=state.requested_model, session=slug, sidecar=not no_sidecar)
 
 
 COMMANDS = [ui]

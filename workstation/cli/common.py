@@ -1,10 +1,9 @@
-"""Shared CLI plumbing: workspace state, JSON output, one-line errors."""
+"""Shared CLI plumbing: the workspace argument, JSON output, one-line errors."""
 
 from __future__ import annotations
 
 import json
 import sys
-import warnings
 from dataclasses import asdict, is_dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -38,53 +37,10 @@ class WorkstationGroup(click.Group):
         return super().parse_args(ctx, rest)
 
 
-class State:
-    """Lazily loaded config, paths and database for the chosen workspace."""
+# Every command gets the workspace (runtime.Workspace, built lazily by the group: a command that needs
+# no workspace never reads its config) as its first argument.
+pass_state = click.pass_obj
 
-    def __init__(self, workspace: str, model: str | None):
-        self.workspace = workspace
-        self.model = model
-        self._config = None
-        self._paths = None
-        self._db = None
-
-    def _load(self) -> None:
-        from .. import config as config_mod
-
-        overrides = {"model": {"name": self.model}} if self.model else None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            self._config, self._paths = config_mod.load(self.workspace, overrides)
-        for warning in caught:
-            click.echo(f"warning: {warning.message}", err=True)
-
-    @property
-    def config(self):
-        if self._config is None:
-            self._load()
-        return self._config
-
-    @property
-    def paths(self):
-        if self._paths is None:
-            self._load()
-        return self._paths
-
-    @property
-    def db(self):
-        if self._db is None:
-            from ..store import Database
-
-            self._db = Database(self.paths)
-        return self._db
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-
-pass_state = click.make_pass_decorator(State)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 

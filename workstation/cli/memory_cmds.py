@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import WorkstationError
-from .common import State, json_option, pass_state, print_json, print_table
+from .common import json_option, pass_state, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..runtime import Workspace
 
 TIERS = ("stm", "ltm", "episodic")
 _STM_IS_LIVE = ("stm belongs to a running execution (the app or an agent run); "
@@ -25,7 +28,7 @@ tier_option = click.option("--tier", type=click.Choice(TIERS), default="ltm", sh
 namespace_option = click.option("--namespace", "-n", default="default", show_default=True, help="LTM namespace.")
 
 
-def _memory(state: State):
+def _memory(state: Workspace):
     from ..memory import Memory
 
     return Memory(state.db, session="cli", writer="cli", record_lookups=())
@@ -46,7 +49,7 @@ def _event_out(event: dict) -> dict:
     return {**event, "ts": _iso(event["ts"])}
 
 
-def _published(state: State, session: str | None) -> list[dict]:
+def _published(state: Workspace, session: str | None) -> list[dict]:
     from ..memory import published_stm
 
     snapshots = published_stm(state.db, session)
@@ -69,7 +72,7 @@ def memory() -> None:
 @click.option("--session", default=None, help="STM: the session whose published STM to read.")
 @json_option
 @pass_state
-def get_cmd(state: State, key: str, tier: str, namespace: str, session: str | None, as_json: bool) -> None:
+def get_cmd(state: Workspace, key: str, tier: str, namespace: str, session: str | None, as_json: bool) -> None:
     """Print the value of KEY (for episodic, KEY is an event id)."""
     from ..memory import MemoryKeyError
 
@@ -103,7 +106,7 @@ def get_cmd(state: State, key: str, tier: str, namespace: str, session: str | No
 @namespace_option
 @click.option("--string", "-s", "as_string", is_flag=True, help="Store VALUE as a JSON string, unparsed.")
 @pass_state
-def set_cmd(state: State, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
+def set_cmd(state: Workspace, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
     """Store VALUE (JSON, e.g. '{"a": 1}' or '"text"') under KEY, durably."""
     from ..memory import MemoryTierError, MemoryValueError
 
@@ -134,7 +137,7 @@ def set_cmd(state: State, key: str, value: str, tier: str, namespace: str, as_st
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
 @json_option
 @pass_state
-def list_cmd(state: State, tier: str, namespace: str | None, prefix: str, session: str | None,
+def list_cmd(state: Workspace, tier: str, namespace: str | None, prefix: str, session: str | None,
              types: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     """List entries: LTM keys, the newest episodic events, or published STM."""
     if tier == "stm":
@@ -162,7 +165,7 @@ def list_cmd(state: State, tier: str, namespace: str | None, prefix: str, sessio
 @tier_option
 @namespace_option
 @pass_state
-def delete_cmd(state: State, key: str, tier: str, namespace: str) -> None:
+def delete_cmd(state: Workspace, key: str, tier: str, namespace: str) -> None:
     """Delete KEY from LTM (durably)."""
     from ..memory import MemoryKeyError, MemoryTierError
 
@@ -178,7 +181,7 @@ def delete_cmd(state: State, key: str, tier: str, namespace: str) -> None:
 @memory.command("fence")
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="Tier to fence (default: ltm and episodic).")
 @pass_state
-def fence_cmd(state: State, tier: str | None) -> None:
+def fence_cmd(state: Workspace, tier: str | None) -> None:
     """Make every earlier write durable and visible to all processes."""
     if tier == "stm":
         click.echo(f"stm: nothing to fence: {_STM_IS_LIVE}")
@@ -197,7 +200,7 @@ def fence_cmd(state: State, tier: str | None) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
 @json_option
 @pass_state
-def reflect_cmd(state: State, name: str | None, sql: str | None, list_names: bool, session: str | None,
+def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names: bool, session: str | None,
                 limit: int | None, as_json: bool) -> None:
     """Ask the episodic history: `reflect NAME`, `reflect --sql "SELECT ..."`, `reflect --list`."""
     from ..memory import reflect

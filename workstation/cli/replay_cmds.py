@@ -49,7 +49,7 @@ def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as
 
 
 def _verify(state, episode, as_json: bool) -> None:
-    from ..replay import verify
+    from ..replay.verify import verify
 
     report = verify(episode, state)
     if as_json:

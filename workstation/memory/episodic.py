@@ -24,16 +24,16 @@ import json
 import logging
 import os
 import re
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring
 from typing import Any
 
+from .. import scrub
 from ..store.broker import readonly
 from .errors import MemoryKeyError, MemoryValueError
-from .flusher import flusher
+from .flusher import BufferedWriter, flusher
 
 log = logging.getLogger(__name__)
 
@@ -100,24 +100,17 @@ def json_encoder() -> Callable[[Any], str]:
 
 _encode = json_encoder()
 
-# Values under keys ending in these (after "_", "-" or nothing) are redacted at any depth of an
-# event's data: api_key, X-API-Key, Authorization, access_token, db-password... Each name is literal
-# characters, each maybe followed by "?".
-_SECRET_NAMES = ("api_?key", "api-?key", "private_key", "secret", "password", "passwd", "authorization", "token")
-_SECRET_KEY = re.compile(rf"(?:^|[_-])(?:{'|'.join(_SECRET_NAMES)})$", re.IGNORECASE)
-
-
 def _reversed_name(name: str) -> str:
     return "".join(reversed(re.findall(r".\??", name)))  # "api_?key" -> "yek_?ipa"
 
 
-# Every key _SECRET_KEY matches shows in compact JSON text as `"…NAME":` with NAME right after `"`, `_` or
-# `-` and maybe an escaped newline before the closing quote (`$` allows one): escaping leaves NAME alone
-# and the JSON text of a string value never holds an unescaped `":`. Searching the text reversed, so the
-# pattern starts with the literal `:"` the regex engine skips to, is several times cheaper than walking
-# the data; a match (rarely a false one) sends the data through the exact _scrub().
+# Every key scrub.SECRET_FIELD matches shows in compact JSON text as `"…NAME":` with NAME right after `"`,
+# `_` or `-` and maybe an escaped newline before the closing quote (`$` allows one): escaping leaves NAME
+# alone and the JSON text of a string value never holds an unescaped `":`. Searching the text reversed, so
+# the pattern starts with the literal `:"` the regex engine skips to, is several times cheaper than walking
+# the data; a match (rarely a false one) sends the data through the exact scrub.redact_fields().
 _SECRET_IN_REVERSED_JSON = re.compile(
-    rf':"(?:n\\)?(?:{"|".join(map(_reversed_name, _SECRET_NAMES))})["_-]', re.IGNORECASE)
+    rf':"(?:n\\)?(?:{"|".join(map(_reversed_name, scrub.SECRET_FIELD_NAMES))})["_-]', re.IGNORECASE)
 
 
 def _new_prefix() -> str:
@@ -139,19 +132,6 @@ def _reset_ids_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_ids_in_child)
-
-
-def _is_secret(key: Any) -> bool:
-    return type(key) is str and _SECRET_KEY.search(key) is not None
-
-
-def _scrub(obj: Any) -> Any:
-    """A copy of `obj` whose values under secret-looking keys are "[redacted]" (the caller's data is untouched)."""
-    if isinstance(obj, dict):
-        return {key: "[redacted]" if _is_secret(key) else _scrub(value) for key, value in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_scrub(value) for value in obj]
-    return obj
 
 
 _I32 = 2**31
@@ -200,8 +180,10 @@ def _valid_unicode(text: str) -> bool:
         return False
 
 
-class Episodic:
+class Episodic(BufferedWriter):
     """The episodic tier as seen from one execution; thread-safe, with its own (flush) lock."""
+
+    _tier = "episodic"
 
     def __init__(self, db, session: str = "", flow: str = "", *, step: int | None = None) -> None:
         for label, text in (("session", session), ("flow", flow)):
@@ -211,12 +193,11 @@ class Episodic:
         self.session = session
         self.flow = flow
         self.step = step  # the agent's current step, used when record() is not told one
-        self._flush_lock = threading.Lock()  # one flush at a time; never taken by record()
         # Appended to by record() and emptied from the front by the flush, both single list
         # operations that are atomic, so record() takes no lock.
         self._buffer: list[str] = []
         self._batches: deque[tuple[str, list[str]]] = deque()  # sealed, not yet acknowledged
-        flusher().register(self)
+        super().__init__()
 
     # -- writing
 
@@ -262,7 +243,8 @@ class Episodic:
             if data:
                 text = _encode(data)
                 if _SECRET_IN_REVERSED_JSON.search(text[::-1]):  # rare: redact a copy, key by key
-                    text = _encode(_scrub(data))
+                    text = _encode(scrub.redact_fields(data))
+                text = scrub.mask_values(text)  # a known key's value, wherever it hides in the data
                 line += f',"x":{text}}}'
             else:
                 line += "}"
@@ -293,10 +275,8 @@ class Episodic:
     def pending(self) -> int:
         return len(self._buffer) + sum(len(lines) for _, lines in self._batches)
 
-    def fence(self) -> None:
-        """Return once every event recorded so far is committed and visible to every reader."""
-        with self._flush_lock:
-            self._flush_locked()
+    def _has_pending(self) -> bool:
+        return bool(self._buffer or self._batches)
 
     def _flush_locked(self) -> None:
         buffer = self._buffer
@@ -308,22 +288,6 @@ class Episodic:
             batch_id, lines = self._batches[0]
             self.db.call(append_events, batch_id, self.session, self.flow, "\n".join(lines), len(lines))
             self._batches.popleft()
-
-    def background_flush(self) -> None:
-        if not (self._buffer or self._batches) or not self._flush_lock.acquire(blocking=False):
-            return
-        try:
-            self._flush_locked()
-        except Exception as err:  # the batch stays queued with its id; the next fence retries and raises
-            log.warning("background episodic flush failed, will retry: %s", err)
-        finally:
-            self._flush_lock.release()
-
-    def close(self) -> None:
-        try:
-            self.fence()
-        finally:
-            flusher().unregister(self)
 
     # -- reading (fences first, so this execution's own events are included)
 

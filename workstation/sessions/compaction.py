@@ -273,16 +273,12 @@ def compact_models(config: Any) -> list[str]:
 
 
 def _spec(config: Any, model: str):
+    """The compaction model's spec: the chat model's endpoint and key only if it is the same provider."""
     from ..llm import ModelSpec
+    from ..providers import spec_for
 
     chat = getattr(config, "model", None)
-    if chat is None:
-        return ModelSpec(model)
-    # the chat model's endpoint and key serve the compactor only when it is the same provider
-    same_provider = bool(chat.name) and chat.name.split("/", 1)[0] == model.split("/", 1)[0]
-    return ModelSpec(model, api_base=(chat.api_base or None) if same_provider else None,
-                     api_key_env=(chat.api_key_env or None) if same_provider else None,
-                     timeout_s=chat.timeout_s, max_retries=chat.max_retries)
+    return ModelSpec(model) if chat is None else spec_for(chat, model, fallbacks=False)
 
 
 def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,

@@ -1,0 +1,155 @@
+"""The agent's tools: every module of this package declares its tools in a `TOOLS` list (base.Tool:
+schema, implementation and what a call means), and this registry collects them. Adding a tool is
+adding it to one module here; the loop, replay, the report and the MCP server read the declaration.
+
+`call(ctx, name, args)` runs one: a user-facing error or an OS error becomes a failed result the
+model can read and act on, a tool past its time limit or stopped by the user is abandoned with one
+line, and nothing raises.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ...errors import WorkstationError
+from .base import (COMMAND, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning, Tool, ToolContext,
+                   ToolResult, cap, default_label, events)
+from .memory import render_decisions, render_rows
+from .search import render_find
+
+__all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "call", "cap",
+           "default_label", "events", "get",
+           "meaning_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
+           "RECOMPUTE", "REAPPLY", "NEVER"]
+
+
+def _collect() -> dict[str, Tool]:
+    found: dict[str, Tool] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for tool in getattr(module, "TOOLS", ()):
+            if tool.name in found:
+                raise RuntimeError(f"tool {tool.name} is declared twice ({module.__name__})")
+            found[tool.name] = tool
+    return found
+
+
+TOOLS: dict[str, Tool] = _collect()
+
+
+def get(name: str) -> Tool | None:
+    return TOOLS.get(name)
+
+
+def schemas(*, effects: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """The tools' JSON schemas for a model (only those with one of `effects`, when given)."""
+    return [t.schema() for t in TOOLS.values() if effects is None or t.effect in effects]
+
+
+def meaning_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> Meaning:
+    """What a recorded call did (a session log's tool record and its call's arguments); a tool this
+    version does not know (an imported agent's Read or Bash) meant nothing we can tell."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return Meaning()
+    return tool.meaning(Call.from_record(record, args))
+
+
+class Toolset:
+    """The tools one agent offers its model: the built-in ones and any added at run time (an MCP
+    server's tools, declared as `Tool`s like the rest)."""
+
+    def __init__(self, extra: list[Tool] | tuple[Tool, ...] = ()):
+        self.tools: dict[str, Tool] = dict(TOOLS)
+        for tool in extra:
+            if tool.name in self.tools:
+                raise WorkstationError(f"tool {tool.name} is already defined")
+            self.tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools.values()]
+
+    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolResult:
+        return call(ctx, name, arguments, self.tools)
+
+
+def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
+         available: Mapping[str, Tool] | None = None) -> ToolResult:
+    """Run a tool (of `available`, default the built-in ones); see the module docstring."""
+    available = TOOLS if available is None else available
+    tool = available.get(name)
+    if tool is None:
+        return ToolResult(f"error: unknown tool {name!r}; tools: {', '.join(available)}", ok=False)
+    started = time.perf_counter()
+    try:
+        bound = inspect.signature(tool.run).bind(ctx, **arguments)
+    except TypeError as err:
+        result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
+    else:
+        result = _run_bounded(tool, ctx, bound)
+    result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
+    return result
+
+
+def _run(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolResult:
+    try:
+        return tool.run(*bound.args, **bound.kwargs)
+    except WorkstationError as err:
+        return ToolResult(f"error: {err}", ok=False)
+    except OSError as err:  # a write refused by the filesystem, a vanished directory...
+        where = ""
+        if err.filename:
+            try:
+                where = Path(err.filename).relative_to(ctx.root).as_posix() + ": "
+            except ValueError:
+                where = f"{err.filename}: "
+        return ToolResult(f"error: {where}{err.strerror or err}", ok=False)
+    except RecursionError:
+        return ToolResult(f"error: the arguments of {tool.name} are nested too deeply", ok=False)
+
+
+_POLL_S = 0.05
+
+
+def _run_bounded(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolResult:
+    """Run in a worker thread, waiting at most the tool's time limit and never past a stop.
+
+    A tool that outlives its limit (a slow filesystem, a pathological input) is abandoned: its thread
+    ends on its own later and its result is dropped. Changes a WRITE tool makes are each atomic, so an
+    abandoned one leaves a file either as it was or as it would be."""
+    if tool.time_limit_s is None and ctx.cancel is None:
+        return _run(tool, ctx, bound)
+    box: list[ToolResult | BaseException] = []
+
+    def work() -> None:
+        try:
+            box.append(_run(tool, ctx, bound))
+        except BaseException as err:  # a bug: raised again in the caller's thread, as if run there
+            box.append(err)
+
+    worker = threading.Thread(target=work, daemon=True, name=f"tool-{tool.name}")
+    worker.start()
+    deadline = None if tool.time_limit_s is None else time.monotonic() + tool.time_limit_s
+    while True:
+        worker.join(_POLL_S)
+        if box:
+            if isinstance(box[0], BaseException):
+                raise box[0]
+            return box[0]
+        if ctx.cancel is not None and ctx.cancel.is_set() and tool.effect != "command":
+            # (run_command watches the stop itself: it kills its process group and says so)
+            return ToolResult(f"error: {tool.name} stopped by the user", ok=False, data={"outcome": "cancelled"})
+        if deadline is not None and time.monotonic() > deadline:
+            return ToolResult(f"error: {tool.name} took longer than {tool.time_limit_s:g}s and was abandoned; "
+                              "narrow the request", ok=False, data={"outcome": "timeout"})

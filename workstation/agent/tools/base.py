@@ -1,0 +1,333 @@
+"""What a tool is: its schema, its implementation, and what a call of it *means*, declared once.
+
+A `Tool` declares, typed, everything the rest of the system needs to know about
+its calls, so that the agent loop, replay (its timeline, memory view and
+`--verify`), the efficiency report, checkpoints and the MCP server never test a
+tool's name:
+
+* `effect`: whether a call only looks (`QUERY`), writes memory (`MEMORY`),
+  changes files (`WRITE`: checkpointed before it runs, refused in read-only
+  servers) or runs a process (`COMMAND`);
+* `writes(args)`: the paths a `WRITE` call will change, known before it runs;
+* `meaning(call)`: what one finished call did, from its arguments and the
+  fields recorded with its result (`Meaning`: maps and ranges read, files
+  edited, memory lookups, a decision, a memory write). It is the same function
+  for a live call (`ToolResult.data`) and for a session log record (the tool
+  record's fields), which is why both sides see the same events;
+* `verify`: what `replay --verify` may do with a past call (recompute it
+  against today's tree and compare, re-apply it in a scratch copy, or never),
+  with `verify_skip` for calls that cannot be recomputed and `comparable` for
+  the parts of a result that are compared;
+* `label(args)`: the call in one short line.
+
+Every tool takes a `ToolContext` (the workspace's core services) and returns a
+`ToolResult`: text for the model plus `data`, whose `RECORDED_FIELDS` go on the
+session log's tool record.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from ...errors import WorkstationError
+from ..approval import Approver
+from ..filetools import ReadLedger
+
+if TYPE_CHECKING:
+    from ...index.map import KnowledgeMap
+    from ...memory import Memory
+    from ...sandbox import Policy
+
+MAX_RESULT_CHARS = 12_000
+
+# What a call does to the world.
+QUERY = "query"  # reads the knowledge map, files or memory; changes nothing
+MEMORY = "memory"  # writes the agent's memory (STM, LTM, decisions)
+WRITE = "write"  # changes files in the workspace
+COMMAND = "command"  # runs a process
+EFFECTS = (QUERY, MEMORY, WRITE, COMMAND)
+
+# What `replay --verify` may do with a past call.
+RECOMPUTE = "recompute"  # run it again against today's tree and compare the result
+REAPPLY = "reapply"  # apply it again in the scratch copy (an edit), and compare its result
+NEVER = "never"  # not re-run (a command, a memory write)
+
+# Fields of ToolResult.data that are written on the session log's tool record (sessions/README.md).
+RECORDED_FIELDS = ("duration_ms", "path", "lines", "served_from", "memory", "sha", "file_tokens", "chars",
+                   "chars_saved", "lines_changed", "outcome", "edits")
+
+
+# --------------------------------------------------------------------------- calls and what they mean
+@dataclass(frozen=True)
+class Call:
+    """One finished tool call, as a live run or a session log knows it."""
+
+    name: str
+    args: Mapping[str, Any]
+    ok: bool
+    text: str  # the result the model saw
+    data: Mapping[str, Any]  # ToolResult.data, or the log record's fields
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], args: Mapping[str, Any]) -> "Call":
+        return cls(str(record.get("name") or ""), args, bool(record.get("ok", True)),
+                   str(record.get("content") or ""), record)
+
+    def path(self) -> str | None:
+        path = self.data.get("path") or self.args.get("path")
+        return path if isinstance(path, str) and path else None
+
+
+@dataclass(frozen=True)
+class Read:
+    """File content that entered the context (`served_from` disk), or was answered from memory."""
+
+    path: str
+    lines: list | None  # [start, end], 1-indexed
+    served_from: str  # "disk" | "memory"
+    chars: int = 0
+    chars_saved: int = 0
+
+
+@dataclass(frozen=True)
+class MapRead:
+    """A file's knowledge map served instead of its content."""
+
+    path: str
+    hit: bool  # False: the map was stale and re-indexed first
+    chars_saved: int = 0
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str
+    lines: list | None = None  # [start, end] of the new text, when it is one range
+    lines_changed: int | None = None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    key: str
+    hit: bool
+    kind: str  # "find" | "impact" | ...
+
+
+@dataclass(frozen=True)
+class Meaning:
+    """What one call did; see the module docstring."""
+
+    map_reads: tuple[MapRead, ...] = ()
+    reads: tuple[Read, ...] = ()
+    edits: tuple[Edit, ...] = ()
+    lookups: tuple[Lookup, ...] = ()
+    decision: dict | None = None  # {id, decision, reasoning, files}
+    memory_write: tuple[str, str, Any] | None = None  # (tier, key, value)
+
+    @property
+    def looked_at(self) -> list[str]:
+        """Files a naive agent with no map and no memory would have read whole for this call."""
+        return list(dict.fromkeys([m.path for m in self.map_reads] + [r.path for r in self.reads]))
+
+
+NOTHING = Meaning()
+
+
+def events(meaning: Meaning, *, live: bool) -> list[tuple[str, str, dict]]:
+    """The episodic events a call's meaning adds beside its tool_call event: (type, name, fields).
+    A live decision is recorded by the decision log itself, so only replay derives its event."""
+    out: list[tuple[str, str, dict]] = []
+    for m in meaning.map_reads:
+        out.append(("memory_hit" if m.hit else "memory_miss", m.path,
+                    {"tier": "kmap", "kind": "path", "reason": None if m.hit else "stale: re-indexed"}))
+        out.append(("read_avoided", m.path, {"path": m.path, "reason": "knowledge map instead of the file",
+                                              "chars_saved": m.chars_saved}))
+    for r in meaning.reads:
+        if r.served_from == "memory":
+            out.append(("memory_hit", r.path, {"tier": "reads", "kind": "range"}))
+            out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": 0, "served_from": "memory"}))
+            out.append(("read_avoided", r.path, {"path": r.path, "reason": "unchanged range still in context",
+                                                  "chars_saved": r.chars_saved}))
+        else:
+            out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": r.chars,
+                                              "served_from": "disk"}))
+    for e in meaning.edits:
+        out.append(("file_edit", e.path, {"path": e.path, "lines": e.lines, "lines_changed": e.lines_changed}))
+    for lk in meaning.lookups:
+        out.append(("memory_hit" if lk.hit else "memory_miss", lk.key, {"tier": "kmap", "kind": lk.kind}))
+    if meaning.decision and not live:
+        d = meaning.decision
+        out.append(("decision_logged", d["id"], {"decision": d.get("decision"), "files": d.get("files")}))
+    return out
+
+
+# --------------------------------------------------------------------------- the declaration
+def default_label(name: str, args: Mapping[str, Any]) -> str:
+    """`grep(TODO)`: the tool and its telling argument (a path, a pattern, a command...; else the first
+    text argument). Also for tools this version does not know, such as an imported agent's Bash."""
+    from ...sessions.context import key_context
+
+    key = key_context({"arguments": dict(args)}, "") if args else ""
+    if not key:
+        key = next((str(v) for v in args.values() if isinstance(v, str) and v), "")
+    return f"{name}({_clip(key, 80)})"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments
+    run: Callable[..., "ToolResult"]  # run(ctx, **args)
+    effect: str = QUERY
+    meaning: Callable[[Call], Meaning] = lambda call: NOTHING
+    writes: Callable[[Mapping[str, Any]], list[str]] = lambda args: []  # WRITE tools: paths changed
+    verify: str = NEVER
+    verify_skip: Callable[[Call], str | None] = lambda call: None  # why a past call cannot be recomputed
+    comparable: Callable[[str], str] = lambda text: text  # the part of a result --verify compares
+    label: Callable[[str, Mapping[str, Any]], str] = default_label
+    time_limit_s: float | None = 30.0  # None: the tool keeps its own time (run_command)
+
+    def __post_init__(self) -> None:
+        if self.effect not in EFFECTS:
+            raise ValueError(f"tool {self.name}: effect {self.effect!r} is not one of {EFFECTS}")
+        if self.verify not in (RECOMPUTE, REAPPLY, NEVER):
+            raise ValueError(f"tool {self.name}: verify {self.verify!r} is unknown")
+
+    @property
+    def read_only(self) -> bool:
+        return self.effect == QUERY
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+# --------------------------------------------------------------------------- running
+@dataclass
+class ToolResult:
+    text: str
+    ok: bool = True
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RangeMemory:
+    """Ranges of files the model was sent, so that a range read again while unchanged and still in its
+    context is answered from memory instead of being sent twice (read_lines)."""
+
+    reads: dict[tuple[str, int, int], tuple[str, str, int]] = field(default_factory=dict)  # -> (sha, call, chars)
+    visible: set[str] = field(default_factory=set)  # call ids whose full result the last request carried
+    fresh: set[str] = field(default_factory=set)  # call ids made since the last request
+
+    def remember(self, path: str, start: int, end: int, sha: str, call_id: str, chars: int) -> None:
+        self.reads[(path, start, end)] = (sha, call_id, chars)
+        self.fresh.add(call_id)
+
+    def forget(self, path: str) -> None:
+        for key in [k for k in self.reads if k[0] == path]:
+            del self.reads[key]
+
+    def new_request(self, visible: set[str]) -> None:
+        self.visible, self.fresh = set(visible), set()
+
+    def covering(self, path: str, start: int, end: int, sha: str) -> tuple[int, int, str, int] | None:
+        """(first, last, call id, chars) of an earlier read of the same content that covers start..end
+        and is still in the model's context."""
+        for (rel, first, last), (seen_sha, call_id, chars) in self.reads.items():
+            if rel == path and first <= start and end <= last and seen_sha == sha and (
+                    call_id in self.visible or call_id in self.fresh):
+                return first, last, call_id, chars
+        return None
+
+
+@dataclass
+class ToolContext:
+    """The core services a tool works with, for one agent (or one MCP client, or the verifier)."""
+
+    root: Path
+    kmap: "KnowledgeMap"
+    memory: "Memory | None"
+    recall: Callable[[str], str]  # session record id -> the original text of that record
+    ledger: ReadLedger = field(default_factory=ReadLedger)
+    approve: Approver | None = None  # asks the user; None: nobody to ask (refused)
+    allow: list[str] = field(default_factory=list)
+    private: tuple[Path, ...] = ()  # a state folder moved off <root>/.workstation (that one is always refused)
+    command_timeout_s: float = 120.0
+    max_output_chars: int = 20_000
+    step: int | None = None
+    session: str = ""
+    cancel: threading.Event | None = None  # the turn's stop event: a running tool is abandoned when set
+    sandbox: "Policy | None" = None  # what a command may touch (workstation.sandbox); None: the root's defaults
+    ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
+    call_id: str = ""  # the id of the call running now
+    _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
+    _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def edited(self, rel: str) -> None:
+        with self._lock:
+            self._unindexed.add(rel)
+
+    def reindex(self) -> None:
+        """Re-index the files edited since the last call. Runs before any tool reads the map and when
+        a step ends, so a burst of edits to one file costs one parse, and nothing ever sees the map
+        without them."""
+        with self._lock:
+            edited, self._unindexed = sorted(self._unindexed), set()
+        for rel in edited:
+            self.kmap.reindex_file(rel)
+
+    def file_tokens(self, sha: str, text: Callable[[], str]) -> int:
+        """Tokens of a whole file (by content hash): what a naive full read would have cost."""
+        with self._lock:
+            cached = self._file_tokens.get(sha)
+        if cached is None:
+            from ...tokens import count
+
+            cached = count(text())
+            with self._lock:
+                self._file_tokens[sha] = cached
+        return cached
+
+
+# --------------------------------------------------------------------------- helpers for tool modules
+STR = {"type": "string"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+TIER = {"type": "string", "enum": ["stm", "ltm", "episodic"]}
+
+
+def params(required: list[str], **props: dict) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required}
+
+
+def cap(text: str, limit: int = MAX_RESULT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit:,} more chars cut; narrow the request]"
+
+
+def as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise WorkstationError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise WorkstationError(f"{name} must be an integer, got {value!r}")
+
+
+def as_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise WorkstationError(f"{name} must be a string, got {type(value).__name__}")
+    return value

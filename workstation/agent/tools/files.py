@@ -1,0 +1,196 @@
+"""File tools: a file's map (file_meta), a range of its lines (read_lines), an edit of a range
+(replace_lines). Confined to the workspace root (real paths: no `..`, no absolute path outside, no
+symlink escape) and kept out of its state folder; edits are refused when the file changed since the
+agent last read it (the ReadLedger's hash guard)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ...errors import WorkstationError
+from ...fsutil import confine, sha256_bytes
+from ...store.broker import readonly
+from ..filetools import read_lines, replace_lines
+from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
+                   ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
+
+MAX_MAP_TOKENS = 4096
+
+
+@readonly
+def indexed_sha(con, rel: str) -> str | None:
+    """The content hash the knowledge map holds for one file (None: not in the map)."""
+    row = con.execute("SELECT sha256 FROM kmap.files WHERE path = ?", [rel]).fetchone()
+    return row[0] if row else None
+
+
+def _range_label(name: str, args: Mapping[str, Any]) -> str:
+    """`read_lines(shop/api.py 59-67)`."""
+    label = default_label(name, args)
+    if "start" in args:
+        label = label[:-1] + f" {args.get('start')}-{args.get('end')})"
+    return label
+
+
+# --------------------------------------------------------------------------- file_meta
+def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
+    real, rel = confine(ctx.root, as_text("path", path), ctx.private)
+    budget = None if tokens is None else as_int("tokens", tokens)
+    if budget is not None and not 0 < budget <= MAX_MAP_TOKENS:
+        raise WorkstationError(f"tokens must be between 1 and {MAX_MAP_TOKENS}, got {budget}")
+    ctx.reindex()
+    change = ctx.kmap.ensure_fresh([rel])  # the staleness gate: a changed file is re-indexed now
+    stale = rel in change.indexed
+    for _ in range(3):
+        before = ctx.kmap.db.call(indexed_sha, rel)
+        fmap = ctx.kmap.file_map(rel, budget)
+        sha = ctx.kmap.db.call(indexed_sha, rel)
+        if sha is not None and sha == before:
+            break  # the map was rendered from this content
+    else:
+        raise WorkstationError(f"{rel} keeps changing on disk; try again when it is quiet")
+    ctx.ledger.saw(rel, sha)  # the map's line ranges belong to this content: edits may follow it
+
+    def whole() -> str:
+        return real.read_bytes().decode("utf-8", "replace")
+
+    text = fmap.render()
+    try:
+        size = real.stat().st_size
+        file_tokens = ctx.file_tokens(sha, whole)
+    except OSError:  # deleted since: the map was still served
+        size, file_tokens = 0, None
+    return ToolResult(text, data={"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit",
+                                  "sha": sha, "file_tokens": file_tokens, "chars_saved": max(0, size - len(text))})
+
+
+def _file_meta_meaning(call: Call) -> Meaning:
+    path = call.path()
+    if not call.ok or path is None:
+        return NOTHING
+    return Meaning(map_reads=(MapRead(path, call.data.get("memory") != "miss",
+                                      int(call.data.get("chars_saved") or 0)),))
+
+
+# --------------------------------------------------------------------------- read_lines
+def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult:
+    start, end = as_int("start", start), as_int("end", end)
+    again = _still_in_context(ctx, path, start, end)
+    if again is not None:
+        return again
+    lines = read_lines(ctx.root, as_text("path", path), start, end, ctx.ledger, ctx.private)
+    # Cut at a line boundary, and report only the whole lines sent as read: a later read of a range
+    # held in context is answered "still in your context", which must not cover lines never sent.
+    rows = lines.numbered().splitlines()
+    sent, size = 0, 0
+    for row in rows:
+        size += len(row) + 1
+        if size > MAX_RESULT_CHARS:
+            break
+        sent += 1
+    last = lines.start + sent - 1
+    if sent == len(rows):
+        text = "\n".join(rows) + f"\n[{lines.path}: lines {lines.start}-{lines.end} of {lines.total}]"
+    elif sent:
+        text = "\n".join(rows[:sent]) + (f"\n[{lines.path}: lines {lines.start}-{last} of {lines.total}; the "
+                                         f"rest of {lines.start}-{lines.end} was cut at {MAX_RESULT_CHARS:,} "
+                                         f"chars: read on from line {last + 1}]")
+    else:
+        text = cap(rows[0]) + f"\n[{lines.path}: line {lines.start} of {lines.total} is too long to show whole]"
+    read = [lines.start, last] if sent or not rows else None  # a line shown cut was not read
+    chars = len("".join(lines.text.splitlines(keepends=True)[:sent]))
+    if ctx.ranges is not None and read:
+        ctx.ranges.remember(lines.path, read[0], read[1], lines.sha256, ctx.call_id, chars)
+    return ToolResult(text, data={"path": lines.path, "lines": read, "served_from": "disk", "sha": lines.sha256,
+                                  "chars": chars,
+                                  "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole)})
+
+
+def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> ToolResult | None:
+    """A range the model read before, unchanged on disk and still in its context, is not sent again."""
+    if ctx.ranges is None or not isinstance(path, str):
+        return None
+    try:
+        real, rel = confine(ctx.root, path, ctx.private)
+    except WorkstationError:
+        return None  # let the read report the problem
+    if not any(key[0] == rel for key in ctx.ranges.reads):
+        return None
+    try:
+        data = real.read_bytes()
+    except OSError:
+        return None
+    sha = sha256_bytes(data)
+    found = ctx.ranges.covering(rel, start, end, sha)
+    if found is None:
+        return None
+    first, last, call_id, chars = found
+    ctx.ledger.saw(rel, sha)
+    saved = chars * (end - start + 1) // max(1, last - first + 1)
+    return ToolResult(
+        f"{rel} lines {start}-{end} are unchanged since your read_lines {first}-{last} (call {call_id}), "
+        "which is still in your context above: not sent again.",
+        data={"path": rel, "lines": [start, end], "served_from": "memory", "memory": "hit", "chars_saved": saved,
+              "sha": sha, "file_tokens": ctx.file_tokens(sha, lambda: data.decode("utf-8", "replace"))})
+
+
+def _read_lines_meaning(call: Call) -> Meaning:
+    path = call.path()
+    if not call.ok or path is None:
+        return NOTHING
+    served = str(call.data.get("served_from") or "disk")
+    lines = call.data.get("lines") or [call.args.get("start"), call.args.get("end")]
+    return Meaning(reads=(Read(path, list(lines), served, int(call.data.get("chars") or 0),
+                               int(call.data.get("chars_saved") or 0)),))
+
+
+def _read_lines_skip(call: Call) -> str | None:
+    if call.data.get("served_from") == "memory":
+        return "answered from the agent's memory of an earlier read, not by the tool"
+    return None
+
+
+# --------------------------------------------------------------------------- replace_lines
+def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
+    start, end = as_int("start", start), as_int("end", end)
+    rel, first, last = replace_lines(ctx.root, as_text("path", path), start, end, as_text("content", content),
+                                     ctx.ledger, ctx.private)
+    ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
+    removed = max(0, end - start + 1)
+    added = last - first + 1
+    shift = added - removed
+    what = f"inserted {added} lines before line {start}" if removed == 0 else f"replaced lines {start}-{end}"
+    moved = f"; lines after it moved by {shift:+d}" if shift else ""
+    new = f"; the new text is lines {first}-{last}" if added else "; nothing inserted (lines deleted)"
+    return ToolResult(f"{rel}: {what}{new}{moved}",
+                      data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added)})
+
+
+def _replace_lines_meaning(call: Call) -> Meaning:
+    path = call.path()
+    if not call.ok or path is None:
+        return NOTHING
+    return Meaning(edits=(Edit(path, call.data.get("lines"), call.data.get("lines_changed")),))
+
+
+def _path_arg(args: Mapping[str, Any]) -> list[str]:
+    path = args.get("path")
+    return [path] if isinstance(path, str) and path else []
+
+
+TOOLS = [
+    Tool("file_meta", "Knowledge map of one file: purpose, imports, its symbols with their 1-indexed line "
+         "ranges. Costs a few percent of reading the file: call it before read_lines. When the map ends with "
+         "'(+N more symbols)', ask again with a larger tokens budget.",
+         params(["path"], path=STR, tokens={"type": "integer", "description": "map budget in tokens"}),
+         _file_meta, QUERY, meaning=_file_meta_meaning, verify=RECOMPUTE),
+    Tool("read_lines", "Lines start..end (1-indexed, inclusive) of a file. Read only the range you need.",
+         params(["path", "start", "end"], path=STR, start=INT, end=INT), _read_lines, QUERY,
+         meaning=_read_lines_meaning, verify=RECOMPUTE, verify_skip=_read_lines_skip, label=_range_label),
+    Tool("replace_lines", "Replace lines start..end (1-indexed, inclusive) of a file with content; "
+         "end = start-1 inserts before start. Refused if the file changed since you last read it "
+         "(read_lines or file_meta). Edit bottom-up to keep earlier line numbers valid.",
+         params(["path", "start", "end", "content"], path=STR, start=INT, end=INT, content=STR),
+         _replace_lines, WRITE, meaning=_replace_lines_meaning, writes=_path_arg, verify=REAPPLY,
+         label=_range_label),
+]

@@ -1,0 +1,462 @@
+"""An episode: a recorded session, one step per log record, and the state the agent had at each step.
+
+Everything a step shows is derived from the log alone: no model, no database,
+so a shipped demo replays on a fresh clone. What a tool call did (files read
+and edited, memory lookups, decisions) comes from the tool's own declaration
+(agent.tools), the same one the live loop records its events from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..agent import tools
+from ..errors import WorkstationError
+from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text
+from ..sessions.log import TURN_TYPES, LogProblem, LogView, parse_lines, tool_call_arguments
+
+MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
+
+
+class ReplayError(WorkstationError):
+    """An episode that cannot be loaded, or a step that does not exist."""
+
+
+# --------------------------------------------------------------------------- steps
+def _epoch(ts: Any) -> float | None:
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_label(name: str, args: dict) -> str:
+    """`read_lines(shop/api.py 59-67)`: a tool call in one short line, as its tool declares."""
+    tool = tools.get(name)
+    return (tool.label if tool is not None else tools.default_label)(name, args)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One record of the episode, in log order."""
+
+    index: int  # 0-based position in the episode
+    record: dict  # the log record, verbatim
+    ts: float  # epoch seconds (a record without a readable ts takes its predecessor's)
+    offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S)
+    turn: int | None  # 1-based turn number for user/assistant/tool/system records
+    call: dict | None = None  # for a tool result: the call that asked for it ({id, name, arguments})
+    args: dict = field(default_factory=dict)  # that call's arguments ({} when unreadable)
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+    def meaning(self) -> tools.Meaning:
+        """What this step's tool call did, as its tool declares (nothing for other records)."""
+        if self.kind != "tool":
+            return tools.Meaning()
+        return tools.meaning_of(str(self.record.get("name") or ""), self.args, self.record)
+
+    @property
+    def kind(self) -> str:
+        return self.record["type"]
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+    def label(self) -> str:
+        """What happened at this step, in one line."""
+        r = self.record
+        kind = self.kind
+        if kind == "user":
+            return f"user: {_clip(r.get('content') or '', 100)}"
+        if kind == "assistant":
+            facts = [r.get("model") or ""]
+            if r.get("latency_ms") is not None:
+                facts.append(f"{float(r['latency_ms']):.0f} ms")
+            if r.get("context_tokens") is not None:
+                facts.append(f"{int(r['context_tokens']):,} tokens in context")
+            head = f"assistant ({', '.join(f for f in facts if f)})" if any(facts) else "assistant"
+            calls = [call_label(c.get("name", "?"), tool_call_arguments(c)) for c in r.get("tool_calls") or ()]
+            text = _clip(r.get("content") or "", 100)
+            return head + (f": {text}" if text else "") + (f" → {', '.join(calls)}" if calls else "")
+        if kind == "tool":
+            name = r.get("name") or "tool"
+            outcome = "ok" if r.get("ok", True) else "failed"
+            extra = [outcome]
+            if r.get("duration_ms") is not None:
+                extra.append(f"{float(r['duration_ms']):.0f} ms")
+            extra.append(f"{len(str(r.get('content') or '')):,} chars")
+            if r.get("served_from"):
+                extra.append(f"from {r['served_from']}")
+            return f"  ↳ {call_label(name, self.args)}: {', '.join(extra)}"
+        if kind == "system":
+            if r.get("pin"):
+                return f"pinned: {_clip(r.get('content') or '', 100)}"
+            if r.get("notice"):
+                return f"notice ({r['notice']}): {_clip(r.get('content') or '', 100)}"
+            return f"system: {_clip(r.get('content') or '', 100)}"
+        if kind == "compact":
+            covers = r.get("covers") or {}
+            return (f"== compaction: turns 1–{covers.get('last_turn', '?')} summarized by "
+                    f"{r.get('model', '?')} ({r.get('reason', '?')}) ==")
+        if kind == "redaction":
+            targets = r.get("targets") or ()
+            return f"-- redaction: {len(targets)} tool output(s) hidden from the model from here on --"
+        return kind
+
+    def to_dict(self) -> dict:
+        return {"step": self.number, "id": self.id, "ts": self.record.get("ts"), "type": self.kind,
+                "turn": self.turn, "offset_s": round(self.offset_s, 3), "label": self.label()}
+
+
+# --------------------------------------------------------------------------- state at a step
+@dataclass
+class MemoryView:
+    """What the agent's memory held at a step, as far as the log tells."""
+
+    decisions: list[dict] = field(default_factory=list)  # {id, decision, reasoning, files, step, reused}
+    pins: list[str] = field(default_factory=list)
+    files_read: dict[str, list] = field(default_factory=dict)  # path -> [[start, end] | "map", ...]
+    files_edited: dict[str, int] = field(default_factory=dict)  # path -> successful edits
+    stm: list[dict] = field(default_factory=list)  # MemoryEntry-shaped: key, value, namespace, updated
+    ltm: list[dict] = field(default_factory=list)  # the LTM writes of this episode (earlier values: not logged)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ReplayState:
+    """The episode as the agent saw it at one step."""
+
+    step: Step
+    transcript: list[dict]  # chat turns so far, shaped as tui.viewdata.Turn (role, text, id, ts, ...)
+    context: ContextView  # the conversation the next model call starts from (compaction, redaction applied)
+    request: ContextView | None  # on a model reply: the conversation that model call was sent
+    compaction: dict | None  # the compact record in effect (it stands in for turns 1..covered)
+    timeline: list[dict]  # episodic events so far, shaped as tui.viewdata.TimelineEvent
+    memory: MemoryView
+
+    @property
+    def index(self) -> int:
+        return self.step.index
+
+    @property
+    def redactions(self) -> list[Redaction]:
+        return self.context.redactions
+
+    def to_dict(self) -> dict:
+        ctx = self.context
+        return {
+            "step": self.step.to_dict(),
+            "context": {"messages": len(ctx.messages), "tokens": ctx.tokens, "turns": ctx.turn_count,
+                        "covered_turns": ctx.covered_turns, "summary_id": ctx.summary_id,
+                        "redactions": [dataclasses.asdict(r) | {"marker": r.marker} for r in ctx.redactions]},
+            "request_tokens": self.request.tokens if self.request else None,
+            "compaction": None if self.compaction is None else {
+                k: self.compaction.get(k) for k in ("id", "model", "reason", "covers")},
+            "transcript_turns": len(self.transcript),
+            "timeline_events": len(self.timeline),
+            "memory": self.memory.to_dict(),
+        }
+
+
+# --------------------------------------------------------------------------- the episode
+class Episode:
+    """A recorded session, one step per log record; see the module docstring."""
+
+    def __init__(self, name: str, view: LogView, *, source: str = "", config: Any = None,
+                 max_pause_s: float = MAX_PAUSE_S):
+        if not view.records:
+            raise ReplayError(f"session {name} has no readable records to replay")
+        if config is None:
+            from ..config import Config
+
+            config = Config()
+        self.name = name
+        self.source = source or name
+        self.config = config
+        self.records: list[dict] = list(view.records)
+        self.problems: list[LogProblem] = list(view.problems)
+        self.steps: list[Step] = _make_steps(self.records, max_pause_s)
+        self._turns = [_transcript_turns(s, self.records) for s in self.steps]
+        self._events = [_timeline_events(s, name) for s in self.steps]
+        self._counter = None
+        self._token_cache: dict[str, int] = {}
+
+    @classmethod
+    def load(cls, source: Any, target: str | os.PathLike | None = None, *, config: Any = None) -> "Episode":
+        """`load(paths, "slug")` (live or archived), `load(paths, "dir/file.jsonl")`, or `load("file.jsonl")`."""
+        from ..paths import Paths
+
+        if target is None:
+            if isinstance(source, Paths):
+                raise ReplayError("which session? give a slug or a .jsonl file")
+            paths, target = None, source
+        else:
+            paths = source
+        target = str(target)
+        if target.endswith(".jsonl") or "/" in target or os.sep in target:
+            return cls._from_file(Path(target).expanduser(), config)
+        if paths is None:
+            raise ReplayError(f"{target} is not a .jsonl file; a session slug needs a workspace")
+        from ..sessions.catalog import load as load_session
+
+        view, state = load_session(paths, target)
+        return cls(target, view, source=state, config=config)
+
+    @classmethod
+    def _from_file(cls, path: Path, config: Any) -> "Episode":
+        if not path.is_file():
+            raise ReplayError(f"no session log file {path}")
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            raise ReplayError(f"cannot read {path}: {err.strerror}") from None
+        return cls(path.name.removesuffix(".jsonl"), parse_lines(data), source=str(path), config=config)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __repr__(self) -> str:
+        return f"Episode({self.name!r}, {len(self.steps)} steps)"
+
+    @property
+    def duration_s(self) -> float:
+        return self.steps[-1].ts - self.steps[0].ts
+
+    def index_of(self, record_id: str) -> int:
+        """The step of a record id (e.g. a timeline event's turn_id)."""
+        for step in self.steps:
+            if step.id == record_id:
+                return step.index
+        raise ReplayError(f"episode {self.name} has no record {record_id}")
+
+    def check_index(self, index: Any) -> int:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ReplayError(f"a step is an integer, got {index!r}")
+        if not 0 <= index < len(self.steps):
+            raise ReplayError(f"episode {self.name} has steps 1–{len(self.steps)}; there is no step {index + 1}")
+        return index
+
+    def _count(self, text: str) -> int:
+        """Token counts of the texts assemble measures itself (markers, summaries), cached across states."""
+        cached = self._token_cache.get(text)
+        if cached is None:
+            if self._counter is None:
+                from ..sessions.log import default_counter
+
+                self._counter = default_counter()
+            cached = self._token_cache[text] = self._counter(text)
+        return cached
+
+    def context_at(self, upto: int) -> ContextView:
+        """The conversation the model is given after the first `upto` records, as the loop builds it:
+        compaction and redaction applied, pinned instructions and notices kept out (pins go in the system
+        prompt, notices are for the user)."""
+        prefix = self.records[:upto]
+        view = assemble(LogView(prefix), self.config, counter=self._count)
+        hidden = {str(r.get("content") or ""): int(r.get("tokens") or 0) for r in prefix
+                  if r["type"] == "system" and (r.get("pin") or r.get("notice"))}
+        if not hidden:
+            return view
+        kept, dropped = [], 0
+        for message in view.messages:
+            if message["role"] == "system" and message.get("content") in hidden and not (
+                    view.summary_id and message is view.messages[0]):
+                dropped += hidden[message["content"]]
+                continue
+            kept.append(message)
+        return dataclasses.replace(view, messages=kept, tokens=view.tokens - dropped)
+
+    def state_at(self, index: int) -> ReplayState:
+        i = self.check_index(index)
+        step = self.steps[i]
+        context = self.context_at(i + 1)
+        request = self.context_at(i) if step.kind == "assistant" else None
+        compaction = None
+        for record in reversed(self.records[: i + 1]):
+            if record["type"] == "compact":
+                compaction = record if context.summary_id == record["id"] else None
+                break
+        return ReplayState(step=step, transcript=[t for turns in self._turns[: i + 1] for t in turns],
+                           context=context, request=request, compaction=compaction,
+                           timeline=[e for events in self._events[: i + 1] for e in events],
+                           memory=memory_at(self.steps[: i + 1]))
+
+    def transcript_of(self, index: int) -> list[dict]:
+        """The chat turns step `index` adds (an incremental view for a UI appending as it plays)."""
+        return list(self._turns[self.check_index(index)])
+
+    def events_of(self, index: int) -> list[dict]:
+        return list(self._events[self.check_index(index)])
+
+
+def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
+    calls: dict[str, dict] = {}
+    steps: list[Step] = []
+    turn = 0
+    offset = 0.0
+    last_ts: float | None = None
+    for index, record in enumerate(records):
+        ts = _epoch(record.get("ts"))
+        if ts is None:
+            ts = last_ts if last_ts is not None else 0.0
+        if last_ts is not None:
+            offset += min(max(ts - last_ts, 0.0), max_pause_s)
+        last_ts = ts
+        if record["type"] in TURN_TYPES:
+            turn += 1
+        if record["type"] == "assistant":
+            for call in record.get("tool_calls") or ():
+                if isinstance(call, dict) and call.get("id"):
+                    calls[call["id"]] = call
+        call = calls.get(record.get("tool_call_id", "")) if record["type"] == "tool" else None
+        steps.append(Step(index, record, ts, offset, turn if record["type"] in TURN_TYPES else None, call,
+                          tool_call_arguments(call) if call else {}))
+    return steps
+
+
+# --------------------------------------------------------------------------- transcript turns
+def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
+    """Chat turns of one step, shaped as tui.viewdata.Turn (a mapping the TUI coerces)."""
+    r = step.record
+    kind = step.kind
+    base = {"id": step.id, "ts": step.ts, "tokens": r.get("tokens")}
+    if kind == "user":
+        return [{**base, "role": "user", "text": str(r.get("content") or "")}]
+    if kind == "assistant":
+        text = str(r.get("content") or "")
+        names = [c.get("name", "?") for c in r.get("tool_calls") or ()]
+        if not text and names:
+            text = f"*calls {', '.join(names)}*"
+        return [{**base, "role": "assistant", "text": text}]
+    if kind == "tool":
+        name = r.get("name") or "tool"
+        return [{**base, "role": "tool", "text": call_label(name, step.args), "tool": name, "args": step.args,
+                 "result": str(r.get("content") or ""), "ok": bool(r.get("ok", True))}]
+    if kind == "system":
+        text = str(r.get("content") or "")
+        if r.get("pin"):
+            return [{**base, "role": "system", "text": f"Pinned: {text}"}]
+        if r.get("notice"):
+            return [{**base, "role": "error" if r["notice"] == "error" else "notice", "text": text}]
+        return [{**base, "role": "system", "text": text}]
+    if kind == "compact":
+        covers = r.get("covers") or {}
+        text = (f"Compaction: turns 1–{covers.get('last_turn', '?')} summarized by {r.get('model', '?')} "
+                f"({r.get('reason', '?')}); the model sees the summary instead of them from here on")
+        return [{**base, "role": "compaction", "text": text, "result": summary_turn_text(r)}]
+    if kind == "redaction":
+        by_id = {rec["id"]: rec for rec in records[: step.index] if rec["type"] == "tool"}
+        out = []
+        for target in r.get("targets") or ():
+            original = by_id.get(target.get("id", ""))
+            marker = Redaction(str(target.get("id", "")), str(target.get("name") or "tool"),
+                               int(target.get("chars") or 0), str(target.get("key") or "")).marker
+            out.append({**base, "role": "redaction", "text": marker, "tokens": None,
+                        "result": str(original.get("content") or "") if original else ""})
+        return out
+    return []
+
+
+# --------------------------------------------------------------------------- timeline events
+def _timeline_events(step: Step, session: str) -> list[dict]:
+    """The episodic events of one step, derived from its record (types as in memory.episodic)."""
+    r = step.record
+    kind = step.kind
+    events: list[dict] = []
+
+    def add(type_: str, name: str, duration_ms: Any = None, tokens: Any = None, **details: Any) -> None:
+        events.append({"ts": step.ts, "type": type_, "name": name, "id": f"{step.id}:{len(events)}",
+                       "turn_id": step.id, "session": session,
+                       "duration_ms": float(duration_ms) if duration_ms is not None else None,
+                       "tokens": int(tokens) if tokens is not None else None,
+                       "details": {k: v for k, v in details.items() if v is not None}})
+
+    if kind == "user":
+        memory = r.get("memory") or {}
+        add("turn", "user", tokens=r.get("tokens"), chars=len(str(r.get("content") or "")),
+            lookups=memory.get("lookups"), hits=memory.get("hits"))
+        for key in memory.get("misses") or ():
+            add("memory_miss", str(key), tier="kmap")
+    elif kind == "assistant":
+        tokens_in, tokens_out = r.get("tokens_in"), r.get("tokens_out")
+        total = (tokens_in or 0) + (tokens_out or 0) if tokens_in is not None or tokens_out is not None else None
+        add("model_call", str(r.get("model") or "model"), r.get("latency_ms"), total, tokens_in=tokens_in,
+            tokens_out=tokens_out, context_tokens=r.get("context_tokens"), cost_usd=r.get("cost_usd"),
+            finish_reason=r.get("finish_reason"), tool_calls=len(r.get("tool_calls") or ()) or None)
+        add("turn", "assistant", tokens=r.get("tokens"), chars=len(str(r.get("content") or "")))
+        for decision_id in r.get("reused") or ():
+            add("decision_reused", str(decision_id))
+    elif kind == "tool":
+        name = str(r.get("name") or "tool")
+        args = step.args
+        add("tool_call", name, r.get("duration_ms"), r.get("tokens"), ok=bool(r.get("ok", True)), args=args or None,
+            result_chars=len(str(r.get("content") or "")), path=r.get("path") or args.get("path"),
+            lines=r.get("lines"), served_from=r.get("served_from"), memory=r.get("memory"))
+        for type_, subject, fields in tools.events(step.meaning(), live=False):
+            add(type_, str(subject), **fields)
+    elif kind == "system" and r.get("notice") == "error":
+        add("error", "agent", error=str(r.get("content") or ""))
+    elif kind == "compact":
+        tokens_in, tokens_out = r.get("tokens_in"), r.get("tokens_out")
+        total = (tokens_in or 0) + (tokens_out or 0) if tokens_in is not None or tokens_out is not None else None
+        covers = r.get("covers") or {}
+        add("compaction", session, r.get("duration_ms"), total, model=r.get("model"), reason=r.get("reason"),
+            first_turn=covers.get("new_first_turn"), last_turn=covers.get("last_turn"), record_id=r["id"])
+    elif kind == "redaction":
+        for target in r.get("targets") or ():
+            add("redaction", str(target.get("name") or "tool"), record_id=target.get("id"),
+                chars_before=target.get("chars"), turn=r.get("at_turn"))
+    return events
+
+
+# --------------------------------------------------------------------------- memory view
+def memory_at(steps: list[Step]) -> MemoryView:
+    """Decisions, pins, files read and edited, STM/LTM writes: everything the steps so far put in memory."""
+    view = MemoryView()
+    decisions: dict[str, dict] = {}
+    stm: dict[str, dict] = {}
+    ltm: dict[str, dict] = {}
+    for step in steps:
+        r = step.record
+        if step.kind == "system" and r.get("pin"):
+            view.pins.append(str(r.get("content") or ""))
+        elif step.kind == "assistant":
+            for decision_id in r.get("reused") or ():
+                if decision_id in decisions:
+                    decisions[decision_id]["reused"] += 1
+        elif step.kind == "tool":
+            meaning = step.meaning()
+            for m in meaning.map_reads:
+                view.files_read.setdefault(m.path, []).append("map")
+            for read in meaning.reads:
+                view.files_read.setdefault(read.path, []).append(list(read.lines or []))
+            for edit in meaning.edits:
+                view.files_edited[edit.path] = view.files_edited.get(edit.path, 0) + 1
+            if meaning.decision:
+                decisions[meaning.decision["id"]] = {**meaning.decision, "step": step.number, "reused": 0}
+            if meaning.memory_write:
+                tier, key, value = meaning.memory_write
+                entry = {"key": key, "value": value, "namespace": "", "updated": str(r.get("ts") or "")}
+                (stm if tier == "stm" else ltm)[key] = entry
+    view.decisions = list(decisions.values())
+    view.stm = sorted(stm.values(), key=lambda e: e["key"])
+    view.ltm = sorted(ltm.values(), key=lambda e: e["key"])
+    return view

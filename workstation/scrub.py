@@ -1,0 +1,264 @@
+"""Secrets never leave the process: what counts as a secret, and the masks, in one module.
+
+Every boundary where text leaves for a model or the disk calls into here (the
+request the agent sends, tool arguments and results, session records,
+episodic events, LTM values, compaction summaries, exports and archives, the
+streaming terminal, litellm's own log records).
+
+What is a secret:
+* values registered at run time (`register`: every API key the model client
+  reads from the environment);
+* the values of environment variables whose *name* looks secret
+  (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*PASSWORD*`, `*_CREDENTIALS`, ...), read
+  afresh at each call so a variable set later is covered too;
+* text in a well-known key format, found by the detectors of Yelp's
+  detect-secrets (GitHub, GitLab, AWS, Slack, Stripe, OpenAI, PyPI, npm, JWT,
+  private-key blocks, passwords in URLs, ...). Its high-entropy and keyword
+  detectors are left out on purpose: they fire on content hashes and on code
+  such as `password = "..."`, which must reach the model as written. Keys of
+  model providers that detect-secrets does not know are in `_PROVIDER_KEYS`.
+
+Two strengths:
+* `mask(text)`: exact values and key formats; safe for code and file content.
+* `redact(text)`: `mask` plus credential-looking assignments (`api_key=...`,
+  `Authorization: Bearer ...`) and a key's head echoed half-masked by a
+  provider; for error messages, command output and log records, never code.
+
+detect-secrets costs ~0.5 s to import: it is loaded on first use; `warm()`
+loads it from a background thread at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from typing import Any, Iterable
+
+MASK = "***"
+MIN_SECRET_LEN = 8  # shorter values ("true", "dev") would mask ordinary words everywhere
+
+# Names of environment variables whose values are secrets.
+SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|PAT|AUTH)$"
+    r"|PASSWORD|SECRET", re.I)
+# Names that match the pattern above but hold no secret.
+_NOT_SECRET_NAMES = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "PYTHONHASHSEED", "KEYTIMEOUT"})
+
+# Values under keys ending in these (after "_", "-" or nothing) are secrets at any depth of a structure:
+# api_key, X-API-Key, Authorization, access_token, db-password... Each name is literal characters, each
+# maybe followed by "?" (memory.episodic searches JSON text for them reversed, so keep them that simple).
+SECRET_FIELD_NAMES = ("api_?key", "api-?key", "private_key", "secret", "password", "passwd", "authorization",
+                      "token")
+SECRET_FIELD = re.compile(rf"(?:^|[_-])(?:{'|'.join(SECRET_FIELD_NAMES)})$", re.IGNORECASE)
+REDACTED_FIELD = "[redacted]"
+
+# Model providers' key formats that detect-secrets (1.5) has no detector for.
+_PROVIDER_KEYS = re.compile(
+    r"\b(?:sk-ant-[A-Za-z0-9_\-]{20,}|sk-(?:proj-|or-v1-|svcacct-)?[A-Za-z0-9_\-]{32,}"
+    r"|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{30,}|pplx-[A-Za-z0-9]{20,}"
+    r"|r8_[A-Za-z0-9]{20,}|AIza[0-9A-Za-z_\-]{35}|ya29\.[0-9A-Za-z_\-]{20,})")
+
+# detect-secrets detectors used (class names in detect_secrets.plugins); see the module docstring.
+_DETECTORS = (
+    "aws.AWSKeyDetector", "artifactory.ArtifactoryDetector", "azure_storage_key.AzureStorageKeyDetector",
+    "basic_auth.BasicAuthDetector", "discord.DiscordBotTokenDetector", "github_token.GitHubTokenDetector",
+    "gitlab_token.GitLabTokenDetector", "jwt.JwtTokenDetector", "mailchimp.MailchimpDetector",
+    "npm.NpmDetector", "openai.OpenAIDetector", "pypi_token.PypiTokenDetector",
+    "sendgrid.SendGridDetector", "slack.SlackDetector", "square_oauth.SquareOAuthDetector",
+    "stripe.StripeDetector", "telegram_token.TelegramBotTokenDetector", "twilio.TwilioKeyDetector",
+)
+_PRIVATE_KEY_BLOCK = re.compile(
+    r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK|)-----.*?(?:-----END \1PRIVATE KEY\2-----|\Z)", re.S)
+_SECRETISH_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
+
+# redact() only: things that look like credentials in prose, logs and error messages
+_ASSIGNMENTS = [
+    (re.compile(r"(?i)\b(Bearer)\s+[A-Za-z0-9._~+/=\-]{6,}"), r"\1 " + MASK),
+    (re.compile(r"\b(sk-(?:ant-|proj-|or-)?)[A-Za-z0-9_\-*]{6,}"), r"\1" + MASK),  # even a short or cut key
+    (re.compile(r"(?i)(api key provided:?\s*)\S+"), r"\1" + MASK),
+    (re.compile(r"(?i)([\"']?(?:x-api-key|api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|"
+                r"authorization)[\"']?\s*[:=]\s*[\"']?)(?!\*\*\*|(?:Bearer|Basic|Token)\s)"
+                r"([^\s\"',;}&]{4,})"), r"\1" + MASK),
+]
+
+_registered: set[str] = set()
+_env_values: frozenset[str] = frozenset()
+_env_seen: dict | None = None
+_lock = threading.Lock()
+_detectors: list[re.Pattern[str]] | None = None
+
+
+def register(value: str | None) -> None:
+    """Remember a secret value (an API key just read): masked everywhere from now on."""
+    if value and len(value) >= MIN_SECRET_LEN:
+        with _lock:
+            _registered.add(value)
+
+
+def secret_env_names(environ: Iterable[str] | None = None) -> list[str]:
+    """Names of the environment variables whose values are treated as secrets."""
+    names = os.environ if environ is None else environ
+    return sorted(n for n in names if n.upper() not in _NOT_SECRET_NAMES and SECRET_NAME.search(n))
+
+
+def known() -> list[str]:
+    """Every secret value known now, longest first (so no part of a longer one is left behind).
+
+    Hot paths (the episodic writer) call this per event: the secret-named variables are looked up
+    again only when the environment changed since the last call (a dict comparison)."""
+    global _env_values, _env_seen
+    raw = getattr(os.environ, "_data", None)  # CPython's bytes mapping; compared, never changed
+    if raw is None or raw != _env_seen:
+        found = set()
+        for name in secret_env_names():
+            value = os.environ.get(name, "")
+            if len(value) >= MIN_SECRET_LEN:
+                found.add(value)
+        _env_values, _env_seen = frozenset(found), (dict(raw) if raw is not None else None)
+    with _lock:
+        values = _registered | _env_values
+    return sorted(values, key=len, reverse=True)
+
+
+def mask_values(text: str) -> str:
+    """Only the exact known secret values masked: the cheap part of `mask`, for hot paths whose text
+    has been through `mask` at its boundary already."""
+    for secret in known():
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def _load_detectors() -> list[re.Pattern[str]]:
+    global _detectors
+    if _detectors is None:
+        with _lock:
+            if _detectors is None:
+                import importlib
+
+                patterns: list[re.Pattern[str]] = []
+                for dotted in _DETECTORS:
+                    module, cls = dotted.rsplit(".", 1)
+                    detector = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)
+                    patterns.extend(detector.denylist)
+                _detectors = patterns
+    return _detectors
+
+
+def warm() -> None:
+    """Load the detectors now (from a background thread: ~0.5 s of imports)."""
+    _load_detectors()
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """Where well-known key formats are in `text`: the secret part of each detector's match."""
+    spans = [m.span() for m in _PRIVATE_KEY_BLOCK.finditer(text)]
+    spans += [m.span() for m in _PROVIDER_KEYS.finditer(text)]
+    for pattern in _load_detectors():
+        for match in pattern.finditer(text):
+            groups = [i for i in range(1, pattern.groups + 1)
+                      if len(match.group(i) or "") >= 6 and match.span(i) != match.span()]
+            if groups:  # the detector captured the secret itself (a URL's password, an AWS secret key)
+                spans += [match.span(i) for i in groups]
+                continue
+            start = match.start()
+            runs = list(_SECRETISH_RUN.finditer(match.group(0)))
+            if runs:  # the longest key-like run of the match: delimiters and prefixes stay as written
+                run = max(runs, key=lambda r: r.end() - r.start())
+                spans.append((start + run.start(), start + run.end()))
+    return spans
+
+
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~")
+
+
+def _whole_token(text: str, start: int, end: int) -> tuple[int, int]:
+    """A detector's span grown to the whole key-like token around it (a JWT's signature, a key's tail
+    past the length a pattern asks for)."""
+    while start > 0 and text[start - 1] in _KEY_CHARS:
+        start -= 1
+    while end < len(text) and text[end] in _KEY_CHARS:
+        end += 1
+    return start, end
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    out, last = [], 0
+    for start, end in sorted(_whole_token(text, *span) for span in spans):
+        if end <= last:
+            continue
+        start = max(start, last)
+        out.append(text[last:start])
+        out.append(MASK)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def mask(text: str) -> str:
+    """Known secret values and well-known key formats masked; everything else exactly as it was."""
+    if not text:
+        return text
+    text = mask_values(str(text))
+    return _mask_spans(text, _spans(text))
+
+
+def redact(text: str) -> str:
+    """`mask`, plus credential-looking assignments and a known key's head echoed half-masked."""
+    if not text:
+        return text
+    text = str(text)
+    for secret in known():
+        if len(secret) >= 12 and secret[:8] in text:
+            # a provider echoing the key half-masked ("sk-abcdef12*****7890") still leaks its head
+            text = re.sub(re.escape(secret[:8]) + r"\S*", MASK, text)
+    text = mask(text)
+    for pattern, repl in _ASSIGNMENTS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def mask_data(value: Any, _depth: int = 0) -> Any:
+    """`mask` applied to every string in a JSON-like value (keys included), for records, events and
+    LTM values. Nesting beyond 200 levels is not walked further: such a value is refused elsewhere."""
+    if isinstance(value, str):
+        return mask(value)
+    if _depth > 200:
+        return value
+    if isinstance(value, dict):
+        return {mask(str(k)) if isinstance(k, str) else k: mask_data(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_data(v, _depth + 1) for v in value]
+    return value
+
+
+def redact_fields(value: Any) -> Any:
+    """A copy of `value` whose values under secret-looking keys (SECRET_FIELD) are "[redacted]"."""
+    if isinstance(value, dict):
+        return {key: REDACTED_FIELD if type(key) is str and SECRET_FIELD.search(key) else redact_fields(item)
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_fields(item) for item in value]
+    return value
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts a record's rendered message and exception text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose arguments do not format: nothing of ours to redact in it
+            return True
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
