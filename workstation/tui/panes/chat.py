@@ -54,16 +54,19 @@ DEFAULT_COMMANDS = [
     SlashCommand("/help", "", "list commands"),
 ]
 MAX_HINTS = 6
+GAUGE_BAR = 12  # cells of the context gauge's bar
+WIDE = 70  # a chat narrower than this shows the gauge without its bar
 # what the status line says while the agent works (AgentEvents.on_activity kinds, and the pane's own)
 ACTIVITY = {"busy": "working", "model": "waiting for {what}", "tool": "running {what}",
             "approval": "waiting for your answer: {what}", "stopping": "stopping"}
 
 
 def activity_text(kind: str, what: str, seconds: float) -> str:
-    """'⧗ running run_command: pytest -q · 12s · escape stops' (no escape hint once stopping)."""
+    """'⧗ 12s running run_command: pytest -q · escape stops': the time first, the hint last (a narrow
+    bar cuts from the right); no hint once stopping."""
     label = ACTIVITY.get(kind, kind + (" {what}" if what else "")).format(what=what or "?")
     elapsed = f"{seconds:.0f}s" if seconds < 60 else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"⧗ {label} · {elapsed}" + ("" if kind == "stopping" else " · escape stops")
+    return f"⧗ {elapsed} {label}" + ("" if kind == "stopping" else " · escape stops")
 
 
 def gauge_text(used: int, window: int, bar: int = 12) -> str:
@@ -72,7 +75,8 @@ def gauge_text(used: int, window: int, bar: int = 12) -> str:
         return f"ctx {human_count(used)} / ?"
     ratio = min(1.0, used / window)
     filled = round(ratio * bar)
-    return f"ctx {human_count(used)}/{human_count(window)} {'█' * filled}{'░' * (bar - filled)} {ratio:4.0%}"
+    gauge = f"{'█' * filled}{'░' * (bar - filled)} " if bar else ""
+    return f"ctx {human_count(used)}/{human_count(window)} {gauge}{ratio:4.0%}"
 
 
 def gauge_level(used: int, window: int) -> str:
@@ -235,8 +239,21 @@ class ChatPane(Vertical):
     def set_context(self, used: int, window: int) -> None:
         """Tokens of the assembled context and the model's window (0: unknown)."""
         self._context_tokens = (max(0, int(used)), max(0, int(window)))
+        self._show_gauge()
+
+    def _show_gauge(self) -> None:
+        """The gauge on the right of the status line: without its bar in a narrow chat, and left out
+        there while the agent works (what it does is worth the room more)."""
+        narrow = self.size.width < WIDE
+        if narrow and self._activity is not None:
+            self.status_bar.set(right="")
+            return
         style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
-        self.status_bar.set(right=Content.styled(gauge_text(*self._context_tokens), style))
+        text = gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR)
+        self.status_bar.set(right=Content.styled(text, style))
+
+    def on_resize(self) -> None:
+        self._show_gauge()
 
     def set_status(self, text: str) -> None:
         """The session's line under the transcript (session, model); the agent's activity shows over it."""
@@ -254,6 +271,7 @@ class ChatPane(Vertical):
                 self._ticker = None
             self.remove_class("-busy")
             self.status_bar.set(left=self._status)
+            self._show_gauge()
             return
         if self._activity is not None and self._activity[0] == "stopping" and kind != "stopping":
             return  # the turn is being stopped: later news of it does not matter
@@ -262,6 +280,7 @@ class ChatPane(Vertical):
         self.add_class("-busy")
         if self._ticker is None:
             self._ticker = self.set_interval(1.0, self._show_activity)
+            self._show_gauge()
         self._show_activity()
 
     def _show_activity(self) -> None:
@@ -363,6 +382,7 @@ class ChatPane(Vertical):
             message = self.Submitted(text)
         self.prompt.remember(text)
         self.prompt.value = ""
+        self.transcript.action_last()  # what was sent, and the answer to it, are what matter now
         self.post_message(message)
 
     @on(Transcript.TurnActivated)

@@ -167,6 +167,7 @@ class MapPane(Vertical):
         self._by_path.clear()
         self._add_entries(tree.root, entries)
         tree.root.expand()
+        tree.cursor_line = 0  # enter acts on the first row at once, as a person expects after F2
 
     def set_children(self, path: str, entries) -> bool:
         """Fill a folder; False if that folder is no longer in the tree."""
