@@ -20,7 +20,11 @@ from .sandbox import DEFAULT_HIDE
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # nan and inf pass every `gt`/`le` bound silently, so no setting may be one
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+DAY_S = 86_400.0  # no time limit in the config may exceed a day: a bigger one is a typo, not a wish
 
 
 class ModelConfig(_Section):
@@ -28,26 +32,38 @@ class ModelConfig(_Section):
     api_base: str = ""
     api_key_env: str = ""  # name of the env var holding the key; the key itself never goes in config
     fallbacks: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0, le=DAY_S)
     max_retries: int = Field(2, ge=0, le=10)
-    context_window: int = Field(0, ge=0)  # 0: ask litellm
+    context_window: int = Field(0, ge=0, le=100_000_000)  # 0: ask litellm
 
 
 class IndexConfig(_Section):
-    max_file_bytes: int = Field(1_000_000, gt=0)
-    workers: int = Field(0, ge=0)  # 0: one per core
+    max_file_bytes: int = Field(1_000_000, gt=0, le=1 << 30)
+    workers: int = Field(0, ge=0, le=256)  # 0: one per core
     ignore: list[str] = Field(default_factory=list)  # extra gitignore-style patterns
     describe_with_model: bool = True  # LLM-written purposes when a model is set
 
+    @field_validator("ignore")
+    @classmethod
+    def _ignore_patterns(cls, patterns: list[str]) -> list[str]:
+        from pathspec import GitIgnoreSpec
+
+        for number, pattern in enumerate(patterns, start=1):
+            try:
+                GitIgnoreSpec.from_lines([pattern])
+            except Exception as err:  # pathspec raises its own error types and ValueError/TypeError
+                raise ValueError(f"entry {number}: {pattern!r} is not a gitignore pattern ({err})") from None
+        return patterns
+
 
 class MemoryConfig(_Section):
-    compact_threshold: int = Field(60, ge=2)
+    compact_threshold: int = Field(60, ge=2, le=1_000_000)
     keep_recent: int = Field(40, ge=1)
     compact_model: str = ""
     compact_fallback_model: str = ""
     compact_token_ratio: float = Field(0.8, gt=0, le=1)
-    redact_every: int = Field(10, ge=1)
-    redact_min_chars: int = Field(2000, ge=1)
+    redact_every: int = Field(10, ge=1, le=1_000_000)
+    redact_min_chars: int = Field(2000, ge=1, le=1 << 30)
 
     @model_validator(mode="after")
     def _knobs(self) -> "MemoryConfig":
@@ -77,9 +93,9 @@ class AgentConfig(_Section):
     command_network: bool = Field(False, strict=True)  # commands may reach the network
     sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
     sandbox_hide: list[str] = Field(default_factory=lambda: list(DEFAULT_HIDE))  # hidden from commands
-    command_timeout_s: float = Field(120.0, gt=0)
-    max_output_chars: int = Field(20_000, gt=0)
-    max_steps: int = Field(30, ge=1)
+    command_timeout_s: float = Field(120.0, gt=0, le=DAY_S)
+    max_output_chars: int = Field(20_000, gt=0, le=1 << 30)
+    max_steps: int = Field(30, ge=1, le=100_000)
 
     @field_validator("command_allow")
     @classmethod
@@ -109,6 +125,13 @@ class UIConfig(_Section):
 class WorkspaceConfig(_Section):
     state_dir: str = ""  # where databases and sessions live; default <root>/.workstation
 
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("contains a NUL character")
+        return value
+
 
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -127,6 +150,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return {}
     except tomllib.TOMLDecodeError as err:
         raise ConfigError([f"{path}: not valid TOML: {err}"]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError([f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})"]) from None
+    except RecursionError:
+        raise ConfigError([f"{path}: not valid TOML: arrays or tables nested too deeply"]) from None
     except OSError as err:
         raise ConfigError([f"{path}: cannot read: {err.strerror}"]) from None
 

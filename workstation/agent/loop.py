@@ -274,7 +274,9 @@ class Agent:
                 op.name = completion.model  # the end event names the model that answered (maybe a fallback)
                 op.set(tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
                        cost_usd=completion.cost_usd, model=completion.model, attempts=completion.attempts,
-                       fallback_from=spec.model if completion.model != spec.model else None)
+                       fallback_from=spec.model if completion.model != spec.model else None,
+                       cache_read_tokens=completion.cache_read_tokens or None,
+                       cache_creation_tokens=completion.cache_creation_tokens or None)
         if failure is not None:
             message = str(failure)
             if failure.kind in ("connection", "auth", "config", "not_found"):
@@ -294,6 +296,8 @@ class Agent:
             text, id=reply_id, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
+            cache_read_tokens=completion.cache_read_tokens or None,
+            cache_creation_tokens=completion.cache_creation_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
