@@ -18,7 +18,7 @@ from ..memory.episodic import TOOL_CALL
 from .tools import call as call_tool, render_rows
 
 HELP = {
-    "/map [FILE]": "knowledge map of a file, or the ranked repository map",
+    "/map [FILE [TOKENS]]": "knowledge map of a file (within TOKENS), or the ranked repository map",
     "/read FILE A-B": "lines A..B of a file (1-indexed, inclusive)",
     "/impact NAME": "call sites and references of a symbol",
     "/find QUERY": "files and symbols by name or path",
@@ -105,7 +105,11 @@ def _help(agent, rest: str) -> SlashResult:
 
 
 def _map(agent, rest: str) -> SlashResult:
+    """`/map FILE 4000`: a budget after the file shows the symbols a smaller map leaves as '(+N more)'."""
     if rest:
+        path, _, budget = rest.rpartition(" ")
+        if path and budget.isdigit():
+            return _tool(agent, "file_meta", path=path, tokens=int(budget))
         return _tool(agent, "file_meta", path=rest)
     return SlashResult(agent.kmap.repo_map(tokens=1024))
 
@@ -117,10 +121,11 @@ def _read(agent, rest: str) -> SlashResult:
 
 
 def _grep(agent, rest: str) -> SlashResult:
+    """The last word is the PATH when it names a file or folder of the workspace (`/grep TODO src`)."""
     pattern = _need(rest, "/grep PATTERN [PATH]")
     parts = pattern.rsplit(" ", 1)
-    if len(parts) == 2 and ("/" in parts[1] or "." in parts[1]) and (agent.ws.root / parts[1]).exists():
-        return _tool(agent, "grep", pattern=parts[0], path=parts[1])
+    if len(parts) == 2 and parts[0].strip() and (agent.ws.root / parts[1]).exists():
+        return _tool(agent, "grep", pattern=parts[0].rstrip(), path=parts[1])
     return _tool(agent, "grep", pattern=pattern)
 
 

@@ -35,11 +35,11 @@ if TYPE_CHECKING:
 
 # The agent's slash commands (issue 5); the backend may replace them with set_commands.
 DEFAULT_COMMANDS = [
-    SlashCommand("/map", "[FILE]", "knowledge map of a file or the repository"),
+    SlashCommand("/map", "[FILE [TOKENS]]", "knowledge map of a file or the repository"),
     SlashCommand("/read", "FILE 10-40", "read lines of a file"),
     SlashCommand("/impact", "NAME", "every reference to a symbol"),
     SlashCommand("/find", "QUERY", "find files and symbols"),
-    SlashCommand("/grep", "PATTERN", "search file contents"),
+    SlashCommand("/grep", "PATTERN [PATH]", "search file contents (under PATH)"),
     SlashCommand("/qmem", "TIER KEY", "read memory"),
     SlashCommand("/umem", "TIER KEY VALUE", "write memory"),
     SlashCommand("/fence", "TIER", "make earlier writes durable"),
