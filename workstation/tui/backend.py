@@ -144,9 +144,7 @@ class LiveBackend:
     def _leave(agent: Agent) -> None:
         """Close an agent; a session in which nothing was said leaves no file behind."""
         agent.close()
-        session = agent.session
-        if session.path.exists() and not session.read().records:
-            session.path.unlink(missing_ok=True)
+        agent.session.remove_if_empty()
 
     def _switch(self, session: Session, turns: list[Turn] = ()) -> None:
         """Put the chat on `session` (the caller holds `_busy`): a fresh agent, its whole conversation."""
