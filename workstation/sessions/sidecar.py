@@ -110,13 +110,18 @@ class Sidecar:
         return result
 
     def run_once(self) -> list[CompactResult]:
+        """One pass over every live session; ends by saying what it checked and what it did."""
         results = []
-        for slug in live_slugs(self.paths):
+        slugs = live_slugs(self.paths)
+        for slug in slugs:
             result = self.process(slug)
             if result is not None:
                 results.append(result)
         for note in recover(self.paths, warn=self._warn_once):  # archived-side leftovers with no live log
             self.report(f"recovered {note}")
+        done = sum(r.ok for r in results)
+        self.report(f"checked {len(slugs)} session{'' if len(slugs) == 1 else 's'} in {self.paths.sessions}: "
+                    f"{done} compacted, {len(results) - done} skipped, {len(slugs) - len(results)} not due")
         return results
 
     def _warn_once(self, line: str) -> None:
