@@ -71,6 +71,22 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
     await asyncio.sleep(0)
 
 
+async def test_the_app_says_at_start_which_sandbox_commands_run_in(tmp_path):
+    from workstation import sandbox
+
+    make_repo(tmp_path)
+    (tmp_path / ".workstation" / "config.toml").write_text('[agent]\nsandbox = "off"\n')
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        said = lambda: [n for n in app._notifications if n.title == "sandbox"]  # noqa: E731
+        await wait_for(pilot, lambda: said())
+        [note] = said()
+        assert note.message == sandbox.describe(backend.ws.paths, backend.ws.config) == (
+            'no sandbox: agent.sandbox = "off"; every command asks')
+        assert note.severity == "warning"  # every command will ask: worth more than a passing mention
+
+
 async def test_live_app_without_a_model_says_how_to_set_one(tmp_path):
     make_repo(tmp_path)
     backend = LiveBackend(str(tmp_path), sidecar=False)

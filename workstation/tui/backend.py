@@ -119,6 +119,17 @@ class LiveBackend:
         self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing)
         self.map_feed.start()
         self.map_feed.describe()
+        threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+
+    def _say_sandbox(self) -> None:
+        """Say at start which sandbox commands will run in, or why none (then every command asks): the
+        probe behind it runs commands, so it runs off the first paint and the agent's way."""
+        from .. import sandbox
+
+        found = sandbox.status(sandbox.Policy.for_workspace(self.ws.paths, self.ws.config.agent))
+        if not self._closing.is_set():
+            self._ui(self.app.notify, found.line, title="sandbox",
+                     severity="information" if found.full else "warning", timeout=8)
 
     def stop(self) -> None:
         self._closing.set()
