@@ -238,8 +238,7 @@ def test_recovery_listing_search_and_the_sidecar_skip_a_truncated_archive(tmp_pa
     sidecar = Sidecar(paths, config, report=reports.append)
     sidecar.run_once()
     sidecar.run_once()
-    assert [r for r in reports if not r.startswith("checked ")] == [f"warning: {line}"]  # once, not every pass
-    assert reports[-1].startswith("checked 1 session in ")  # each pass says what it checked
+    assert reports == [f"warning: {line}"]  # once, not on every pass
     assert gz.read_bytes() == damaged and not (paths.sessions / "cut.jsonl").exists()
     assert not meta_path(paths, "cut").exists()
 

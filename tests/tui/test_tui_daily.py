@@ -323,6 +323,24 @@ async def test_archive_then_new_then_chat_again_each_in_a_new_session(tmp_path):
     await asyncio.sleep(0)
 
 
+async def test_a_message_sent_while_the_session_changes_waits_and_lands_in_the_new_one(tmp_path):
+    make_repo(tmp_path)
+    with ScriptedLLM([Reply(text="an answer")]) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app) as pilot:
+            await wait_for(pilot, lambda: backend.workspace is not None)
+            assert backend._take_the_chat()  # a session change under way (as /new or a resume does)
+            await pilot.press(*"hello", "enter")
+            await pilot.pause(0.5)
+            assert "an answer" not in texts(app) and not llm.requests  # it waits...
+            backend._give_back()
+            await wait_for(pilot, lambda: texts(app)[-1:] == ["an answer"])  # ...and is not refused
+            assert not any(t.role == "notice" for t in app.chat.transcript.turns)
+    await asyncio.sleep(0)
+
+
 async def test_session_changes_wait_for_no_running_turn_they_are_refused(tmp_path):
     make_repo(tmp_path)
     with ScriptedLLM([Reply(text="slow", delay_s=30)]) as llm:

@@ -42,6 +42,7 @@ PREVIEW_LINES = 80
 # slash commands that change the session itself: never while a turn writes to it
 SESSION_COMMANDS = frozenset({"/archive", "/new", "/clear", "/compact", "/pin"})
 WORKING = "the agent is working: escape stops it"
+SESSION_CHANGE_WAIT_S = 30.0  # a message sent while the session changes waits this long to land in the new one
 
 
 def record_time(record: dict) -> float:
@@ -67,6 +68,7 @@ class LiveBackend:
         self._cancel = threading.Event()  # stops the running turn (escape)
         self._closing = threading.Event()  # the app is closing: every background job stops
         self._busy = threading.Lock()  # one agent turn (or session change) at a time
+        self._changing = threading.Event()  # set while `_busy` is held for a session change, not a turn
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
 
@@ -186,11 +188,17 @@ class LiveBackend:
         return [turn for index in range(len(episode)) for turn in episode.transcript_of(index)]
 
     def _take_the_chat(self) -> bool:
-        """Take `_busy` for a session change; False (and says why) while a turn runs."""
+        """Take `_busy` for a session change; False (and says why) while a turn runs. `_give_back`
+        ends the change."""
         if self._busy.acquire(blocking=False):
+            self._changing.set()
             return True
         self._warn(f"{WORKING}, then try again")
         return False
+
+    def _give_back(self) -> None:
+        self._busy.release()
+        self._changing.clear()
 
     def on_sessions_screen_resume_requested(self, request: SessionsScreen.ResumeRequested) -> None:
         """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
@@ -202,7 +210,7 @@ class LiveBackend:
         try:
             self._switch(Session.open(self.ws.paths, request.slug))
         finally:
-            self._busy.release()
+            self._give_back()
 
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
         from ..sessions.log import Session
@@ -215,7 +223,7 @@ class LiveBackend:
             self._switch(Session.create(self.ws.paths, title="chat"),
                          [Turn("notice", f"a new session; {old} stays as it was (F6 lists sessions)")])
         finally:
-            self._busy.release()
+            self._give_back()
 
     # ------------------------------------------------------------------ knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None:
@@ -277,7 +285,9 @@ class LiveBackend:
 
         self._ready.wait()
         chat = self.app.chat
-        if not self._busy.acquire(blocking=False):
+        # what is typed while the session changes (the user just saw "a new session") waits for the new one
+        if not (self._busy.acquire(blocking=False) or
+                (self._changing.is_set() and self._busy.acquire(timeout=SESSION_CHANGE_WAIT_S))):
             self._ui(chat.add_turn, Turn("notice", f"{WORKING} (or wait for its answer)"))
             return
         try:
@@ -307,10 +317,11 @@ class LiveBackend:
         elif not self._busy.acquire(blocking=False):
             self._ui(self.app.chat.add_turn, Turn("error", f"{WORKING}, then {request.name} again"))
         else:
+            self._changing.set()
             try:
                 self._command(request)
             finally:
-                self._busy.release()
+                self._give_back()
         self.refresh_memory()
         self.refresh_timeline()
 
