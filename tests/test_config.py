@@ -82,6 +82,31 @@ def test_cli_reports_bad_config_in_one_line_per_key(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and "keep_recent (70) must be below" in proc.stderr
 
 
+def test_mcp_servers_are_checked_key_by_key(tmp_path):
+    write(tmp_path, '[mcp.servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n'
+                    '[mcp.servers.web]\nurl = "ftp://host/mcp"\n'
+                    '[mcp.servers.keyed]\ncommand = "x"\nenv = { GITHUB_TOKEN = "ghp_literal_value" }\n'
+                    '[mcp.servers.typo]\ncommand = "x"\ntrusted_tool = ["a"]\n'
+                    '[mcp.servers.args]\ncommand = "x"\nargs = [1]\n')
+    with pytest.raises(ConfigError) as err:
+        config.load(tmp_path)
+    lines = err.value.lines
+    assert len(lines) == 5, lines
+    assert any("mcp.servers.both: give either command" in line for line in lines)
+    assert any("mcp.servers.web: url must be http" in line for line in lines)
+    assert any("mcp.servers.keyed: env.GITHUB_TOKEN looks secret" in line for line in lines)
+    assert any("mcp.servers.typo.trusted_tool: unknown key" in line for line in lines)
+    assert any("mcp.servers.args.args.0" in line for line in lines)
+    write(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n')
+    with pytest.raises(ConfigError, match="server name 'two__parts'"):
+        config.load(tmp_path)
+    write(tmp_path, '[mcp.servers.gh]\ncommand = "npx"\nenv = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }\n'
+                    '[mcp.servers.web]\nurl = "https://example.com/mcp"\nheaders = { Authorization = "Bearer ${TOKEN}" }\n'
+                    'trusted = true\n')
+    servers = config.load(tmp_path)[0].mcp.servers
+    assert servers["gh"].env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"} and servers["web"].trusted
+
+
 @pytest.mark.parametrize("body, expected", [
     (b'[model]\nname = "\xff\xfe"\n', "not UTF-8 text (byte 0xff at offset 16)"),
     (b"[model]\nname = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),

@@ -7,6 +7,7 @@ Precedence (highest first): environment (WORKSTATION_MODEL), the workspace's
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 import warnings
 from pathlib import Path
@@ -88,7 +89,8 @@ class MemoryConfig(_Section):
 class AgentConfig(_Section):
     # argv patterns that run without asking, where a full sandbox holds (README: "Commands")
     command_allow: list[str] = Field(
-        default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest"]
+        default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest",
+                                 "python3 -m pytest"]
     )
     command_network: bool = Field(False, strict=True)  # commands may reach the network
     sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
@@ -96,11 +98,12 @@ class AgentConfig(_Section):
     command_timeout_s: float = Field(120.0, gt=0, le=DAY_S)
     max_output_chars: int = Field(20_000, gt=0, le=1 << 30)
     max_steps: int = Field(30, ge=1, le=100_000)
+    auto_commit: bool = Field(False, strict=True)  # commit the files each turn changed (git repositories only; never pushes)
 
     @field_validator("command_allow")
     @classmethod
     def _patterns(cls, entries: list[str]) -> list[str]:
-        from .agent.allowlist import Pattern
+        from .sandbox.allowlist import Pattern
 
         for number, entry in enumerate(entries, start=1):
             try:
@@ -133,6 +136,62 @@ class WorkspaceConfig(_Section):
         return value
 
 
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,31}$")  # no "__": it separates NAME__tool
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # ${VAR}: a value read from our environment at start
+_SECRET_NAME = re.compile(r"(?:^|[_-])(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH|AUTHORIZATION)$|API_?KEY",
+                          re.IGNORECASE)
+
+
+class McpServerConfig(_Section):
+    """One MCP server whose tools the agent may call (as NAME__tool): a stdio command or an HTTP url.
+
+    A stdio server gets only the environment named here (plus PATH, HOME and the like), never ours
+    whole; values may read ours as ${VAR}. A secret (an env variable or header whose name looks
+    secret) must be such a reference: keys never go in config files."""
+
+    command: str = ""  # the program of a stdio server
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str = ""  # a streamable HTTP server
+    headers: dict[str, str] = Field(default_factory=dict)
+    trusted: bool = False  # its calls run without asking
+    trusted_tools: list[str] = Field(default_factory=list)  # these (the server's own names) run without asking
+    startup_timeout_s: float = Field(30.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0)  # one tool call
+
+    @model_validator(mode="after")
+    def _transport(self) -> "McpServerConfig":
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either command (a stdio server) or url (a streamable HTTP server)")
+        if self.url and not re.match(r"^https?://[^\s/]+", self.url):
+            raise ValueError(f"url must be http://... or https://..., got {self.url!r}")
+        if self.url and (self.args or self.env):
+            raise ValueError("args and env are for a stdio server (command), not a url")
+        if self.command and self.headers:
+            raise ValueError("headers are for a url server, not a stdio command")
+        for what, values in (("env", self.env), ("headers", self.headers)):
+            for key, value in values.items():
+                if what == "env" and not _ENV_NAME.match(key):
+                    raise ValueError(f"env: {key!r} is not an environment variable name")
+                if _SECRET_NAME.search(key) and value and not _ENV_REF.search(value):
+                    raise ValueError(f"{what}.{key} looks secret: keep the value in an environment variable "
+                                     f"and write \"${{VAR}}\" here")
+        return self
+
+
+class McpConfig(_Section):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _names(cls, servers: Any) -> Any:
+        for name in servers if isinstance(servers, dict) else ():
+            if not _SERVER_NAME.match(str(name)):
+                raise ValueError(f"server name {name!r}: use letters, digits, '-' or single '_' (at most 32)")
+        return servers
+
+
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
@@ -140,6 +199,7 @@ class Config(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     ui: UIConfig = Field(default_factory=UIConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

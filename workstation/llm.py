@@ -114,14 +114,34 @@ class LLMCancelled(LLMError):
         self.partial_text = partial_text
 
 
+# No tool needs more in one call (a 1 MB file is ~250k tokens); a bigger argument is refused before it
+# is parsed, and the conversation keeps a note of it instead of the text (see `kept_arguments`).
+MAX_TOOL_ARGS_CHARS = 1_000_000
+
+
 @dataclass
 class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text as streamed
 
+    @property
+    def oversized(self) -> bool:
+        return len(self.arguments or "") > MAX_TOOL_ARGS_CHARS
+
+    def kept_arguments(self) -> str:
+        """What the conversation keeps of the arguments: the text, or a JSON note when it is oversized."""
+        if not self.oversized:
+            return self.arguments
+        return json.dumps({"not_kept": f"{len(self.arguments):,} characters of arguments, over the "
+                                       f"{MAX_TOOL_ARGS_CHARS:,}-character limit of one call"})
+
     def parsed_arguments(self) -> dict:
         """The arguments as a dict ('' counts as {}); LLMError on malformed JSON or a non-object."""
+        if self.oversized:
+            raise LLMError(f"tool-call arguments for {self.name} are {len(self.arguments):,} characters, over "
+                           f"the limit of {MAX_TOOL_ARGS_CHARS:,}: split the work into smaller calls",
+                           kind="malformed")
         raw = self.arguments.strip() if self.arguments else ""
         if not raw:
             return {}

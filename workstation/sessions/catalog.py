@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import scrub
 from ..paths import Paths
 from .archive import UnreadableArchive, _ignore, archived_slugs, gz_path, read_archived, read_meta, recover
 from .context import covered_count
@@ -185,11 +186,13 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def export(paths: Paths, slug: str, fmt: str) -> str:
+    """The session as JSON or Markdown, masked again on the way out (a log written by an older version,
+    or a secret set in the environment since, is covered too)."""
     view, state = load(paths, slug)
     if fmt == "json":
-        return export_json(slug, view, state)
+        return scrub.mask(export_json(slug, view, state))
     if fmt == "md":
-        return export_markdown(slug, view, state)
+        return scrub.mask(export_markdown(slug, view, state))
     raise SessionError(f"unknown export format {fmt!r}: use md or json")
 
 

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..paths import Paths
 
@@ -353,7 +354,8 @@ class Session:
             raise SessionError(f"unknown record type {type!r}")
         record = {"v": FORMAT_VERSION, "id": fields.pop("id", None) or new_record_id(),
                   "ts": now_iso(), "type": type}
-        record.update({k: v for k, v in fields.items() if v is not None})
+        # the disk boundary: whatever a caller passes, no known secret or key format is written
+        record.update({k: scrub.mask_data(v) for k, v in fields.items() if v is not None})
         if "tokens" not in record:
             record["tokens"] = self.counter(record_text(record))
         return record
