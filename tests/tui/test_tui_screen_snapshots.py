@@ -74,6 +74,13 @@ def test_sessions_screen(snap_compare, ws):
     assert snap_compare(ScreenApp(SessionsScreen(ws, current=DEMO.stem)), terminal_size=SIZE, run_before=settle)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", THEMES)
+def test_sessions_screen_in_small_terminals(snap_compare, ws, theme, size):
+    screen = SessionsScreen(ws, current=DEMO.stem)
+    assert snap_compare(ScreenApp(screen, theme), terminal_size=size, run_before=settle)
+
+
 def test_confirm_over_the_sessions_screen(snap_compare, ws):
     async def ask(pilot):
         await settle(pilot)
