@@ -50,14 +50,25 @@ class Terminal:
         self.text += _ESCAPES.sub(b"", chunk)
         return len(chunk) or -1
 
-    def wait_for(self, *needles: bytes, timeout: float = 30.0) -> float:
-        """Seconds from the spawn until every needle has been drawn; raises on timeout or exit."""
+    def mark(self) -> int:
+        """Where the drawn text ends now: `wait_for(..., since=mark)` looks only at what is drawn later."""
+        while self._read(0) > 0:  # what the program has written so far counts as before the mark
+            pass
+        return len(self.text)
+
+    def wait_for(self, *needles: bytes, timeout: float = 30.0, since: int = 0) -> float:
+        """Seconds from the spawn until every needle has been drawn (after `since`, a `mark()`);
+        raises on timeout or exit."""
         deadline = time.monotonic() + timeout
-        while not all(n in self.text for n in needles):
-            if time.monotonic() > deadline or self._read(0.02) < 0:
-                missing = [n for n in needles if n not in self.text]
+        while not all(n in self.text[since:] for n in needles):
+            if time.monotonic() > deadline or self._read(0.01) < 0:
+                missing = [n for n in needles if n not in self.text[since:]]
                 raise TimeoutError(f"never drew {missing} (last output: {self.text[-300:]!r})")
         return time.perf_counter() - self.started
+
+    def resize(self, columns: int, lines: int) -> None:
+        """Resize the terminal as a window manager would (the kernel sends the program SIGWINCH)."""
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
 
     def send(self, keys: bytes) -> None:
         os.write(self.fd, keys)

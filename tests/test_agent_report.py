@@ -166,6 +166,9 @@ def test_chat_without_a_model_says_so_in_one_line(tmp_path):
     assert not list(ws.paths.sessions.glob("*.jsonl"))  # no session made for nothing
     slash = _cli(ws.root, "chat", "/grep def clean")  # slash commands need no model
     assert slash.returncode == 0 and slash.stdout.strip() == "pkg/util.py:4: def clean(text: str) -> str:"
+    assert not list(ws.paths.sessions.glob("*.jsonl"))  # nor for a slash command that said nothing
+    pinned = _cli(ws.root, "chat", "/pin keep answers short")
+    assert pinned.returncode == 0 and len(list(ws.paths.sessions.glob("*.jsonl"))) == 1  # a pin is kept
 
 
 # --------------------------------------------------------------------------- the shipped demo

@@ -175,3 +175,15 @@ def test_new_and_clear_ask_the_ui_for_a_new_session(tmp_path):
     assert not slash.run(a, "/new now").ok
     a.close()
     ws.close()
+
+
+def test_map_takes_a_token_budget_after_the_file(ag):
+    small, large = run(ag, "/map pkg/core.py 40"), run(ag, "/map pkg/core.py 4000")
+    assert small.ok and "more symbols)" in small.text
+    assert large.ok and "more symbols)" not in large.text and "def parse(" in large.text
+    assert "tokens must be between" in run(ag, "/map pkg/core.py 99999999").text
+
+
+def test_grep_takes_a_bare_folder_name_as_its_path(ag):
+    assert run(ag, "/grep def clean pkg").text == "pkg/util.py:4: def clean(text: str) -> str:"
+    assert run(ag, "/grep clean nowhere").text.startswith("no match")  # not a path: part of the pattern

@@ -202,6 +202,19 @@ def test_markdown_export_marks_unreadable_lines(tmp_path):
     assert "> unreadable line 3: not valid JSON" in text and "## 3. user" in text
 
 
+def test_markdown_export_opens_code_fences_at_the_start_of_a_line(tmp_path):
+    _, paths = make_config(tmp_path)
+    session = Session.create(paths, "fences")
+    session.user("look")
+    session.assistant("", tool_calls=[{"id": "c1", "name": "grep", "arguments": '{"pattern": "```"}'}])
+    session.tool("c1", "grep", "a.md:1: ```python")
+    text = export_markdown("fences", *load(paths, "fences"))
+    from markdown_it import MarkdownIt
+
+    fences = [(t.info, t.content) for t in MarkdownIt().parse(text) if t.type == "fence"]
+    assert fences == [("json", '{"pattern": "```"}\n'), ("", "a.md:1: ```python\n")], text
+
+
 def _truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 

@@ -32,6 +32,8 @@ def test_sidecar_once_compacts_what_is_due_and_records_why(tmp_path):
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert "due: compacted turns 1–8 with openai/fallback" in out.stdout
+        assert out.stdout.splitlines()[-1] == (f"checked 2 sessions in {paths.sessions}: 1 compacted, 0 skipped, "
+                                               "1 not due")
         assert [r["model"] for r in server.requests] == ["compact", "fallback"]
     assert len(due.read().compacts()) == 1 and small.read().compacts() == []
     with real_episodic(paths) as episodic:

@@ -78,7 +78,7 @@ async def test_every_action_is_in_the_command_palette():
                          "Maximize / restore pane", "Widen column", "Narrow column",
                          "Taller pane", "Shorter pane", "Theme: workstation-dark",
                          "Theme: workstation-light", "Theme: workstation-high-contrast",
-                         "Chat: expand/collapse turn", "Chat: stop reply", "Map: collapse all",
+                         "Chat: expand/collapse turn", "Chat: stop the agent", "New session", "Map: collapse all",
                          "Memory: new entry", "Memory: show LTM", "Timeline: show only tool",
                          "Timeline: show all types"):
             assert expected in titles, expected

@@ -52,15 +52,21 @@ async def test_slash_command_completes_and_posts_command_submitted(backend):
         assert backend.named("on_chat_pane_submitted") == []
 
 
-async def test_unknown_slash_command_is_refused_and_kept(backend):
+async def test_unknown_slash_command_is_said_in_the_chat_and_the_prompt_is_cleared(backend):
     app = WorkstationApp(backend)
     async with started(app) as pilot:
         await pilot.pause()
         await pilot.press(*"/nope x", "enter")
         await settle(pilot)
         assert backend.calls == []
-        assert app.chat.prompt.value == "/nope x"  # nothing typed is lost
-        assert "unknown command /nope" in str(app.chat.query_one("#command-hints").render())
+        last = app.chat.transcript.turns[-1]
+        assert last.role == "error" and last.text.startswith("unknown command /nope: /help lists them")
+        assert app.chat.prompt.value == ""  # what is typed next is not appended to the bad line
+        await pilot.press(*"hello")
+        assert app.chat.prompt.value == "hello"
+        app.chat.prompt.value = ""
+        await pilot.press("up")  # nothing typed is lost: the line comes back to be fixed
+        assert app.chat.prompt.value == "/nope x"
 
 
 async def test_streamed_fragments_appear_incrementally_then_move_to_transcript(warm_renderer):
@@ -105,7 +111,52 @@ async def test_escape_while_streaming_asks_to_cancel(backend):
         await pilot.press("escape")
         await settle(pilot)
         assert len(backend.named("on_chat_pane_cancel_requested")) == 1
+        assert app.chat.activity == ("stopping", "")
         await app.chat.end_reply()
+        app.chat.set_activity("idle")
+        assert not app.chat.busy
+
+
+async def test_escape_stops_the_agent_at_any_moment_from_any_pane(backend):
+    """Waiting for the model, running a tool, with the focus anywhere, even with a pane maximized."""
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        chat = app.chat
+        for kind, what, focus in (("model", "openai/test-model", "f3"), ("tool", "run_command: pytest -q", "f2"),
+                                  ("busy", "", "f5")):
+            await pilot.press(focus)
+            if focus == "f2":
+                await pilot.press("f11")  # escape would otherwise restore the maximized map first
+            chat.set_activity(kind, what)
+            await pilot.pause()
+            assert chat.busy and "escape stops" in chat.status_bar.text
+            await pilot.press("escape")
+            await settle(pilot)
+            assert chat.activity == ("stopping", "")
+            chat.set_activity("idle")
+        assert len(backend.named("on_chat_pane_cancel_requested")) == 3
+        assert app.screen.maximized is app.map  # escape stopped the agent; the pane stayed maximized
+        await pilot.press("escape")  # idle: escape restores the pane as before
+        await pilot.pause()
+        assert app.screen.maximized is None and len(backend.named("on_chat_pane_cancel_requested")) == 3
+
+
+async def test_the_status_line_says_what_the_agent_does_and_for_how_long(backend):
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        chat = app.chat
+        chat.set_status("session s1 · model m")
+        chat.set_activity("tool", "run_command: pytest -q")
+        await pilot.pause()
+        assert chat.status_bar.left.plain == "⧗ 0s running run_command: pytest -q · escape stops"
+        start = chat._activity[2]
+        chat._activity = ("tool", "run_command: pytest -q", start - 75)  # as if it had run 75 s
+        await pilot.pause(1.2)  # the ticker redraws every second
+        assert chat.status_bar.left.plain.startswith("⧗ 1m1")
+        chat.set_status("session s2 · model m")  # news of the session waits under the activity
+        assert "running" in chat.status_bar.left.plain
+        chat.set_activity("idle")
+        assert chat.status_bar.left.plain == "session s2 · model m"
 
 
 async def test_markers_and_tool_calls_render_compactly_and_expand(warm_renderer, backend):

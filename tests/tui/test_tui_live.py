@@ -51,10 +51,15 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
             # a real agent turn: tool call, then a streamed reply
             app.chat.prompt.value = "what does twice do?"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: any(t.role == "assistant" and "calls" in t.text
+            await wait_for(pilot, lambda: any(t.role == "assistant" and "calls **add**" in t.text
                                               for t in app.chat.transcript.turns))
             roles = [t.role for t in app.chat.transcript.turns]
-            assert "tool" in roles
+            assert roles == ["user", "command", "user", "assistant", "tool", "assistant"]
+            # every turn of the agent's carries the id of the record it is (the timeline moves the chat there)
+            records = {r["id"]: r for r in backend.agent.session.read().records}
+            live = app.chat.transcript.turns[2:]
+            assert [records[t.id]["type"] for t in live] == ["user", "assistant", "tool", "assistant"]
+            assert live[1].text == "*calls file_meta*"
             tool_turn = next(t for t in app.chat.transcript.turns if t.role == "tool")
             assert tool_turn.tool == "file_meta" and "def twice" in tool_turn.result
             await wait_for(pilot, lambda: any(e.type == "tool_call" for e in app.timeline.shown))
@@ -64,6 +69,22 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
         # the request really went through litellm to the scripted server, tools included
         assert llm.requests and "tools" in llm.requests[0]
     await asyncio.sleep(0)
+
+
+async def test_the_app_says_at_start_which_sandbox_commands_run_in(tmp_path):
+    from workstation import sandbox
+
+    make_repo(tmp_path)
+    (tmp_path / ".workstation" / "config.toml").write_text('[agent]\nsandbox = "off"\n')
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        said = lambda: [n for n in app._notifications if n.title == "sandbox"]  # noqa: E731
+        await wait_for(pilot, lambda: said())
+        [note] = said()
+        assert note.message == sandbox.describe(backend.ws.paths, backend.ws.config) == (
+            'no sandbox: agent.sandbox = "off"; every command asks')
+        assert note.severity == "warning"  # every command will ask: worth more than a passing mention
 
 
 async def test_live_app_without_a_model_says_how_to_set_one(tmp_path):

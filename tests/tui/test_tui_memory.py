@@ -121,3 +121,39 @@ async def test_live_updates_and_bad_input():
             pane.show_tier("mtm")
         with pytest.raises(ValueError, match="unknown field 'colour'"):
             pane.upsert("stm", {"key": "x", "colour": "red"})
+
+
+async def test_an_edited_ltm_value_shows_whole_with_its_time(tmp_path):
+    """Through the live backend: the cell widens to the new value and the time is the stored one."""
+    import asyncio
+
+    from test_tui_daily import write_config
+    from test_tui_live import make_repo, wait_for
+    from workstation.tui.backend import LiveBackend
+
+    make_repo(tmp_path)
+    write_config(tmp_path)
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        await wait_for(pilot, lambda: backend.workspace is not None)
+        backend.agent.memory.umem("ltm", "style", "short", namespace="conventions")
+        backend.agent.memory.fence("ltm")
+        await asyncio.to_thread(backend.refresh_memory)  # as the backend does, from a thread
+        pane = app.memory
+        pane.show_tier("ltm")
+        pane.table.focus()
+        await wait_for(pilot, lambda: [row[1] for row in table_rows(pane)] == ["style"])
+        await pilot.press("enter")
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, EditValueScreen)
+        long_value = "use snake_case for every public parameter name"
+        editor.query_one("#edit-value", Input).value = f'"{long_value}"'
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: long_value in table_rows(pane)[0][2])
+        namespace, key, value, updated = table_rows(pane)[0]
+        assert (namespace, key, value) == ("conventions", "style", f'"{long_value}"')
+        assert updated.startswith("20") and len(updated) == 16  # 'YYYY-MM-DD HH:MM', not blank
+        column = pane.table.columns[list(pane.table.columns)[2]]
+        assert column.content_width >= len(long_value) + 2  # the column widened: the value is not cut

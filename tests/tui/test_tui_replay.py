@@ -13,7 +13,7 @@ from workstation.paths import Paths
 from workstation.replay import Episode, ReplayError
 from workstation.sessions.log import Session
 from workstation.tui.app import WorkstationApp
-from workstation.tui.replay_app import SPEEDS, ReplayApp, ReplayScreen, recall_text
+from workstation.tui.screens.replay import SPEEDS, ReplayApp, ReplayScreen, recall_text
 
 REPO_TOP = Path(__file__).resolve().parents[2]
 DEMOS = sorted((REPO_TOP / "sessions").glob("demo-*.jsonl"))

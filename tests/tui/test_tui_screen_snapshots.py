@@ -16,7 +16,7 @@ from workstation.runtime import Workspace
 from workstation.sessions import archive as archive_mod
 from workstation.sessions.log import Session
 from workstation.tui.panes import turn_render
-from workstation.tui.replay_app import ReplayApp, register_themes
+from workstation.tui.screens.replay import ReplayApp, register_themes
 from workstation.tui.screens.reflection import ReflectionScreen
 from workstation.tui.screens.sessions import SessionsScreen
 
@@ -72,6 +72,13 @@ def ws(tmp_path):
 
 def test_sessions_screen(snap_compare, ws):
     assert snap_compare(ScreenApp(SessionsScreen(ws, current=DEMO.stem)), terminal_size=SIZE, run_before=settle)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", THEMES)
+def test_sessions_screen_in_small_terminals(snap_compare, ws, theme, size):
+    screen = SessionsScreen(ws, current=DEMO.stem)
+    assert snap_compare(ScreenApp(screen, theme), terminal_size=size, run_before=settle)
 
 
 def test_confirm_over_the_sessions_screen(snap_compare, ws):

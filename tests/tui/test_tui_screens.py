@@ -18,7 +18,8 @@ from workstation.sessions import archive as archive_mod
 from workstation.sessions import catalog
 from workstation.sessions.log import Session
 from workstation.tui.app import WorkstationApp
-from workstation.tui.replay_app import ReplayScreen
+from workstation.tui.screens.replay import ReplayScreen
+from workstation.tui.screens.compact import CompactScreen
 from workstation.tui.screens.confirm import ConfirmScreen
 from workstation.tui.screens.reflection import (
     ReflectionScreen,
@@ -29,11 +30,10 @@ from workstation.tui.screens.sessions import SessionsScreen
 
 
 class WorkspaceBackend(RecordingBackend):
-    """Records requests, and has the workspace the screens work on (as LiveBackend.ws)."""
+    """Records requests, and has the workspace the screens work on (as LiveBackend.workspace)."""
 
-    def __init__(self, ws) -> None:
-        super().__init__()
-        self.ws = ws
+    def __init__(self, ws, session_slug: str | None = None) -> None:
+        super().__init__(workspace=ws, session_slug=session_slug)
 
 
 class ScreenApp(App):
@@ -227,9 +227,9 @@ async def test_compact_without_a_compact_model_says_why_and_keeps_the_log(ws):
     async with started(app) as pilot:
         await settle(pilot)
         await pilot.press("c")
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, CompactScreen)
+        await pilot.press("enter")
         await settle(pilot)
         assert "compaction of long failed: no model to compact with: set model.name or memory.compact_model" \
             in app.screen.status.text
@@ -258,7 +258,9 @@ async def test_compact_with_a_model_appends_a_summary(tmp_path, scripted_llm, mo
         app = ScreenApp(SessionsScreen(ws))
         async with started(app) as pilot:
             await settle(pilot)
-            await pilot.press("c", "y")
+            await pilot.press("c")
+            await settle(pilot)
+            await pilot.press("enter")  # the default keep count: memory.keep_recent
             await settle(pilot)
             screen = app.screen
             assert "compacted turns 1–8 of long with openai/compact" in screen.status.text
@@ -339,13 +341,13 @@ async def test_a_failed_operation_is_reported_on_one_line(ws):
 
 
 async def test_without_a_workspace_the_screens_say_so():
-    app = WorkstationApp()
+    app = WorkstationApp(RecordingBackend())  # its workspace is not open (yet)
     async with started(app) as pilot:
-        for key, screen_type in (("f6", SessionsScreen), ("f7", ReflectionScreen)):
+        for key in ("f6", "f7"):
             await pilot.press(key)
             await settle(pilot)
-            assert isinstance(app.screen, screen_type)
-            assert "no workspace is open yet" in app.screen.query_one("StatusBar").text
+            assert app.screen is app.screen_stack[0]
+        assert notices(app).count("the workspace is still opening: try again in a moment") == 2
 
 
 # --------------------------------------------------------------------------- reflection
@@ -427,13 +429,75 @@ async def test_reflection_of_a_session_from_the_sessions_screen(ws):
 
 def test_an_unknown_reflection_is_refused_by_name():
     with pytest.raises(reflect.ReflectError, match="unknown reflection 'nope'"):
-        ReflectionScreen(query="nope")
+        ReflectionScreen(None, query="nope")
 
 
 def test_screens_stay_out_of_the_first_paint():
     code = ("import sys, workstation.tui.app\n"
             "print([m for m in ('textual_plotext', 'plotext', 'workstation.tui.screens.sessions',"
-            " 'workstation.tui.screens.reflection', 'workstation.tui.replay_app', 'workstation.replay')"
+            " 'workstation.tui.screens.reflection', 'workstation.tui.screens.replay', 'workstation.replay')"
             " if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_events_outside_any_session_are_named_so_in_the_tables(ws):
+    record_history(ws)
+    loose = ws.memory()  # no session: the index, the sidecar, the sessions screen record like this
+    loose.episodic.record(TOOL_CALL, "find", ok=True, outcome="ok", duration_ms=1.0)
+    loose.close()
+    app = ScreenApp(ReflectionScreen(ws, session="s1", query="sessions"))
+    async with started(app) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        await pilot.press("s")  # every session
+        await settle(pilot)
+        table = screen.table
+        column = [str(c.label) for c in table.columns.values()].index("session")
+        named = sorted(str(table.get_row_at(i)[column]) for i in range(table.row_count))
+        assert named == ["(no session)", "s1", "s2"]
+
+
+# --------------------------------------------------------------------------- compaction with a keep count
+async def test_compact_offers_the_keep_count_and_shows_what_it_covers(ws):
+    session = Session.create(ws.paths, "long")
+    for n in range(15):
+        session.user(f"question {n}")
+        session.assistant(f"answer {n}")
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, CompactScreen) and dialog.turns == 30
+        keep = dialog.query_one("#compact-keep")
+        assert keep.value == str(ws.config.memory.keep_recent)
+        covers = dialog.query_one("#compact-covers")
+        keep.value = "10"
+        await pilot.pause()
+        assert covers.render().plain == "turns 1–20 are summarized; the newest 10 (21–30) stay verbatim"
+        keep.value = "30"
+        await pilot.pause()
+        assert "nothing is left to summarize: enter a smaller number" in covers.render().plain
+        await pilot.press("enter")  # refused: nothing would happen
+        await pilot.pause()
+        assert app.screen is dialog
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionsScreen)
+
+
+async def test_a_session_with_nothing_to_compact_says_so_without_asking(ws):
+    done = Session.create(ws.paths, "done")
+    done.user("a question")
+    done.assistant("an answer")
+    done.append("compact", summary="## Task & instructions\nx", covers={"first_turn": 1, "last_turn": 2},
+                model="openai/compact", reason="manual")
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, SessionsScreen)  # no question asked
+        assert "nothing to compact in done: all 2 turns are summarized already" in app.screen.status.text

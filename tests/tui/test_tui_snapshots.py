@@ -1,4 +1,4 @@
-"""Snapshots of the main layout in each shipped theme, over fixed sample data."""
+"""Snapshots of the main layout in each shipped theme, over fixed sample data, at three terminal sizes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import pytest
 from snapshot_app import SnapshotApp
 from tui_support import SIZE, settle
 
+THEMES = ["workstation-dark", "workstation-light", "workstation-high-contrast"]
+SIZES = [(80, 24), (100, 30), SIZE]  # the smallest usable terminal, a common small one, the tests' default
 
-@pytest.mark.parametrize("theme", ["workstation-dark", "workstation-light", "workstation-high-contrast"])
-def test_main_layout(snap_compare, theme):
-    assert snap_compare(SnapshotApp(theme), terminal_size=SIZE, run_before=settle)
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", THEMES)
+def test_main_layout(snap_compare, theme, size):
+    assert snap_compare(SnapshotApp(theme), terminal_size=size, run_before=settle)
 
 
 def test_memory_editor_over_the_layout(snap_compare):
@@ -22,3 +26,12 @@ def test_memory_editor_over_the_layout(snap_compare):
         await settle(pilot)
 
     assert snap_compare(SnapshotApp(), terminal_size=SIZE, run_before=open_editor)
+
+
+def test_the_map_maximized_at_100x30(snap_compare):
+    async def maximize(pilot):
+        await settle(pilot)
+        await pilot.press("f2", "f11")
+        await settle(pilot)
+
+    assert snap_compare(SnapshotApp(), terminal_size=(100, 30), run_before=maximize)

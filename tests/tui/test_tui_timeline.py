@@ -55,11 +55,40 @@ async def test_cursor_shows_details_and_enter_selects_and_jumps_the_chat(backend
         pane.table.focus()
         await pilot.press("enter")
         await settle(pilot)
-        (message,) = backend.named("on_timeline_pane_event_selected")
-        assert message.event.id == "e5" and message.event.turn_id == "a41"
-        await pilot.pause()
+        assert backend.calls == []  # the app moves the chat itself
         assert transcript.cursor == transcript.index_of("a41")
         assert transcript.turn_at_line(round(transcript.scroll_y)) == transcript.index_of("a41")
+        # an event whose turn is not in the chat says so instead of doing nothing
+        pane.set_events([TimelineEvent(tui_sample.T0 + 20, "model_call", "gpt-4o-mini", id="e9", turn_id="gone"),
+                         TimelineEvent(tui_sample.T0 + 21, "memory_miss", "parse", id="e10")])
+        pane.set_type_filter(None)
+        await pilot.pause()
+        pane.table.move_cursor(row=0)
+        await pilot.press("enter")
+        pane.table.move_cursor(row=1)
+        await pilot.press("enter")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert "model_call gpt-4o-mini: its turn (gone) is not in this chat" in said
+        assert "memory_miss parse belongs to no turn of the chat" in said
+        assert transcript.cursor == transcript.index_of("a41")
+
+
+async def test_failed_events_are_marked_in_the_table_and_the_details():
+    app = WorkstationApp()
+    async with started(app) as pilot:
+        pane = app.timeline
+        pane.set_events([TimelineEvent(1.0, "tool_call", "read_lines", id="a", details={"ok": True}),
+                         TimelineEvent(2.0, "tool_call", "replace_lines", id="b", details={"ok": False}),
+                         TimelineEvent(3.0, "model_call", "m", id="c")])
+        await pilot.pause()
+        cells = [pane.table.get_row_at(i)[2] for i in range(3)]
+        assert [c.plain for c in cells] == ["read_lines", "✗ replace_lines", "m"]
+        failed_style = cells[1].style
+        assert failed_style and failed_style.color is not None and not cells[0].style  # a colour too
+        pane.table.move_cursor(row=1)
+        await pilot.pause()
+        assert pane.query_one("#timeline-details").render().plain.startswith("✗ failed")
 
 
 async def test_select_event_by_id_and_plain_mappings():

@@ -11,12 +11,20 @@ SIZE = (160, 48)
 
 
 class RecordingBackend:
-    """A duck-typed backend: records every request the app forwards to it."""
+    """A seam.Backend that records every request the app forwards to it (any `on_*` name)."""
 
-    def __init__(self) -> None:
+    def __init__(self, workspace=None, session_slug: str | None = None) -> None:
         self.calls: list[tuple[str, object]] = []
         self.threads: set[str] = set()
         self._lock = threading.Lock()
+        self.workspace = workspace
+        self.session_slug = session_slug
+
+    def start(self, app) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
     def __getattr__(self, name: str):
         if not name.startswith("on_"):

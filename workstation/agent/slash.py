@@ -114,10 +114,11 @@ def _help(agent, rest: str) -> SlashResult:
 
 
 def _map(agent, rest: str) -> SlashResult:
-    path, _, budget = rest.rpartition(" ")
-    if path and budget.lstrip("-").isdigit():  # `/map FILE 4000`: the budget (the tool checks its range)
-        return _tool(agent, "file_meta", path=path, tokens=int(budget))
+    """`/map FILE 4000`: a budget after the file shows the symbols a smaller map leaves as '(+N more)'."""
     if rest:
+        path, _, budget = rest.rpartition(" ")
+        if path and budget.lstrip("-").isdigit():  # the tool checks the budget's range
+            return _tool(agent, "file_meta", path=path, tokens=int(budget))
         return _tool(agent, "file_meta", path=rest)
     return SlashResult(agent.kmap.repo_map(tokens=1024))
 
@@ -129,10 +130,11 @@ def _read(agent, rest: str) -> SlashResult:
 
 
 def _grep(agent, rest: str) -> SlashResult:
+    """The last word is the PATH when it names a file or folder of the workspace (`/grep TODO src`)."""
     pattern = _need(rest, "/grep PATTERN [PATH]")
     parts = pattern.rsplit(" ", 1)
-    if len(parts) == 2 and ("/" in parts[1] or "." in parts[1]) and (agent.ws.root / parts[1]).exists():
-        return _tool(agent, "grep", pattern=parts[0], path=parts[1])
+    if len(parts) == 2 and parts[0].strip() and (agent.ws.root / parts[1]).exists():
+        return _tool(agent, "grep", pattern=parts[0].rstrip(), path=parts[1])
     return _tool(agent, "grep", pattern=pattern)
 
 

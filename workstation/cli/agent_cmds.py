@@ -71,6 +71,8 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
         finally:
             agent.close()
             toolset.close()  # the MCP servers it started stop with it
+            if not slug:
+                session.remove_if_empty()  # a slash command said nothing worth a session
     if as_json:
         print_json({"session": result.session, "text": result.text, "steps": result.steps,
                     "tool_calls": result.tool_calls, "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,

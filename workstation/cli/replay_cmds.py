@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import click
@@ -40,12 +39,10 @@ def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as
         _verify(state, episode, as_json)
     elif as_text or step is not None or as_json:
         _print(episode, step, as_json)
-    elif importlib.util.find_spec("workstation.tui.replay_app") is not None:
-        from ..tui import replay_app  # type: ignore[attr-defined]
+    else:
+        from ..tui.screens import replay as replay_app  # textual: loaded only to open the player
 
         replay_app.run(episode)
-    else:
-        _print(episode, None, False)
 
 
 def _verify(state, episode, as_json: bool) -> None:

@@ -189,7 +189,7 @@ def export_markdown(slug: str, view: LogView, state: str) -> str:
             elif content:
                 out += [content, ""]
             for call in record.get("tool_calls") or ():
-                out += [f"→ `{call.get('name')}` {_fence(str(call.get('arguments', '')), 'json')}", ""]
+                out += [f"→ `{call.get('name')}`", "", _fence(str(call.get("arguments", "")), "json"), ""]
         elif kind == "compact":
             covers = record.get("covers") or {}
             out += [f"## Summary of turns 1–{covers.get('last_turn', '?')} · {record.get('model', '')} · "

@@ -349,6 +349,14 @@ class Session:
             fsync_dir(session.path.parent)
         return session
 
+    def remove_if_empty(self) -> bool:
+        """Delete the file of a session in which nothing was said (a new chat left at once, a headless
+        slash command): an empty session is not worth a row in the sessions list. True if removed."""
+        if self.path.exists() and not self.read().records:
+            self.path.unlink(missing_ok=True)
+            return True
+        return False
+
     @classmethod
     def open(cls, paths: Paths, slug: str, *, counter: TokenCounter | None = None) -> "Session":
         """An existing live session; a clear error if it is missing or archived."""

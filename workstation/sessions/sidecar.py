@@ -114,14 +114,21 @@ class Sidecar:
             self.report(f"{slug}: compaction skipped: {result.reason} (retry in {delay:.0f}s)")
         return result
 
-    def run_once(self) -> list[CompactResult]:
+    def run_once(self, *, summary: bool = False) -> list[CompactResult]:
+        """One pass over every live session; with `summary` (`sidecar --once`), ends by saying what it
+        checked and what it did (a watching sidecar passes every 30 s: its log says only what happened)."""
         results = []
-        for slug in live_slugs(self.paths):
+        slugs = live_slugs(self.paths)
+        for slug in slugs:
             result = self.process(slug)
             if result is not None:
                 results.append(result)
         for note in recover(self.paths, warn=self._warn_once):  # archived-side leftovers with no live log
             self.report(f"recovered {note}")
+        done = sum(r.ok for r in results)
+        if summary:
+            self.report(f"checked {len(slugs)} session{'' if len(slugs) == 1 else 's'} in {self.paths.sessions}: "
+                        f"{done} compacted, {len(results) - done} skipped, {len(slugs) - len(results)} not due")
         return results
 
     def _warn_once(self, line: str) -> None:
@@ -238,7 +245,7 @@ def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
     sidecar = Sidecar(paths, config, episodic=episodic, report=report)
     if once:
         sidecar.import_once()
-        return sidecar.run_once()
+        return sidecar.run_once(summary=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

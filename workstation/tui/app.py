@@ -1,13 +1,17 @@
 """The workstation app: assembles the panes and forwards their requests to a backend.
 
-The backend is any object (or None). The app calls, when present:
-- `backend.start(app)` once mounted, in a thread worker: load first data, start
-  the sidecar and watchers; feed panes with `app.call_from_thread(app.chat.add_turn, ...)`.
-- `backend.on_<pane>_<message>(message)` for every `BackendRequest` a pane posts
+The backend is a `seam.Backend` (or None, for tests and snapshots). The app calls:
+- `backend.start(app)` once the first frame is on screen, in a thread worker: load first
+  data, start the sidecar and watchers; feed panes with `app.call_from_thread(app.chat.add_turn, ...)`.
+- `backend.on_<pane>_<message>(message)` for every `BackendRequest` a pane or screen posts
   (`on_chat_pane_submitted`, `on_map_pane_symbol_selected`, ... the Textual handler
-  name), in a thread worker, or as an async worker if it is a coroutine function.
+  name), in a thread worker, or as an async worker if it is a coroutine function. A request
+  nothing serves is reported on screen, never dropped.
 - `backend.stop()` when the app shuts down.
 An exception from a backend call is shown as a one-line notification.
+
+Column widths are shares of the terminal's width with minimums, the chat's first
+(`column_widths`): from 80 columns up the chat keeps at least 40.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ import inspect
 import signal
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -29,16 +33,39 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
-from .messages import BackendRequest, ThemeChanged
+from .messages import BackendRequest, NewSessionRequested, ThemeChanged
 from .panes.chat import ChatPane
 from .panes.map import MapPane
 from .panes.memory import MemoryPane
 from .panes.timeline import TimelinePane
+from .seam import Backend
 from .themes import DEFAULT_THEME, load_themes
 
-MIN_COLUMN = 20
+MIN_MAP = 20  # columns, while the terminal has room for them beside the chat's minimum
+MIN_SIDE = 24
 MIN_CHAT = 40
-PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height"})
+HIDE_BELOW = 12  # a side column squeezed narrower than this is hidden (terminals under 80 columns)
+MAP_SHARE = 0.2  # of the terminal's width, until the user resizes
+SIDE_SHARE = 0.3
+PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height", "stop_agent"})
+
+
+def column_widths(total: int, map_share: float, side_share: float) -> tuple[int, int, int]:
+    """(map, chat, side) widths for a terminal `total` columns wide.
+
+    Each side column takes its share of the width, at least its minimum; the chat
+    takes the rest, at least MIN_CHAT: when the sides would leave it less, they
+    shrink together, and one left narrower than HIDE_BELOW is hidden (width 0).
+    """
+    map_w = max(MIN_MAP, round(total * map_share))
+    side_w = max(MIN_SIDE, round(total * side_share))
+    room = max(0, total - MIN_CHAT)
+    if map_w + side_w > room:
+        map_w = room * map_w // (map_w + side_w)
+        side_w = room - map_w
+    map_w = 0 if map_w < HIDE_BELOW else map_w
+    side_w = 0 if side_w < HIDE_BELOW else side_w
+    return map_w, total - map_w - side_w, side_w
 
 
 class WorkstationApp(App):
@@ -57,14 +84,15 @@ class WorkstationApp(App):
         Binding("ctrl+right,alt+right", "resize(4)", "Widen"),
         Binding("alt+up", "resize_height(-10)", "Shorter", show=False),
         Binding("alt+down", "resize_height(10)", "Taller", show=False),
+        Binding("escape", "stop_agent", "Stop", show=False),  # only while the agent works (check_action)
     ]
-    # app.tcss sets the same starting sizes; watchers run only on change
-    map_width: reactive[int] = reactive(32, init=False)
-    side_width: reactive[int] = reactive(58, init=False)
+    # shares of the terminal's width (column_widths); watchers run only on change
+    map_share: reactive[float] = reactive(MAP_SHARE, init=False)
+    side_share: reactive[float] = reactive(SIDE_SHARE, init=False)
     memory_share: reactive[int] = reactive(50, init=False)  # percent of the side column for memory
 
-    def __init__(self, backend: Any = None, *, theme: str | None = None, quit_on_sigterm: bool = False,
-                 **kwargs) -> None:
+    def __init__(self, backend: Backend | None = None, *, theme: str | None = None,
+                 quit_on_sigterm: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.backend = backend
         self.quit_on_sigterm = quit_on_sigterm  # the real command: a SIGTERM quits as ctrl+q does
@@ -77,17 +105,24 @@ class WorkstationApp(App):
             self.theme_problems.append(f"theme {wanted!r} is not installed; using {DEFAULT_THEME}")
             wanted = DEFAULT_THEME
         self.theme = wanted
+        # made once: the properties below reach them from any screen (a query sees only the active one)
+        self._panes = {"map": MapPane(id="map"), "chat": ChatPane(id="chat"), "memory": MemoryPane(id="memory"),
+                       "timeline": TimelinePane(id="timeline")}
 
     def compose(self) -> ComposeResult:
+        # the panes sit in column containers that carry the widths: a maximized pane then fills the screen
         with Horizontal(id="columns"):
-            yield MapPane(id="map", classes="column")
-            yield ChatPane(id="chat", classes="column")
+            with Vertical(id="map-column", classes="column"):
+                yield self._panes["map"]
+            with Vertical(id="chat-column", classes="column"):
+                yield self._panes["chat"]
             with Vertical(id="side-column", classes="column"):
-                yield MemoryPane(id="memory")
-                yield TimelinePane(id="timeline")
+                yield self._panes["memory"]
+                yield self._panes["timeline"]
         yield Footer()
 
     def on_mount(self) -> None:
+        self._layout_columns(self.size.width)
         if self.quit_on_sigterm:
             asyncio.get_running_loop().add_signal_handler(
                 signal.SIGTERM, partial(self.exit, return_code=128 + signal.SIGTERM))
@@ -96,7 +131,7 @@ class WorkstationApp(App):
         self.theme_changed_signal.subscribe(self, lambda theme: self.post_message(ThemeChanged(theme.name)))
         # focusing restyles the focus chain: do it after the first frame is on screen
         self.call_after_refresh(self._initial_focus)
-        if hasattr(self.backend, "start"):
+        if self.backend is not None:
             # after the first frame: the backend's imports would otherwise compete with it for the GIL
             self.call_after_refresh(self.run_worker, partial(self.backend.start, self), thread=True,
                                     group="backend", exit_on_error=False, name="backend.start")
@@ -106,25 +141,25 @@ class WorkstationApp(App):
             self.chat.prompt.focus()
 
     def on_unmount(self) -> None:
-        if hasattr(self.backend, "stop"):
+        if self.backend is not None:
             self.backend.stop()
 
     # ----------------------------------------------------------------- panes
     @property
     def chat(self) -> ChatPane:
-        return self.query_one(ChatPane)
+        return self._panes["chat"]
 
     @property
     def map(self) -> MapPane:
-        return self.query_one(MapPane)
+        return self._panes["map"]
 
     @property
     def memory(self) -> MemoryPane:
-        return self.query_one(MemoryPane)
+        return self._panes["memory"]
 
     @property
     def timeline(self) -> TimelinePane:
-        return self.query_one(TimelinePane)
+        return self._panes["timeline"]
 
     def pane_of(self, widget: Widget | None) -> Widget | None:
         for node in [widget, *(widget.ancestors if widget else [])]:
@@ -135,8 +170,11 @@ class WorkstationApp(App):
     # --------------------------------------------------------------- backend
     @on(BackendRequest)
     def _forward(self, request: BackendRequest) -> None:
-        handler = getattr(self.backend, request.handler_name, None)
+        handler = getattr(self.backend, request.handler_name, None)  # seam.Backend names each one
         if handler is None:
+            what = type(request).__qualname__
+            self.notify(f"{what} was not served: " + ("this app has no backend" if self.backend is None else
+                        f"the backend has no {request.handler_name}"), severity="error", timeout=10)
             return
         name = f"backend.{request.handler_name}"
         if inspect.iscoroutinefunction(handler):
@@ -154,9 +192,25 @@ class WorkstationApp(App):
 
     @on(TimelinePane.EventSelected)
     def _jump_to_turn(self, message: TimelinePane.EventSelected) -> None:
-        turn_id = message.event.turn_id
-        if turn_id and self.chat.transcript.has_turn(turn_id):
-            self.chat.scroll_to_turn(turn_id)
+        event = message.event
+        if event.turn_id and self.chat.transcript.has_turn(event.turn_id):
+            self.chat.scroll_to_turn(event.turn_id)
+        elif event.turn_id:  # e.g. a model call that was stopped before it answered
+            self.notify(f"{event.type} {event.name}: its turn ({event.turn_id}) is not in this chat",
+                        severity="warning", timeout=6)
+        else:
+            self.notify(f"{event.type} {event.name} belongs to no turn of the chat", timeout=4)
+
+    # --------------------------------------------------------------- the agent
+    @property
+    def escape_to_minimize(self) -> bool:
+        return super().escape_to_minimize and not self.chat.busy  # escape stops the agent first
+
+    def action_stop_agent(self) -> None:
+        self.chat.action_cancel()
+
+    def action_new_session(self) -> None:
+        self.post_message(NewSessionRequested())
 
     # --------------------------------------------------------------- actions
     def action_focus_pane(self, name: str) -> None:
@@ -183,14 +237,17 @@ class WorkstationApp(App):
             if focused else None
         if column is None:
             return
-        if column.id == "map":
-            self.map_width = self._clamp_side(self.map_width + delta, self.side_width)
+        total = self.size.width or 1
+        map_w, _, side_w = column_widths(total, self.map_share, self.side_share)
+        if column.id == "map-column":
+            map_w = self._clamp_side(map_w + delta, side_w, MIN_MAP)
         elif column.id == "side-column":
-            self.side_width = self._clamp_side(self.side_width + delta, self.map_width)
+            side_w = self._clamp_side(side_w + delta, map_w, MIN_SIDE)
         else:  # the chat grows by taking from both sides
             half = delta // 2
-            self.map_width = self._clamp_side(self.map_width - half, self.side_width)
-            self.side_width = self._clamp_side(self.side_width - (delta - half), self.map_width)
+            map_w = self._clamp_side(map_w - half, side_w, MIN_MAP)
+            side_w = self._clamp_side(side_w - (delta - half), map_w, MIN_SIDE)
+        self.map_share, self.side_share = map_w / total, side_w / total
 
     def action_resize_height(self, delta: int) -> None:
         pane = self.pane_of(self.screen.focused)
@@ -200,7 +257,9 @@ class WorkstationApp(App):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # the panes' keys do nothing (and leave the footer) while another screen covers them
-        return not (action in PANE_ACTIONS and self.screen is not self.screen_stack[0])
+        if action in PANE_ACTIONS and self.screen is not self.screen_stack[0]:
+            return False
+        return self.chat.busy if action == "stop_agent" else True
 
     def action_open_screen(self, name: str) -> None:
         """Show the sessions or reflection screen over the main layout, one at a time."""
@@ -208,23 +267,40 @@ class WorkstationApp(App):
             return
         while len(self.screen_stack) > 1:  # sessions / reflection / replay: replace, never stack up
             self.pop_screen()
+        workspace = self.backend.workspace if self.backend is not None else None
+        if workspace is None:
+            self.notify("the workspace is still opening: try again in a moment", severity="warning", timeout=5)
+            return
+        current = self.backend.session_slug if self.backend is not None else None
         if name == "sessions":
             from .screens.sessions import SessionsScreen  # screens load on first use, after first paint
 
-            self.push_screen(SessionsScreen())
+            self.push_screen(SessionsScreen(workspace, current=current))
         elif name == "reflection":
             from .screens.reflection import ReflectionScreen
 
-            self.push_screen(ReflectionScreen())
+            self.push_screen(ReflectionScreen(workspace, session=current))
 
-    def _clamp_side(self, width: int, other: int) -> int:
-        return max(MIN_COLUMN, min(width, self.size.width - other - MIN_CHAT))
+    def _clamp_side(self, width: int, other: int, least: int) -> int:
+        return max(least, min(width, self.size.width - other - MIN_CHAT))
 
-    def watch_map_width(self, width: int) -> None:
-        self.map.styles.width = width
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout_columns(event.size.width)
 
-    def watch_side_width(self, width: int) -> None:
-        self.query_one("#side-column").styles.width = width
+    def watch_map_share(self) -> None:
+        self._layout_columns(self.size.width)
+
+    def watch_side_share(self) -> None:
+        self._layout_columns(self.size.width)
+
+    def _layout_columns(self, total: int) -> None:
+        if not total:
+            return
+        map_w, _, side_w = column_widths(total, self.map_share, self.side_share)
+        for column, width in ((self.query_one("#map-column"), map_w), (self.query_one("#side-column"), side_w)):
+            column.display = width > 0
+            if width:
+                column.styles.width = width
 
     def watch_memory_share(self, share: int) -> None:
         self.memory.styles.height = f"{share}fr"
@@ -244,6 +320,8 @@ class WorkstationApp(App):
                             partial(self.action_resize_height, 10))
         yield SystemCommand("Shorter pane", "Give the focused side pane less height",
                             partial(self.action_resize_height, -10))
+        yield SystemCommand("New session", "Start a new session; this one stays as it is (/new)",
+                            self.action_new_session)
         yield SystemCommand("Sessions", "List sessions: resume, replay, compact, archive, restore, export",
                             partial(self.action_open_screen, "sessions"))
         yield SystemCommand("Reflection", "Reflection queries as tables; context size and tool usage plots",

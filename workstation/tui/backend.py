@@ -1,28 +1,56 @@
-"""The live backend: serves the panes' requests from the core.
+"""The live backend: serves the panes' requests from the core (a `seam.Backend`).
 
-Every method runs in a thread worker (the app's `_forward`), so it may block
-on DuckDB, the file system or the model; data goes back to the panes through
-`app.call_from_thread`. Nothing here imports textual widgets, and the core's
-heavy modules load inside `start`, after the first paint.
+Every request method runs in a thread worker (the app's `_forward`), so it may
+block on DuckDB, the file system or the model; data goes back to the panes
+through `app.call_from_thread`. Nothing here imports textual widgets, and the
+core's heavy modules load inside `start`, after the first paint.
+
+The chat shows the turns the agent writes as it writes them (`AgentEvents.on_record`),
+so live turns carry their record ids as resumed ones do, and the timeline can
+move the chat to any of them. One agent turn runs at a time (`_busy`); whatever
+replaces the chat's session (resume, /new, /archive) waits for none: it is
+refused while a turn runs, with the way to stop it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from pathlib import PurePosixPath
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-from .viewdata import MapEntry, MemoryEntry, SlashCommand, SymbolEntry, Turn
+from .viewdata import MemoryEntry, SlashCommand, Turn
+
+if TYPE_CHECKING:
+    from ..agent.approval import ApprovalRequest
+    from ..agent.loop import Agent
+    from ..runtime import Workspace
+    from ..sessions.log import Session
+    from .app import WorkstationApp
+    from .mapfeed import MapFeed
+    from .messages import NewSessionRequested, ThemeChanged
+    from .panes.chat import ChatPane
+    from .panes.map import MapPane
+    from .panes.memory import MemoryPane
+    from .screens.sessions import SessionsScreen
 
 log = logging.getLogger(__name__)
 
 TIMELINE_LIMIT = 2000
 PREVIEW_LINES = 80
-DESCRIBE_BATCH = 20  # files described per pass of the model-written purposes
-DESCRIBE_PER_START = 100  # a bound on what one start spends; purposes persist, so later starts go on
+# slash commands that change the session itself: never while a turn writes to it
+SESSION_COMMANDS = frozenset({"/archive", "/new", "/clear", "/compact", "/pin"})
+WORKING = "the agent is working: escape stops it"
+SESSION_CHANGE_WAIT_S = 30.0  # a message sent while the session changes waits this long to land in the new one
+
+
+def record_time(record: dict) -> float:
+    """A record's ISO `ts` as epoch seconds (now, if it has none readable)."""
+    try:
+        return datetime.fromisoformat(str(record.get("ts")).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
 
 
 class LiveBackend:
@@ -30,30 +58,44 @@ class LiveBackend:
                  sidecar: bool = True):
         self.root = root
         self.model = model
-        self.session_slug = session
+        self.resume_slug = session  # the session to open at start (None: a new one)
         self.with_sidecar = sidecar
-        self.app = None
-        self.ws = None
-        self.agent = None
-        self.watcher = None
+        self.app: WorkstationApp | None = None
+        self.ws: Workspace | None = None
+        self.agent: Agent | None = None
+        self.map_feed: MapFeed | None = None
         self.sidecar = None
-        self._cancel = threading.Event()
-        self._busy = threading.Lock()  # one agent turn at a time
+        self._cancel = threading.Event()  # stops the running turn (escape)
+        self._closing = threading.Event()  # the app is closing: every background job stops
+        self._busy = threading.Lock()  # one agent turn (or session change) at a time
+        self._changing = threading.Event()  # set while `_busy` is held for a session change, not a turn
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
+
+    # ------------------------------------------------------------------ seam.Backend facts
+    @property
+    def workspace(self) -> Workspace | None:
+        return self.ws if self._ready.is_set() else None
+
+    @property
+    def session_slug(self) -> str | None:
+        agent = self.agent
+        return agent.session.slug if agent is not None else None
 
     # ------------------------------------------------------------------ lifecycle
     def _ui(self, fn, *args, **kwargs):
         return self.app.call_from_thread(fn, *args, **kwargs)
 
-    def start(self, app) -> None:
+    def _warn(self, text: str) -> None:
+        self._ui(self.app.notify, text, severity="warning", timeout=10)
+
+    def start(self, app: WorkstationApp) -> None:
         from .. import llm
         from ..agent import slash
-        from ..agent.loop import Agent
+        from ..errors import WorkstationError
         from ..runtime import Workspace
         from ..sessions.log import Session
-
-        from ..errors import WorkstationError
+        from .mapfeed import MapFeed
 
         self.app = app
         threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
@@ -63,150 +105,156 @@ class LiveBackend:
             self.fatal = err
             self._ui(app.exit)
             return
-        chat = app.chat
-        self._ui(chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
-                                     for u, h in slash.HELP.items()])
+        self._ui(app.chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
+                                         for u, h in slash.HELP.items()])
         if self.with_sidecar:
             from ..sessions.sidecar import start_sidecar
 
             self.sidecar = start_sidecar(ws.paths, model=self.model)
-        if self.session_slug:
-            session = Session.open(ws.paths, self.session_slug)
+        if self.resume_slug:
+            session = Session.open(ws.paths, self.resume_slug)
         else:
             session = Session.create(ws.paths, title="chat")
-        self.agent = Agent(ws, session, approve=self._approve)
+        self.agent = self._agent_on(session, self.model)
         self._ready.set()
-        self._load_transcript()
-        model = self.agent.model_name
-        self._ui(chat.set_status, f"session {session.slug} · model {model}" if model else
-                 f"session {session.slug} · no model: set [model] name in .workstation/config.toml "
-                 "or WORKSTATION_MODEL (slash commands work without one)")
-        self._index()
-        self.refresh_memory()
-        self.refresh_timeline()
-        self._describe_files()
+        self._show_session()
+        self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing)
+        self.map_feed.start()
+        self.map_feed.describe()
+        threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+
+    def _say_sandbox(self) -> None:
+        """Say at start which sandbox commands will run in, or why none (then every command asks): the
+        probe behind it runs commands, so it runs off the first paint and the agent's way."""
+        from .. import sandbox
+
+        found = sandbox.status(sandbox.Policy.for_workspace(self.ws.paths, self.ws.config.agent))
+        if not self._closing.is_set():
+            self._ui(self.app.notify, found.line, title="sandbox",
+                     severity="information" if found.full else "warning", timeout=8)
 
     def stop(self) -> None:
+        self._closing.set()
         self._cancel.set()
-        if self.watcher is not None:
-            self.watcher.stop()
+        if self.map_feed is not None:
+            self.map_feed.stop()
         if self.sidecar is not None:
             from ..sessions.sidecar import stop_sidecar
 
             stop_sidecar(self.sidecar)
         if self.agent is not None:
-            self.agent.close()
-            session = self.agent.session
-            if not session.read().records:  # nothing was said: leave no empty session behind
-                session.path.unlink(missing_ok=True)
+            self._leave(self.agent)
         if self.ws is not None:
             self.ws.close()
 
-    # ------------------------------------------------------------------ knowledge map
-    def _index(self) -> None:
-        from ..index.watcher import Watcher
+    # ------------------------------------------------------------------ sessions
+    def _agent_on(self, session: Session, model: str | None) -> Agent:
+        from ..agent.loop import Agent
 
-        kmap = self.ws.kmap
-        map_pane = self.app.map
+        return Agent(self.ws, session, approve=self._approve, model=model)
 
-        def progress(done: int, total: int, *_: Any) -> None:
-            self._ui(map_pane.set_progress, done, total, "indexing")
+    @staticmethod
+    def _leave(agent: Agent) -> None:
+        """Close an agent; a session in which nothing was said leaves no file behind."""
+        agent.close()
+        agent.session.remove_if_empty()
 
-        self._ui(map_pane.set_progress, 0, None, "scanning")
-        kmap.index_all(progress=progress)
-        self._ui(map_pane.set_progress, None)
-        self._ui(map_pane.set_root, self._children(""))
-        self.watcher = Watcher(kmap, on_change=self._map_changed).start()
+    def _switch(self, session: Session, turns: list[Turn] = ()) -> None:
+        """Put the chat on `session` (the caller holds `_busy`): a fresh agent, its whole conversation."""
+        old, self.agent = self.agent, self._agent_on(session, self.agent.model_name)
+        self._leave(old)
+        self._show_session(list(turns))
 
-    def _describe_files(self) -> None:
-        """Model-written purposes for files whose source gives none (index.describe_with_model):
-        after everything else has loaded, a batch at a time, shown as each batch lands."""
-        from ..llm import LLMCancelled, LLMError
+    def _show_session(self, turns: list[Turn] | None = None) -> None:
+        """The session's whole conversation (compactions included), scrolled to the end, then what
+        `turns` adds; its status line, memory and timeline."""
+        chat = self.app.chat
+        self._ui(chat.set_turns, self._transcript() + (turns or []))
+        agent = self.agent
+        model = agent.model_name
+        self._ui(chat.set_status, f"session {agent.session.slug} · model {model}" if model else
+                 f"session {agent.session.slug} · no model: set [model] name in .workstation/config.toml "
+                 "or WORKSTATION_MODEL (slash commands work without one)")
+        self.refresh_memory()
+        self.refresh_timeline()
 
-        kmap = self.ws.kmap
-        for _ in range(DESCRIBE_PER_START // DESCRIBE_BATCH):
-            if self._cancel.is_set():
-                return
-            before = {f.path for f in kmap.files() if not f.purpose}
-            try:
-                described = kmap.describe_missing(limit=DESCRIBE_BATCH, cancel=self._cancel)
-            except LLMCancelled:
-                return  # the app is closing
-            except LLMError as err:
-                self._ui(self.app.notify, f"file purposes not written: {err}", severity="warning", timeout=8)
-                return
-            new = [f for f in kmap.files() if f.path in before and f.purpose]
-            for info in new:
-                self._ui(self.app.map.update_entry, MapEntry(info.path, "file", info.purpose, info.line_count,
-                                                             info.language or "", "fresh"))
-            if described < DESCRIBE_BATCH or not new:  # done, or files that changed meanwhile keep coming back
-                return
-
-    def _children(self, folder: str) -> list[MapEntry]:
-        prefix = f"{folder}/" if folder else ""
-        dirs: dict[str, int] = {}
-        files: list[MapEntry] = []
-        for info in self.ws.kmap.files():
-            if not info.path.startswith(prefix):
-                continue
-            rest = info.path[len(prefix):]
-            if "/" in rest:
-                name = rest.split("/", 1)[0]
-                dirs[name] = dirs.get(name, 0) + 1
-            else:
-                files.append(MapEntry(info.path, "file", info.purpose, info.line_count, info.language or "",
-                                      "fresh"))
-        out = [MapEntry(prefix + name, "dir", f"{count} files") for name, count in sorted(dirs.items())]
-        return out + sorted(files, key=lambda e: e.path)
-
-    def _map_changed(self, change) -> None:
-        pane = self.app.map
-        for path in change.indexed:
-            self._ui(pane.update_freshness, path, "fresh")
-        for path in change.removed:
-            self._ui(pane.update_freshness, path, "deleted")
-        parents = {str(PurePosixPath(p).parent) for p in change.indexed if pane.node_for(p) is None}
-        for parent in parents:
-            folder = "" if parent == "." else parent
-            if folder == "" or pane.node_for(folder) is not None:
-                self._ui(pane.set_children, folder, self._children(folder))
-
-    def on_map_pane_children_requested(self, msg) -> None:
-        self._ui(self.app.map.set_children, msg.path, self._children(msg.path))
-
-    def on_map_pane_symbols_requested(self, msg) -> None:
-        symbols = [SymbolEntry(s.name, s.kind, s.start_line, s.end_line, s.parent or "", s.signature)
-                   for s in self.ws.kmap.symbols(msg.path)]
-        self._ui(self.app.map.set_symbols, msg.path, symbols)
-
-    def on_map_pane_file_selected(self, msg) -> None:
-        from ..agent.filetools import read_lines
-
-        purpose = next((f.purpose for f in self.ws.kmap.files() if f.path == msg.path), "")
-        head = read_lines(self.ws.root, msg.path, 1, PREVIEW_LINES)
-        self._ui(self.app.map.show_preview, msg.path, 1, head.end, head.text, purpose=purpose)
-
-    def on_map_pane_symbol_selected(self, msg) -> None:
-        from ..agent.filetools import read_lines
-
-        lines = read_lines(self.ws.root, msg.path, msg.start, msg.end)
-        self._ui(self.app.map.show_preview, msg.path, msg.start, msg.end, lines.text)
-
-    # ------------------------------------------------------------------ chat
-    def _load_transcript(self) -> None:
+    def _transcript(self) -> list[dict]:
         from ..replay import Episode
 
-        view = self.agent.session.read()
-        if not view.records:
-            return
-        episode = Episode.load(self.ws.paths, self.agent.session.slug, config=self.ws.config)
-        turns = episode.transcript_of(len(episode.steps) - 1) if episode.steps else []
-        self._ui(self.app.chat.set_turns, turns)
+        session = self.agent.session
+        if not session.read().records:
+            return []
+        episode = Episode.load(self.ws.paths, session.slug, config=self.ws.config)
+        return [turn for index in range(len(episode)) for turn in episode.transcript_of(index)]
 
-    def _approve(self, request) -> bool:
-        """Ask the user in the app (an agent.approval.ApprovalRequest); the agent's thread waits for the answer."""
+    def _take_the_chat(self) -> bool:
+        """Take `_busy` for a session change; False (and says why) while a turn runs. `_give_back`
+        ends the change."""
+        if self._busy.acquire(blocking=False):
+            self._changing.set()
+            return True
+        self._warn(f"{WORKING}, then try again")
+        return False
+
+    def _give_back(self) -> None:
+        self._busy.release()
+        self._changing.clear()
+
+    def on_sessions_screen_resume_requested(self, request: SessionsScreen.ResumeRequested) -> None:
+        """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
+        from ..sessions.log import Session
+
+        self._ready.wait()
+        if not self._take_the_chat():
+            return
+        try:
+            self._switch(Session.open(self.ws.paths, request.slug))
+        finally:
+            self._give_back()
+
+    def on_new_session_requested(self, request: NewSessionRequested) -> None:
+        from ..sessions.log import Session
+
+        self._ready.wait()
+        if not self._take_the_chat():
+            return
+        try:
+            old = self.agent.session.slug
+            self._switch(Session.create(self.ws.paths, title="chat"),
+                         [Turn("notice", f"a new session; {old} stays as it was (F6 lists sessions)")])
+        finally:
+            self._give_back()
+
+    # ------------------------------------------------------------------ knowledge map
+    def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None:
+        self._ready.wait()
+        self._ui(self.app.map.set_children, request.path, self.map_feed.children(request.path))
+
+    def on_map_pane_symbols_requested(self, request: MapPane.SymbolsRequested) -> None:
+        self._ready.wait()
+        self._ui(self.app.map.set_symbols, request.path, self.map_feed.symbols(request.path))
+
+    def on_map_pane_file_selected(self, request: MapPane.FileSelected) -> None:
+        from ..agent.filetools import read_lines
+
+        self._ready.wait()
+        purpose = next((f.purpose for f in self.ws.kmap.files() if f.path == request.path), "")
+        head = read_lines(self.ws.root, request.path, 1, PREVIEW_LINES)
+        self._ui(self.app.map.show_preview, request.path, 1, head.end, head.text, purpose=purpose)
+
+    def on_map_pane_symbol_selected(self, request: MapPane.SymbolSelected) -> None:
+        from ..agent.filetools import read_lines
+
+        self._ready.wait()
+        lines = read_lines(self.ws.root, request.path, request.start, request.end)
+        self._ui(self.app.map.show_preview, request.path, request.start, request.end, lines.text)
+
+    # ------------------------------------------------------------------ chat
+    def _approve(self, request: ApprovalRequest) -> bool:
+        """Ask the user in the app; the agent's thread waits for the answer, or for escape."""
         from .screens.confirm import ConfirmScreen
 
+        chat = self.app.chat
         answer = threading.Event()
         verdict: list[bool] = []
 
@@ -214,88 +262,92 @@ class LiveBackend:
             verdict.append(bool(ok))
             answer.set()
 
-        self._ui(self.app.push_screen, ConfirmScreen(request.question()), done)
-        answer.wait()
+        screen = ConfirmScreen(request.question())
+        doing = self._ui(lambda: chat.activity)
+        self._ui(chat.set_activity, "approval", request.subject)
+        self._ui(self.app.push_screen, screen, done)
+        while not answer.wait(0.05):
+            if self._closing.is_set():
+                return False  # the app is gone: nobody can answer
+            if self._cancel.is_set():  # escape reached the chat before the dialog had the focus
+                self._ui(self._withdraw, screen)
+                return False
+        if doing is not None:
+            self._ui(chat.set_activity, *doing)
         return verdict[0]
 
-    def on_chat_pane_submitted(self, msg) -> None:
-        from ..agent.loop import AgentEvents
+    def _withdraw(self, screen) -> None:
+        if self.app.screen is screen:
+            screen.dismiss(False)
+
+    def on_chat_pane_submitted(self, request: ChatPane.Submitted) -> None:
         from ..errors import WorkstationError
 
         self._ready.wait()
         chat = self.app.chat
-        if not self._busy.acquire(blocking=False):
-            self._ui(chat.add_turn, Turn("notice", "the agent is still working; Escape stops it"))
+        # what is typed while the session changes (the user just saw "a new session") waits for the new one
+        if not (self._busy.acquire(blocking=False) or
+                (self._changing.is_set() and self._busy.acquire(timeout=SESSION_CHANGE_WAIT_S))):
+            self._ui(chat.add_turn, Turn("notice", f"{WORKING} (or wait for its answer)"))
             return
         try:
             self._cancel.clear()
-            self._ui(chat.add_turn, Turn("user", msg.text, ts=time.time()))
-            events = AgentEvents(
-                on_text=lambda fragment: self._ui(chat.stream_fragment, fragment),
-                on_retry=lambda why: self._ui(chat.add_turn, Turn("notice", f"retrying: {why}")),
-                on_tool=self._tool_done,
-                on_step=lambda step, tokens, window: self._ui(chat.set_context, tokens, window),
-                on_notice=lambda text: self._ui(chat.add_turn, Turn("notice", text)))
+            self._ui(chat.set_activity, "busy", "")
+            turn = _LiveTurn(self, chat)
             try:
-                result = self.agent.run(msg.text, events, cancel=self._cancel)
-            except WorkstationError as err:
-                self._ui(chat.end_reply)
+                self.agent.run(request.text, turn.events(), cancel=self._cancel)
+            except WorkstationError as err:  # refused before it began (no model, empty message)
+                self._ui(chat.discard_reply)
+                if not turn.wrote_user:
+                    self._ui(chat.add_turn, Turn("user", request.text, ts=time.time()))
                 self._ui(chat.add_turn, Turn("error", str(err)))
-                return
-            self._ui(chat.end_reply)
-            if result.error:
-                self._ui(chat.add_turn, Turn("error", result.error))
         finally:
             self._busy.release()
+            self._ui(chat.set_activity, "idle", "")
             self.refresh_memory()
             self.refresh_timeline()
 
-    def _tool_done(self, name: str, args: dict, result) -> None:
-        chat = self.app.chat
-        self._ui(chat.end_reply)  # text streamed before the call belongs above it
-        self._ui(chat.add_turn, Turn("tool", tool=name, args=args, result=result.text, ok=result.ok,
-                                     ts=time.time()))
-
-    def on_chat_pane_cancel_requested(self, msg) -> None:
+    def on_chat_pane_cancel_requested(self, request: ChatPane.CancelRequested) -> None:
         self._cancel.set()
 
-    def on_chat_pane_command_submitted(self, msg) -> None:
-        from ..agent import slash
-
+    def on_chat_pane_command_submitted(self, request: ChatPane.CommandSubmitted) -> None:
         self._ready.wait()
-        chat = self.app.chat
-        self._ui(chat.add_turn, Turn("user", msg.text, ts=time.time()))
-        out = slash.run(self.agent, msg.text)
-        self._ui(chat.add_turn, Turn("command" if out.ok else "error", out.text, ts=time.time()))
-        if out.action == "model":
-            self._ui(chat.set_status, f"session {self.agent.session.slug} · model {self.agent.model_name}")
+        if request.name not in SESSION_COMMANDS:
+            self._command(request)
+        elif not self._busy.acquire(blocking=False):
+            self._ui(self.app.chat.add_turn, Turn("error", f"{WORKING}, then {request.name} again"))
+        else:
+            self._changing.set()
+            try:
+                self._command(request)
+            finally:
+                self._give_back()
         self.refresh_memory()
         self.refresh_timeline()
 
-    def on_sessions_screen_resume_requested(self, msg) -> None:
-        """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
-        from ..agent.loop import Agent
+    def _command(self, request: ChatPane.CommandSubmitted) -> None:
+        from ..agent import slash
         from ..sessions.log import Session
 
-        self._ready.wait()
-        with self._busy:  # never under a running turn
-            session = Session.open(self.ws.paths, msg.slug)
-            old, self.agent = self.agent, Agent(self.ws, session, approve=self._approve,
-                                                model=self.agent.model_name)
-            old.close()
-        self._ui(self.app.chat.set_turns, [])
-        self._load_transcript()
-        self._ui(self.app.chat.set_status, f"session {session.slug} · model {self.agent.model_name or '(none)'}")
-        self.refresh_memory()
-        self.refresh_timeline()
+        chat = self.app.chat
+        asked = Turn("user", request.text, ts=time.time())
+        self._ui(chat.add_turn, asked)
+        out = slash.run(self.agent, request.text)
+        said = Turn("command" if out.ok else "error", out.text, ts=time.time())
+        if out.action in ("new", "archived"):  # the chat moves to a new session
+            new = Session.create(self.ws.paths, title="chat")
+            self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
+            return
+        self._ui(chat.add_turn, said)
+        if out.action == "model":
+            self._show_session()
 
-    def on_chat_pane_original_requested(self, msg) -> None:
+    def on_chat_pane_original_requested(self, request: ChatPane.OriginalRequested) -> None:
         from ..sessions.context import fetch_original
 
-        record_id = msg.turn.id
-        original = fetch_original(self.agent.session, record_id)
-        turn = msg.turn
-        self._ui(self.app.chat.update_turn, record_id,
+        turn = request.turn
+        original = fetch_original(self.agent.session, turn.id)
+        self._ui(self.app.chat.update_turn, turn.id,
                  Turn(turn.role, turn.text, id=turn.id, ts=turn.ts, result=str(original.get("content") or "")))
 
     # ------------------------------------------------------------------ memory and timeline
@@ -303,30 +355,30 @@ class LiveBackend:
         memory = self.agent.memory
         pane = self.app.memory
         stm = [MemoryEntry(row["key"], row["value"]) for row in memory.list("stm", limit=1000)]
-        ltm = [MemoryEntry(row["key"], row["value"], row["namespace"],
-                           time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated_at"])))
-               for row in memory.list("ltm", limit=1000)]
+        ltm = [_ltm_entry(row) for row in memory.list("ltm", limit=1000)]
         self._ui(pane.set_entries, "stm", stm)
         self._ui(pane.set_entries, "ltm", ltm)
 
     def refresh_timeline(self) -> None:
         events = self.agent.memory.episodic.query(session=self.agent.session.slug, limit=TIMELINE_LIMIT)
-        events = [e for e in reversed(events) if e["type"] != "op_start"]
-        rows = [{"ts": e["ts"], "type": e["type"], "name": e.get("name", ""), "duration_ms": e.get("duration_ms"),
-                 "tokens": (e.get("tokens_in") or 0) + (e.get("tokens_out") or 0) or None, "id": e["id"],
-                 "session": e.get("session", ""), "details": e.get("data") or {}} for e in events]
+        rows = [timeline_row(e) for e in reversed(events) if e["type"] != "op_start"]
         self._ui(self.app.timeline.set_events, rows)
         self._ui(self.app.memory.set_events, rows)
 
-    def on_memory_pane_edit_requested(self, msg) -> None:
+    def on_memory_pane_edit_requested(self, request: MemoryPane.EditRequested) -> None:
         memory = self.agent.memory
-        kwargs = {"namespace": msg.namespace} if msg.namespace and msg.tier == "ltm" else {}
-        memory.umem(msg.tier, msg.key, msg.value, **kwargs)
-        if msg.tier == "ltm":
+        kwargs = {"namespace": request.namespace} if request.namespace and request.tier == "ltm" else {}
+        memory.umem(request.tier, request.key, request.value, **kwargs)
+        entry = MemoryEntry(request.key, request.value)
+        if request.tier == "ltm":
             memory.fence("ltm")
-        self._ui(self.app.memory.upsert, msg.tier, MemoryEntry(msg.key, msg.value, msg.namespace))
+            stored = [row for row in memory.list("ltm", namespace=request.namespace or None, prefix=request.key)
+                      if row["key"] == request.key]
+            entry = _ltm_entry(stored[0]) if stored else MemoryEntry(request.key, request.value,
+                                                                     request.namespace)
+        self._ui(self.app.memory.upsert, request.tier, entry)
 
-    def on_theme_changed(self, msg) -> None:
+    def on_theme_changed(self, request: ThemeChanged) -> None:
         """Remember the chosen theme in the workspace config (tomlkit keeps the user's formatting)."""
         import tomlkit
 
@@ -336,12 +388,83 @@ class LiveBackend:
             return
         path = self.ws.paths.config_file
         doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
-        if doc.get("ui", {}).get("theme") == msg.theme:
+        if doc.get("ui", {}).get("theme") == request.theme:
             return
-        doc.setdefault("ui", tomlkit.table())["theme"] = msg.theme
+        doc.setdefault("ui", tomlkit.table())["theme"] = request.theme
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, tomlkit.dumps(doc).encode())
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+class _LiveTurn:
+    """One agent turn as the chat shows it: every record the agent writes becomes a turn with its id."""
+
+    def __init__(self, backend: LiveBackend, chat: ChatPane) -> None:
+        self.backend = backend
+        self.chat = chat
+        self.calls: dict[str, dict] = {}  # tool call id -> the call the assistant made
+        self.wrote_user = False
+
+    def events(self):
+        from ..agent.loop import AgentEvents
+
+        ui, chat = self.backend._ui, self.chat
+
+        def retry(why: str) -> None:
+            ui(chat.discard_reply)  # what streamed is void: the retry streams again
+            ui(chat.add_turn, Turn("notice", f"retrying: {why}"))
+
+        return AgentEvents(
+            on_text=lambda fragment: ui(chat.stream_fragment, fragment),
+            on_retry=retry,
+            on_step=lambda step, tokens, window: ui(chat.set_context, tokens, window),
+            on_notice=lambda text: ui(chat.add_turn, Turn("notice", text)),
+            on_record=self.recorded,
+            on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None)
+
+    def recorded(self, record: dict) -> None:
+        from ..sessions.log import tool_call_arguments
+
+        ui, chat = self.backend._ui, self.chat
+        kind, rid, ts = record["type"], record["id"], record_time(record)
+        content = str(record.get("content") or "")
+        if kind == "user":
+            self.wrote_user = True
+            ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens")))
+        elif kind == "assistant":
+            calls = record.get("tool_calls") or ()
+            self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
+            text = content or (f"*calls {', '.join(c.get('name', '?') for c in calls)}*" if calls else "")
+            # the streamed reply becomes the turn, with the text as recorded (secrets masked)
+            if ui(chat.end_reply, id=rid, tokens=record.get("tokens"), ts=ts, text=text) is None and text:
+                ui(chat.add_turn, Turn("assistant", text, id=rid, ts=ts, tokens=record.get("tokens")))
+        elif kind == "tool":
+            call = self.calls.get(record.get("tool_call_id", ""))
+            ui(chat.add_turn, Turn("tool", id=rid, ts=ts, tool=str(record.get("name") or "tool"),
+                                   args=tool_call_arguments(call) if call else {}, result=content,
+                                   ok=bool(record.get("ok", True))))
+        elif kind == "system":
+            notice = record.get("notice")
+            if record.get("pin"):
+                ui(chat.add_turn, Turn("system", f"Pinned: {content}", id=rid, ts=ts))
+            elif notice:
+                ui(chat.add_turn, Turn("error" if notice == "error" else "notice", content, id=rid, ts=ts))
+            else:
+                ui(chat.add_turn, Turn("system", content, id=rid, ts=ts))
+
+
+def timeline_row(event: dict) -> dict:
+    """An episodic event as the timeline shows it: the turn it became (`data.turn_id`) and its outcome."""
+    data = dict(event.get("data") or {})
+    turn_id = str(data.pop("turn_id", "") or "")
+    if event.get("ok") is not None:
+        data["ok"] = event["ok"]
+    return {"ts": event["ts"], "type": event["type"], "name": event.get("name", ""),
+            "duration_ms": event.get("duration_ms"),
+            "tokens": (event.get("tokens_in") or 0) + (event.get("tokens_out") or 0) or None,
+            "id": event["id"], "turn_id": turn_id, "session": event.get("session", ""), "details": data}
+
+
+def _ltm_entry(row: dict) -> MemoryEntry:
+    return MemoryEntry(row["key"], row["value"], row["namespace"],
+                       time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated_at"])))
+

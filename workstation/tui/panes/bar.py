@@ -1,10 +1,16 @@
-"""A one-line bar: text on the left, text on the right. One widget, not a row of three."""
+"""A one-line bar: text on the left, text on the right. One widget, not a row of three.
+
+When both do not fit, the left is cut (with …) so the right shows whole, as long
+as the left keeps MIN_LEFT cells; otherwise the right goes.
+"""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
+
+MIN_LEFT = 12
 
 
 class StatusBar(Widget):
@@ -27,8 +33,14 @@ class StatusBar(Widget):
 
     def render(self) -> Content:
         width = self.content_region.width
-        gap = max(1, width - self.left.cell_length - self.right.cell_length)
-        return Content.assemble(self.left, " " * gap, self.right)
+        left, right = self.left, self.right
+        if left.cell_length + 1 + right.cell_length > width:
+            if width - right.cell_length - 1 >= MIN_LEFT:
+                left = left.truncate(max(0, width - right.cell_length - 1), ellipsis=True)
+            else:
+                right = Content("")
+        gap = max(1, width - left.cell_length - right.cell_length)
+        return Content.assemble(left, " " * gap, right)
 
     @property
     def text(self) -> str:

@@ -1,15 +1,19 @@
-"""The chat pane: transcript, the reply being streamed, a context gauge and the prompt.
+"""The chat pane: transcript, the reply being streamed, what the agent is doing, a context gauge and the prompt.
 
 Data down: `set_turns`/`add_turn(s)`/`update_turn`, `begin_reply`/`stream_fragment`/
-`end_reply` (async: a thread worker calls them through `app.call_from_thread`),
-`set_context(used, window)`, `set_commands`, `set_status`.
-Messages up: `Submitted(text)`, `CommandSubmitted(name, args, text)`, `CancelRequested()`,
+`end_reply`/`discard_reply` (async: a thread worker calls them through
+`app.call_from_thread`), `set_activity(kind, what)` (the agent's state, shown
+with the time it has taken so far), `set_context(used, window)`,
+`set_commands`, `set_status`.
+Messages up: `Submitted(text)`, `CommandSubmitted(name, args, text)`, `CancelRequested()`
+(Escape while the agent works: a model call, a tool, a command, a reply),
 `OriginalRequested(turn)` (enter on a redaction marker).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -31,11 +35,11 @@ if TYPE_CHECKING:
 
 # The agent's slash commands (issue 5); the backend may replace them with set_commands.
 DEFAULT_COMMANDS = [
-    SlashCommand("/map", "[FILE]", "knowledge map of a file or the repository"),
+    SlashCommand("/map", "[FILE [TOKENS]]", "knowledge map of a file or the repository"),
     SlashCommand("/read", "FILE 10-40", "read lines of a file"),
     SlashCommand("/impact", "NAME", "every reference to a symbol"),
     SlashCommand("/find", "QUERY", "find files and symbols"),
-    SlashCommand("/grep", "PATTERN", "search file contents"),
+    SlashCommand("/grep", "PATTERN [PATH]", "search file contents (under PATH)"),
     SlashCommand("/qmem", "TIER KEY", "read memory"),
     SlashCommand("/umem", "TIER KEY VALUE", "write memory"),
     SlashCommand("/fence", "TIER", "make earlier writes durable"),
@@ -43,11 +47,26 @@ DEFAULT_COMMANDS = [
     SlashCommand("/pin", "TEXT", "an instruction kept in every context"),
     SlashCommand("/reflect", "NAME", "run a reflection query"),
     SlashCommand("/compact", "", "compact this session now"),
-    SlashCommand("/archive", "", "archive this session"),
+    SlashCommand("/archive", "", "archive this session; a new session starts"),
+    SlashCommand("/new", "", "start a new session (this one stays as it is)"),
+    SlashCommand("/clear", "", "the same as /new"),
     SlashCommand("/model", "NAME", "switch model"),
     SlashCommand("/help", "", "list commands"),
 ]
 MAX_HINTS = 6
+GAUGE_BAR = 12  # cells of the context gauge's bar
+WIDE = 70  # a chat narrower than this shows the gauge without its bar
+# what the status line says while the agent works (AgentEvents.on_activity kinds, and the pane's own)
+ACTIVITY = {"busy": "working", "model": "waiting for {what}", "tool": "running {what}",
+            "approval": "waiting for your answer: {what}", "stopping": "stopping"}
+
+
+def activity_text(kind: str, what: str, seconds: float) -> str:
+    """'⧗ 12s running run_command: pytest -q · escape stops': the time first, the hint last (a narrow
+    bar cuts from the right); no hint once stopping."""
+    label = ACTIVITY.get(kind, kind + (" {what}" if what else "")).format(what=what or "?")
+    elapsed = f"{seconds:.0f}s" if seconds < 60 else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"⧗ {elapsed} {label}" + ("" if kind == "stopping" else " · escape stops")
 
 
 def gauge_text(used: int, window: int, bar: int = 12) -> str:
@@ -56,7 +75,8 @@ def gauge_text(used: int, window: int, bar: int = 12) -> str:
         return f"ctx {human_count(used)} / ?"
     ratio = min(1.0, used / window)
     filled = round(ratio * bar)
-    return f"ctx {human_count(used)}/{human_count(window)} {'█' * filled}{'░' * (bar - filled)} {ratio:4.0%}"
+    gauge = f"{'█' * filled}{'░' * (bar - filled)} " if bar else ""
+    return f"ctx {human_count(used)}/{human_count(window)} {gauge}{ratio:4.0%}"
 
 
 def gauge_level(used: int, window: int) -> str:
@@ -117,34 +137,31 @@ class ChatPane(Vertical):
         &.-hints #command-hints { display: block; }
     }
     """
-    BINDINGS = [Binding("escape", "cancel", "Stop reply", show=False)]
 
+    @dataclass(eq=False)
     class Submitted(BackendRequest):
         """The user sent a prompt (not a slash command)."""
 
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
+        text: str
 
+    @dataclass(eq=False)
     class CommandSubmitted(BackendRequest):
         """The user sent a slash command: `name` with its slash, `args` the rest of the line."""
 
-        def __init__(self, name: str, args: str, text: str) -> None:
-            super().__init__()
-            self.name = name
-            self.args = args
-            self.text = text
+        name: str
+        args: str
+        text: str
 
+    @dataclass(eq=False)
     class CancelRequested(BackendRequest):
-        """Escape while a reply streams: stop generating."""
+        """Escape while the agent works: stop the model call, the tool or the command."""
 
+    @dataclass(eq=False)
     class OriginalRequested(BackendRequest):
         """Enter on a redaction marker: the backend may fetch the original output
         and call `update_turn(turn.id, turn_with_result)`."""
 
-        def __init__(self, turn: Turn) -> None:
-            super().__init__()
-            self.turn = turn
+        turn: Turn
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -153,6 +170,9 @@ class ChatPane(Vertical):
         self._stream: MarkdownStream | None = None
         self._reply_parts: list[str] = []
         self._context_tokens = (0, 0)
+        self._status = ""  # the session's line, shown while the agent is idle
+        self._activity: tuple[str, str, float] | None = None  # (kind, what, monotonic start)
+        self._ticker = None  # the timer that refreshes the elapsed time
 
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
@@ -185,6 +205,16 @@ class ChatPane(Vertical):
         return self._stream is not None
 
     @property
+    def busy(self) -> bool:
+        """The agent is working (or stopping) on a turn of this chat."""
+        return self._activity is not None or self.streaming
+
+    @property
+    def activity(self) -> tuple[str, str] | None:
+        """(kind, what) of the agent's current activity, None when idle."""
+        return None if self._activity is None else self._activity[:2]
+
+    @property
     def reply_text(self) -> str:
         """Everything streamed into the current reply so far."""
         return "".join(self._reply_parts)
@@ -209,12 +239,55 @@ class ChatPane(Vertical):
     def set_context(self, used: int, window: int) -> None:
         """Tokens of the assembled context and the model's window (0: unknown)."""
         self._context_tokens = (max(0, int(used)), max(0, int(window)))
+        self._show_gauge()
+
+    def _show_gauge(self) -> None:
+        """The gauge on the right of the status line: without its bar in a narrow chat, and left out
+        there while the agent works (what it does is worth the room more)."""
+        narrow = self.size.width < WIDE
+        if narrow and self._activity is not None:
+            self.status_bar.set(right="")
+            return
         style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
-        self.status_bar.set(right=Content.styled(gauge_text(*self._context_tokens), style))
+        text = gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR)
+        self.status_bar.set(right=Content.styled(text, style))
+
+    def on_resize(self) -> None:
+        self._show_gauge()
 
     def set_status(self, text: str) -> None:
-        """One line under the transcript: model name, 'thinking…', an error."""
-        self.status_bar.set(left=text)
+        """The session's line under the transcript (session, model); the agent's activity shows over it."""
+        self._status = text
+        if self._activity is None:
+            self.status_bar.set(left=text)
+
+    def set_activity(self, kind: str, what: str = "") -> None:
+        """What the agent does now: ("model", name), ("tool", "run_command: pytest -q"), ("busy", ""),
+        or ("idle", "") when the turn is over. Shown with the seconds it has taken so far."""
+        if kind == "idle":
+            self._activity = None
+            if self._ticker is not None:
+                self._ticker.stop()
+                self._ticker = None
+            self.remove_class("-busy")
+            self.status_bar.set(left=self._status)
+            self._show_gauge()
+            return
+        if self._activity is not None and self._activity[0] == "stopping" and kind != "stopping":
+            return  # the turn is being stopped: later news of it does not matter
+        if self._activity is None or self._activity[:2] != (kind, what):
+            self._activity = (kind, what, time.monotonic())
+        self.add_class("-busy")
+        if self._ticker is None:
+            self._ticker = self.set_interval(1.0, self._show_activity)
+            self._show_gauge()
+        self._show_activity()
+
+    def _show_activity(self) -> None:
+        if self._activity is not None:
+            kind, what, since = self._activity
+            self.status_bar.set(left=Content.styled(activity_text(kind, what, time.monotonic() - since),
+                                                    "$text-accent"))
 
     def set_commands(self, commands) -> None:
         """Slash commands offered for completion: SlashCommand, mappings of its fields, or names."""
@@ -249,11 +322,22 @@ class ChatPane(Vertical):
         self._reply_parts.append(fragment)
         await self._stream.write(fragment)
 
-    async def end_reply(self, *, id: str = "", tokens: int | None = None,
-                        ts: float | None = None) -> Turn | None:
-        """Finish the reply: it moves into the transcript as an assistant turn."""
+    async def end_reply(self, *, id: str = "", tokens: int | None = None, ts: float | None = None,
+                        text: str | None = None) -> Turn | None:
+        """Finish the reply: it moves into the transcript as an assistant turn (`text`, when given, is
+        what was recorded, in place of what streamed)."""
         if self._stream is None:
             return None
+        streamed = await self.discard_reply()
+        turn = Turn("assistant", streamed if text is None else text, id=id, tokens=tokens,
+                    ts=time.time() if ts is None else ts)
+        self.transcript.append(turn)
+        return turn
+
+    async def discard_reply(self) -> str:
+        """Take the reply being streamed off the screen (a retry voids it); returns what had streamed."""
+        if self._stream is None:
+            return ""
         await self._stream.stop()
         self._stream = None
         text = self.reply_text
@@ -262,9 +346,7 @@ class ChatPane(Vertical):
             await self.query_one("#reply-box").remove()
             self._reply = None
         self.remove_class("-streaming")
-        turn = Turn("assistant", text, id=id, tokens=tokens, ts=time.time() if ts is None else ts)
-        self.transcript.append(turn)
-        return turn
+        return text
 
     # ------------------------------------------------------------- input
     @on(Input.Changed, "#prompt")
@@ -289,16 +371,18 @@ class ChatPane(Vertical):
             name, _, args = text.partition(" ")
             known = {c.name.lower(): c.name for c in self._commands}
             if name.lower() not in known:
-                # keep what was typed: the user fixes it instead of retyping
-                self.query_one("#command-hints", Static).update(
-                    f"unknown command {name}: /help lists them")
-                self.add_class("-hints")
+                # said in the chat, and the prompt is cleared for what comes next: up brings the line back
+                self.prompt.remember(text)
+                self.prompt.value = ""
+                self.add_turn(Turn("error", f"unknown command {name}: /help lists them (up brings the line "
+                                            "back to fix it)", ts=time.time()))
                 return
             message: BackendRequest = self.CommandSubmitted(known[name.lower()], args.strip(), text)
         else:
             message = self.Submitted(text)
         self.prompt.remember(text)
         self.prompt.value = ""
+        self.transcript.action_last()  # what was sent, and the answer to it, are what matter now
         self.post_message(message)
 
     @on(Transcript.TurnActivated)
@@ -307,8 +391,10 @@ class ChatPane(Vertical):
             self.post_message(self.OriginalRequested(event.turn))
 
     def action_cancel(self) -> None:
-        if self.streaming:
+        """Stop the agent, whatever it is doing (the app binds escape to this while it works)."""
+        if self.busy:
             self.post_message(self.CancelRequested())
+            self.set_activity("stopping")
 
     def palette_commands(self):
         yield "Chat: focus prompt", "Type a prompt or a slash command", self.prompt.focus
@@ -316,4 +402,4 @@ class ChatPane(Vertical):
         yield "Chat: jump to latest", "Scroll to the newest turn", self.transcript.action_last
         yield ("Chat: expand/collapse turn", "Toggle the selected tool call or marker",
                self.transcript.action_toggle_turn)
-        yield "Chat: stop reply", "Ask the backend to stop the reply", self.action_cancel
+        yield "Chat: stop the agent", "Stop the model call, tool or command running now", self.action_cancel

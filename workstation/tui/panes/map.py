@@ -1,9 +1,12 @@
 """The knowledge map pane: a lazy tree of folders → files → symbols, and a preview.
 
 Data down: `set_root(entries)`, `set_children(dir_path, entries)`,
-`set_symbols(file_path, symbols)`, `update_entry(entry)`,
+`set_symbols(file_path, symbols)`, `update_entry(entry)` (returns whether the
+file's symbols are on screen, so the caller sends them again),
 `update_freshness(path, state)`, `show_preview(path, start, end, text)`,
 `set_progress(done, total, label)`.
+A ✓ means the row shows what the index holds for a file the index has checked
+against the disk; a change on its way in shows … until its new facts arrive.
 Messages up: `ChildrenRequested(path)` (a folder opened for the first time),
 `SymbolsRequested(path)` (a file opened for the first time), `FileSelected(path)`,
 `SymbolSelected(path, name, start, end)`.
@@ -106,30 +109,32 @@ class MapPane(Vertical):
     }
     """
 
+    @dataclass(eq=False)
     class ChildrenRequested(BackendRequest):
-        def __init__(self, path: str) -> None:
-            super().__init__()
-            self.path = path
+        """A folder opened for the first time: the backend calls `set_children(path, entries)`."""
 
+        path: str
+
+    @dataclass(eq=False)
     class SymbolsRequested(BackendRequest):
-        def __init__(self, path: str) -> None:
-            super().__init__()
-            self.path = path
+        """A file opened for the first time (or again after it changed): `set_symbols(path, symbols)`."""
 
+        path: str
+
+    @dataclass(eq=False)
     class FileSelected(BackendRequest):
-        def __init__(self, path: str) -> None:
-            super().__init__()
-            self.path = path
+        """A file was chosen: the backend reads its head and calls `show_preview`."""
 
+        path: str
+
+    @dataclass(eq=False)
     class SymbolSelected(BackendRequest):
         """A symbol was chosen: the backend reads lines start..end and calls show_preview."""
 
-        def __init__(self, path: str, name: str, start: int, end: int) -> None:
-            super().__init__()
-            self.path = path
-            self.name = name
-            self.start = start
-            self.end = end
+        path: str
+        name: str
+        start: int
+        end: int
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -162,6 +167,7 @@ class MapPane(Vertical):
         self._by_path.clear()
         self._add_entries(tree.root, entries)
         tree.root.expand()
+        tree.cursor_line = 0  # enter acts on the first row at once, as a person expects after F2
 
     def set_children(self, path: str, entries) -> bool:
         """Fill a folder; False if that folder is no longer in the tree."""
@@ -199,17 +205,31 @@ class MapPane(Vertical):
         if not items:
             node.add_leaf("(no symbols)", MapNode("pending", path))
         node.data.loaded = True
+        node.data.requested = False
+        if self._live.get(path) == "indexing":  # the symbols a changed file waited for have arrived
+            self.update_freshness(path, "fresh")
         return True
 
     def update_entry(self, entry) -> bool:
-        """New facts about a folder or file (purpose written, line count changed)."""
+        """New facts about a folder or file (purpose written, line count changed), with the freshness
+        they carry. True when the file's symbols are on screen: they may have moved too, and the
+        caller sends them with `set_symbols` (until then the badge says …). A file whose symbols were
+        never shown asks for them again when opened."""
         entry = coerce(MapEntry, entry)
+        self._live[entry.path] = entry.freshness
         node = self._by_path.get(entry.path)
         if node is None or node.data is None:
             return False
-        node.data.entry = replace(entry, freshness=self._live.get(entry.path, entry.freshness))
+        data = node.data
+        data.entry = entry
+        symbols_shown = data.kind == "file" and data.loaded
+        if symbols_shown:
+            data.entry = replace(entry, freshness="indexing")
+            self._live[entry.path] = "indexing"
+        elif data.kind == "file" and not data.requested:
+            node.remove_children()  # a stale "loading…" or old symbols: the next expand asks again
         node.refresh()
-        return True
+        return symbols_shown
 
     def update_freshness(self, path: str, state: str) -> bool:
         """Change a file's badge at once; remembered for the file if not loaded yet."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from textual import on
@@ -102,15 +103,15 @@ class MemoryPane(DeferredPane):
     }
     """
 
+    @dataclass(eq=False)
     class EditRequested(BackendRequest):
-        """Write `value` (already parsed from JSON) under `key` in `tier` ("stm" | "ltm")."""
+        """Write `value` (already parsed from JSON) under `key` in `tier` ("stm" | "ltm"); the backend
+        then calls `upsert` with the entry as stored (its time included)."""
 
-        def __init__(self, tier: str, key: str, value: Any, namespace: str = "") -> None:
-            super().__init__()
-            self.tier = tier
-            self.key = key
-            self.value = value
-            self.namespace = namespace
+        tier: str
+        key: str
+        value: Any
+        namespace: str = ""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -176,7 +177,7 @@ class MemoryPane(DeferredPane):
             table = self.table
             if key in table.rows:
                 for column, cell in zip(COLUMNS[tier], self._cells(tier, entry)):
-                    table.update_cell(key, column, cell)
+                    table.update_cell(key, column, cell, update_width=True)  # a longer value shows whole
             elif self._matches(entry):
                 table.add_row(*self._cells(tier, entry), key=key)
         self._update_status()

@@ -2,8 +2,10 @@
 
 Data down: `set_events(events)`, `append_events(events)` (TimelineEvent or mappings),
 `set_type_filter(type or None)`, `select_event(id)`.
-Messages up: `EventSelected(event)` on enter or click (the app jumps the chat to
-`event.turn_id`); moving the cursor only shows the details.
+Messages up: `EventSelected(event)` on enter or click (the app moves the chat to
+`event.turn_id`, or says why it cannot); moving the cursor only shows the details.
+A failed event (a tool call that failed, a model call that errored or was
+stopped) is marked ✗ in the name column and in the details.
 
 The type filter is a label cycled by keys (t / T / a), a click, or the command
 palette (one entry per type): a Select widget would double the pane's start-up cost.
@@ -13,19 +15,22 @@ from __future__ import annotations
 
 import json
 from bisect import insort
+from dataclasses import dataclass
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual import events
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from ..messages import BackendRequest
 from ..viewdata import TimelineEvent, coerce, human_count, human_duration
 from .bar import StatusBar
 from .deferred import DeferredPane
 from .memory import event_time
+from .turn_render import foreground_only
 
 MAX_ROWS = 5000  # newest events kept on screen
 COLUMN_WIDTHS = {"time": 8, "type": None, "name": 12, "dur": 6, "tokens": 6}  # None: fit
@@ -39,20 +44,23 @@ class TimelinePane(DeferredPane):
         Binding("T", "cycle_type(-1)", "Prev type", show=False),
         Binding("a", "all_types", "All types", show=False),
     ]
+    COMPONENT_CLASSES = {"timeline--failed"}
     DEFAULT_CSS = """
     TimelinePane {
+        & > .timeline--failed { color: $text-error; text-style: bold; }
         #timeline-bar { color: $text; }
         #timeline-bar:hover { background: $boost; }
         #timeline-table { height: 1fr; background: $surface; }
-        #timeline-details-box { height: 7; background: $panel; border-top: hkey $surface; }
+        #timeline-details-box { height: 7; max-height: 45%; background: $panel; border-top: hkey $surface; }
         #timeline-details { padding: 0 1; color: $text; }
     }
     """
 
-    class EventSelected(BackendRequest):
-        def __init__(self, event: TimelineEvent) -> None:
-            super().__init__()
-            self.event = event
+    @dataclass(eq=False)
+    class EventSelected(Message):
+        """Enter or a click on an event: the app moves the chat to its turn (no backend involved)."""
+
+        event: TimelineEvent
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -72,6 +80,7 @@ class TimelinePane(DeferredPane):
             yield Static("", id="timeline-details", markup=False)
 
     def on_built(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._restyle())
         self._show_type()
         self._rebuild()
         if self._selected_id is not None:
@@ -115,7 +124,7 @@ class TimelinePane(DeferredPane):
         for event in new:
             if self._type is None or event.type == self._type:
                 self._shown.append(event)
-                table.add_row(*_cells(event))
+                table.add_row(*self._cells(event))
         if follow and table.row_count:
             table.move_cursor(row=table.row_count - 1, animate=False)
         self._update_count()
@@ -164,12 +173,28 @@ class TimelinePane(DeferredPane):
         table = self.table
         table.clear()
         for event in self._shown:
-            table.add_row(*_cells(event))
+            table.add_row(*self._cells(event))
         if self._shown:
             table.move_cursor(row=len(self._shown) - 1, animate=False)
         else:
             self.query_one("#timeline-details", Static).update("")
         self._update_count()
+
+    def _restyle(self) -> None:
+        """A new theme: the failure marks take its colour (the cursor stays where it was)."""
+        row = self.table.cursor_row
+        self._rebuild()
+        if 0 <= row < self.table.row_count:
+            self.table.move_cursor(row=row, animate=False)
+
+    def _cells(self, event: TimelineEvent) -> tuple[str, str, Text, str, str]:
+        # seconds in the table, milliseconds in the details; a failure is marked by shape and colour
+        if failed(event):
+            name = Text(f"✗ {event.name}", foreground_only(self.get_component_rich_style("timeline--failed")))
+        else:
+            name = Text(event.name)  # never markup: names are paths and symbols
+        return (event_time(event.ts)[:8], event.type, name, human_duration(event.duration_ms),
+                human_count(event.tokens))
 
     def _update_count(self) -> None:
         if not self.built:
@@ -208,14 +233,14 @@ class TimelinePane(DeferredPane):
                    lambda t=event_type: self.set_type_filter(t))
 
 
-def _cells(event: TimelineEvent) -> tuple[str, str, str, str, str]:
-    # seconds in the table, milliseconds in the details
-    return (event_time(event.ts)[:8], event.type, event.name, human_duration(event.duration_ms),
-            human_count(event.tokens))
+def failed(event: TimelineEvent) -> bool:
+    """The event says it failed (`ok` false in its details: a failed tool call, a stopped model call)."""
+    return event.details.get("ok") is False
 
 
 def details_text(event: TimelineEvent) -> str:
-    lines = [f"{event_time(event.ts)}  {event.type}  {event.name}".rstrip()]
+    mark = "✗ failed  " if failed(event) else ""
+    lines = [f"{mark}{event_time(event.ts)}  {event.type}  {event.name}".rstrip()]
     facts = []
     if event.duration_ms is not None:
         facts.append(f"duration {human_duration(event.duration_ms)}")

@@ -6,13 +6,17 @@ plots: the context size of every model call over the session's turns, with
 each compaction marked where it happened (from the session log: assistant
 records' `context_tokens`, compact records), and calls per tool, ok and failed
 (the `tool_errors` reflection). `s` switches the tables and the tool plot
-between this session and every session.
+between this session and every session. Events recorded outside any session
+(indexing, the sidecar, the sessions screen's operations) show as
+"(no session)" rather than as a blank name.
+
+The app hands the screen the workspace and the chat's session when it opens it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -27,8 +31,12 @@ from textual_plotext import PlotextPlot
 
 from ..panes.bar import StatusBar
 
+if TYPE_CHECKING:
+    from ...runtime import Workspace
+
 WORKER_GROUP = "reflection-screen"
 CELL_CHARS = 60
+NO_SESSION = "(no session)"
 
 
 # --------------------------------------------------------------------------- plot data (no textual)
@@ -83,7 +91,9 @@ def tool_usage(columns: list[str], rows: list[list[Any]]) -> ToolUsage:
     return usage
 
 
-def cell_text(value: Any) -> str:
+def cell_text(value: Any, column: str = "") -> str:
+    if column == "session" and not value:
+        return NO_SESSION
     text = "" if value is None else str(value)
     text = " ".join(text.split())
     return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
@@ -112,12 +122,12 @@ class ReflectionScreen(Screen):
     }
     """
 
-    def __init__(self, workspace: Any = None, *, session: str | None = None, query: str = "") -> None:
+    def __init__(self, workspace: Workspace, *, session: str | None = None, query: str = "") -> None:
         from ...memory import reflect
 
         super().__init__()
-        self._workspace = workspace
-        self._session = session
+        self.workspace = workspace
+        self.session = session  # the session the plots show (None: the newest one)
         self.all_sessions = False
         self.query_name = reflect.canonical(query) if query else ""  # shown first (default: the first one)
         self.result: Any = None  # the reflect.Result on screen
@@ -152,20 +162,6 @@ class ReflectionScreen(Screen):
 
     # ---------------------------------------------------------------- where the data is
     @property
-    def workspace(self) -> Any:
-        if self._workspace is None:
-            self._workspace = getattr(getattr(self.app, "backend", None), "ws", None)
-        return self._workspace
-
-    @property
-    def session(self) -> str | None:
-        """The session the plots show: the one given, else the chat's."""
-        if self._session is None:
-            agent = getattr(getattr(self.app, "backend", None), "agent", None)
-            self._session = getattr(getattr(agent, "session", None), "slug", None)
-        return self._session
-
-    @property
     def scope(self) -> str | None:
         """The session the tables are filtered to (None: every session)."""
         return None if self.all_sessions else self.session
@@ -180,9 +176,6 @@ class ReflectionScreen(Screen):
 
     # ---------------------------------------------------------------- loading
     def action_reload(self) -> None:
-        if self.workspace is None:
-            self.status.set(left="no workspace is open yet: try again once the app has started (g reloads)")
-            return
         self._update_title()
         self._load_context()
         self._load_tools()
@@ -204,7 +197,7 @@ class ReflectionScreen(Screen):
 
     @on(OptionList.OptionHighlighted, "#reflection-queries")
     def _query_chosen(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id != self.query_name and self.workspace is not None:
+        if event.option.id != self.query_name:
             self.run_query(event.option.id)
 
     def run_query(self, name: str) -> None:
@@ -231,7 +224,7 @@ class ReflectionScreen(Screen):
         for column in result.columns:
             table.add_column(column, key=column)
         for row in result.rows:
-            table.add_row(*(cell_text(v) for v in row))
+            table.add_row(*(cell_text(v, column) for v, column in zip(row, result.columns)))
         shown = f"{len(result.rows)} rows" if result.rows else "no rows: nothing recorded for this scope yet"
         self.status.set(left=f"{result.name}: {shown}")
 

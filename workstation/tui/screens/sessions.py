@@ -1,19 +1,21 @@
 """The sessions screen: every session of the workspace, live and archived, and what can be done to one.
 
 enter resumes (the backend switches the chat to it: `ResumeRequested`), p replays
-it, f opens its reflection, c compacts, a archives, r restores, e / j export markdown / JSON to
-`<state>/exports/`. Whatever changes a session asks first (ConfirmScreen).
+it, f opens its reflection, c compacts (asking how many of the newest turns stay
+verbatim, and showing what that covers), a archives, r restores, e / j export
+markdown / JSON to `<state>/exports/`. Whatever changes a session asks first.
 
-The screen works on a `runtime.Workspace` (anything with .paths, .config and
-.db): the one given, or the backend's (`app.backend.ws`). Every file and model
-operation runs in a thread worker; results come back as notifications and a
-status line, and the list reloads after each change.
+The screen works on the `runtime.Workspace` it is given, and knows which session
+the chat is on (`current`): the app passes both when it opens the screen. Every
+file and model operation runs in a thread worker; results come back as
+notifications and a status line, and the list reloads after each change.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -25,7 +27,11 @@ from textual.worker import Worker, WorkerState
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..viewdata import human_count
+from .compact import CompactScreen
 from .confirm import ConfirmScreen
+
+if TYPE_CHECKING:
+    from ...runtime import Workspace
 
 COLUMNS = ("", "slug", "state", "turns", "compacted", "size", "last activity", "title")
 WORKER_GROUP = "sessions-screen"
@@ -70,17 +76,16 @@ class SessionsScreen(Screen):
     }
     """
 
+    @dataclass(eq=False)
     class ResumeRequested(BackendRequest):
         """Switch the chat to session `slug` (live; the screen restores an archived one first)."""
 
-        def __init__(self, slug: str) -> None:
-            super().__init__()
-            self.slug = slug
+        slug: str
 
-    def __init__(self, workspace: Any = None, *, current: str | None = None) -> None:
+    def __init__(self, workspace: Workspace, *, current: str | None = None) -> None:
         super().__init__()
-        self._workspace = workspace
-        self._current = current
+        self.workspace = workspace
+        self.current = current  # the slug the chat is on: it is not archived from here
         self.sessions: dict[str, Any] = {}  # slug -> SessionInfo, in table order
         self.last_export: str | None = None  # path of the last export, for the status line and tests
 
@@ -108,21 +113,6 @@ class SessionsScreen(Screen):
         return self.query_one("#sessions-status", StatusBar)
 
     @property
-    def workspace(self) -> Any:
-        """The workspace to act on: the one given, else the backend's once it is open."""
-        if self._workspace is None:
-            self._workspace = getattr(getattr(self.app, "backend", None), "ws", None)
-        return self._workspace
-
-    @property
-    def current(self) -> str | None:
-        """The slug the chat is on (it is not archived from here)."""
-        if self._current is not None:
-            return self._current
-        session = getattr(getattr(getattr(self.app, "backend", None), "agent", None), "session", None)
-        return getattr(session, "slug", None)
-
-    @property
     def selected(self) -> Any:
         """SessionInfo under the cursor, or None."""
         table = self.table
@@ -132,9 +122,6 @@ class SessionsScreen(Screen):
 
     # ---------------------------------------------------------------- listing
     def action_reload(self) -> None:
-        if self.workspace is None:
-            self.status.set(left="no workspace is open yet: try again once the app has started (g reloads)")
-            return
         self._load()
 
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-list", exclusive=True, name="list sessions")
@@ -202,9 +189,6 @@ class SessionsScreen(Screen):
         self._resume(info.slug)
 
     def _resume(self, slug: str) -> None:
-        if getattr(getattr(self.app, "backend", None), "on_sessions_screen_resume_requested", None) is None:
-            self.notify("this app has no backend that can switch sessions", severity="warning")
-            return
         self.app.post_message(self.ResumeRequested(slug))  # not via this screen: it is closing
         self.notify(f"resuming {slug}")
         self.dismiss()
@@ -223,7 +207,7 @@ class SessionsScreen(Screen):
         self.app.call_from_thread(self._open_replay, episode)
 
     def _open_replay(self, episode) -> None:
-        from ..replay_app import ReplayScreen
+        from .replay import ReplayScreen
 
         self.status.set(left="")
         self.app.push_screen(ReplayScreen(episode))
@@ -232,7 +216,7 @@ class SessionsScreen(Screen):
         from .reflection import ReflectionScreen
 
         info = self.selected
-        if info is not None and self.workspace is not None:
+        if info is not None:
             self.app.push_screen(ReflectionScreen(self.workspace, session=info.slug))
 
     def action_compact(self) -> None:
@@ -243,22 +227,46 @@ class SessionsScreen(Screen):
             self.notify(f"{info.slug} is archived (summarized when it was archived); restore it to compact it",
                         severity="warning")
             return
-        self._confirm(f"Compact {info.slug} now?\n\nThe compact model summarizes every turn but the newest "
-                      "ones; the model sees the summary instead of them from then on (the log keeps every "
-                      "turn).", lambda: self._compact(info.slug))
+        self.status.set(left=f"reading {info.slug}…")
+        self._ask_compaction(info.slug)
+
+    @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="plan compaction")
+    def _ask_compaction(self, slug: str) -> None:
+        """Read the session, then ask how many turns to keep, showing what each choice covers."""
+        from ...sessions.compaction import plan_compaction
+        from ...sessions.log import Session
+
+        view = Session.open(self.workspace.paths, slug).read()
+        config = self.workspace.config
+
+        def covers(keep: int) -> tuple[int, int] | None:
+            plan = plan_compaction(view, config, force=True, keep=keep)
+            return None if plan is None else (plan.first_turn, plan.last_turn)
+
+        turns = len(view.turns)
+        if covers(0) is None:
+            self._done(f"nothing to compact in {slug}: " + (
+                f"all {turns} turns are summarized already" if turns else "it has no turns yet"), reload=False)
+            return
+
+        def ask() -> None:
+            self.status.set(left="")
+            dialog = CompactScreen(slug, turns, config.memory.keep_recent, covers)
+            self.app.push_screen(dialog, lambda keep: None if keep is None else self._compact(slug, keep))
+
+        self.app.call_from_thread(ask)
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="compact")
-    def _compact(self, slug: str) -> None:
+    def _compact(self, slug: str, keep: int) -> None:
         from ...sessions.compaction import compact
         from ...sessions.log import Session
 
         ws = self.workspace
         self._working(f"compacting {slug}…")
         with self._episodic("sessions screen: compact") as episodic:
-            result = compact(Session.open(ws.paths, slug), ws.config, episodic, force=True, wait=30.0)
-        if result is None:
-            kept = ws.config.memory.keep_recent
-            self._done(f"nothing to compact in {slug}: every turn but the newest {kept} is summarized already")
+            result = compact(Session.open(ws.paths, slug), ws.config, episodic, force=True, keep=keep, wait=30.0)
+        if result is None:  # another process compacted it meanwhile
+            self._done(f"nothing to compact in {slug} keeping the newest {keep} turns: it was compacted meanwhile")
         elif result.ok:
             self._done(result.describe())
         else:
@@ -332,10 +340,6 @@ class SessionsScreen(Screen):
 
     # ---------------------------------------------------------------- helpers
     def _confirm(self, question: str, then: Callable[[], Any]) -> None:
-        if self.workspace is None:
-            self.action_reload()
-            return
-
         def answered(yes: bool | None) -> None:
             if yes:
                 then()

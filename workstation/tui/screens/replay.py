@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual import on
 from textual.app import App, ComposeResult
@@ -25,12 +25,15 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from .messages import BackendRequest
-from .panes.bar import StatusBar
-from .panes.chat import ChatPane
-from .panes.memory import MemoryPane
-from .panes.timeline import TimelinePane
-from .themes import DEFAULT_THEME, load_themes
+from ..messages import BackendRequest
+from ..panes.bar import StatusBar
+from ..panes.chat import ChatPane
+from ..panes.memory import MemoryPane
+from ..panes.timeline import TimelinePane
+from ..themes import DEFAULT_THEME, load_themes
+
+if TYPE_CHECKING:
+    from ...replay import Episode
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MIN_TICK_S = 0.01
@@ -116,9 +119,9 @@ class ReplayScreen(Screen):
     }
     """
 
-    def __init__(self, episode: Any, *, clock: Callable[[], float] = time.monotonic, start: int = 0,
+    def __init__(self, episode: Episode, *, clock: Callable[[], float] = time.monotonic, start: int = 0,
                  speed: float = 1.0) -> None:
-        from ..replay import Player
+        from ...replay import Player
 
         super().__init__()
         self.episode = episode
@@ -300,14 +303,13 @@ def register_themes(app: App, wanted: str | None) -> list[str]:
 class ReplayApp(App):
     """`workstation replay SLUG`: one replay screen; closing it quits."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")
+    CSS_PATH = Path(__file__).parent.parent / "app.tcss"
     TITLE = "workstation replay"
 
-    def __init__(self, episode: Any, *, theme: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, episode: Episode, *, theme: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.episode = episode
-        ui = getattr(getattr(episode, "config", None), "ui", None)
-        self.theme_problems = register_themes(self, theme or getattr(ui, "theme", None))
+        self.theme_problems = register_themes(self, theme or episode.config.ui.theme)
 
     def on_mount(self) -> None:
         for problem in self.theme_problems:
@@ -315,6 +317,6 @@ class ReplayApp(App):
         self.push_screen(ReplayScreen(self.episode), lambda _: self.exit())
 
 
-def run(episode: Any) -> None:
+def run(episode: Episode) -> None:
     """Open a Textual app on a loaded `workstation.replay.Episode` until the user closes it."""
     ReplayApp(episode).run()
