@@ -20,10 +20,11 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from .. import scrub
 from .ignore import IgnoreRules
 from .storage import join_names
 
@@ -335,12 +336,18 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
         result = parser.ParseResult(language, "", [], [], [], parser.line_count(data), True)
     language = result.language if language is not None else None
     purpose = result.purpose or ("" if language else text_purpose(text))
+    symbols = result.symbols
+    if scrub.may_hold_key(text) or any(value in text for value in scrub.known()):
+        # a key written in the file (a settings module) stays in the file, not in the map on disk;
+        # one linear scan of each file decides, so clean files cost nothing more
+        purpose = scrub.mask(purpose)
+        symbols = [replace(s, signature=scrub.mask(s.signature)) for s in symbols]
     deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
            purpose, "source", bool(result.has_errors), indexed_at, parser.parser_version(language))
-    return ("indexed", fid, row, _symbols_tsv(key, result.symbols), _refs_tsv(key, result.references),
-            _deps_tsv(key, deps), len(result.symbols))
+    return ("indexed", fid, row, _symbols_tsv(key, symbols), _refs_tsv(key, result.references),
+            _deps_tsv(key, deps), len(symbols))
 
 
 # ---------------------------------------------------------------------------------------
