@@ -148,7 +148,7 @@ def _arguments_ok(call: dict) -> bool:
         return True
     try:
         return isinstance(json.loads(raw or "{}"), dict)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return False
 
 

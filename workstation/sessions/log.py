@@ -103,7 +103,7 @@ def tool_call_arguments(call: dict) -> dict:
         return raw
     try:
         parsed = json.loads(raw or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     return parsed if isinstance(parsed, dict) else {}
 
@@ -234,6 +234,8 @@ def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
         record = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         return None, f"not valid JSON ({str(err).split(':')[0]})"
+    except RecursionError:
+        return None, "not valid JSON (nested too deeply)"
     if not isinstance(record, dict):
         return None, "not a JSON object"
     version = record.get("v")
