@@ -121,7 +121,7 @@ class Agent:
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory())
+                               ranges=RangeMemory(), staging=workspace.paths.state / "tmp")
         self.ranges = self.ctx.ranges
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context

@@ -1,14 +1,15 @@
 """File tools: a file's map (file_meta), a range of its lines (read_lines), an edit of a range
 (replace_lines). Confined to the workspace root (real paths: no `..`, no absolute path outside, no
-symlink escape) and kept out of its state folder; edits are refused when the file changed since the
-agent last read it (the ReadLedger's hash guard)."""
+symlink escape) and kept out of its state folder, and edits out of `.git` folders; edits are refused
+when the file changed since the agent last read it (the ReadLedger's hash guard). Edits by text and
+new files are in writes.py."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import confine, sha256_bytes
+from ...fsutil import confine, confine_write, sha256_bytes
 from ...store.broker import readonly
 from ..filetools import read_lines, replace_lines
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
@@ -153,6 +154,7 @@ def _read_lines_skip(call: Call) -> str | None:
 # --------------------------------------------------------------------------- replace_lines
 def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
+    confine_write(ctx.root, as_text("path", path), ctx.private)  # never in .git/ (core.fsmonitor runs programs)
     rel, first, last = replace_lines(ctx.root, as_text("path", path), start, end, as_text("content", content),
                                      ctx.ledger, ctx.private)
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
