@@ -134,7 +134,7 @@ def test_commands_run_when_approved(ws):
     a = agent(ws, approve=lambda req: asked.append(req.subject) or True)
     result = call(a, "run_command", cmd="touch made-by-agent")
     assert result.ok and result.data == {"exit_code": 0, "approved_by": "user", "outcome": "ok",
-                                         "duration_ms": result.data["duration_ms"]}
+                                         "sandbox": "bwrap", "duration_ms": result.data["duration_ms"]}
     assert asked == ["touch made-by-agent"] and (ws.root / "made-by-agent").exists()
     a.close()
 
@@ -197,10 +197,11 @@ def test_commands_time_out_with_capped_output(tmp_path):
 
 def test_a_command_is_over_when_its_process_is_even_if_a_background_child_holds_the_output():
     from workstation.agent.commands import run_command
+    from workstation.sandbox import Policy
 
-    started = time.monotonic()
+    started = time.monotonic()  # without a sandbox: in one, the child ends with the command (test_sandbox.py)
     result = run_command("setsid sleep 6 & echo started", Path.cwd(), allow=[], approve=lambda c: True,
-                         timeout_s=4, max_output_chars=1000)
+                         timeout_s=4, max_output_chars=1000, sandbox=Policy(Path.cwd(), mode="off"))
     assert result.exit_code == 0 and result.output.startswith("started\n")
     assert "still runs in the background" in result.output
     assert time.monotonic() - started < 4  # neither the sleep nor the timeout was waited for
@@ -210,7 +211,7 @@ def test_command_output_is_capped_as_it_streams_not_after():
     """200 MB of output: the process running the command never holds it (peak memory stays small)."""
     script = ("import resource; from pathlib import Path; from workstation.agent.commands import run_command; "
               "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; before = peak(); "
-              "r = run_command('head -c 200000000 /dev/zero', Path.cwd(), allow=['head'], approve=None, "
+              "r = run_command('head -c 200000000 /dev/zero', Path.cwd(), allow=['head -c * /dev/zero'], approve=None, "
               "timeout_s=60, max_output_chars=1000); "
               "print(r.exit_code, r.truncated, len(r.output), peak() - before)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,7 @@
 import os
+import stat
+import threading
+import time
 
 import pytest
 
@@ -155,3 +158,65 @@ def test_run_command_timeout_and_cap(ws):
     assert res.exit_code is None and "timed out" in res.output and res.duration_s < 3
     res = run_command("seq 1 10000", ws, allow=["seq"], approve=None, timeout_s=5, max_output_chars=200)
     assert res.truncated and len(res.output) < 300
+
+
+# --------------------------------------------------------------------------- inputs that must not hang
+def _special_files(ws):
+    os.mkfifo(ws / "pipe")
+    made = ["pipe"]
+    try:
+        os.mknod(ws / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero, inside the workspace
+        made.append("zero")
+    except PermissionError:
+        pass  # not root: the FIFO alone
+    return made
+
+
+def test_a_fifo_or_a_device_in_the_workspace_is_one_line_not_a_hang(ws):
+    for name in _special_files(ws):
+        started = time.monotonic()
+        with pytest.raises(WorkstationError) as err:
+            read_lines(ws, name, 1, 1)
+        assert "not a regular file" in str(err.value) and "\n" not in str(err.value)
+        assert time.monotonic() - started < 2
+    started = time.monotonic()
+    hits, _ = grep(ws, "one", ["pipe", "zero", "a.py"])
+    assert [h.path for h in hits] == ["a.py"] and time.monotonic() - started < 2
+
+
+def test_a_hung_filesystem_gives_up_in_time(ws, monkeypatch):
+    from workstation.agent import filetools
+
+    release = threading.Event()
+
+    def hung(real, rel):  # a read from a hung network mount: blocks in the kernel, uninterruptible
+        release.wait(30)
+        raise OSError("released")
+
+    monkeypatch.setattr(filetools, "_open_regular", hung)
+    monkeypatch.setattr(filetools, "READ_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(WorkstationError, match=r"reading a.py: gave up after 0.5s") as err:
+        read_lines(ws, "a.py", 1, 1)
+    assert "\n" not in str(err.value) and time.monotonic() - started < 2
+    with pytest.raises(WorkstationError, match="grep: gave up after 0.5s"):
+        grep(ws, "one", ["a.py"], timeout_s=0.5)
+    release.set()
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a|aa)+$", r"(a*)*b", r"^(\w+\s?)*$"])
+def test_catastrophic_patterns_finish_fast(ws, pattern):
+    (ws / "long.txt").write_text("a" * 50_000 + "!\n")
+    started = time.monotonic()
+    hits, _ = grep(ws, pattern, ["long.txt"])
+    assert time.monotonic() - started < 1, "the regex engine backtracked"
+    assert hits == []
+
+
+def test_what_re2_cannot_do_is_refused_in_one_line(ws):
+    for pattern in (r"(a)\1", r"foo(?=bar)", "x" * 100 + "{1000}{1000}"):
+        with pytest.raises(WorkstationError) as err:
+            grep(ws, pattern, ["a.py"])
+        assert str(err.value).startswith("invalid pattern") and "\n" not in str(err.value)
+    hits, _ = grep(ws, "T(WO|HREE)", ["a.py"], ignore_case=True)
+    assert [h.line for h in hits] == [2, 3]

@@ -10,12 +10,13 @@ import os
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 from .paths import Paths
+from .sandbox import DEFAULT_HIDE
 
 
 class _Section(BaseModel):
@@ -69,12 +70,36 @@ class MemoryConfig(_Section):
 
 
 class AgentConfig(_Section):
+    # argv patterns that run without asking, where a full sandbox holds (README: "Commands")
     command_allow: list[str] = Field(
         default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest"]
     )
+    command_network: bool = Field(False, strict=True)  # commands may reach the network
+    sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
+    sandbox_hide: list[str] = Field(default_factory=lambda: list(DEFAULT_HIDE))  # hidden from commands
     command_timeout_s: float = Field(120.0, gt=0)
     max_output_chars: int = Field(20_000, gt=0)
     max_steps: int = Field(30, ge=1)
+
+    @field_validator("command_allow")
+    @classmethod
+    def _patterns(cls, entries: list[str]) -> list[str]:
+        from .agent.allowlist import Pattern
+
+        for number, entry in enumerate(entries, start=1):
+            try:
+                Pattern.parse(entry)
+            except ValueError as err:
+                raise ValueError(f"entry {number}: {err}") from None
+        return entries
+
+    @field_validator("sandbox_hide")
+    @classmethod
+    def _hidden(cls, paths: list[str]) -> list[str]:
+        for number, path in enumerate(paths, start=1):
+            if not path.startswith(("/", "~")) or "\x00" in path:
+                raise ValueError(f"entry {number}: {path!r} is not an absolute path (or one starting with ~)")
+        return paths
 
 
 class UIConfig(_Section):

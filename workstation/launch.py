@@ -3,9 +3,9 @@ command modules (~80 ms of first paint); everything else goes to the command lin
 
 from __future__ import annotations
 
-import signal
 import sys
-from typing import NoReturn
+
+from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
 COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "memory", "reflect", "replay", "report",
@@ -35,48 +35,6 @@ def app_arguments(argv: list[str]) -> dict | None:
     if path is not None:
         args["root"] = path
     return args
-
-
-def exit_on_sigterm() -> None:
-    """SIGTERM ends the process as an exit, not a kill: `finally` blocks and exit handlers run,
-    so memory buffers flush and the database closes cleanly. (The app replaces this with a
-    quit of its own while it runs, so the terminal is restored too.)"""
-    def terminate(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, terminate)
-
-
-def finish(code: object) -> NoReturn:
-    """End the process with `code` (a SystemExit code) once everything of ours is closed.
-
-    Once litellm is loaded, Python's own finalization runs its HTTP clients' __del__ hooks, which
-    import modules and can deadlock against a daemon thread caught mid-import (seen: 1 sidecar exit
-    in 5 hung). So what a normal exit does for us runs here (non-daemon threads joined, exit
-    handlers: the database closes, buffers flush), and os._exit skips the rest.
-    """
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = 1
-    if "litellm" not in sys.modules:
-        sys.exit(code)
-    import atexit
-    import os
-    import threading
-
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass  # a closed pipe: nothing left to say
-    os._exit(code)
 
 
 def entry() -> None:

@@ -1,27 +1,34 @@
-"""run_command: shell commands in the workspace, allow-listed or approved by the user."""
+"""run_command: shell commands in the workspace, in an OS sandbox, allow-listed or approved by the user.
+
+The sandbox (`workstation.sandbox`) decides what a command can touch; the allow-list (`allowlist.py`)
+only decides which commands run without asking, and it does so only where a full sandbox holds: with
+none, every command asks, and the approval says why in one line.
+"""
 
 from __future__ import annotations
 
 import os
 import select
-import shlex
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import sandbox as _sandbox
 from ..errors import WorkstationError
+from .allowlist import SHELL_SYNTAX, WRAPPERS, allowed, check, program_of, split  # noqa: F401 (re-exported)
 from .approval import ApprovalRequest, Approver, ask
 
-# Commands that run another command: an allow-list entry never covers them implicitly,
-# or `env rm -rf /` would pass as `env`.
-WRAPPERS = frozenset({
-    "sh", "bash", "zsh", "dash", "fish", "env", "xargs", "sudo", "doas", "nohup", "timeout",
-    "nice", "ionice", "exec", "eval", "command", "builtin", "time", "watch", "find", "python", "python3",
-    "perl", "ruby", "node", "su", "chroot", "setsid", "stdbuf", "strace",
-})
-SHELL_SYNTAX = set("|&;<>()$`\\\n*?[]{}~!#")
+# What git reads from `.git/config` on `status`/`diff`/`log` that would run a program: off for allow-listed
+# git commands, whatever the config says (the sandbox keeps .git read-only to commands; this also covers a
+# config written some other way). A filter driver (`filter.x.clean`) cannot be turned off so, and still
+# runs, in the sandbox.
+GIT_SAFE_CONFIG = (("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"),
+                   ("log.showSignature", "false"), ("core.pager", "cat"))
+GIT_SAFE_FLAGS = {"diff": ["--no-ext-diff", "--no-textconv"], "log": ["--no-ext-diff", "--no-textconv"],
+                  "show": ["--no-ext-diff", "--no-textconv"]}
 
 
 @dataclass
@@ -32,35 +39,22 @@ class CommandResult:
     truncated: bool
     duration_s: float
     approved_by: str  # 'allow-list' | 'user'
+    sandbox: str = "none"  # 'bwrap' | 'seatbelt' | 'landlock' | 'none'
 
 
 def _tokens(command: str) -> list[str] | None:
     """argv if `command` is a plain command line with no shell syntax, else None."""
-    if any(ch in SHELL_SYNTAX for ch in command):
-        return None
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return None
+    return split(command)
 
 
-def allowed(command: str, allow: list[str]) -> bool:
-    """True when the allow-list covers `command` without asking the user."""
-    argv = _tokens(command)
-    if not argv:
-        return False
-    for entry in allow:
-        prefix = _tokens(entry)
-        if not prefix:
-            continue
-        if Path(argv[0]).name in WRAPPERS or Path(prefix[0]).name in WRAPPERS:
-            # a wrapper is only ever allowed by an entry naming the whole command exactly
-            if argv == prefix:
-                return True
-            continue
-        if argv[: len(prefix)] == prefix:
-            return True
-    return False
+def _git_safe(env: dict[str, str]) -> dict[str, str]:
+    given = env.get("GIT_CONFIG_COUNT", "")
+    count = int(given) if given.isdigit() else 0
+    env = dict(env)
+    for i, (key, value) in enumerate(GIT_SAFE_CONFIG, start=count):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    env["GIT_CONFIG_COUNT"] = str(count + len(GIT_SAFE_CONFIG))
+    return env
 
 
 class CommandDenied(WorkstationError):
@@ -73,39 +67,54 @@ class CommandCancelled(WorkstationError):
 
 def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver | None,
                 timeout_s: float, max_output_chars: int,
-                cancel: threading.Event | None = None) -> CommandResult:
-    """Run `command` in `cwd` once the allow-list or the user approves it. `cancel` (the turn's stop
-    event) kills the command's whole process group within ~50 ms of being set."""
+                cancel: threading.Event | None = None,
+                sandbox: _sandbox.Policy | None = None) -> CommandResult:
+    """Run `command` in `cwd`, in the sandbox `sandbox` describes (by default: `cwd` as the workspace,
+    its `.workstation` hidden, no network), once the allow-list or the user approves it. `cancel` (the
+    turn's stop event) kills the command's whole process group within ~50 ms of being set."""
     command = command.strip()
     if not command:
         raise WorkstationError("run_command needs a command")
-    if allowed(command, allow):
+    policy = sandbox or _sandbox.Policy(cwd)
+    state = _sandbox.status(policy)
+    reason = check(command, allow, policy.root, policy.private()) if state.full else state.line
+    if reason is None:
         approved_by = "allow-list"
     else:
-        refusal = ask(approve, ApprovalRequest("command", command, "not on agent.command_allow"))
+        refusal = ask(approve, ApprovalRequest("command", command, reason))
         if refusal is not None:
             raise CommandDenied(refusal)
         approved_by = "user"
     argv = _tokens(command)
+    env = dict(os.environ)
+    if approved_by == "allow-list" and argv and program_of(argv) == "git":
+        env = _git_safe(env)
+        if len(argv) > 1 and argv[1] in GIT_SAFE_FLAGS:
+            argv = argv[:2] + GIT_SAFE_FLAGS[argv[1]] + argv[2:]
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv if argv is not None else ["/bin/sh", "-c", command],
-        cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True,  # so a timeout kills the whole process group
-    )
-    output = _CappedOutput(max_output_chars)
-    stop = threading.Event()
-    reader = threading.Thread(target=output.drain, args=(proc.stdout.fileno(), stop), daemon=True,
-                              name="run_command output")
-    reader.start()
-    code = _wait(proc, timeout_s, cancel)
-    # The rest of the output; a process left running in the background (`setsid x &`) may hold
-    # the pipe open for as long as it likes: the command is over when its own process is.
-    reader.join(OUTPUT_GRACE_S)
-    held_open = reader.is_alive()
-    stop.set()
-    reader.join()
-    proc.stdout.close()
+    with _sandbox.sandboxed(argv if argv is not None else ["/bin/sh", "-c", command], policy, Path(cwd),
+                            env) as (cmd, cmd_env, state):
+        try:
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, env=cmd_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # so a timeout kills the whole process group
+            )
+        except OSError as err:
+            raise WorkstationError(f"cannot run {command!r}: {err.strerror or err}") from None
+        output = _CappedOutput(max_output_chars)
+        stop = threading.Event()
+        reader = threading.Thread(target=output.drain, args=(proc.stdout.fileno(), stop), daemon=True,
+                                  name="run_command output")
+        reader.start()
+        code = _wait(proc, timeout_s, cancel)
+        # The rest of the output; a process left running in the background (`setsid x &`) may hold
+        # the pipe open for as long as it likes: the command is over when its own process is.
+        reader.join(OUTPUT_GRACE_S)
+        held_open = reader.is_alive()
+        stop.set()
+        reader.join()
+        proc.stdout.close()
     text, truncated = output.text()
     if cancel is not None and cancel.is_set() and code is None:
         raise CommandCancelled(f"stopped by the user after {time.monotonic() - start:.1f}s: {command!r}")
@@ -113,7 +122,8 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
         text += f"\n[timed out after {timeout_s:g}s]"
     elif held_open:
         text += "\n[a process it started still runs in the background: its later output is not shown]"
-    return CommandResult(command, code, text, truncated, time.monotonic() - start, approved_by)
+    return CommandResult(command, code, text, truncated, time.monotonic() - start, approved_by,
+                         state.backend or "none")
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float, cancel: threading.Event | None) -> int | None:

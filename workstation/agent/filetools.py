@@ -8,14 +8,16 @@ the caller keeps `ReadLedger`, the content hash of each file as last seen.
 from __future__ import annotations
 
 import os
-import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from ..errors import WorkstationError
 from ..fsutil import atomic_write, confine, sha256_bytes
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -50,15 +52,78 @@ class Lines:
         return "\n".join(f"{n:>{width}}| {line}" for n, line in enumerate(lines, start=self.start))
 
 
-def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
+READ_TIMEOUT_S = 10.0  # one file read (read_lines, replace_lines' read) before it is given up on
+GREP_TIMEOUT_S = 20.0  # one whole grep
+GREP_MAX_FILE_BYTES = 16 * 1024 * 1024  # larger files are skipped by grep (a one-line file would be one line)
+
+
+def _bounded(what: str, timeout_s: float, work: Callable[[threading.Event], T]) -> T:
+    """`work(stop)` in a thread, given up on after `timeout_s`: a read from a hung network filesystem
+    cannot be interrupted, but the turn does not wait for it. `stop` is set then, for work that can end
+    early (grep checks it per line); a read blocked in the kernel is left to finish in its daemon thread."""
+    box: dict[str, Any] = {}
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = work(stop)
+        except BaseException as err:  # handed to the caller's thread, raised there
+            box["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True, name=f"bounded {what}")
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        stop.set()
+        raise WorkstationError(f"{what}: gave up after {timeout_s:g}s (a slow or hung filesystem?)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _open_regular(real: Path, rel: str) -> int:
+    """A file descriptor on `real`, refused unless it is a regular file: opening a FIFO waits for a
+    writer forever, and a device (`/dev/zero`, a tty) never ends or blocks. Opened non-blocking so that
+    even a FIFO swapped in after the check does not wait, then checked again on the descriptor."""
     try:
-        data = real.read_bytes()
+        st = os.stat(real)
     except FileNotFoundError:
         raise WorkstationError(f"{rel}: no such file") from None
-    except IsADirectoryError:
-        raise WorkstationError(f"{rel}: is a directory") from None
     except OSError as err:
         raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise WorkstationError(f"{rel}: is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise WorkstationError(f"{rel}: not a regular file ({_kind(st.st_mode)}): refused")
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise WorkstationError(f"{rel}: not a regular file ({_kind(st.st_mode)}): refused")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
+    def read(stop: threading.Event) -> bytes:
+        with os.fdopen(_open_regular(real, rel), "rb") as fh:
+            try:
+                return fh.read()
+            except OSError as err:
+                raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
+
+    data = _bounded(f"reading {rel}", READ_TIMEOUT_S, read)
     try:
         return data, data.decode("utf-8")
     except UnicodeDecodeError:
@@ -119,26 +184,56 @@ class GrepHit:
     text: str
 
 
-def grep(root: Path, pattern: str, files: Iterable[str], *, max_hits: int = 200,
-         ignore_case: bool = False, private: Sequence[Path] = ()) -> tuple[list[GrepHit], bool]:
-    """Regex search over the given repo paths; returns (hits, truncated)."""
+def compile_pattern(pattern: str, ignore_case: bool = False):
+    """`pattern` compiled by RE2, which matches in time linear in the text: no pattern can backtrack
+    catastrophically (`(a+)+$`). What RE2 does not do (backreferences, lookaround) is refused in one line."""
+    import re2
+
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False  # RE2 logs to stderr by default; the error is raised and reported instead
     try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as err:
-        raise WorkstationError(f"invalid pattern {pattern!r}: {err}") from None
-    hits: list[GrepHit] = []
-    for rel in files:
-        try:
-            real, rel = confine(root, rel, private)
-            with open(real, "r", encoding="utf-8", errors="strict") as fh:
-                for number, line in enumerate(fh, start=1):
-                    if regex.search(line):
-                        hits.append(GrepHit(rel, number, line.rstrip("\n")[:300]))
-                        if len(hits) >= max_hits:
-                            return hits, True
-        except (OSError, UnicodeDecodeError, WorkstationError):
-            continue  # unreadable, binary, gone since indexing or in the state folder: not a match
-    return hits, False
+        return re2.compile(pattern, options)
+    except re2.error as err:
+        said = err.args[0].decode(errors="replace") if err.args and isinstance(err.args[0], bytes) else str(err)
+        raise WorkstationError(f"invalid pattern {pattern[:200]!r}: {said[:200]} (grep uses RE2: no "
+                               "backreferences or lookaround)") from None
+
+
+def grep(root: Path, pattern: str, files: Iterable[str], *, max_hits: int = 200,
+         ignore_case: bool = False, private: Sequence[Path] = (),
+         timeout_s: float | None = None) -> tuple[list[GrepHit], bool]:
+    """Regex (RE2) search over the given repo paths; returns (hits, truncated). FIFOs, devices, files over
+    GREP_MAX_FILE_BYTES are skipped; the whole search gives up with one line after `timeout_s`."""
+    regex = compile_pattern(pattern, ignore_case)
+    files = list(files)
+
+    def search(stop: threading.Event) -> tuple[list[GrepHit], bool]:
+        hits: list[GrepHit] = []
+        for rel in files:
+            if stop.is_set():
+                break
+            try:
+                real, rel = confine(root, rel, private)
+                fd = _open_regular(real, rel)
+            except WorkstationError:
+                continue  # outside, in the state folder, gone since indexing, or not a regular file
+            try:
+                with open(fd, "r", encoding="utf-8", errors="strict") as fh:
+                    if os.fstat(fh.fileno()).st_size > GREP_MAX_FILE_BYTES:
+                        continue
+                    for number, line in enumerate(fh, start=1):
+                        if stop.is_set():
+                            break
+                        if regex.search(line):
+                            hits.append(GrepHit(rel, number, line.rstrip("\n")[:300]))
+                            if len(hits) >= max_hits:
+                                return hits, True
+            except (OSError, UnicodeDecodeError):
+                continue  # unreadable or binary: not a match
+        return hits, False
+
+    return _bounded("grep", GREP_TIMEOUT_S if timeout_s is None else timeout_s, search)
 
 
 def workspace_files(root: Path) -> list[str]:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import scrub
 from ..errors import WorkstationError
+from ..sandbox import Policy
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sessions.log import new_record_id
 from . import context, memoryfirst, tools
@@ -121,7 +122,8 @@ class Agent:
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory(), staging=workspace.paths.state / "tmp")
+                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg),
+                               staging=workspace.paths.state / "tmp")
         self.ranges = self.ctx.ranges
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context

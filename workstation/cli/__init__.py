@@ -38,7 +38,7 @@ _register()
 
 
 def entry() -> None:
-    from ..launch import exit_on_sigterm, finish
+    from ..process import exit_on_sigterm, finish
 
     exit_on_sigterm()
     try:

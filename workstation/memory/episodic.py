@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import re
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from typing import Any
 from .. import scrub
 from ..store.broker import readonly
 from .errors import MemoryKeyError, MemoryValueError
-from .flusher import flusher
+from .flusher import BufferedWriter, flusher
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +180,10 @@ def _valid_unicode(text: str) -> bool:
         return False
 
 
-class Episodic:
+class Episodic(BufferedWriter):
     """The episodic tier as seen from one execution; thread-safe, with its own (flush) lock."""
+
+    _tier = "episodic"
 
     def __init__(self, db, session: str = "", flow: str = "", *, step: int | None = None) -> None:
         for label, text in (("session", session), ("flow", flow)):
@@ -192,12 +193,11 @@ class Episodic:
         self.session = session
         self.flow = flow
         self.step = step  # the agent's current step, used when record() is not told one
-        self._flush_lock = threading.Lock()  # one flush at a time; never taken by record()
         # Appended to by record() and emptied from the front by the flush, both single list
         # operations that are atomic, so record() takes no lock.
         self._buffer: list[str] = []
         self._batches: deque[tuple[str, list[str]]] = deque()  # sealed, not yet acknowledged
-        flusher().register(self)
+        super().__init__()
 
     # -- writing
 
@@ -275,10 +275,8 @@ class Episodic:
     def pending(self) -> int:
         return len(self._buffer) + sum(len(lines) for _, lines in self._batches)
 
-    def fence(self) -> None:
-        """Return once every event recorded so far is committed and visible to every reader."""
-        with self._flush_lock:
-            self._flush_locked()
+    def _has_pending(self) -> bool:
+        return bool(self._buffer or self._batches)
 
     def _flush_locked(self) -> None:
         buffer = self._buffer
@@ -290,22 +288,6 @@ class Episodic:
             batch_id, lines = self._batches[0]
             self.db.call(append_events, batch_id, self.session, self.flow, "\n".join(lines), len(lines))
             self._batches.popleft()
-
-    def background_flush(self) -> None:
-        if not (self._buffer or self._batches) or not self._flush_lock.acquire(blocking=False):
-            return
-        try:
-            self._flush_locked()
-        except Exception as err:  # the batch stays queued with its id; the next fence retries and raises
-            log.warning("background episodic flush failed, will retry: %s", err)
-        finally:
-            self._flush_lock.release()
-
-    def close(self) -> None:
-        try:
-            self.fence()
-        finally:
-            flusher().unregister(self)
 
     # -- reading (fences first, so this execution's own events are included)
 

@@ -23,6 +23,46 @@ class Buffer(Protocol):
     def background_flush(self) -> None: ...
 
 
+class BufferedWriter:
+    """The lifecycle every buffered tier shares (LTM, episodic): registered with the process's flusher
+    at birth; `fence()` sends everything buffered and returns once it is committed; the background
+    flush never blocks a writer or raises (a failure keeps the data, the next fence retries and raises);
+    `close()` fences, then leaves the flusher. Subclasses say what is pending and how to send it."""
+
+    _tier = "memory"  # for the warning a failed background flush logs
+
+    def __init__(self) -> None:
+        self._flush_lock = threading.Lock()  # one flush at a time; never taken by a write
+        flusher().register(self)
+
+    def _has_pending(self) -> bool:  # an unlocked look: a stale answer only delays a flush by one round
+        raise NotImplementedError
+
+    def _flush_locked(self) -> None:  # called with _flush_lock held; raises on failure, keeping the data
+        raise NotImplementedError
+
+    def fence(self) -> None:
+        """Return once every earlier write of this writer is committed and visible to every reader."""
+        with self._flush_lock:
+            self._flush_locked()
+
+    def background_flush(self) -> None:
+        if not self._has_pending() or not self._flush_lock.acquire(blocking=False):
+            return
+        try:
+            self._flush_locked()
+        except Exception as err:  # the data stays buffered; the next fence retries and raises
+            log.warning("background %s flush failed, will retry: %s", self._tier, err)
+        finally:
+            self._flush_lock.release()
+
+    def close(self) -> None:
+        try:
+            self.fence()
+        finally:
+            flusher().unregister(self)
+
+
 class Flusher:
     def __init__(self) -> None:
         self._buffers: "weakref.WeakSet[Buffer]" = weakref.WeakSet()

@@ -27,7 +27,7 @@ from typing import Any
 from ..store.broker import owner_state, readonly
 from .episodic import json_encoder
 from .errors import MemoryKeyError, MemoryValueError
-from .flusher import flusher
+from .flusher import BufferedWriter, flusher
 from .stm import MISSING
 
 log = logging.getLogger(__name__)
@@ -92,17 +92,18 @@ def check_key(key: Any, what: str = "key") -> str:
     return key
 
 
-class LTM:
+class LTM(BufferedWriter):
     """The LTM tier as seen from one process; thread-safe, with its own lock."""
+
+    _tier = "LTM"
 
     def __init__(self, db, writer: str = "") -> None:
         self.db = db
         self.writer = writer or f"pid{os.getpid()}"
         self._lock = threading.Lock()  # guards the buffers only: never held across I/O
-        self._flush_lock = threading.Lock()  # one batch in flight at a time
         self._pending: Batch = {}
         self._inflight: Batch = {}
-        flusher().register(self)
+        super().__init__()
 
     # -- reads
 
@@ -157,10 +158,8 @@ class LTM:
     def pending(self) -> int:
         return len(self._pending) + len(self._inflight)
 
-    def fence(self) -> None:
-        """Return once every earlier write of this process is committed and visible everywhere."""
-        with self._flush_lock:
-            self._flush_locked()
+    def _has_pending(self) -> bool:
+        return bool(self._pending)
 
     def _flush_locked(self) -> None:
         with self._lock:
@@ -178,22 +177,6 @@ class LTM:
             raise
         with self._lock:
             self._inflight = {}
-
-    def background_flush(self) -> None:
-        if not self._pending or not self._flush_lock.acquire(blocking=False):
-            return
-        try:
-            self._flush_locked()
-        except Exception as err:  # data stays buffered; the next fence retries and raises
-            log.warning("background LTM flush failed, will retry: %s", err)
-        finally:
-            self._flush_lock.release()
-
-    def close(self) -> None:
-        try:
-            self.fence()
-        finally:
-            flusher().unregister(self)
 
 
 # ---------------------------------------------------------------- owner side

@@ -9,7 +9,6 @@ and edited, memory lookups, decisions) comes from the tool's own declaration
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime

@@ -39,6 +39,7 @@ from ..filetools import ReadLedger
 if TYPE_CHECKING:
     from ...index.map import KnowledgeMap
     from ...memory import Memory
+    from ...sandbox import Policy
 
 MAX_RESULT_CHARS = 12_000
 
@@ -264,6 +265,7 @@ class ToolContext:
     step: int | None = None
     session: str = ""
     cancel: threading.Event | None = None  # the turn's stop event: a running tool is abandoned when set
+    sandbox: "Policy | None" = None  # what a command may touch (workstation.sandbox); None: the root's defaults
     ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
     call_id: str = ""  # the id of the call running now
     staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside

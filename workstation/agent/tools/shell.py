@@ -12,7 +12,7 @@ def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
     try:
         res = run_command(as_text("cmd", cmd), ctx.root, allow=ctx.allow, approve=ctx.approve,
                           timeout_s=ctx.command_timeout_s, max_output_chars=ctx.max_output_chars,
-                          cancel=ctx.cancel)
+                          cancel=ctx.cancel, sandbox=ctx.sandbox)
     except CommandDenied as err:
         return ToolResult(f"error: {err}", ok=False, data={"outcome": "denied"})
     except CommandCancelled as err:
@@ -23,7 +23,7 @@ def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
     # command output is the one tool output that can print the environment: never log a key
     output = scrub.redact(res.output)
     return ToolResult(f"$ {res.command}\n{output}\n[{status}, {res.duration_s:.1f}s]", ok=res.exit_code == 0,
-                      data={"exit_code": res.exit_code, "approved_by": res.approved_by,
+                      data={"exit_code": res.exit_code, "approved_by": res.approved_by, "sandbox": res.sandbox,
                             "outcome": "timeout" if res.exit_code is None else ("ok" if res.exit_code == 0
                                                                                  else "error")})
 

