@@ -260,12 +260,14 @@ def test_read_lines_numbers_and_bad_arguments(ag):
 
 
 def test_an_os_error_is_a_result_not_a_crash(ag, ws):
-    long_name = "n" * 250 + ".txt"  # readable, but the atomic replace's temporary name is too long
+    long_name = "n" * 250 + ".txt"  # a temporary name beside it would be too long: it is made in the state folder
     (ws.root / long_name).write_text("one\n")
     assert call(ag, "read_lines", path=long_name, start=1, end=1).ok
-    result = call(ag, "replace_lines", path=long_name, start=1, end=1, content="two")
+    assert call(ag, "replace_lines", path=long_name, start=1, end=1, content="two").ok
+    assert (ws.root / long_name).read_text() == "two\n"
+    result = call(ag, "write_file", path="n" * 300 + ".txt", content="x")
     assert not result.ok and result.text.startswith("error: ") and "name too long" in result.text
-    assert (ws.root / long_name).read_text() == "one\n"
+    assert sorted(p.name for p in ws.root.iterdir() if p.name.startswith("n")) == [long_name]
 
 
 def test_map_queries(ag):

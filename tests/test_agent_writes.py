@@ -99,7 +99,10 @@ def test_write_file_keeps_crlf_bom_and_mode_and_adds_no_newline(ag, ws):
 
 def test_write_file_refuses_folders_and_huge_content(ag, ws):
     folder = call(ag, "write_file", path="pkg", content="x")
-    assert not folder.ok and folder.text == "error: pkg is a directory"
+    assert not folder.ok and folder.text == "error: pkg: is a directory"
+    os.mkfifo(ws.root / "pipe")
+    fifo = call(ag, "write_file", path="pipe", content="x")  # opening a FIFO would wait for a writer forever
+    assert not fifo.ok and fifo.text == "error: pipe: not a regular file (a FIFO): refused"
     huge = call(ag, "write_file", path="big.txt", content="x" * 8_000_001)
     assert not huge.ok and "write_file writes at most 8,000,000" in huge.text and not (ws.root / "big.txt").exists()
     wrong = call(ag, "write_file", path="a.txt", content={"nested": ["json"]})

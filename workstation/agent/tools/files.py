@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import confine, confine_write, sha256_bytes
+from ...fsutil import confine, sha256_bytes
 from ...store.broker import readonly
 from ..filetools import read_lines, replace_lines
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
@@ -154,9 +154,8 @@ def _read_lines_skip(call: Call) -> str | None:
 # --------------------------------------------------------------------------- replace_lines
 def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
-    confine_write(ctx.root, as_text("path", path), ctx.private)  # never in .git/ (core.fsmonitor runs programs)
     rel, first, last = replace_lines(ctx.root, as_text("path", path), start, end, as_text("content", content),
-                                     ctx.ledger, ctx.private)
+                                     ctx.ledger, ctx.private, ctx.staging)
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
     removed = max(0, end - start + 1)
     added = last - first + 1

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from ...errors import WorkstationError
 from ...fsutil import atomic_write, confine_write, sha256_bytes
 from ...textdiff import clip, file_diff
+from ..filetools import read_existing
 from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolContext, ToolResult, as_text,
                    params)
 
@@ -31,17 +32,6 @@ BOM = "\ufeff"
 
 
 # --------------------------------------------------------------------------- shared by the tools here
-def existing(real: Path, rel: str) -> bytes | None:
-    """The bytes of a regular file, None when nothing is there; a folder or a device is refused."""
-    try:
-        with open(real, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise WorkstationError(f"{rel} is a directory") from None
-
-
 def require_read(ctx: ToolContext, rel: str, data: bytes, doing: str) -> None:
     """The hash guard: the agent saw exactly this content (read_lines, file_meta, or its own last edit)."""
     seen = ctx.ledger.last(rel)
@@ -124,7 +114,7 @@ def _lines(count: int) -> str:
 def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
     content = as_text("content", content)
     real, rel = confine_write(ctx.root, as_text("path", path), ctx.private)
-    before = existing(real, rel)
+    before = read_existing(real, rel)
     if before is not None:
         require_read(ctx, rel, before, "overwriting")
         old = before.decode("utf-8", "replace")
@@ -153,7 +143,7 @@ def _edit_file(ctx: ToolContext, path: str, old: Any, new: Any, replace_all: Any
     if not isinstance(replace_all, bool):
         raise WorkstationError(f"replace_all must be true or false, got {replace_all!r}")
     real, rel = confine_write(ctx.root, as_text("path", path), ctx.private)
-    data = existing(real, rel)
+    data = read_existing(real, rel)
     if data is None:
         raise WorkstationError(f"{rel}: no such file (write_file creates files)")
     text = as_text_file(data, rel)
