@@ -182,6 +182,30 @@ def test_edit_file_refuses_a_file_that_is_not_utf8(ag, ws):
     assert not result.ok and result.text == "error: latin.txt: not a UTF-8 text file"
 
 
+# --------------------------------------------------------------------------- delete_file
+def test_delete_file(ag, ws):
+    data = (ws.root / "pkg/util.py").read_bytes()
+    result = call(ag, "delete_file", path="pkg/util.py")
+    assert result.ok and result.text == f"pkg/util.py: deleted (10 lines, {len(data)} bytes)"
+    assert not (ws.root / "pkg/util.py").exists()
+    (entry,) = result.data["edits"]
+    assert entry["op"] == "delete" and entry["before"] == sha256_bytes(data) and "after" not in entry
+    assert entry["diff"].startswith("--- a/pkg/util.py\n+++ /dev/null\n@@ -1,10 +0,0 @@") and entry["removed"] == 10
+    assert call(ag, "find", query="Cleaner").text.startswith("nothing matches 'Cleaner'")  # gone from the map
+    again = call(ag, "delete_file", path="pkg/util.py")
+    assert not again.ok and again.text == "error: pkg/util.py: no such file"
+    folder = call(ag, "delete_file", path="pkg")
+    assert not folder.ok and folder.text == "error: pkg: is a directory" and (ws.root / "pkg/core.py").exists()
+
+
+def test_delete_file_removes_no_symlink_and_nothing_it_points_to(ag, ws):
+    (ws.root / "alias.py").symlink_to(ws.root / "pkg/core.py")
+    result = call(ag, "delete_file", path="alias.py")
+    assert not result.ok and result.text == ("error: alias.py is a symbolic link (to pkg/core.py); delete_file "
+                                             "removes regular files only")
+    assert (ws.root / "alias.py").is_symlink() and (ws.root / "pkg/core.py").exists()
+
+
 # --------------------------------------------------------------------------- diffs
 def _apply(before: str, diff: str) -> list[str]:
     """Apply a unified diff of ours (hunks only) to `before`: the test that the diff is right."""

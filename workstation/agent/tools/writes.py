@@ -1,5 +1,6 @@
-"""Tools that change files by their text: write_file (create, or overwrite what the agent read) and
-edit_file (replace an exact text). replace_lines, the edit by line numbers, is in files.py.
+"""Tools that change files by their text: write_file (create, or overwrite what the agent read),
+edit_file (replace an exact text) and delete_file. replace_lines, the edit by line numbers, is in
+files.py.
 
 Every path goes through fsutil.confine_write: the workspace only, never its state folder, never a
 `.git` folder, through symlinks too. An existing file is changed only if the agent read it and it has
@@ -15,6 +16,7 @@ before the tool runs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -202,6 +204,38 @@ def _near_miss(text: str, old: str) -> str:
     return ""
 
 
+# --------------------------------------------------------------------------- delete_file
+def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
+    path = as_text("path", path)
+    real, rel = confine_write(ctx.root, path, ctx.private)
+    _not_a_link(ctx, path, rel, "delete_file removes")
+    data = read_existing(real, rel)
+    if data is None:
+        raise WorkstationError(f"{rel}: no such file")
+    os.unlink(real)
+    _sync_folder(real.parent)
+    ctx.edited(rel)
+    entry = change(rel, data, None, "delete")
+    return edited_result(f"{rel}: deleted ({_lines(len(data.splitlines()))}, {len(data):,} bytes)", [entry],
+                         show_diff=False)
+
+
+def _not_a_link(ctx: ToolContext, path: str, rel: str, what: str) -> None:
+    """Refuse a path that is itself a symbolic link: removing or moving one acts on the link, not on the
+    file the agent read through it (its folders may be links: the real path is what is confined)."""
+    given = Path(path) if Path(path).is_absolute() else ctx.root / path
+    if given.is_symlink():
+        raise WorkstationError(f"{path} is a symbolic link (to {rel}); {what} regular files only")
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the unlink or rename itself is durable
+    finally:
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------- the declarations
 _WRITE_DOC = ("Create a file (and its folders) with content, or replace a whole file you read before "
               "(read_lines or file_meta). Prefer edit_file or replace_lines to change part of a file.")
@@ -216,4 +250,6 @@ TOOLS = [
          params(["path", "old", "new"], path=STR, old=STR, new=STR,
                 replace_all={**BOOL, "description": "replace every match (default false)"}),
          _edit_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
+    Tool("delete_file", "Delete one file (not a folder). The user can undo it.", params(["path"], path=STR),
+         _delete_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
 ]
