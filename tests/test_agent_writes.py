@@ -206,6 +206,50 @@ def test_delete_file_removes_no_symlink_and_nothing_it_points_to(ag, ws):
     assert (ws.root / "alias.py").is_symlink() and (ws.root / "pkg/core.py").exists()
 
 
+# --------------------------------------------------------------------------- move_file
+def test_move_file(ag, ws):
+    data = (ws.root / "pkg/util.py").read_bytes()
+    (ws.root / "pkg/util.py").chmod(0o750)
+    result = call(ag, "move_file", src="pkg/util.py", dst="lib/helpers/util.py")
+    assert result.ok and result.text == "pkg/util.py moved to lib/helpers/util.py"
+    assert not (ws.root / "pkg/util.py").exists() and (ws.root / "lib/helpers/util.py").read_bytes() == data
+    assert (ws.root / "lib/helpers/util.py").stat().st_mode & 0o777 == 0o750
+    out, into = result.data["edits"]
+    assert (out["path"], out["op"], out["to"], out["before"], "after" in out) == (
+        "pkg/util.py", "move", "lib/helpers/util.py", sha256_bytes(data), False)
+    assert (into["path"], into["from"], into["after"], "before" in into) == (
+        "lib/helpers/util.py", "pkg/util.py", sha256_bytes(data), False)
+    assert out["diff"] == "rename from pkg/util.py\nrename to lib/helpers/util.py"
+    assert tools.get("move_file").label("move_file", {"src": "a", "dst": "b"}) == "move_file(a → b)"
+    assert "lib/helpers/util.py" in call(ag, "find", query="Cleaner").text  # re-indexed under its new name
+    # a move is not a read: the agent never saw this file
+    unread = call(ag, "edit_file", path="lib/helpers/util.py", old="class Cleaner", new="class Scrubber")
+    assert not unread.ok and "read it before editing it" in unread.text
+    # what it read under the old name it knows under the new one
+    read(ag, "pkg/core.py")
+    assert call(ag, "move_file", src="pkg/core.py", dst="pkg/fetching.py").ok
+    assert call(ag, "edit_file", path="pkg/fetching.py", old="def _private()", new="def _hidden()").ok
+
+
+def test_move_file_never_overwrites_and_never_moves_a_link(ag, ws):
+    core = (ws.root / "pkg/core.py").read_bytes()
+    taken = call(ag, "move_file", src="pkg/util.py", dst="pkg/core.py")
+    assert not taken.ok and taken.text == ("error: pkg/core.py exists: move_file never overwrites (delete it "
+                                           "first, or pick another name)")
+    (ws.root / "dangling").symlink_to(ws.root / "nowhere.py")
+    dangling = call(ag, "move_file", src="pkg/util.py", dst="dangling")
+    assert not dangling.ok and "exists: move_file never overwrites" in dangling.text
+    assert not (ws.root / "nowhere.py").exists()
+    (ws.root / "alias.py").symlink_to(ws.root / "pkg/util.py")
+    link = call(ag, "move_file", src="alias.py", dst="moved.py")
+    assert not link.ok and "is a symbolic link (to pkg/util.py)" in link.text
+    same = call(ag, "move_file", src="pkg/util.py", dst="pkg/../pkg/util.py")
+    assert not same.ok and same.text == "error: pkg/util.py and pkg/../pkg/util.py are the same file"
+    missing = call(ag, "move_file", src="pkg/none.py", dst="x.py")
+    assert not missing.ok and missing.text == "error: pkg/none.py: no such file"
+    assert (ws.root / "pkg/core.py").read_bytes() == core and (ws.root / "pkg/util.py").exists()
+
+
 # --------------------------------------------------------------------------- diffs
 def _apply(before: str, diff: str) -> list[str]:
     """Apply a unified diff of ours (hunks only) to `before`: the test that the diff is right."""

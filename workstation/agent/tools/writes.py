@@ -1,6 +1,6 @@
 """Tools that change files by their text: write_file (create, or overwrite what the agent read),
-edit_file (replace an exact text) and delete_file. replace_lines, the edit by line numbers, is in
-files.py.
+edit_file (replace an exact text), delete_file and move_file. replace_lines, the edit by line numbers,
+is in files.py.
 
 Every path goes through fsutil.confine_write: the workspace only, never its state folder, never a
 `.git` folder, through symlinks too. An existing file is changed only if the agent read it and it has
@@ -16,6 +16,7 @@ before the tool runs.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -220,6 +221,44 @@ def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
                          show_diff=False)
 
 
+# --------------------------------------------------------------------------- move_file
+def _move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
+    src, dst = as_text("src", src), as_text("dst", dst)
+    s_real, s_rel = confine_write(ctx.root, src, ctx.private)
+    d_real, d_rel = confine_write(ctx.root, dst, ctx.private)
+    _not_a_link(ctx, src, s_rel, "move_file moves")
+    data = read_existing(s_real, s_rel)
+    if data is None:
+        raise WorkstationError(f"{s_rel}: no such file")
+    if s_real == d_real:
+        raise WorkstationError(f"{s_rel} and {dst} are the same file")
+    if os.path.lexists(d_real) or os.path.lexists(Path(dst) if Path(dst).is_absolute() else ctx.root / dst):
+        raise WorkstationError(f"{d_rel} exists: move_file never overwrites (delete it first, or pick another name)")
+    d_real.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(s_real, d_real)
+    except OSError as err:
+        if err.errno != errno.EXDEV:
+            raise
+        atomic_write(d_real, data, os.stat(s_real).st_mode & 0o7777, staging=ctx.staging)  # another filesystem
+        os.unlink(s_real)
+    _sync_folder(d_real.parent)
+    if s_real.parent != d_real.parent:
+        _sync_folder(s_real.parent)
+    if ctx.ledger.last(s_rel) == sha256_bytes(data):
+        ctx.ledger.saw(d_rel, sha256_bytes(data))  # what the agent read under the old name, it knows under the new
+    ctx.edited(s_rel)
+    ctx.edited(d_rel)
+    entries = [change(s_rel, data, None, "move", to=d_rel), change(d_rel, None, data, "move", **{"from": s_rel})]
+    entries[0]["diff"] = f"rename from {s_rel}\nrename to {d_rel}"
+    entries[1]["diff"], entries[1]["added"], entries[0]["removed"] = "", 0, 0
+    return edited_result(f"{s_rel} moved to {d_rel}", entries, show_diff=False)
+
+
+def _move_label(name: str, args: Mapping[str, Any]) -> str:
+    return f"{name}({args.get('src')} → {args.get('dst')})"
+
+
 def _not_a_link(ctx: ToolContext, path: str, rel: str, what: str) -> None:
     """Refuse a path that is itself a symbolic link: removing or moving one acts on the link, not on the
     file the agent read through it (its folders may be links: the real path is what is confined)."""
@@ -252,4 +291,7 @@ TOOLS = [
          _edit_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
     Tool("delete_file", "Delete one file (not a folder). The user can undo it.", params(["path"], path=STR),
          _delete_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
+    Tool("move_file", "Move or rename one file; dst must not exist (its folders are created).",
+         params(["src", "dst"], src=STR, dst=STR), _move_file, WRITE, meaning=edits_meaning,
+         writes=path_args("src", "dst"), verify=REAPPLY, label=_move_label),
 ]
