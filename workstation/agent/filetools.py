@@ -159,14 +159,30 @@ def read_lines(root: Path, path: str, start: int, end: int | None = None,
     return Lines(rel, start, end, total, "".join(lines[start - 1:end]), digest, text)
 
 
+@dataclass
+class Replaced:
+    path: str
+    first: int  # first and last line of the new text
+    last: int
+    before: bytes = field(repr=False)
+    after: bytes = field(repr=False)
+
+
 def replace_lines(root: Path, path: str, start: int, end: int, content: str,
                   ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None
                   ) -> tuple[str, int, int]:
-    """Replace lines start..end (inclusive) with `content`; end = start - 1 inserts. Never in a `.git`
-    folder (fsutil.confine_write); the temporary file of the atomic write goes in `staging`.
+    """Replace lines start..end (inclusive) with `content`; end = start - 1 inserts.
 
     Returns (repo path, first line, last line) of the new content.
     """
+    done = replace_range(root, path, start, end, content, ledger, private, staging)
+    return done.path, done.first, done.last
+
+
+def replace_range(root: Path, path: str, start: int, end: int, content: str,
+                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None) -> Replaced:
+    """replace_lines, returning the file's bytes before and after too. Never in a `.git` folder
+    (fsutil.confine_write); the temporary file of the atomic write goes in `staging`."""
     real, rel = confine_write(root, path, private)
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
@@ -188,7 +204,7 @@ def replace_lines(root: Path, path: str, start: int, end: int, content: str,
     updated = "".join(lines[: start - 1] + new + lines[end:]).encode("utf-8")
     atomic_write(real, updated, staging=staging)
     ledger.saw(rel, sha256_bytes(updated))
-    return rel, start, start + len(new) - 1
+    return Replaced(rel, start, start + len(new) - 1, data, updated)
 
 
 @dataclass

@@ -109,6 +109,12 @@ def path_args(*names: str):
     return writes
 
 
+def summary_line(text: str) -> str:
+    """What `replay --verify` compares of an edit's result: its first line (the diff below it follows
+    from the edit, and results recorded before diffs were shown have none)."""
+    return text.split("\n", 1)[0]
+
+
 def _lines(count: int) -> str:
     return f"{count} line{'s' if count != 1 else ''}"
 
@@ -284,14 +290,17 @@ _EDIT_DOC = ("Replace the exact text old with new in a file you read before. old
 
 TOOLS = [
     Tool("write_file", _WRITE_DOC, params(["path", "content"], path=STR, content=STR), _write_file, WRITE,
-         meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
+         meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY, comparable=summary_line),
     Tool("edit_file", _EDIT_DOC,
          params(["path", "old", "new"], path=STR, old=STR, new=STR,
                 replace_all={**BOOL, "description": "replace every match (default false)"}),
-         _edit_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
+         _edit_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY,
+         comparable=summary_line),
     Tool("delete_file", "Delete one file (not a folder). The user can undo it.", params(["path"], path=STR),
-         _delete_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY),
+         _delete_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY,
+         comparable=summary_line),
     Tool("move_file", "Move or rename one file; dst must not exist (its folders are created).",
          params(["src", "dst"], src=STR, dst=STR), _move_file, WRITE, meaning=edits_meaning,
-         writes=path_args("src", "dst"), verify=REAPPLY, label=_move_label),
+         writes=path_args("src", "dst"), verify=REAPPLY, comparable=summary_line,
+         label=_move_label),
 ]
