@@ -17,7 +17,9 @@ Everything else is derived from the log alone (so the CLI does it with no agent 
   refuses a rewind across both;
 * restoring a file is an atomic replace (or an unlink of a file the agent created), and the `rewind`
   record is appended after every file is restored. A kill midway leaves each file whole, either
-  restored or not; the next undo accepts a file that already holds its checkpoint, so it finishes.
+  restored or not; the next undo accepts a file holding any content of the agent's own trail (a
+  checkpoint or the result of one of its edits), so it finishes. A file killed between the tool's
+  write and its tool record holds bytes no record names: undo refuses it like someone else's change.
 
 A conversation rewind appends a `rewind` record with `conversation`; sessions.context.seen takes those
 turns out of every later request (and a summary that covers them), never out of the log.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -69,6 +72,9 @@ class History:
     # path -> turns whose checkpoint found the file changed since the agent's last change (kept after an
     # undo of that turn: the content it restores is someone else's, which a rewind further back would lose)
     drifts: dict[str, list[int]] = field(default_factory=dict)
+    # path -> every content it is known to have held from the agent's side: checkpoints (whose bytes are
+    # blobs) and the results of its edits. Bytes outside this set are someone else's.
+    known: dict[str, set[str | None]] = field(default_factory=dict)
 
     def turn_of(self, number: int) -> str:
         if not 1 <= number <= len(self.users):
@@ -94,10 +100,12 @@ def history(view: "LogView") -> History:
             if drift:
                 h.drifts.setdefault(path, []).append(cp.number)
             h.expected[path] = before
+            h.known.setdefault(path, set()).add(before)
         elif kind == "tool" and record.get("ok", True):
             for entry in record.get("edits") or ():
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
                     h.expected[entry["path"]] = entry.get("after")
+                    h.known.setdefault(entry["path"], set()).add(entry.get("after"))
         elif kind == "rewind" and record.get("files") is not None:
             number = _number(h, record.get("to"))
             gone = [c for c in h.active if c.number >= number]
@@ -191,11 +199,41 @@ class Checkpoints:
             self._taken.add((turn, rel))
 
     def keep(self, data: bytes) -> str:
+        """Store `data` as a blob named by its hash (once): written to a temporary file in the staging
+        folder, fdatasync'ed, renamed. A kill leaves no blob or a whole one (and at worst a temporary
+        file fsutil.sweep_staging removes); the checkpoint record appended next is fsynced like every
+        log line, which commits the rename on a journalling filesystem. `content` checks the hash
+        anyway, so a blob a power cut damaged is reported by name, never restored."""
         sha = sha256_bytes(data)
         blob = self._blob(sha)
-        if not blob.exists():
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(blob, data, 0o600, staging=self.staging)
+        if blob.exists():
+            return sha
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        self.staging.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".tmp", dir=self.staging)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fdatasync(fh.fileno())
+            os.replace(tmp, blob)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return sha
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        self.staging.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".tmp", dir=self.staging)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                if self.sync_blobs:
+                    fh.flush()
+                    os.fdatasync(fh.fileno())
+            os.replace(tmp, blob)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return sha
 
     def _blob(self, sha: str) -> Path:
@@ -235,7 +273,9 @@ class Checkpoints:
             real, now = _current(self.root, path, self.private)
             now_sha = None if now is None else sha256_bytes(now)
             crosses = any(cp.number < turn for turn in h.drifts.get(path, ()))
-            if crosses or (now_sha != h.expected.get(path) and now_sha != cp.before):
+            # a file holding what the agent left, or any content of the agent's trail (an undo a kill cut
+            # short left some files restored), loses nothing someone else wrote
+            if crosses or (now_sha != h.expected.get(path) and now_sha not in h.known.get(path, ())):
                 raise UndoRefused(f"{how} refused: {path} was changed by someone else since the agent's last "
                                   f"change to it; nothing was restored (/diff {path} shows the difference)", path)
             if now_sha != cp.before:
@@ -247,6 +287,7 @@ class Checkpoints:
                 real.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(real, data, cp.mode, staging=self.staging)
         restored = sorted(plan)
+        self._taken.clear()  # a file changed again in this turn needs a checkpoint of its restored bytes
         self.session.append("rewind", to=to, turn=number, files=restored if files else None,
                             conversation=conversation or None, how=how, tokens=0)
         return Restored(to, number, restored, conversation, how)
