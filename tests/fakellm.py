@@ -60,6 +60,7 @@ class Reply:
     delay_s: float = 0
     drop_stream_after: Optional[int] = None  # abort the connection after N SSE chunks were sent
     usage: Optional[tuple[int, int]] = None  # (prompt_tokens, completion_tokens); default: rough estimate
+    cached_tokens: Optional[int] = None  # usage.prompt_tokens_details.cached_tokens (OpenAI's prompt cache)
     # --- less common knobs ---
     finish_reason: Optional[str] = None  # default: "tool_calls" if tool_calls else "stop"
     error_message: Optional[str] = None  # message of the error JSON when status != 200
@@ -247,16 +248,22 @@ def _stream_chunks(body: dict, reply: Reply) -> list[dict]:
         if style == "repeat_final":
             chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": text_args}}]}))
     chunks.append(chunk({}, _finish_reason(reply)))
-    p, c = _estimate_usage(body, reply)
     chunks.append({
         "id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
-        "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+        "usage": _usage(body, reply),
     })
     return chunks
 
 
-def _full_response(body: dict, reply: Reply) -> dict:
+def _usage(body: dict, reply: Reply) -> dict:
     p, c = _estimate_usage(body, reply)
+    usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
+
+
+def _full_response(body: dict, reply: Reply) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = [
@@ -267,7 +274,7 @@ def _full_response(body: dict, reply: Reply) -> dict:
         "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()),
         "model": reply.model or body.get("model", "test-model"),
         "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply), "logprobs": None}],
-        "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+        "usage": _usage(body, reply),
     }
 
 

@@ -75,6 +75,32 @@ def test_malformed_tool_call_json_is_answered_and_the_turn_goes_on(tmp_path, ser
     ws.close()
 
 
+def test_a_ten_megabyte_tool_argument_is_refused_in_one_line_and_not_carried(tmp_path, server):
+    from workstation.llm import MAX_TOOL_ARGS_CHARS
+
+    ws = workspace(tmp_path, server.url, model={"timeout_s": 60})
+    a = agent(ws)
+    big = "x = 1  # filler\n" * (10_000_000 // 16)
+    server.push(Reply(args_chunk_size=1 << 20, tool_calls=[("umem", {"tier": "ltm", "key": "k", "value": big})]))
+
+    def respond(body):
+        (name, _args, content), = tool_results(body["messages"])
+        respond.seen = (content, len(json.dumps(body)))
+        return Reply(text="I will write it in parts")
+
+    server.dispatch.fn = respond
+    result = a.run("store the big value")
+    assert result.error is None and result.text == "I will write it in parts"
+    content, request_size = respond.seen
+    assert content.startswith(f"error: tool-call arguments for umem are {len(json.dumps({'tier': 'ltm', 'key': 'k', 'value': big})):,} characters, over the limit of {MAX_TOOL_ARGS_CHARS:,}")
+    assert request_size < 100_000  # the next request carries a note, not the 10 MB
+    call = records(a.session, "assistant")[0]["tool_calls"][0]
+    assert "over the 1,000,000-character limit" in json.loads(call["arguments"])["not_kept"]
+    assert ws.paths.sessions.joinpath("s.jsonl").stat().st_size < 100_000
+    a.close()
+    ws.close()
+
+
 def test_cancel_stops_the_turn_and_keeps_the_log(tmp_path, server):
     ws = workspace(tmp_path, server.url)
     a = agent(ws)

@@ -517,3 +517,16 @@ def test_model_and_tool_events_name_the_records_they_became(tmp_path, server):
     assert call_event["data"]["turn_id"] == tool["id"] and call_event["data"]["call_id"] == tool["tool_call_id"]
     a.close()
     ws.close()
+
+
+def test_prompt_cache_tokens_are_recorded_on_the_reply_and_its_event(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws)
+    server.push(Reply(text="cached", usage=(1200, 30), cached_tokens=1000))
+    assert a.run("hello").error is None
+    (reply,) = records(a.session, "assistant")
+    assert (reply["tokens_in"], reply["tokens_out"], reply["cache_read_tokens"]) == (1200, 30, 1000)
+    (call,) = [e for e in events(ws, a.session.slug) if e["type"] == "model_call"]
+    assert call["tokens_in"] == 1200 and call["data"]["cache_read_tokens"] == 1000
+    a.close()
+    ws.close()

@@ -34,7 +34,7 @@ def test_help_lists_every_command(ag):
     assert out.ok
     for command in slash.COMMANDS:
         assert command in out.text
-    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 21
+    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 24
 
 
 def test_map(ag):
@@ -146,7 +146,7 @@ def test_compact_and_archive_with_the_model(tmp_path, server):
     assert "question 0" in prompt and "question 2" not in prompt
     assert records(a.session, "compact")[0]["summary"].startswith("## Task & instructions\nplay with slash")
     assert run(a, "/compact 2").text.startswith("nothing to compact")
-    assert run(a, "/compact all").text.startswith("error: usage: /compact [KEEP]")
+    assert run(a, "/compact keep=all").text.startswith("error: usage: /compact [KEEP] [FOCUS]")
     a.session.user("one more")
     server.push(Reply(text=SUMMARY))
     archived = run(a, "/archive")

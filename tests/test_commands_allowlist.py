@@ -2,7 +2,7 @@
 
 import pytest
 
-from workstation.agent.allowlist import Pattern, allowed, check
+from workstation.sandbox.allowlist import Pattern, allowed, check
 from workstation.config import AgentConfig
 
 DEFAULTS = AgentConfig().command_allow

@@ -80,3 +80,74 @@ def test_cli_reports_bad_config_in_one_line_per_key(tmp_path):
                            "--tier", "ltm"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "keep_recent (70) must be below" in proc.stderr
+
+
+def test_mcp_servers_are_checked_key_by_key(tmp_path):
+    write(tmp_path, '[mcp.servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n'
+                    '[mcp.servers.web]\nurl = "ftp://host/mcp"\n'
+                    '[mcp.servers.keyed]\ncommand = "x"\nenv = { GITHUB_TOKEN = "ghp_literal_value" }\n'
+                    '[mcp.servers.typo]\ncommand = "x"\ntrusted_tool = ["a"]\n'
+                    '[mcp.servers.args]\ncommand = "x"\nargs = [1]\n')
+    with pytest.raises(ConfigError) as err:
+        config.load(tmp_path)
+    lines = err.value.lines
+    assert len(lines) == 5, lines
+    assert any("mcp.servers.both: give either command" in line for line in lines)
+    assert any("mcp.servers.web: url must be http" in line for line in lines)
+    assert any("mcp.servers.keyed: env.GITHUB_TOKEN looks secret" in line for line in lines)
+    assert any("mcp.servers.typo.trusted_tool: unknown key" in line for line in lines)
+    assert any("mcp.servers.args.args.0" in line for line in lines)
+    write(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n')
+    with pytest.raises(ConfigError, match="server name 'two__parts'"):
+        config.load(tmp_path)
+    write(tmp_path, '[mcp.servers.gh]\ncommand = "npx"\nenv = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }\n'
+                    '[mcp.servers.web]\nurl = "https://example.com/mcp"\nheaders = { Authorization = "Bearer ${TOKEN}" }\n'
+                    'trusted = true\n')
+    servers = config.load(tmp_path)[0].mcp.servers
+    assert servers["gh"].env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"} and servers["web"].trusted
+
+
+@pytest.mark.parametrize("body, expected", [
+    (b'[model]\nname = "\xff\xfe"\n', "not UTF-8 text (byte 0xff at offset 16)"),
+    (b"[model]\nname = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+    (b"[model]\ntimeout_s = nan\n", "model.timeout_s: Input should be a finite number"),
+    (b"[agent]\ncommand_timeout_s = inf\n", "agent.command_timeout_s: Input should be a finite number"),
+    (b"[model]\ntimeout_s = 1e300\n", "model.timeout_s: Input should be less than or equal to 86400"),
+    (b"[memory]\ncompact_threshold = 9999999999999999999\n", "memory.compact_threshold: Input should be less"),
+    (b"[index]\nworkers = 999999999\n", "index.workers: Input should be less than or equal to 256"),
+    (b'[index]\nignore = ["build/", "\\\\"]\n', "index.ignore: entry 2: '\\\\' is not a gitignore pattern"),
+    (b'[workspace]\nstate_dir = "a\\u0000b"\n', "workspace.state_dir: contains a NUL character"),
+])
+def test_hostile_config_is_one_line(tmp_path, body, expected):
+    (tmp_path / ".workstation").mkdir()
+    (tmp_path / ".workstation" / "config.toml").write_bytes(body)
+    with pytest.raises(ConfigError) as err:
+        config.load(tmp_path)
+    assert len(err.value.lines) == 1 and expected in err.value.lines[0], err.value.lines
+
+
+@pytest.mark.parametrize("state_dir, expected", [
+    ("/", "holds the workspace itself"),
+    (".", "holds the workspace itself"),
+    ("..", "holds the workspace itself"),
+    (".git/state", "is inside .git"),
+])
+def test_state_dir_may_not_swallow_the_workspace_or_git(tmp_path, state_dir, expected):
+    from workstation.errors import WorkstationError
+
+    write(tmp_path, f'[workspace]\nstate_dir = "{state_dir}"\n')
+    with pytest.raises(WorkstationError, match=expected):
+        config.load(tmp_path)
+
+
+def test_state_dir_that_cannot_be_a_folder_is_one_line(tmp_path):
+    from workstation import runtime
+    from workstation.errors import WorkstationError
+
+    (tmp_path / "afile").write_text("x")
+    for state_dir, expected in (("afile", "exists and is not a folder"),
+                                ("afile/sub", "cannot be created: Not a directory")):
+        write(tmp_path, f'[workspace]\nstate_dir = "{state_dir}"\n')
+        with pytest.raises(WorkstationError, match=expected):
+            runtime.Workspace(tmp_path)
+    assert (tmp_path / "afile").read_text() == "x"

@@ -168,6 +168,60 @@ def test_a_damaged_memory_store_is_a_one_line_error_and_left_untouched(ws, damag
     assert memory_db.read_bytes() == broken  # never silently emptied or replaced
 
 
+def _store_with_history(ws: Path) -> Path:
+    """A memory store of a few hundred KB of LTM and events, closed cleanly."""
+    from workstation.memory import Memory
+    from workstation.store import Database
+
+    paths = Paths.for_root(ws)
+    with Database(paths) as db:
+        mem = Memory(db, session="s")
+        for i in range(400):
+            mem.umem("ltm", f"key{i}", {"n": i, "text": "x" * 200})
+            mem.record("tool_call", "grep", args={"pattern": f"p{i}" * 40})
+        mem.close()
+    return paths.memory_db
+
+
+def test_damage_inside_the_store_is_found_before_anything_writes_to_it(ws):
+    """Bytes changed in any data block (a disk error, a bad copy): DuckDB opens such a file and fails only
+    when it reads that block, maybe after writing; the store is read whole first, so no command writes."""
+    memory_db = _store_with_history(ws)
+    data = bytearray(memory_db.read_bytes())
+    block, header = 262144, 12288  # DuckDB's block size and file header
+    noticed = 0
+    for start in range(header, len(data) - 64, block):  # the first bytes of each block's data (past its checksum)
+        broken = bytearray(data)
+        broken[start + 16: start + 80] = b"\xa5" * 64
+        memory_db.write_bytes(bytes(broken))
+        memory_db.with_name("memory.duckdb.clean").unlink(missing_ok=True)  # as after a crash
+        runs = [_run(ws, *args) for args in (("memory", "set", "new", "1"), ("memory", "get", "key1"),
+                                             ("reflect", "sessions"))]
+        failed = [run for run in runs if run.returncode != 0]
+        if not failed:
+            continue  # a free block: nothing of ours lived there, and writing over it is right
+        noticed += 1
+        for run in failed:
+            assert "damaged" in run.stderr or "cannot be read" in run.stderr
+            _one_line_error(run.stderr)
+        assert memory_db.read_bytes() == bytes(broken), f"a store damaged at {start} was written to"
+    assert noticed >= 3, "the damage was seldom noticed: the test no longer damages what the store holds"
+
+
+def test_a_cleanly_closed_store_is_marked_and_the_mark_goes_while_it_is_open(ws):
+    from workstation.store import Database
+
+    memory_db = _store_with_history(ws)
+    mark = memory_db.with_name("memory.duckdb.clean")
+    assert mark.exists()
+    from workstation.store.broker import ping
+
+    with Database(Paths.for_root(ws)) as db:
+        db.call(ping)
+        assert not mark.exists()  # a crash from here on makes the next owner read the store whole
+    assert mark.exists()
+
+
 def test_a_damaged_knowledge_map_is_rebuilt_with_a_warning(ws):
     assert _run(ws, "memory", "set", "kept", '"yes"').returncode == 0
     paths = Paths.for_root(ws)

@@ -205,3 +205,17 @@ def test_any_duckdb_client_can_read_the_views(paths, history, db):
     with duckdb.connect() as con:  # attached under another name, the views still resolve
         con.execute(f"ATTACH '{paths.memory_db}' AS mem (READ_ONLY)")
         assert con.execute("SELECT reuse_count FROM mem.decision_log").fetchone() == (2,)
+
+
+def test_sql_runs_under_a_memory_limit_and_restores_the_owners(db):
+    def owners_limit():
+        return db._owner.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+    reflect.run_sql(db, "SELECT 1")  # this process owns the database now
+    before = owners_limit()
+    assert reflect.run_sql(db, "SELECT current_setting('memory_limit')", memory_limit="300MB").rows[0][0] in (
+        "286.1 MiB", "300.0 MB")
+    with pytest.raises(ReflectError, match="needed more than its 64MB memory limit"):
+        reflect.run_sql(db, "SELECT list(i) FROM range(40000000) t(i)", memory_limit="64MB")
+    assert owners_limit() == before != "64.0 MB"
+    assert reflect.run_sql(db, "SELECT count(*) FROM range(10)").rows == [[10]]

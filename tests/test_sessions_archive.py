@@ -267,3 +267,39 @@ def test_commands_name_damaged_archives_and_go_on(tmp_path):
         assert restored.stderr == f"error: cannot restore {slug}: archive {path} is unreadable: {cause}\n"
     assert {p: p.read_bytes() for p in damaged} == damaged  # nothing deleted or changed
     assert not (paths.sessions / "cut.jsonl").exists() and not (paths.sessions / "nogz.jsonl").exists()
+
+
+def test_a_gzip_bomb_or_deep_metadata_is_refused_in_bounded_memory(tmp_path):
+    import tracemalloc
+    import zlib
+
+    from workstation.sessions.archive import UnreadableArchive, _gunzip, expansion_limit
+
+    config, paths = make_config(tmp_path)
+    for slug in ("good", "bomb", "deep"):
+        _archived(paths, config, slug)
+    bomb = gz_path(paths, "bomb")
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # one gzip member: 1 MiB of newlines
+    member = compressor.compress(b"\n" * (1 << 20)) + compressor.flush()
+    bomb.write_bytes(member * 2048)  # ~2 MB of concatenated members that expand to 2 GiB
+    assert bomb.stat().st_size < 3 << 20
+    deep = meta_path(paths, "deep")
+    deep.write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnreadableArchive, match="expands past 4.. MiB .200x its size., not a session log"):
+            _gunzip(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < expansion_limit(bomb.stat().st_size) + (64 << 20), peak
+
+    warnings = []
+    assert {h.slug for h in search(paths, "please keep going", warn=warnings.append)} == {"good", "deep"}
+    assert any("bomb" in w and "expands past" in w for w in warnings), warnings
+    assert sorted(i.slug for i in list_sessions(paths, archived=True, warn=warnings.append)) == ["bomb", "good"]
+    assert any(w.endswith(f"archive metadata {deep} is unreadable: JSON nested too deeply") for w in warnings)
+    restored = run_cli(tmp_path, "session", "restore", "bomb")
+    assert restored.returncode == 1 and "expands past" in restored.stderr
+    assert restored.stderr.count("\n") == 1

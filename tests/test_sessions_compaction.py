@@ -10,7 +10,7 @@ import pytest
 
 from fakellm import Reply, ScriptedLLM
 from sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill, make_config,
-                              real_episodic, summarizer, turns_in_prompt)
+                              real_episodic, summarizer, turns_in_prompt, write_config_file)
 from workstation import config as config_mod
 from workstation import llm
 from workstation.cli import main
@@ -293,3 +293,18 @@ def test_section_parsing():
                         "errors": "none"}
     with pytest.raises(Exception, match="none of the summary sections"):
         parse_sections("just prose")
+
+
+def test_session_compact_focus_reaches_the_summarizer(tmp_path, server, monkeypatch, capsys):
+    config, session = setup(tmp_path, server)
+    write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4)
+    fill(session, 8)
+    monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(tmp_path), "session", "compact", "s",
+                                      "--focus", "the retry logic"])
+    with pytest.raises(SystemExit) as exited:
+        run_main(main)
+    assert exited.value.code == 0, capsys.readouterr().err
+    (request,) = server.requests
+    prompt = request["messages"][1]["content"]
+    assert prompt.startswith("The user asks this summary to focus on: the retry logic\n")
+    assert session.read().compacts()[-1]["focus"] == "the retry logic"

@@ -8,7 +8,7 @@ import sys
 from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
-COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "memory", "reflect", "replay", "report",
+COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "mcp", "memory", "reflect", "replay", "report",
                       "session", "sidecar", "ui", "watch"})
 
 

@@ -114,14 +114,34 @@ class LLMCancelled(LLMError):
         self.partial_text = partial_text
 
 
+# No tool needs more in one call (a 1 MB file is ~250k tokens); a bigger argument is refused before it
+# is parsed, and the conversation keeps a note of it instead of the text (see `kept_arguments`).
+MAX_TOOL_ARGS_CHARS = 1_000_000
+
+
 @dataclass
 class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text as streamed
 
+    @property
+    def oversized(self) -> bool:
+        return len(self.arguments or "") > MAX_TOOL_ARGS_CHARS
+
+    def kept_arguments(self) -> str:
+        """What the conversation keeps of the arguments: the text, or a JSON note when it is oversized."""
+        if not self.oversized:
+            return self.arguments
+        return json.dumps({"not_kept": f"{len(self.arguments):,} characters of arguments, over the "
+                                       f"{MAX_TOOL_ARGS_CHARS:,}-character limit of one call"})
+
     def parsed_arguments(self) -> dict:
         """The arguments as a dict ('' counts as {}); LLMError on malformed JSON or a non-object."""
+        if self.oversized:
+            raise LLMError(f"tool-call arguments for {self.name} are {len(self.arguments):,} characters, over "
+                           f"the limit of {MAX_TOOL_ARGS_CHARS:,}: split the work into smaller calls",
+                           kind="malformed")
         raw = self.arguments.strip() if self.arguments else ""
         if not raw:
             return {}
@@ -155,6 +175,8 @@ class Completion:
     finish_reason: Optional[str]
     attempts: int = 1  # HTTP attempts made, over all models
     tokens_estimated: bool = False  # True when the provider sent no usage and we counted ourselves
+    cache_read_tokens: int = 0  # of tokens_in, read from the provider's prompt cache
+    cache_creation_tokens: int = 0  # of tokens_in, written to the provider's prompt cache
 
 
 @dataclass
@@ -325,11 +347,16 @@ def context_window(model: str) -> int:
     return result
 
 
-def _cost(model: str, tokens_in: int, tokens_out: int) -> Optional[float]:
+def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_creation: int = 0
+          ) -> Optional[float]:
+    """The call's cost from litellm's bundled price map (cached input priced as such); None when it has
+    no price for the model."""
     try:
-        p, c = _litellm().cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out)
+        p, c = _litellm().cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out,
+                                         cache_read_input_tokens=cache_read,
+                                         cache_creation_input_tokens=cache_creation)
         return float(p) + float(c)
-    except Exception:
+    except Exception:  # an unknown model, or a litellm without these arguments: no price rather than a guess
         return None
 
 
@@ -380,7 +407,7 @@ class _Accumulator:
         self._remap: dict[int, int] = {}  # provider index -> slot (only differs for index reuse)
         self._last: Optional[int] = None
         self.finish_reason: Optional[str] = None
-        self.usage: Optional[tuple[int, int]] = None
+        self.usage: Optional[tuple[int, int, int, int]] = None  # prompt, completion, cache read, cache creation
 
     @property
     def text(self) -> str:
@@ -417,9 +444,7 @@ class _Accumulator:
         """Fold one litellm stream chunk in; returns the new text (for on_text)."""
         usage = getattr(chunk, "usage", None)
         if usage is not None:
-            pt, ct = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
-            if pt is not None or ct is not None:
-                self.usage = (int(pt or 0), int(ct or 0))
+            self.usage = _usage_of(usage) or self.usage
         choices = getattr(chunk, "choices", None) or []
         if not choices:
             return ""
@@ -690,22 +715,38 @@ def _fold_response(acc: _Accumulator, resp: Any) -> None:
                 fn = _get(tc, "function")
                 acc.add_tool_delta(i, _get(tc, "id"), _get(fn, "name"), _get(fn, "arguments"))
     usage = getattr(resp, "usage", None)
-    if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
-        acc.usage = (int(usage.prompt_tokens or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+    if usage is not None:
+        acc.usage = _usage_of(usage) or acc.usage
+
+
+def _usage_of(usage: Any) -> Optional[tuple[int, int, int, int]]:
+    """(prompt, completion, cache read, cache creation) tokens of a provider's usage, as litellm maps it:
+    Anthropic's cache_read_input_tokens / cache_creation_input_tokens, OpenAI's
+    prompt_tokens_details.cached_tokens. None when the usage names no token counts."""
+    pt, ct = _get(usage, "prompt_tokens"), _get(usage, "completion_tokens")
+    if pt is None and ct is None:
+        return None
+    read = _get(usage, "cache_read_input_tokens")
+    if not read:
+        read = _get(_get(usage, "prompt_tokens_details"), "cached_tokens")
+    created = _get(usage, "cache_creation_input_tokens")
+    return int(pt or 0), int(ct or 0), int(read or 0), int(created or 0)
 
 
 def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Completion:
     calls = acc.tool_calls()
     text = acc.text
     estimated = acc.usage is None
+    cache_read = cache_creation = 0
     if acc.usage is not None:
-        tokens_in, tokens_out = acc.usage
+        tokens_in, tokens_out, cache_read, cache_creation = acc.usage
     else:
         tokens_in = count_tokens(spec.model, messages=messages)
         tokens_out = count_tokens(spec.model, text=text + "".join(c.name + c.arguments for c in calls))
     return Completion(text=text, tool_calls=calls, model=spec.model, tokens_in=tokens_in, tokens_out=tokens_out,
-                      latency_s=0.0, cost_usd=_cost(spec.model, tokens_in, tokens_out),
-                      finish_reason=acc.finish_reason, tokens_estimated=estimated)
+                      latency_s=0.0, cost_usd=_cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation),
+                      finish_reason=acc.finish_reason, tokens_estimated=estimated, cache_read_tokens=cache_read,
+                      cache_creation_tokens=cache_creation)
 
 
 # ============================================================================ public entry

@@ -22,6 +22,17 @@ def user_dir() -> Path:
     return Path(base) / "workstation"
 
 
+def _check_state_dir(root: Path, state: Path) -> None:
+    """A moved state folder may live anywhere except where it would swallow the workspace or git."""
+    real = Path(os.path.realpath(state))
+    if real == root or root.is_relative_to(real):
+        raise WorkstationError(
+            f"workspace.state_dir {state} holds the workspace itself: use a folder inside it or elsewhere"
+        )
+    if real.is_relative_to(root / ".git"):
+        raise WorkstationError(f"workspace.state_dir {state} is inside .git: use a folder outside it")
+
+
 @dataclass(frozen=True)
 class Paths:
     root: Path  # workspace root, a resolved real path
@@ -35,6 +46,8 @@ class Paths:
         state = Path(state_dir).expanduser() if state_dir else real / STATE_DIRNAME
         if not state.is_absolute():
             state = real / state
+        if state_dir:
+            _check_state_dir(real, state)
         return cls(real, state)
 
     # configuration lives beside the default state folder even when state_dir moves
@@ -79,8 +92,13 @@ class Paths:
         return self.sessions / "archive"
 
     def ensure(self) -> "Paths":
-        self.state.mkdir(parents=True, exist_ok=True)
-        self.sessions.mkdir(exist_ok=True)
+        try:
+            self.state.mkdir(parents=True, exist_ok=True)
+            self.sessions.mkdir(exist_ok=True)
+        except FileExistsError as err:
+            raise WorkstationError(f"state folder {self.state}: {err.filename} exists and is not a folder") from None
+        except OSError as err:
+            raise WorkstationError(f"state folder {self.state} cannot be created: {err.strerror}") from None
         gitignore = self.state / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("*\n")

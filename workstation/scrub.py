@@ -36,6 +36,8 @@ import re
 import threading
 from typing import Any, Iterable
 
+from .textmemo import TextMemo
+
 MASK = "***"
 MIN_SECRET_LEN = 8  # shorter values ("true", "dev") would mask ordinary words everywhere
 
@@ -203,8 +205,15 @@ def mask(text: str) -> str:
     """Known secret values and well-known key formats masked; everything else exactly as it was."""
     if not text:
         return text
-    text = mask_values(str(text))
+    return _masked.get(str(text), _mask, extra=tuple(known()))
+
+
+def _mask(text: str) -> str:
+    text = mask_values(text)
     return _mask_spans(text, _spans(text))
+
+
+_masked = TextMemo()
 
 
 def redact(text: str) -> str:

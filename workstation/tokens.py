@@ -16,6 +16,7 @@ import threading
 from functools import lru_cache
 
 from .errors import WorkstationError
+from .textmemo import TextMemo
 
 # tiktoken's published hash of cl100k_base.tiktoken; litellm stores it under the sha1 of its URL.
 _CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
@@ -69,6 +70,13 @@ def count(text: str) -> int:
     """Number of cl100k_base tokens in `text` (special-token text counts as plain text)."""
     if not text:
         return 0
+    return _counts.get(text, _count)
+
+
+def _count(text: str) -> int:
     with _lock:  # the first call builds the encoding once, even from several threads
         enc = encoding()
     return len(enc.encode_ordinary(text))
+
+
+_counts = TextMemo()

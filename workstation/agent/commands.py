@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import sandbox as _sandbox
 from ..errors import WorkstationError
-from .allowlist import SHELL_SYNTAX, WRAPPERS, allowed, check, program_of, split  # noqa: F401 (re-exported)
+from ..sandbox.allowlist import SHELL_SYNTAX, WRAPPERS, allowed, check, program_of, split  # noqa: F401 (re-exported)
 from .approval import ApprovalRequest, Approver, ask
 
 # What git reads from `.git/config` on `status`/`diff`/`log` that would run a program: off for allow-listed

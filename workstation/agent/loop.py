@@ -11,7 +11,8 @@ re-index the file at once; decisions are logged and shown in every later
 context, and each later answer citing one counts as a reuse.
 
 Context of each model call, in order: the system prompt, pinned instructions,
-the decision log and a map excerpt (one system message); the newest compact
+the decision log, the project's instruction files (AGENTS.md, CLAUDE.md: see
+instructions.py) and a map excerpt (one system message); the newest compact
 summary; the recent turns with rolling redaction (sessions.context). If that
 is over the window, the oldest turns are left out of the request (never out
 of the log); if even the system part and the latest message cannot fit, the
@@ -46,6 +47,7 @@ from .approval import Approver
 from .checkpoints import Checkpoints, Restored
 from .context import ContextOverflow, Request
 from .filetools import ReadLedger
+from .instructions import ProjectInstructions, budget_for
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 
@@ -101,6 +103,7 @@ class AgentEvents:
     # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
     # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
     on_activity: Callable[[str, str], None] | None = None
+    on_plan: Callable[[list], None] | None = None  # the agent wrote its whole plan: [{text, status}] (sessions.plan)
 
 
 class Agent:
@@ -147,6 +150,7 @@ class Agent:
         self._compaction_failed = False
         self._closed = False
         self._events = AgentEvents()  # the running turn's callbacks
+        self.instructions = ProjectInstructions(workspace.paths)
 
     # ------------------------------------------------------------------ public
     def close(self) -> None:
@@ -227,6 +231,8 @@ class Agent:
                 result.error = self._notice(
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
+            if self.config.agent.auto_commit and result.error is None:
+                self._auto_commit(user["id"], text, events, cancel)
         finally:
             self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
@@ -234,6 +240,15 @@ class Agent:
                 events.on_activity("idle", "")
             self._events = AgentEvents()
         return result
+
+    def _auto_commit(self, since: str, request: str, events: AgentEvents, cancel) -> None:
+        """agent.auto_commit: what this turn changed, committed (never pushed); one line for the user."""
+        from .commit import auto_commit
+
+        self.ctx.reindex()
+        line = auto_commit(self.ws, self.session, since, model=self.model_name, request=request, cancel=cancel)
+        if line and events.on_notice:
+            events.on_notice(line)
 
     def _wrote(self, record: dict) -> dict:
         """Tell the UI about a record the turn wrote (it needs the ids to jump to turns); returns it."""
@@ -281,7 +296,9 @@ class Agent:
                 op.name = completion.model  # the end event names the model that answered (maybe a fallback)
                 op.set(tokens_in=completion.tokens_in, tokens_out=completion.tokens_out,
                        cost_usd=completion.cost_usd, model=completion.model, attempts=completion.attempts,
-                       fallback_from=spec.model if completion.model != spec.model else None)
+                       fallback_from=spec.model if completion.model != spec.model else None,
+                       cache_read_tokens=completion.cache_read_tokens or None,
+                       cache_creation_tokens=completion.cache_creation_tokens or None)
         if failure is not None:
             message = str(failure)
             if failure.kind in ("connection", "auth", "config", "not_found"):
@@ -293,7 +310,7 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
-        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.arguments)}
+        calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
         text = scrub.mask(completion.text)
@@ -301,6 +318,8 @@ class Agent:
             text, id=reply_id, tool_calls=calls, model=completion.model, finish_reason=completion.finish_reason,
             latency_ms=round(completion.latency_s * 1000, 1), tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
+            cache_read_tokens=completion.cache_read_tokens or None,
+            cache_creation_tokens=completion.cache_creation_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
@@ -327,6 +346,7 @@ class Agent:
         if pins := context.pins_of(view):
             sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in pins))
         sections.append(context.decision_section(self.memory.decisions(limit=1000), budget // 10, self._count))
+        sections.append(self.instructions.section(self._worked_on(view), budget_for(budget), self._count))
         return context.build(view, self.config, base=SYSTEM_PROMPT.format(root=self.ws.root), sections=sections,
                              excerpt=self._map_excerpt(min(1024, max(128, budget // 10))), window=window,
                              model=model, tools_tokens=self._tool_schema_tokens(), count=self._count,
@@ -339,6 +359,17 @@ class Agent:
             self._map_changed.clear()
             self._excerpt = memoryfirst.excerpt(self.kmap, self._turn.files, budget)
         return self._excerpt
+
+    def _worked_on(self, view) -> list[str]:
+        """Files whose folders' instructions apply: the turn's memory lookups found them or a tool touched them."""
+        return [*self._turn.files, *self.instructions.note_session(view)]
+
+    def instructions_in_effect(self) -> list:
+        """The project instruction files the next request carries (agent.instructions.Instruction; `shown`
+        False: named only, over the budget), for the UI and /instructions."""
+        window = self.configured_window()  # (else litellm would say, but that import costs seconds)
+        budget = budget_for(window - context.reply_reserve(window)) if window else budget_for(10 ** 9)
+        return self.instructions.fitted(self._worked_on(self.session.read()), budget, self._count)
 
     def _on_map_change(self, _change) -> None:
         self._map_changed.set()
@@ -421,7 +452,7 @@ class Agent:
             args = None
             malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
                                    ok=False, data={"outcome": "malformed"})
-        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments)[:_ARG_CLIP]}
+        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments[:_ARG_CLIP + 512])[:_ARG_CLIP]}
         if events.on_activity:
             events.on_activity("tool", _activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
@@ -449,6 +480,8 @@ class Agent:
             self.ranges.forget(edit.path)
         if events.on_tool:
             events.on_tool(call.name, args or {}, result)
+        if meaning.plan is not None and events.on_plan:
+            events.on_plan([dataclasses.asdict(t) for t in meaning.plan])
 
     def _note_reuse(self, text: str) -> list[str]:
         """Decisions an answer cites as [D:id]: each one that exists is a reuse, once per answer."""

@@ -1,5 +1,6 @@
 """Slash commands: the user calls the agent's tools directly in the chat. None needs a model
-except /compact and /archive's summary (which say so when there is none).
+except /compact, /archive's summary and /commit's message when none is given (which say so when
+there is none).
 
 Tool results shown to the user are not turns of the conversation: the model
 does not see them, and a file the user /read is not a file the model has read
@@ -29,7 +30,8 @@ HELP = {
     "/decisions": "the decision log",
     "/pin TEXT": "an instruction re-injected into every later context, compactions included",
     "/reflect [NAME]": "a reflection query over this session's history (no NAME: list them)",
-    "/compact [KEEP]": "summarize all but the newest KEEP turns now (default memory.keep_recent)",
+    "/compact [KEEP] [FOCUS]": "summarize all but the newest KEEP turns now (default memory.keep_recent); FOCUS: "
+                               "what to keep in detail (/compact 10 retry logic, or keep=10)",
     "/archive": "summarize this session and move it to the archive; a new session starts",
     "/undo": "restore the files the last turn that changed any changed (refused if someone else changed one since)",
     "/rewind N [files|conversation|both]": "back to before user turn N (default both; the log keeps every line)",
@@ -38,6 +40,9 @@ HELP = {
     "/new": "start a new session (this one stays as it is; /clear does the same)",
     "/clear": "the same as /new",
     "/model [NAME]": "show or switch the model",
+    "/commit [MESSAGE]": "commit the files this session changed (the model writes MESSAGE if none); never pushes",
+    "/instructions": "the project instructions in effect (AGENTS.md, CLAUDE.md, .workstation/instructions.md)",
+    "/plan": "the agent's plan (its todo list) as it last wrote it",
     "/help": "this list",
 }
 COMMANDS = tuple(usage.split()[0] for usage in HELP)
@@ -48,8 +53,8 @@ class SlashResult:
     text: str
     ok: bool = True
     # what a UI must do besides showing the text: 'archived' and 'new' (move to a new session), 'fork' (move to
-    # the session `slug`), 'model', 'pinned', 'files' (files changed: /undo, /rewind), 'rewound' (and the
-    # conversation the model sees)
+    # the session `slug`), 'model', 'pinned', 'committed' (refresh the git status), 'files' (files changed:
+    # /undo, /rewind), 'rewound' (and the conversation the model sees)
     action: str | None = None
     slug: str | None = None
 
@@ -108,7 +113,10 @@ def _words(text: str, n: int, usage: str) -> list[str]:
 
 def _help(agent, rest: str) -> SlashResult:
     width = max(map(len, HELP))
-    return SlashResult("\n".join(f"{usage:<{width}}  {text}" for usage, text in HELP.items()))
+    # the MCP servers the agent was given (workstation.mcp.client.McpToolset), their state and tools
+    mcp = getattr(agent.toolset, "help_lines", list)()
+    return SlashResult("\n".join([f"{usage:<{width}}  {text}" for usage, text in HELP.items()]
+                                 + (["", *mcp] if mcp else [])))
 
 
 def _map(agent, rest: str) -> SlashResult:
@@ -161,17 +169,65 @@ def _compaction_config(agent):
     return cfg
 
 
+def parse_compact(rest: str, default_keep: int) -> tuple[int, str]:
+    """(keep, focus) of `/compact [KEEP] [FOCUS]`: KEEP is a leading number or a `keep=N` word anywhere."""
+    words = rest.split()
+    keep = default_keep
+    given = [w for w in words if w.lower().startswith("keep=")]
+    if len(given) > 1:
+        raise WorkstationError("usage: /compact [KEEP] [FOCUS]: keep= given twice")
+    if given:
+        words.remove(given[0])
+        value = given[0][5:]
+        if not value.isdigit():
+            raise WorkstationError(f"usage: /compact [KEEP] [FOCUS]: keep={value} is not a number of turns")
+        keep = int(value)
+    elif words and words[0].isdigit():
+        keep = int(words.pop(0))
+    return keep, " ".join(words)
+
+
 def _compact(agent, rest: str) -> SlashResult:
     from ..sessions.compaction import compact
 
-    if rest and not rest.isdigit():
-        raise WorkstationError("usage: /compact [KEEP] (KEEP: how many of the newest turns stay verbatim)")
-    keep = int(rest) if rest else agent.config.memory.keep_recent
+    keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
     outcome = compact(agent.session, _compaction_config(agent), agent.memory.episodic, force=True, keep=keep,
-                      wait=30.0)
+                      wait=30.0, focus=focus)
     if outcome is None:
         return SlashResult(f"nothing to compact: every turn but the newest {keep} is summarized already")
     return SlashResult(outcome.describe(), outcome.ok)
+
+
+def _commit(agent, rest: str) -> SlashResult:
+    from .commit import commit_session, describe
+
+    agent.ctx.reindex()
+    commit = commit_session(agent.ws, agent.session, rest or None, model=agent.model_name)
+    return SlashResult(describe(commit), action="committed")
+
+
+def _instructions(agent, rest: str) -> SlashResult:
+    from .instructions import NAMES, USER_FILE
+
+    found = agent.instructions_in_effect()
+    if not found:
+        return SlashResult(f"no project instructions: no {', '.join(NAMES)} at the root or in the folders worked "
+                           f"on, and no {USER_FILE}")
+    out = []
+    for item in found:
+        notes = [f"{item.chars:,} chars"] + (["cut"] if item.cut else []) + \
+            ([] if item.shown else ["not shown to the model: over the budget for instructions"])
+        out += [f"--- {item.path} ({', '.join(notes)}) ---", item.text, ""]
+    return SlashResult("\n".join(out).rstrip())
+
+
+def _plan(agent, rest: str) -> SlashResult:
+    from ..sessions.plan import current, progress, render
+
+    todo = current(agent.session.read().records)
+    if todo is None:
+        return SlashResult("no plan yet: the agent writes one with its todo tool")
+    return SlashResult(f"plan ({progress(todo)}):\n{render(todo)}" if todo else "plan: (cleared)")
 
 
 def _archive(agent, rest: str) -> SlashResult:
@@ -271,5 +327,8 @@ _HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
     "/new": _new,
     "/clear": _new,
     "/model": _model,
+    "/commit": _commit,
+    "/instructions": _instructions,
+    "/plan": _plan,
 }
 assert set(_HANDLERS) == set(COMMANDS)

@@ -27,9 +27,9 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
 
 
 def _register() -> None:
-    from . import app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds  # noqa: F401
+    from . import app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, mcp_cmds  # noqa: F401
 
-    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds):
+    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, mcp_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 

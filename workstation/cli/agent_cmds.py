@@ -22,6 +22,7 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
     from ..agent import slash
     from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
+    from ..sessions import plan as plan_mod
     from ..sessions.log import Session
 
     is_slash = task.strip().startswith("/")
@@ -38,7 +39,14 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
                 return click.confirm(f"{verb} `{request.subject}`? ({request.reason})", default=False, err=True)
             return False  # nobody to ask
 
-        agent = Agent(ws, session, approve=approve)
+        from ..mcp.client import open_toolset
+
+        toolset = open_toolset(ws, on_notice=lambda line: click.echo(f"[{line}]", err=True))
+        try:
+            agent = Agent(ws, session, approve=approve, toolset=toolset)
+        except BaseException:
+            toolset.close()
+            raise
         try:
             if is_slash:
                 out = slash.run(agent, task)
@@ -56,10 +64,13 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
                 on_tool=(lambda name, args, res: click.echo(
                     f"[{name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]",
                     err=True)) if streamed else None,
-                on_notice=(lambda line: click.echo(f"[{line}]", err=True)) if streamed else None)
+                on_notice=(lambda line: click.echo(f"[{line}]", err=True)) if streamed else None,
+                on_plan=(lambda items: click.echo(f"[plan ({plan_mod.progress(items)}):\n{plan_mod.render(items)}]",
+                                                  err=True)) if streamed else None)
             result = agent.run(task, events)
         finally:
             agent.close()
+            toolset.close()  # the MCP servers it started stop with it
     if as_json:
         print_json({"session": result.session, "text": result.text, "steps": result.steps,
                     "tool_calls": result.tool_calls, "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,

@@ -1,5 +1,6 @@
-"""Commands: `workstation session ...` (list, show, compact, archive, restore, export, search; undo,
-rewind, fork and diff of the files the agent changed) and `workstation sidecar` (the compaction worker)."""
+"""Commands: `workstation session ...` (list, show, compact, commit, archive, restore, export, search;
+undo, rewind, fork and diff of the files the agent changed) and `workstation sidecar` (the compaction
+worker)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _warn(line: str) -> None:
 
 @click.group("session")
 def session_group() -> None:
-    """Session logs: list, show, compact, archive, restore, export, search, undo, rewind, fork, diff."""
+    """Session logs: list, show, compact, commit, archive, restore, export, search, undo, rewind, fork,
+    diff."""
 
 
 @session_group.command("list")
@@ -103,9 +105,10 @@ def show_cmd(state, slug: str, raw: bool, as_json: bool) -> None:
 @click.argument("slug")
 @click.option("--keep", type=click.IntRange(min=0), default=None,
               help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
+@click.option("--focus", default="", help="What the summary keeps in detail (e.g. 'the retry logic').")
 @json_option
 @pass_state
-def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
+def compact_cmd(state, slug: str, keep: int | None, focus: str, as_json: bool) -> None:
     """Compact SLUG now, whatever the threshold."""
     from ..errors import WorkstationError
     from ..sessions import Session, compact
@@ -113,7 +116,7 @@ def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
 
     session = Session.open(state.paths, slug)
     episodic = _episodic(state, "session compact")
-    result = compact(session, state.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S)
+    result = compact(session, state.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S, focus=focus)
     if result is None:
         kept = state.config.memory.keep_recent if keep is None else keep
         if as_json:
@@ -132,6 +135,24 @@ def compact_cmd(state, slug: str, keep: int | None, as_json: bool) -> None:
         return
     click.echo(f"compacted turns {result.first_turn}–{result.last_turn} of {slug} with {result.model} "
                f"in {result.duration_s:.1f}s (record {result.record['id']})")
+
+
+@session_group.command("commit")
+@click.argument("slug")
+@click.option("-m", "--message", default=None, help="The commit message (default: the model writes one).")
+@json_option
+@pass_state
+def commit_cmd(state, slug: str, message: str | None, as_json: bool) -> None:
+    """Commit the files SLUG's agent changed (only those; never pushes)."""
+    from ..agent.commit import commit_session, describe
+    from ..sessions import Session
+
+    commit = commit_session(state, Session.open(state.paths, slug), message)
+    if as_json:
+        print_json({"slug": slug, "sha": commit.sha, "branch": commit.branch, "message": commit.message,
+                    "paths": commit.paths})
+        return
+    click.echo(describe(commit))
 
 
 @session_group.command("archive")

@@ -23,6 +23,7 @@ from .errors import ReflectError
 DEFAULT_LIMIT = 100
 SQL_ROW_LIMIT = 10_000
 SQL_TIMEOUT_S = 60.0
+SQL_MEMORY_LIMIT = "1GB"  # DuckDB's own default is 80% of the machine's memory
 
 # Table functions user SQL may call: generators and catalog listings, nothing that opens files.
 _ALLOWED_TABLE_FUNCTIONS = frozenset({
@@ -217,11 +218,12 @@ def run(db, name: str, *, session: str | None = None, limit: int = DEFAULT_LIMIT
     return Result(columns, rows, name=key)
 
 
-def run_sql(db, sql: str, *, limit: int = SQL_ROW_LIMIT, timeout_s: float = SQL_TIMEOUT_S) -> Result:
+def run_sql(db, sql: str, *, limit: int = SQL_ROW_LIMIT, timeout_s: float = SQL_TIMEOUT_S,
+            memory_limit: str = SQL_MEMORY_LIMIT) -> Result:
     """Run one read-only SELECT over the workspace's tables and views in the owner."""
     if not isinstance(sql, str) or not sql.strip():
         raise ReflectError("reflect --sql needs a SELECT statement")
-    columns, rows, truncated = db.call(reflect_sql, sql, int(limit), float(timeout_s))
+    columns, rows, truncated = db.call(reflect_sql, sql, int(limit), float(timeout_s), str(memory_limit))
     return Result(columns, rows, truncated=truncated)
 
 
@@ -318,21 +320,31 @@ def _walk(node: Any, known: set[tuple[str, str, str]], ctes: frozenset[str]) -> 
 
 
 @readonly
-def reflect_sql(con, sql: str, limit: int, timeout_s: float) -> tuple[list[str], list[list[Any]], bool]:
+def reflect_sql(con, sql: str, limit: int, timeout_s: float,
+                memory_limit: str = SQL_MEMORY_LIMIT) -> tuple[list[str], list[list[Any]], bool]:
     import duckdb
 
     _check_read_only(con, sql)
+    # memory_limit is the database's, not the query's: while user SQL runs the owner's other work
+    # (small reads and batched writes) shares the lower bound, which it stays far under. The owner
+    # otherwise runs with DuckDB's default, which RESET restores exactly.
+    con.execute("SET memory_limit = ?", [memory_limit])
     timer = threading.Timer(timeout_s, con.interrupt)
     timer.daemon = True
-    con.execute("BEGIN TRANSACTION READ ONLY")
-    timer.start()
     try:
-        cur = con.execute(sql)
-        return _fetch(cur, limit)
-    except duckdb.Error as err:
-        if isinstance(err, duckdb.InterruptException):
-            raise ReflectError(f"reflect --sql was stopped after {timeout_s:g}s") from None
-        raise ReflectError(f"SQL failed: {' '.join(str(err).split())}") from None
+        con.execute("BEGIN TRANSACTION READ ONLY")
+        timer.start()
+        try:
+            cur = con.execute(sql)
+            return _fetch(cur, limit)
+        except duckdb.Error as err:
+            if isinstance(err, duckdb.InterruptException):
+                raise ReflectError(f"reflect --sql was stopped after {timeout_s:g}s") from None
+            if isinstance(err, duckdb.OutOfMemoryException):
+                raise ReflectError(f"reflect --sql needed more than its {memory_limit} memory limit") from None
+            raise ReflectError(f"SQL failed: {' '.join(str(err).split())}") from None
+        finally:
+            timer.cancel()
+            con.execute("ROLLBACK")
     finally:
-        timer.cancel()
-        con.execute("ROLLBACK")
+        con.execute("RESET memory_limit")

@@ -135,6 +135,7 @@ class MemoryView:
     files_edited: dict[str, int] = field(default_factory=dict)  # path -> successful edits
     stm: list[dict] = field(default_factory=list)  # MemoryEntry-shaped: key, value, namespace, updated
     ltm: list[dict] = field(default_factory=list)  # the LTM writes of this episode (earlier values: not logged)
+    plan: list[dict] | None = None  # the agent's plan in force: [{text, status}]; None: it wrote none yet
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -429,7 +430,8 @@ def _timeline_events(step: Step, session: str) -> list[dict]:
 
 # --------------------------------------------------------------------------- memory view
 def memory_at(steps: list[Step]) -> MemoryView:
-    """Decisions, pins, files read and edited, STM/LTM writes: everything the steps so far put in memory."""
+    """Decisions, pins, files read and edited, STM/LTM writes, the plan: everything the steps so far put in
+    memory."""
     view = MemoryView()
     decisions: dict[str, dict] = {}
     stm: dict[str, dict] = {}
@@ -452,6 +454,8 @@ def memory_at(steps: list[Step]) -> MemoryView:
                 view.files_edited[edit.path] = view.files_edited.get(edit.path, 0) + 1
             if meaning.decision:
                 decisions[meaning.decision["id"]] = {**meaning.decision, "step": step.number, "reused": 0}
+            if meaning.plan is not None:
+                view.plan = [dataclasses.asdict(t) for t in meaning.plan]
             if meaning.memory_write:
                 tier, key, value = meaning.memory_write
                 entry = {"key": key, "value": value, "namespace": "", "updated": str(r.get("ts") or "")}

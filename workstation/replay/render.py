@@ -46,6 +46,11 @@ def render_state(episode: Episode, state: ReplayState) -> str:
             for p, v in sorted(mem.files_read.items())))
     if mem.files_edited:
         lines.append("  files edited: " + ", ".join(f"{p} ({n}x)" for p, n in sorted(mem.files_edited.items())))
+    if mem.plan is not None:
+        from ..sessions.plan import MARKS
+
+        lines.append(f"  plan: {sum(t['status'] == 'done' for t in mem.plan)} of {len(mem.plan)} done")
+        lines += [f"    {MARKS.get(t['status'], '[?]')} {_clip(t['text'], 100)}" for t in mem.plan]
     for tier, entries in (("stm", mem.stm), ("ltm", mem.ltm)):
         if entries:
             lines.append(f"  {tier}: " + ", ".join(f"{e['key']}={_clip(json.dumps(e['value']), 40)}" for e in entries))

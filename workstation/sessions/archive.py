@@ -81,6 +81,8 @@ def read_meta(paths: Paths, slug: str) -> dict:
         raise UnreadableArchive(f"archive metadata {path} is unreadable: {err.strerror}") from None
     except ValueError as err:
         raise UnreadableArchive(f"archive metadata {path} is unreadable: not valid JSON ({err})") from None
+    except RecursionError:
+        raise UnreadableArchive(f"archive metadata {path} is unreadable: JSON nested too deeply") from None
     if not isinstance(meta, dict):
         raise UnreadableArchive(f"archive metadata {path} is unreadable: not a JSON object")
     # a null is as good as absent (an empty session has no last activity)
@@ -257,11 +259,33 @@ def _atomic_gzip(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+# A session log compresses 5-20x; a gzip bomb 1000x. Past a floor, a log may expand to at most
+# this many times its archive and never past the cap, so a hostile archive costs bounded memory.
+MAX_RATIO = 200
+RATIO_FLOOR = 64 << 20
+MAX_LOG_BYTES = 2 << 30
+
+
+def expansion_limit(compressed: int) -> int:
+    return min(MAX_LOG_BYTES, max(RATIO_FLOOR, compressed * MAX_RATIO))
+
+
 def _gunzip(path: Path) -> bytes:
-    """The archived log; FileNotFoundError when it is gone, UnreadableArchive when it cannot be read."""
+    """The archived log; FileNotFoundError when it is gone, UnreadableArchive when it cannot be read
+    or would expand past `expansion_limit` of its size."""
     try:
-        with gzip.open(path, "rb") as fh:
-            return fh.read()
+        with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+            limit = expansion_limit(os.fstat(raw.fileno()).st_size)
+            chunks, total = [], 0
+            while chunk := fh.read(1 << 20):
+                total += len(chunk)
+                if total > limit:
+                    raise UnreadableArchive(
+                        f"archive {path} is unreadable: it expands past {limit >> 20} MiB "
+                        f"({MAX_RATIO}x its size), not a session log"
+                    )
+                chunks.append(chunk)
+            return b"".join(chunks)
     except FileNotFoundError:
         raise
     except (OSError, EOFError, zlib.error) as err:  # not gzip: OSError; truncated: EOFError; corrupt: zlib

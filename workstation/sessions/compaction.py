@@ -24,6 +24,7 @@ from typing import Any
 
 from .context import assemble, covered_count, memory_of, seen
 from .log import Claim, LogView, Session, TokenCounter, tool_call_arguments
+from .plan import current as current_plan, render as render_plan
 
 SECTIONS = (
     ("task", "Task & instructions"),
@@ -72,6 +73,8 @@ class CompactPlan:
     last_turn: int  # 1-based number of the last turn covered after this compaction
     previous: dict | None  # the compact record being folded in
     reason: str  # threshold | tokens | manual
+    todo: list[dict] | None = None  # the agent's plan in force at the cut (sessions.plan); None: none written
+    focus: str = ""  # what the user asked the summary to focus on (/compact FOCUS)
 
 
 @dataclass
@@ -136,7 +139,14 @@ def plan_compaction(view: LogView, config: Any, *, force: bool = False, keep: in
         cut -= 1
     if cut <= start:
         return None
-    return CompactPlan(turns[start:cut], start + 1, cut, previous if start else None, reason)
+    return CompactPlan(turns[start:cut], start + 1, cut, previous if start else None, reason,
+                       todo=_plan_at(view, turns[cut - 1]["id"]))
+
+
+def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
+    """The agent's plan in force after record `last_id` (sessions.plan)."""
+    upto = next((i for i, r in enumerate(view.records) if r.get("id") == last_id), len(view.records) - 1)
+    return current_plan(view.records[: upto + 1])
 
 
 def _over_token_guard(view: LogView, config: Any, window_tokens: int, counter: TokenCounter | None) -> bool:
@@ -195,8 +205,15 @@ def _chunks(lines: list[tuple[int, str]], budget: int, counter: TokenCounter) ->
     return chunks
 
 
-def build_messages(previous_summary: str | None, covered_before: int, chunk: list[tuple[int, str]]) -> list[dict]:
+def build_messages(previous_summary: str | None, covered_before: int, chunk: list[tuple[int, str]], *,
+                   todo: list[dict] | None = None, focus: str = "") -> list[dict]:
     parts = []
+    if focus:
+        parts.append(f"The user asks this summary to focus on: {focus}\nKeep everything about that in full "
+                     "detail (exact names, paths, errors, decisions); shorten the rest.")
+    if todo:
+        parts.append("The agent's plan, as it last wrote it with its todo tool. \"Open to-dos\" must list every "
+                     f"item of it with its status, in this order:\n{_plan_lines(todo)}")
     if previous_summary:
         parts.append(f"Previous summary (turns 1–{covered_before}):\n{previous_summary}")
     parts.append(f"Turns {chunk[0][0]}–{chunk[-1][0]} to fold in:\n" + "\n".join(line for _, line in chunk))
@@ -227,6 +244,22 @@ def _section_of(heading: str) -> str | None:
         if any(word in low for word in words):
             return key
     return None
+
+
+def _plan_lines(todo: list[dict]) -> str:
+    return "\n".join(f"- {line}" for line in render_plan(todo).splitlines())
+
+
+def with_plan(section: str, todo: list[dict] | None) -> str:
+    """The "Open to-dos" section holding the plan exactly (its items and statuses), then whatever else the
+    model listed there that is not one of its items."""
+    if not todo:
+        return section
+    texts = [t["text"].lower() for t in todo]
+    others = [line for line in section.splitlines()
+              if line.strip() and line.strip() != "(none)" and not any(t in line.lower() for t in texts)
+              and not line.strip().lower().startswith("plan (")]
+    return "\n".join([f"Plan (todo, as last written):", _plan_lines(todo), *others])
 
 
 def render_summary(sections: dict[str, str]) -> str:
@@ -298,7 +331,8 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
     usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
     sections: dict[str, str] = {}
     for chunk in _chunks(lines, budget, counter):
-        answer = llm.complete(spec, build_messages(running, covered_before, chunk), cancel=cancel)
+        answer = llm.complete(spec, build_messages(running, covered_before, chunk, todo=plan.todo, focus=plan.focus),
+                              cancel=cancel)
         sections = parse_sections(answer.text)
         running = render_summary(sections)
         covered_before = chunk[-1][0]
@@ -312,7 +346,7 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
 
 def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
             keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0,
-            cancel: threading.Event | None = None) -> CompactResult | None:
+            cancel: threading.Event | None = None, focus: str = "") -> CompactResult | None:
     """Compact now if due (or forced). None when nothing is due, or when `cancel` was set meanwhile
     (the model call stops; nothing is written).
 
@@ -320,7 +354,8 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
     forced compaction returns status `busy`, so whoever asked for it hears why
     nothing happened; an unforced one returns None: the holder does the work.
     Model failures never raise: the result says `failed`, the raw turns stay as
-    they were, and the episodic recorder (duck-typed `.record(...)`) gets why.
+    they were, and the episodic recorder (duck-typed `.record(...)`) gets why. `focus`: what the
+    user asked the summary to keep in detail (/compact FOCUS).
     """
     if window_tokens is None and not force:
         window_tokens = context_window_of(config)
@@ -334,6 +369,7 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
                                window_tokens=window_tokens, counter=session.counter)
         if plan is None:
             return None
+        plan.focus = " ".join(focus.split())[:500]
         return _run(session, config, plan, episodic, cancel)
 
 
@@ -382,6 +418,7 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
     sections["files"] = _ensure_listed(sections["files"], files, "from tool calls", MAX_LISTED_FILES)
     sections["errors"] = _ensure_listed(sections["errors"], errors_seen(plan.turns), "from tool results",
                                         MAX_LISTED_ERRORS)
+    sections["todos"] = with_plan(sections["todos"], plan.todo)
     summary = render_summary(sections)
     first, last = plan.turns[0], plan.turns[-1]
     covers = {"first_id": (previous or {}).get("covers", {}).get("first_id", first["id"]),
@@ -400,7 +437,7 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
         still_uncovered, "compact", summary=summary, sections=sections, files=files, covers=covers,
         folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
         tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"], calls=usage["calls"],
-        duration_ms=int(elapsed * 1000))
+        duration_ms=int(elapsed * 1000), focus=plan.focus or None)
 
 
 def _record_event(episodic: Any, result: CompactResult, usage: dict | None, before: int, after: int) -> None:

@@ -280,9 +280,67 @@ def _connect_memory(paths: Paths):
         time.sleep(0.05)
 
 
+def _clean_mark(paths: Paths) -> Path:
+    return paths.memory_db.with_name(paths.memory_db.name + ".clean")
+
+
+def _signature(path: Path) -> str:
+    st = os.stat(path)
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+
+def _verify_memory(paths: Paths) -> None:
+    """Refuse a damaged memory store before anything writes to it.
+
+    The owner that closes it cleanly leaves a mark with the file's signature (size, mtime, inode); a
+    file that still matches its mark is what that owner left, and opens at once. Any other file (the
+    last owner crashed, something else wrote it, it was truncated or copied in) is first opened
+    read-only and every table read whole, so every block's checksum is checked: DuckDB would
+    otherwise open a file whose damage lies in blocks it has not read yet, write to it, and fail
+    later, mid-command."""
+    import duckdb
+
+    mark = _clean_mark(paths)
+    if not paths.memory_db.exists():
+        return
+    try:
+        clean = mark.read_text() == _signature(paths.memory_db)
+        mark.unlink()  # from now on the file is ours to change; a crash leaves no mark
+    except OSError:
+        clean = False
+    if clean and not Path(str(paths.memory_db) + ".wal").exists():
+        return
+    try:
+        con = duckdb.connect(str(paths.memory_db), read_only=True)
+    except duckdb.Error as err:
+        if _is_lock_conflict(err):
+            return  # a previous owner letting go, or a stranger: _connect_memory waits or says so
+        raise _damaged_memory(paths, err) from None
+    try:
+        tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() "
+                             "WHERE database_name = current_database()").fetchall()
+        for schema, table in tables:
+            con.execute(f'SELECT count(*), bit_xor(hash(COLUMNS(*))) FROM "{schema}"."{table}"').fetchall()
+    except duckdb.Error as err:
+        raise _damaged_memory(paths, err) from None
+    finally:
+        con.close()
+
+
+def _leave_clean_mark(paths: Paths) -> None:
+    """After a clean close: the signature the next owner checks (see _verify_memory)."""
+    from ..fsutil import atomic_write
+
+    try:
+        atomic_write(_clean_mark(paths), _signature(paths.memory_db).encode())
+    except OSError as err:  # the next owner verifies the whole file instead: slower, never wrong
+        log.warning("could not mark %s as cleanly closed: %s", paths.memory_db, err.strerror)
+
+
 def _open_duckdb(paths: Paths):
     import duckdb
 
+    _verify_memory(paths)
     con = _connect_memory(paths)
     try:
         try:
@@ -335,6 +393,7 @@ class _Owner:
         self.paths = paths
         self.lock_fd = lock_fd
         self.con = _open_duckdb(paths)
+        self.damaged: str | None = None  # set by the first read that finds a corrupt block
         self.write_lock = threading.RLock()  # one writer at a time keeps transactions from conflicting
         self.state: dict[str, Any] = {}
         self.state_lock = threading.Lock()
@@ -382,6 +441,9 @@ class _Owner:
         previous = getattr(_current, "owner", None)
         _current.owner = self
         try:
+            if self.damaged is not None and not getattr(fn, "_ws_readonly", False):
+                raise StoreError(f"workspace database in {self.paths.state} is damaged ({self.damaged}); "
+                                 "nothing more is written to it")
             if getattr(fn, "_ws_readonly", False):
                 result = fn(cur, *args, **kwargs)
             else:
@@ -393,7 +455,14 @@ class _Owner:
             cur.close()  # drops whatever transaction the failed call left open
             if self._closing:  # likely interrupted by close(): let the caller retry on the next owner
                 raise _OwnerGone() from None
-            if type(err).__name__ == "IOException":  # a damaged file or a failing disk, not a bug
+            if isinstance(err, StoreError):
+                raise
+            if "Corrupt database file" in str(err):  # one line, and no write reaches the file again
+                self.damaged = _first_line(err)
+                raise StoreError(f"workspace database in {self.paths.state} is damaged ({self.damaged}); "
+                                 "nothing more is written to it: move memory.duckdb aside to start afresh "
+                                 "(index.duckdb is rebuilt from the files)") from None
+            if type(err).__name__ == "IOException":  # a failing disk, not a bug
                 raise StoreError(f"workspace database I/O failed in {name}: {_first_line(err)}") from None
             raise
         finally:
@@ -547,9 +616,13 @@ class _Owner:
                     cur.close()
                 self._cursors.clear()
                 self.state.clear()
-                try:
-                    self.con.execute("CHECKPOINT")
-                finally:
+                if self.damaged is None:
+                    try:
+                        self.con.execute("CHECKPOINT")
+                    finally:
+                        self.con.close()
+                    _leave_clean_mark(self.paths)
+                else:
                     self.con.close()
         finally:
             os.close(self.lock_fd)  # releases the flock: the next process takes over

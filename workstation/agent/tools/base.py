@@ -11,7 +11,7 @@ tool's name:
 * `writes(args)`: the paths a `WRITE` call will change, known before it runs;
 * `meaning(call)`: what one finished call did, from its arguments and the
   fields recorded with its result (`Meaning`: maps and ranges read, files
-  edited, memory lookups, a decision, a memory write). It is the same function
+  edited, memory lookups, a decision, a memory write, the plan). It is the same function
   for a live call (`ToolResult.data`) and for a session log record (the tool
   record's fields), which is why both sides see the same events;
 * `verify`: what `replay --verify` may do with a past call (recompute it
@@ -57,7 +57,7 @@ NEVER = "never"  # not re-run (a command, a memory write)
 
 # Fields of ToolResult.data that are written on the session log's tool record (sessions/README.md).
 RECORDED_FIELDS = ("duration_ms", "path", "lines", "served_from", "memory", "sha", "file_tokens", "chars",
-                   "chars_saved", "lines_changed", "outcome", "edits")
+                   "chars_saved", "lines_changed", "outcome", "edits", "plan")
 
 
 # --------------------------------------------------------------------------- calls and what they mean
@@ -116,6 +116,14 @@ class Lookup:
 
 
 @dataclass(frozen=True)
+class Todo:
+    """One item of the agent's plan (the todo tool)."""
+
+    text: str
+    status: str  # "pending" | "in_progress" | "done"
+
+
+@dataclass(frozen=True)
 class Meaning:
     """What one call did; see the module docstring."""
 
@@ -125,6 +133,7 @@ class Meaning:
     lookups: tuple[Lookup, ...] = ()
     decision: dict | None = None  # {id, decision, reasoning, files}
     memory_write: tuple[str, str, Any] | None = None  # (tier, key, value)
+    plan: tuple[Todo, ...] | None = None  # the agent's whole plan as this call wrote it (() cleared it)
 
     @property
     def looked_at(self) -> list[str]:

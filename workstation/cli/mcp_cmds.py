@@ -1,0 +1,69 @@
+"""`workstation mcp`: serve workstation's tools to other agents over MCP, or check the MCP servers the
+agent itself uses (`--check`)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import json_option, pass_state, print_json, print_table
+
+
+@click.command("mcp")
+@click.option("--http", "port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="Serve streamable HTTP on 127.0.0.1:PORT (0: any free port) instead of stdio.")
+@click.option("--read-only", is_flag=True, help="Offer only the tools that change nothing (no edits, no memory writes).")
+@click.option("--check", is_flag=True,
+              help="Start the servers of [mcp.servers] as the agent would, list their tools and state, stop them.")
+@json_option
+@pass_state
+def mcp_command(state, port: int | None, read_only: bool, check: bool, as_json: bool) -> None:
+    """Serve the knowledge map, surgical reads and edits, memory and reflection over MCP (stdio by default).
+
+    Every call is logged as an operation in the episodic log and in a session named for the client.
+    Commands (run_command) are never served."""
+    if check:
+        _check(state, as_json)
+        return
+    if as_json:
+        raise click.UsageError("--json goes with --check")
+    from ..mcp.server import Service, serve_http, serve_stdio
+
+    service = Service(state.load(), read_only=read_only, transport="stdio" if port is None else "http")
+    what = f"{len(service.tools)} tools" + (" (read-only)" if read_only else "")
+    try:
+        if port is None:
+            click.echo(f"workstation: serving {what} of {state.root} over stdio", err=True)
+            serve_stdio(service)
+        else:
+            serve_http(service, port, on_ready=lambda url: click.echo(
+                f"workstation: serving {what} of {state.root} on {url}", err=True))
+    finally:
+        service.close()
+
+
+def _check(state, as_json: bool) -> None:
+    from ..mcp.client import open_toolset
+
+    if not state.config.mcp.servers:
+        if as_json:
+            print_json([])
+        else:
+            click.echo("no MCP servers configured ([mcp.servers.NAME] in .workstation/config.toml)")
+        return
+    with open_toolset(state) as toolset:
+        servers = toolset.servers()
+    if as_json:
+        print_json([s.to_dict() for s in servers])
+        return
+    rows = []
+    for server in servers:
+        rows.append({"server": server.name, "state": server.state, "tool": "", "asks": "",
+                     "what": server.error or f"{len(server.tools)} tools over {server.transport}"})
+        rows += [{"server": "", "state": "", "tool": t.qualified, "asks": "yes" if server.asks(t.name) else "no",
+                  "what": t.description[:80]} for t in server.tools]
+    print_table(rows, title="MCP servers of the agent")
+    if any(s.state != "ready" for s in servers):
+        raise SystemExit(1)
+
+
+COMMANDS = [mcp_command]

@@ -1,0 +1,369 @@
+"""`workstation mcp`: workstation's own tools served to other agents (Claude Code, Codex, opencode...)
+over MCP, on stdio or on streamable HTTP bound to 127.0.0.1.
+
+What is served is whatever the tool registry (agent.tools) holds, chosen by effect, never by name:
+tools that look (QUERY), write memory (MEMORY) and edit files (WRITE); with `--read-only`, QUERY only.
+COMMAND tools (run_command) are never served: a command needs the user's approval unless the
+allow-list covers it, nobody can be asked here, and the client agent has its own shell with its own
+approvals, which serving ours would go around.
+
+A client gets what the agent gets, the same way:
+* the same tools and confinement (the workspace root, never its state folder), through the same
+  `tools.call` (argument checks, time limit, errors as results);
+* hash guards per client session: each has its own ReadLedger, so an edit needs that client's own
+  read of the file (read_lines or file_meta) of the content now on disk;
+* secrets masked (`scrub.mask`) in every result before it is returned or logged, and in the
+  arguments before they are logged.
+
+A client session is the stdio connection (one client per process), an HTTP session (its
+Mcp-Session-Id), or, for the stateless 2026 protocol over HTTP, the client's name and version.
+Its first call creates a session log named for the client (`2025-01-31-mcp-claude-code`, made unique),
+and every call is written twice, as the agent's calls are:
+* to the episodic log: an operation (op_start, then the tool_call event with the arguments, outcome
+  and `via: "mcp"`), with the events of what the call meant (files read, maps served, edits, memory
+  lookups) inside it, fenced at once so the timeline and `reflect` see it;
+* to the session log: an assistant record holding the call (`client` names who made it) and the
+  tool record with its result, written together. This is what replay, `report`, search, export and
+  the app's transcript read: with it they show a Claude Code session's work through workstation as
+  they show the agent's own, and the tool_call event's `turn_id` lets the timeline jump to it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from .. import __version__, scrub
+from ..agent import tools
+from ..agent.filetools import ReadLedger
+from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
+from ..errors import WorkstationError
+from ..fsutil import confine
+from ..memory.episodic import TOOL_CALL
+from ..sessions.log import new_record_id
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+    from ..runtime import Workspace
+    from ..sessions.log import Session
+
+log = logging.getLogger(__name__)
+
+SERVED = (QUERY, MEMORY, WRITE)  # never COMMAND: see the module docstring
+READ_ONLY = (QUERY,)
+MAX_DEPTH = 32  # nesting of a call's arguments; deeper is refused before anything walks it
+IDLE_S = 3600.0  # an HTTP client session unused this long is closed (its memory flushed)
+_ARG_CLIP = 300
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+INSTRUCTIONS = """workstation: a live knowledge map and memory of this repository.
+Read surgically: file_meta gives a file's map (symbols with their line ranges) for a few percent of its \
+tokens; then read_lines only the range you need. find, impact and grep locate code and call sites \
+without reading files. An edit (replace_lines) needs your own earlier read of the file (read_lines or \
+file_meta) in this session, of the content now on disk. Decisions and memory persist across sessions."""
+
+
+def served_tools(read_only: bool = False) -> dict[str, Tool]:
+    """The registry's tools a client may call, by effect."""
+    effects = READ_ONLY if read_only else SERVED
+    return {name: tool for name, tool in tools.TOOLS.items() if tool.effect in effects}
+
+
+# --------------------------------------------------------------------------- one client
+@dataclass
+class ClientState:
+    """One client session: its read ledger, and (from its first call) its session log and memory."""
+
+    key: str
+    name: str  # the client's own name (clientInfo.name)
+    version: str
+    transport: str
+    ledger: ReadLedger = field(default_factory=ReadLedger)
+    file_tokens: dict[str, int] = field(default_factory=dict)
+    session: "Session | None" = None
+    memory: "Memory | None" = None
+    calls: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def recall(self, record_id: str) -> str:
+        from ..sessions.context import fetch_original
+
+        if self.session is None:
+            raise WorkstationError("nothing to recall: this client has no session yet")
+        return str(fetch_original(self.session, record_id).get("content") or "")
+
+    def close(self) -> None:
+        if self.memory is not None:
+            self.memory.close()
+
+
+class Service:
+    """The served tools, the client sessions, and what a call does (`call`); the MCP transport adapts it."""
+
+    def __init__(self, workspace: "Workspace", *, read_only: bool = False, transport: str = "stdio"):
+        self.ws = workspace
+        self.read_only = read_only
+        self.transport = transport
+        self.tools = served_tools(read_only)
+        self._clients: dict[str, ClientState] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ clients
+    def client(self, key: str, name: str = "", version: str = "") -> ClientState:
+        """The state of a client session, made on its first call; idle HTTP sessions are let go."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [k for k, c in self._clients.items() if k != key and now - c.last_used > IDLE_S]
+            gone = [self._clients.pop(k) for k in idle]
+            state = self._clients.get(key)
+            if state is None:
+                state = self._clients[key] = ClientState(key, name or "mcp-client", version, self.transport)
+            state.last_used = now
+        for old in gone:
+            old.close()
+        return state
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for state in clients:
+            state.close()
+
+    def _open(self, state: ClientState) -> tuple["Session", "Memory"]:
+        """The client's session log and memory, created with its first call."""
+        from ..sessions.log import Session
+
+        with state.lock:
+            if state.session is None:
+                state.name, state.version = _text(state.name), _text(state.version)
+                session = Session.create(self.ws.paths, title=f"mcp {state.name}")
+                version = f" {state.version}" if state.version else ""
+                session.system(scrub.mask(f"[MCP client {state.name}{version} over {state.transport}]"), notice="mcp")
+                state.memory = self.ws.memory(session.slug)
+                state.session = session
+            return state.session, state.memory  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ a call
+    def call(self, state: ClientState, name: str, arguments: Any, cancel: threading.Event | None = None) -> ToolResult:
+        """Run one call for a client, record it (episodic operation, session log) and return its result,
+        masked. Never raises for anything a client can send."""
+        session, memory = self._open(state)
+        name = _text(name)[:100]
+        malformed = arguments is not None and (not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH)
+        args = {} if malformed or arguments is None else _clean(arguments)
+        tool = self.tools.get(name)
+        refused = self._refusal(name, arguments)
+        logged = ({"raw": f"(not logged: not a JSON object of at most {MAX_DEPTH} levels)"} if malformed
+                  else _logged(args))
+        call_id, record_id = f"mcp_{secrets.token_hex(6)}", new_record_id()
+        with state.lock:
+            state.calls += 1
+            step = state.calls
+        memory.step = step
+        ctx = ToolContext(root=self.ws.root, kmap=self.ws.kmap, memory=memory, recall=state.recall,
+                          ledger=state.ledger, approve=None, allow=[], private=(self.ws.paths.state,),
+                          session=session.slug, cancel=cancel, ranges=None, call_id=call_id, step=step,
+                          _file_tokens=state.file_tokens)
+        with memory.operation(TOOL_CALL, name, tool=name, args=logged, call_id=call_id, turn_id=record_id,
+                              via="mcp", client=state.name) as op:
+            result = refused if refused is not None else self._run(ctx, name, args)
+            result.text = scrub.mask(result.text)
+            op.set(ok=result.ok, result_chars=len(result.text),
+                   outcome=result.data.get("outcome") or ("ok" if result.ok else "error"),
+                   error=None if result.ok else result.text[:300])
+            meaning = (tool.meaning(tools.Call(name, args, result.ok, result.text, result.data))
+                       if refused is None and tool is not None else tools.Meaning())
+            for kind, what, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
+                memory.record(kind, what, **fields)
+        ctx.reindex()  # an edit is in the map before the next call of any client reads it
+        data = result.data
+        with state.lock:  # the call and its result side by side, whatever other calls of this client do
+            session.assistant("", tool_calls=[{"id": call_id, "name": name,
+                                               "arguments": _arguments_json(args, logged)}],
+                              via="mcp", client=state.name)
+            session.tool(call_id, name, result.text, id=record_id, ok=result.ok,
+                         **{k: data.get(k) for k in tools.RECORDED_FIELDS})
+        memory.episodic.fence()  # visible to the timeline and to `reflect` in other processes now
+        return result
+
+    def _run(self, ctx: ToolContext, name: str, args: dict) -> ToolResult:
+        try:
+            return tools.call(ctx, name, args, self.tools)
+        except Exception as err:  # a tool's bug: the client gets one line, the operation its error, we the trace
+            log.exception("workstation mcp: %s failed", name)
+            return ToolResult(f"error: {name} failed: {type(err).__name__}: {scrub.redact(str(err))[:200]}", ok=False,
+                              data={"outcome": "error"})
+
+    def _refusal(self, name: str, arguments: Any) -> ToolResult | None:
+        if name not in self.tools:
+            known = tools.get(name)
+            if known is not None:
+                why = ("this server is read-only (--read-only)" if self.read_only and known.effect in SERVED
+                       else "commands are not served over MCP: nobody here can approve them")
+                return ToolResult(f"error: {name} is not offered: {why}", ok=False, data={"outcome": "denied"})
+            return ToolResult(f"error: unknown tool {name!r}; tools: {', '.join(self.tools)}", ok=False,
+                              data={"outcome": "error"})
+        if arguments is not None and not isinstance(arguments, dict):
+            return ToolResult("error: arguments must be a JSON object", ok=False, data={"outcome": "malformed"})
+        if _depth(arguments or {}) > MAX_DEPTH:
+            return ToolResult(f"error: the arguments of {name} are nested deeper than {MAX_DEPTH} levels",
+                              ok=False, data={"outcome": "malformed"})
+        for path in self.tools[name].writes(_clean(arguments or {})):
+            if _in_git(self.ws.root, path):
+                return ToolResult(f"error: {path} is in the repository's .git folder: refused", ok=False,
+                                  data={"outcome": "denied"})
+        return None
+
+    # ------------------------------------------------------------------ the MCP side
+    def tool_list(self) -> list[dict[str, Any]]:
+        """The served tools as MCP declares them (name, description, input schema, hints from the effect)."""
+        return [{"name": t.name, "description": t.description, "inputSchema": t.parameters,
+                 "annotations": {"readOnlyHint": t.effect == QUERY, "destructiveHint": t.effect == WRITE,
+                                 "openWorldHint": False}}
+                for t in self.tools.values()]
+
+    def mcp_server(self):
+        """The SDK's low-level Server with this service's handlers."""
+        import anyio
+        import mcp.types as types
+        from mcp.server.lowlevel import Server
+
+        listed = types.ListToolsResult.model_validate({"tools": self.tool_list()})
+
+        async def list_tools(ctx, params) -> types.ListToolsResult:
+            return listed
+
+        async def call_tool(ctx, params) -> types.CallToolResult:
+            state = self.client(*_client_identity(ctx, self.transport))
+            cancel = threading.Event()
+            try:
+                result = await anyio.to_thread.run_sync(self.call, state, params.name, params.arguments, cancel,
+                                                        abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                cancel.set()  # the client cancelled: the tool stops at its next check; the call is still logged
+                raise
+            return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
+                                        is_error=not result.ok)
+
+        return Server("workstation", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                      on_call_tool=call_tool)
+
+
+def _client_identity(ctx, transport: str) -> tuple[str, str, str]:
+    """(key, name, version) of the client session a request belongs to; see the module docstring."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = str(getattr(info, "name", "") or "")[:100]
+    version = str(getattr(info, "version", "") or "")[:40]
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    session_id = headers.get("mcp-session-id") if headers is not None else None
+    if session_id:
+        return f"http:{session_id}", name, version
+    if transport == "stdio":
+        return "stdio", name, version
+    return f"client:{name}/{version}", name, version
+
+
+def _in_git(root, path: Any) -> bool:
+    """Whether a path a WRITE call declares resolves into <root>/.git (checked here as well as wherever the
+    tools check it: another agent's edit must never rewrite hooks or config that git runs)."""
+    if not isinstance(path, str) or not path:
+        return False
+    try:
+        _, rel = confine(root, path)
+    except WorkstationError:
+        return False  # outside the workspace or in its state folder: the tool itself refuses it
+    return rel.split("/", 1)[0].lower() == ".git"
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply `value` nests (lists and objects), counted without recursion and no further than limit+1."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            level += 1
+            deepest = max(deepest, level)
+            if level > limit:
+                return level
+            stack.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _text(value: Any) -> str:
+    """A string that can be written anywhere: lone surrogates (valid in JSON escapes) become U+FFFD."""
+    text = str(value)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def _clean(value: Any) -> Any:
+    """`value` with every string (keys too) made writable by `_text`; called on at most MAX_DEPTH levels."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _logged(args: dict) -> dict:
+    """Arguments as the episodic log keeps them: masked, long strings clipped."""
+    out = {}
+    for key, value in scrub.mask_data(args).items():
+        if isinstance(value, str) and len(value) > _ARG_CLIP:
+            value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
+        out[key] = value
+    return out
+
+
+def _arguments_json(args: dict, logged: dict) -> str:
+    """The call's arguments as the session log keeps them: whole (a replay re-applies an edit), masked;
+    malformed arguments (args empty) as the note in `logged`."""
+    return scrub.mask(json.dumps(args or logged, ensure_ascii=False, default=str))
+
+
+# --------------------------------------------------------------------------- transports
+def serve_stdio(service: Service) -> None:
+    """Serve one client on stdin/stdout until it disconnects."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = service.mcp_server()
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(service: Service, port: int, on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve streamable HTTP on 127.0.0.1:port (0: a free port) until interrupted; on_ready gets the URL."""
+    import uvicorn
+
+    app = service.mcp_server().streamable_http_app(host="127.0.0.1")  # also refuses other Host headers
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise WorkstationError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    if on_ready is not None:
+        on_ready(url)
+    try:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)).run(
+            sockets=[sock])
+    finally:
+        sock.close()
