@@ -200,7 +200,8 @@ class LiveBackend:
         if not view.records:
             return
         episode = Episode.load(self.ws.paths, self.agent.session.slug, config=self.ws.config)
-        turns = episode.transcript_of(len(episode.steps) - 1) if episode.steps else []
+        # every step's turns (transcript_of is one step's: the last alone showed only the newest record)
+        turns = [t for index in range(len(episode.steps)) for t in episode.transcript_of(index)]
         self._ui(self.app.chat.set_turns, turns)
 
     def _approve(self, request) -> bool:
@@ -269,17 +270,23 @@ class LiveBackend:
         self._ui(chat.add_turn, Turn("command" if out.ok else "error", out.text, ts=time.time()))
         if out.action == "model":
             self._ui(chat.set_status, f"session {self.agent.session.slug} · model {self.agent.model_name}")
+        if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
+            self._resume(out.slug)
+            return
         self.refresh_memory()
         self.refresh_timeline()
 
     def on_sessions_screen_resume_requested(self, msg) -> None:
+        self._ready.wait()
+        self._resume(msg.slug)
+
+    def _resume(self, slug: str) -> None:
         """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
         from ..agent.loop import Agent
         from ..sessions.log import Session
 
-        self._ready.wait()
         with self._busy:  # never under a running turn
-            session = Session.open(self.ws.paths, msg.slug)
+            session = Session.open(self.ws.paths, slug)
             old, self.agent = self.agent, Agent(self.ws, session, approve=self._approve,
                                                 model=self.agent.model_name)
             old.close()
