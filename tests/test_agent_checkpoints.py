@@ -17,6 +17,7 @@ from agent_scenario import summarize
 from agent_support import agent, module_server, records, requests_since, workspace
 from fakellm import Reply
 from workstation.agent import slash
+from workstation.fsutil import sha256_bytes
 from workstation.sessions import Session
 from workstation.sessions.compaction import PROMPT as COMPACT_PROMPT
 
@@ -234,3 +235,18 @@ def test_cli_undo_rewind_diff_fork(setup, server):
     assert tree(w.root) == snaps[0]
     forked = json.loads(cli("fork", "s", "--before", "2", "--json"))
     assert forked["slug"] == "s-fork"
+
+
+def test_an_undo_from_another_process_mid_turn_makes_the_next_change_checkpoint_again(setup, server):
+    from workstation.agent.checkpoints import Checkpoints
+
+    w, a = setup
+    turn = a.session.user("by hand")["id"]
+    a.checkpoints.take(turn, ["pkg/util.py"])
+    original = (w.root / "pkg/util.py").read_bytes()
+    (w.root / "pkg/util.py").write_bytes(original + b"# first\n")
+    a.session.tool("c1", "write_file", "ok", edits=[{"path": "pkg/util.py", "after": sha256_bytes(original + b"# first\n")}])
+    Checkpoints(w.paths, Session.open(w.paths, "s")).undo()  # `workstation session undo s`, elsewhere
+    assert (w.root / "pkg/util.py").read_bytes() == original
+    a.checkpoints.take(turn, ["pkg/util.py"])  # the same turn changes it again: a new checkpoint
+    assert len(records(a.session, "checkpoint")) == 2

@@ -173,6 +173,7 @@ class Checkpoints:
         self.blobs = paths.state / "checkpoints"
         self.staging = paths.state / "tmp"
         self._taken: set[tuple[str, str]] = set()  # (turn id, path) kept already
+        self._rewinds = 0  # rewind records in the log when _taken was last valid
 
     # ------------------------------------------------------------------ taking
     def take(self, turn: str, paths: Iterable[str]) -> None:
@@ -183,7 +184,7 @@ class Checkpoints:
                 real, rel = confine_write(self.root, path, self.private)
             except WorkstationError:
                 continue
-            if (turn, rel) in self._taken:
+            if (turn, rel) in self._taken and not self._rewound_elsewhere():
                 continue
             try:
                 st = os.lstat(real)
@@ -197,6 +198,16 @@ class Checkpoints:
                 fields.update(before=self.keep(data), mode=st.st_mode & 0o7777)
             self.session.append("checkpoint", **fields)
             self._taken.add((turn, rel))
+
+    def _rewound_elsewhere(self) -> bool:
+        """Whether another process (`workstation session undo`) took changes back since this one last
+        looked: its files then hold restored bytes, which a change in this turn must checkpoint again."""
+        rewinds = sum(1 for r in self.session.read().records if r["type"] == "rewind")
+        if rewinds == self._rewinds:
+            return False
+        self._rewinds = rewinds
+        self._taken.clear()
+        return True
 
     def keep(self, data: bytes) -> str:
         """Store `data` as a blob named by its hash (once): written to a temporary file in the staging
@@ -290,6 +301,7 @@ class Checkpoints:
         self._taken.clear()  # a file changed again in this turn needs a checkpoint of its restored bytes
         self.session.append("rewind", to=to, turn=number, files=restored if files else None,
                             conversation=conversation or None, how=how, tokens=0)
+        self._rewinds = sum(1 for r in self.session.read().records if r["type"] == "rewind")
         return Restored(to, number, restored, conversation, how)
 
     # ------------------------------------------------------------------ looking
