@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
+import threading
+import time
 
 import pytest
 from click.testing import CliRunner
 
 from agent_scenario import summarize
-from agent_support import agent, module_server, records, requests_since, workspace
+from agent_support import agent, module_server, records, workspace
 from fakellm import Reply
 from workstation.agent import slash
 from workstation.fsutil import sha256_bytes
@@ -250,3 +249,18 @@ def test_an_undo_from_another_process_mid_turn_makes_the_next_change_checkpoint_
     assert (w.root / "pkg/util.py").read_bytes() == original
     a.checkpoints.take(turn, ["pkg/util.py"])  # the same turn changes it again: a new checkpoint
     assert len(records(a.session, "checkpoint")) == 2
+
+
+def test_undo_waits_for_a_running_turn(setup, server):
+    w, a = setup
+    server.push(Reply(text="slow answer", delay_s=1.5))
+    turn = threading.Thread(target=a.run, args=("take your time",))
+    turn.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not a._running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        refused = slash.run(a, "/undo")
+        assert not refused.ok and refused.text == "error: /undo waits for the turn to end: stop it first (Escape)"
+    finally:
+        turn.join()

@@ -150,6 +150,7 @@ class Agent:
         self._compaction_failed = False
         self._closed = False
         self._events = AgentEvents()  # the running turn's callbacks
+        self._running = False  # a turn is running (undo and rewind wait for it to end)
         self.instructions = ProjectInstructions(workspace.paths)
 
     # ------------------------------------------------------------------ public
@@ -217,6 +218,7 @@ class Agent:
         self._excerpt = None
         self._compaction_failed = False
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
+        self._running = True
         try:
             for _ in range(self.config.agent.max_steps):
                 if cancel is not None and cancel.is_set():
@@ -234,6 +236,7 @@ class Agent:
             if self.config.agent.auto_commit and result.error is None:
                 self._auto_commit(user["id"], text, events, cancel)
         finally:
+            self._running = False
             self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
             if events.on_activity:
@@ -496,11 +499,17 @@ class Agent:
 
     def undo(self) -> Restored:
         """Restore the files the newest turn that changed any changed (checkpoints.Checkpoints.undo)."""
+        self._idle("/undo")
         return self._after_restore(self.checkpoints.undo())
 
     def rewind(self, number: int, *, files: bool = True, conversation: bool = True) -> Restored:
         """Back to before user turn `number` (checkpoints.Checkpoints.rewind)."""
+        self._idle("/rewind")
         return self._after_restore(self.checkpoints.rewind(number, files=files, conversation=conversation))
+
+    def _idle(self, what: str) -> None:
+        if self._running:
+            raise WorkstationError(f"{what} waits for the turn to end: stop it first (Escape)")
 
     def _after_restore(self, done: Restored) -> Restored:
         for rel in done.files:  # the map and the model's reads follow the restored files
