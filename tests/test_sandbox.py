@@ -309,3 +309,21 @@ def test_describe_is_one_line(ws):
 
     line = sandbox.describe(Paths.for_root(ws), Config())
     assert line.startswith("sandbox: bubblewrap") and "\n" not in line
+
+
+def test_the_command_line_says_which_sandbox_commands_get(ws):
+    import json
+
+    from click.testing import CliRunner
+
+    from workstation.cli import main
+
+    shown = CliRunner().invoke(main, ["-C", str(ws), "sandbox", "--json"])
+    assert shown.exit_code == 0, shown.output
+    found = json.loads(shown.output)
+    assert found["backend"] == "bwrap" and found["full"] is True and found["network"] is False
+    assert str(ws.resolve() / ".workstation") in found["hidden"]
+    (ws / ".workstation").mkdir(exist_ok=True)
+    (ws / ".workstation" / "config.toml").write_text('[agent]\nsandbox = "off"\n')
+    off = CliRunner().invoke(main, ["-C", str(ws), "sandbox"])
+    assert off.exit_code == 0 and off.output == 'no sandbox: agent.sandbox = "off"; every command asks\n'

@@ -89,7 +89,8 @@ class MemoryConfig(_Section):
 class AgentConfig(_Section):
     # argv patterns that run without asking, where a full sandbox holds (README: "Commands")
     command_allow: list[str] = Field(
-        default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest"]
+        default_factory=lambda: ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest",
+                                 "python3 -m pytest"]
     )
     command_network: bool = Field(False, strict=True)  # commands may reach the network
     sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
@@ -122,6 +123,11 @@ class AgentConfig(_Section):
 
 class UIConfig(_Section):
     theme: str = "workstation-dark"
+
+
+class ImportConfig(_Section):
+    # agents whose sessions of this workspace the sidecar keeps importing as they are written
+    watch: list[Literal["claude-code", "codex"]] = Field(default_factory=list)
 
 
 class WorkspaceConfig(_Section):
@@ -198,6 +204,7 @@ class Config(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     ui: UIConfig = Field(default_factory=UIConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    import_: ImportConfig = Field(default_factory=ImportConfig, alias="import")  # [import] in the file
     mcp: McpConfig = Field(default_factory=McpConfig)
 
 

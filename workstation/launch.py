@@ -8,8 +8,8 @@ import sys
 from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
-COMMANDS = frozenset({"chat", "find", "impact", "index", "map", "mcp", "memory", "reflect", "replay", "report",
-                      "session", "sidecar", "ui", "watch"})
+COMMANDS = frozenset({"chat", "find", "impact", "import", "index", "map", "mcp", "memory", "reflect", "replay",
+                      "report", "sandbox", "session", "sidecar", "ui", "watch"})
 
 
 def app_arguments(argv: list[str]) -> dict | None:

@@ -34,7 +34,7 @@ import logging
 import os
 import re
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .textmemo import TextMemo
 
@@ -73,6 +73,7 @@ _DETECTORS = (
 )
 _PRIVATE_KEY_BLOCK = re.compile(
     r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY( BLOCK|)-----.*?(?:-----END \1PRIVATE KEY\2-----|\Z)", re.S)
+_PRIVATE_KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK|)-----")
 _SECRETISH_RUN = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 
 # redact() only: things that look like credentials in prose, logs and error messages
@@ -229,6 +230,43 @@ def redact(text: str) -> str:
     for pattern, repl in _ASSIGNMENTS:
         text = pattern.sub(repl, text)
     return text
+
+
+class StreamMasker:
+    """`mask` for a reply that arrives in fragments (the terminal shows it as it streams): text is
+    passed on once nothing after it can still complete a secret, so a key split over fragments is
+    masked whole. What is held back: the run after the last whitespace (keys hold none), and a
+    private-key block until its END line. `flush()` passes on the rest when the reply ends."""
+
+    HOLD_MAX = 8192  # a run longer than this without whitespace is passed on, all but its tail
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self.emit = emit
+        self._held = ""
+
+    def __call__(self, fragment: str) -> None:
+        self._held += fragment
+        cut = self._safe_cut(self._held)
+        if cut > 0:
+            out, self._held = self._held[:cut], self._held[cut:]
+            self.emit(mask(out))
+
+    def flush(self) -> None:
+        if self._held:
+            out, self._held = self._held, ""
+            self.emit(mask(out))
+
+    def _safe_cut(self, text: str) -> int:
+        begin = text.rfind("-----BEGIN")
+        if begin >= 0:
+            head = text[begin:begin + 100].split("\n", 1)
+            maybe_key = len(head) == 1 or "PRIVATE KEY" in head[0]  # its BEGIN line may still be arriving
+            if maybe_key and not _PRIVATE_KEY_END.search(text, begin):
+                return begin  # an open private-key block is held until it closes
+        cut = max(text.rfind(c) for c in " \n\t\r") + 1
+        if cut == 0 and len(text) > self.HOLD_MAX:
+            cut = len(text) - 512
+        return cut
 
 
 def mask_data(value: Any, _depth: int = 0) -> Any:

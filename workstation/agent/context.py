@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.log import LogView
 
@@ -77,8 +78,10 @@ def build(view: LogView, config, *, base: str, sections: list[str], excerpt: str
     budget = window - reply_reserve(window)
     hidden = {str(r.get("content") or "") for r in view.records
               if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}
-    system_without_map = "\n\n".join([base, *[s for s in sections if s]])
-    system = system_without_map + ("\n\n" + excerpt if excerpt else "")
+    # the system part leaves for the model: the map excerpt, purposes, decisions, pins and instructions in it
+    # are masked here, whichever store they came from
+    system_without_map = scrub.mask("\n\n".join([base, *[s for s in sections if s]]))
+    system = system_without_map + ("\n\n" + scrub.mask(excerpt) if excerpt else "")
     ctxview = assemble(view, config, system_prompt=system, counter=counter)
     head_len = 2 if ctxview.summary_id else 1
     head = ctxview.messages[:head_len]

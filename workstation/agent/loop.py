@@ -287,8 +287,9 @@ class Agent:
         reply_id = new_record_id()  # the end event names the record the reply becomes (the timeline's jump)
         with self.memory.operation(MODEL_CALL, spec.model, model=spec.model, context_tokens=request.tokens,
                                    turn_id=reply_id) as op:
+            streamed = scrub.StreamMasker(events.on_text) if events.on_text else None
             try:
-                completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=events.on_text,
+                completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=streamed,
                                           on_retry=events.on_retry, cancel=cancel)
             except llm.LLMCancelled:
                 op.set(ok=False, error="cancelled")
@@ -302,6 +303,8 @@ class Agent:
                        fallback_from=spec.model if completion.model != spec.model else None,
                        cache_read_tokens=completion.cache_read_tokens or None,
                        cache_creation_tokens=completion.cache_creation_tokens or None)
+            if streamed:
+                streamed.flush()  # what was held back in case a key was arriving, masked
         if failure is not None:
             message = str(failure)
             if failure.kind in ("connection", "auth", "config", "not_found"):
@@ -549,6 +552,8 @@ def _clipped(args: dict) -> dict:
             value = scrub.mask(value)
             if len(value) > _ARG_CLIP:
                 value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
+        else:
+            value = scrub.mask_data(value)  # a list or an object may hold a key as well
         out[key] = value
     return out
 

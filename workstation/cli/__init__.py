@@ -27,9 +27,10 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
 
 
 def _register() -> None:
-    from . import app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, mcp_cmds  # noqa: F401
+    from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds,  # noqa: F401
+                   replay_cmds, session_cmds)
 
-    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, mcp_cmds):
+    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 

@@ -102,4 +102,21 @@ def report(state, session: str, as_json: bool) -> None:
                "after it changed. Method: workstation/agent/report.py")
 
 
-COMMANDS = [chat, report]
+@click.command("sandbox")
+@json_option
+@pass_state
+def sandbox_command(state, as_json: bool) -> None:
+    """Which sandbox the agent's commands run in here, and what it enforces (checked by a probe run)."""
+    from ..sandbox import Policy, status
+
+    policy = Policy.for_workspace(state.paths, state.config.agent)
+    found = status(policy)
+    if as_json:
+        print_json({"backend": found.backend, "full": found.full, "line": found.line, "mode": policy.mode,
+                    "network": policy.network, "root": str(policy.root),
+                    "hidden": [str(p) for p in (*policy.state, *policy.hide)], "detail": found.detail})
+        return
+    click.echo(found.line)
+
+
+COMMANDS = [chat, report, sandbox_command]

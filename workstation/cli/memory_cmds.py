@@ -198,17 +198,29 @@ def fence_cmd(state: Workspace, tier: str | None) -> None:
 @click.option("--list", "list_names", is_flag=True, help="List the named reflections.")
 @click.option("--session", default=None, help="Only this session (named reflections).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
+@click.option("--by", type=click.Choice(["session", "day", "month", "model"]), default=None,
+              help="usage: one row per session (default), day, month or model.")
+@click.option("--like-ccusage", is_flag=True,
+              help="usage: count streamed Claude Code answers' output as ccusage does (first snapshot).")
 @json_option
 @pass_state
 def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names: bool, session: str | None,
-                limit: int | None, as_json: bool) -> None:
-    """Ask the episodic history: `reflect NAME`, `reflect --sql "SELECT ..."`, `reflect --list`."""
+                limit: int | None, by: str | None, like_ccusage: bool, as_json: bool) -> None:
+    """Ask the episodic history: `reflect NAME`, `reflect usage [--by ...]`, `reflect --sql "SELECT ..."`,
+    `reflect --list`."""
     from ..memory import reflect
 
     if sum(bool(x) for x in (name, sql, list_names)) != 1:
         raise click.UsageError("give exactly one of NAME, --sql or --list")
+    if (by or like_ccusage) and name != "usage":
+        raise click.UsageError("--by and --like-ccusage go with `reflect usage`")
+    if name == "usage":
+        _usage(state, by or "session", session, like_ccusage, limit, as_json)
+        return
     if list_names:
-        rows = [{"name": n, "description": d} for n, d in reflect.names()]
+        rows = [{"name": "usage", "description": "Tokens (input, output, cache) and cost per session, day, "
+                                                 "month or model, imported sessions included."}]
+        rows += [{"name": n, "description": d} for n, d in reflect.names()]
         print_json(rows) if as_json else print_table(rows, ["name", "description"])
         return
     if sql:
@@ -221,6 +233,25 @@ def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names:
         print_table(result.records(), result.columns, title=result.name or None)
     if result.truncated:
         click.echo(f"(first {len(result.rows)} rows shown; pass --limit for more)", err=True)
+
+
+def _usage(state: Workspace, by: str, session: str | None, like_ccusage: bool, limit: int | None,
+           as_json: bool) -> None:
+    from ..memory.usage import usage
+
+    result = usage(state.db, by, session=session, like_ccusage=like_ccusage)
+    records = result.records()[:limit] if limit else result.records()
+    if as_json:
+        print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]})
+        return
+    if not records:
+        click.echo("no model calls recorded yet")
+        return
+    totals = result.meta["totals"]
+    shown = [{**r, "cost_usd": f"{r['cost_usd']:.4f}", **({"last": (r.get("last") or "")[:16]} if "last" in r else {})}
+             for r in records]
+    shown.append({result.columns[0]: "total", **totals, "cost_usd": f"{totals['cost_usd']:.4f}"})
+    print_table(shown, result.columns, title=result.name)
 
 
 COMMANDS: list = [memory, reflect_cmd]

@@ -206,7 +206,7 @@ def search_cmd(state, text: str, limit: int, as_json: bool) -> None:
     """Find TEXT in every session, archived ones included."""
     from ..sessions.catalog import search
 
-    hits = search(state.paths, text, limit=limit, warn=_warn)
+    hits = search(state.paths, text, limit=limit, warn=_warn, db=state.db)
     if as_json:
         print_json(hits)
         return

@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .. import scrub
 from ..store.broker import readonly
 from .episodic import DECISION_LOGGED, DECISION_REUSED, Episodic
 from .errors import MemoryKeyError, MemoryValueError
@@ -44,6 +45,8 @@ class Decisions:
             "".join([decision, reasoning or "", *files]).encode("utf-8")
         except UnicodeEncodeError:
             raise MemoryValueError("a decision's text is not valid Unicode (an unpaired surrogate)") from None
+        decision, reasoning = scrub.mask(decision), scrub.mask(reasoning or "")  # the store is on disk
+        files = [scrub.mask(f) for f in files]
         step = self.episodic.step if step is None else step
         decision_id = "d" + os.urandom(6).hex()
         ep = self.episodic

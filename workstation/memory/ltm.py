@@ -24,6 +24,7 @@ from json.encoder import encode_basestring
 from operator import add, itemgetter
 from typing import Any
 
+from .. import scrub
 from ..store.broker import owner_state, readonly
 from .episodic import json_encoder
 from .errors import MemoryKeyError, MemoryValueError
@@ -135,7 +136,7 @@ class LTM(BufferedWriter):
     def set(self, key: str, value: Any, namespace: str = DEFAULT_NAMESPACE) -> None:
         if namespace is not DEFAULT_NAMESPACE:
             check_key(namespace, "namespace")
-        self._put((namespace, check_key(key)), encode(value, key))
+        self._put((namespace, check_key(key)), encode(scrub.mask_data(value), key))  # no secret reaches the store
 
     def delete(self, key: str, namespace: str = DEFAULT_NAMESPACE) -> bool:
         """Delete a key; returns whether it existed."""

@@ -42,4 +42,5 @@ def main() -> None:
     }))
 
 
-main()
+if __name__ == "__main__":  # run by path, as a script; importing it does nothing
+    main()

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import scrub
 from ..paths import Paths
 from .archive import UnreadableArchive, _ignore, archived_slugs, gz_path, read_archived, read_meta, recover
 from .context import covered_count
@@ -30,7 +31,10 @@ class SessionInfo:
 
 
 def _title(view: LogView) -> str:
-    first = next((str(t.get("content") or "") for t in view.turns if t["type"] == "user"), "")
+    """The first user message, skipping what an imported agent injected itself (`source.meta`)."""
+    users = [t for t in view.turns if t["type"] == "user"]
+    typed = [t for t in users if not (t.get("source") or {}).get("meta")] or users
+    first = str(typed[0].get("content") or "") if typed else ""
     return " ".join(first.split())[:80]
 
 
@@ -98,16 +102,21 @@ class SearchHit:
     snippet: str
 
 
-def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = _ignore) -> list[SearchHit]:
+def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = _ignore,
+           db: Any = None) -> list[SearchHit]:
     """Case-insensitive substring search over every record of every session, archived ones included.
 
-    `warn` gets a line for each archive that could not be searched and each session with unreadable lines.
+    With the workspace database (`db`), the search index (textindex) is brought up to date and
+    scanned; without it every log is read. `warn` gets a line for each archive that could not be
+    searched and each session with unreadable lines.
     """
     needle = text.lower()
     if not needle.strip():
         raise SessionError("search text is empty")
-    hits: list[SearchHit] = []
     recover(paths, warn=warn)
+    if db is not None:
+        return _indexed_search(paths, db, text, limit, warn)
+    hits: list[SearchHit] = []
     sources = [(s, "live") for s in live_slugs(paths)] + [(s, "archived") for s in archived_slugs(paths)]
     for slug, state in sources:
         try:
@@ -133,7 +142,23 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
     return hits
 
 
-def _snippet(body: str, at: int, length: int, margin: int = 60) -> str:
+def _indexed_search(paths: Paths, db: Any, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
+    from . import textindex
+
+    textindex.sync(paths, db, warn=warn)
+    textindex.report_problems(db, warn)
+    hits = []
+    for slug, state, record_id, kind, turn, ts, start, length, window in db.call(
+            textindex.index_search, text, int(limit), _MARGIN):
+        snippet = ("…" if start else "") + " ".join(window.split()) + ("…" if start + len(window) < length else "")
+        hits.append(SearchHit(slug, state, record_id, kind, turn, ts or "", snippet))
+    return hits
+
+
+_MARGIN = 60
+
+
+def _snippet(body: str, at: int, length: int, margin: int = _MARGIN) -> str:
     start, end = max(0, at - margin), min(len(body), at + length + margin)
     text = " ".join(body[start:end].split())
     return ("…" if start else "") + text + ("…" if end < len(body) else "")
@@ -185,11 +210,13 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def export(paths: Paths, slug: str, fmt: str) -> str:
+    """The session as JSON or Markdown, masked again on the way out (a log written by an older version,
+    or a secret set in the environment since, is covered too)."""
     view, state = load(paths, slug)
     if fmt == "json":
-        return export_json(slug, view, state)
+        return scrub.mask(export_json(slug, view, state))
     if fmt == "md":
-        return export_markdown(slug, view, state)
+        return scrub.mask(export_markdown(slug, view, state))
     raise SessionError(f"unknown export format {fmt!r}: use md or json")
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .log import (TURN_TYPES, LogProblem, LogView, Session, SessionError, TokenCounter, default_counter,
-                  record_text, tool_call_arguments)
+from .log import (TURN_TYPES, LogProblem, LogView, Session, SessionError, TokenCounter, conversation_turns,
+                  default_counter, record_text, tool_call_arguments)
 
 # arguments that say what a tool output was about, most telling first
 _KEY_ARGS = ("path", "file_path", "file", "filename", "paths", "pattern", "query", "command", "cmd", "url")
@@ -149,7 +149,7 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
     turns = view.turns
     compact = view.last_compact()
     start = covered_count(turns, compact)
-    live = turns[start:]
+    live = conversation_turns(turns[start:])  # without abandoned branches and subagents (imported sessions)
     calls = {c["id"]: c for r in live if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
 
     redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..paths import Paths
 
@@ -96,6 +97,31 @@ def record_text(record: dict) -> str:
     return text
 
 
+def conversation_turns(turns: list[dict]) -> list[dict]:
+    """The turns that make up the conversation the model continues, in file order.
+
+    Every turn, except a subagent's (`sidechain`) and those a later turn rewound past: a turn with
+    `rewind_to` continues from that record instead of from the turn before it (an imported rewind),
+    so the conversation is found by walking back from the newest turn, each turn to its
+    `rewind_to` or else to the turn before it. A walk that reaches a record not among `turns`
+    (a compact record, or a turn compacted away) stops there.
+    """
+    main = [t for t in turns if not t.get("sidechain")]
+    if not any("rewind_to" in t for t in main):
+        return main
+    parent: dict[str, str | None] = {}
+    previous = None
+    for turn in main:
+        parent[turn["id"]] = turn.get("rewind_to", previous)
+        previous = turn["id"]
+    keep: set[str] = set()
+    node = previous
+    while node is not None and node in parent and node not in keep:
+        keep.add(node)
+        node = parent[node]
+    return [t for t in main if t["id"] in keep]
+
+
 def tool_call_arguments(call: dict) -> dict:
     """Arguments of a stored tool call as a dict ({} when not a JSON object)."""
     raw = call.get("arguments")
@@ -154,13 +180,20 @@ class LogView:
 # A known field of another type makes the line unreadable like broken JSON: code downstream indexes
 # into these, and one bad field must not crash every command that lists or shows the session.
 _NUMBER = "number"  # int or float; a bool is neither here
-_COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER}
+_COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER,
+                                  # imported records (sessions/README.md, "Imported sessions")
+                                  "source": dict, "tokens_estimated": bool, "cwd": str, "git_branch": str,
+                                  "sidechain": str}
 _RECORD_FIELDS: dict[str, dict[str, Any]] = {
-    "user": {"content": str},
-    "system": {"content": str},
+    "user": {"content": str, "rewind_to": str},
+    "system": {"content": str, "notice": str},
     "assistant": {"content": str, "tool_calls": list, "model": str, "finish_reason": str,
-                  "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER},
-    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool},
+                  "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
+                  "cache_read_tokens": _NUMBER, "cache_creation_tokens": _NUMBER, "tokens_out_first": _NUMBER,
+                  "reasoning_tokens": _NUMBER, "reasoning": str, "continues": str, "usage_scope": str,
+                  "calls": _NUMBER},
+    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool, "exit_code": _NUMBER,
+             "duration_ms": _NUMBER},
     "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
                 "calls": _NUMBER, "duration_ms": _NUMBER},
@@ -169,8 +202,10 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
     "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
 }
 # (fields, required) of the objects inside a record's lists and objects
-_TOOL_CALL = ({"id": str, "name": str, "arguments": str}, ("id", "name", "arguments"))
+_TOOL_CALL = ({"id": str, "name": str, "arguments": str, "freeform": bool}, ("id", "name", "arguments"))
 _TARGET = ({"id": str, "name": str, "chars": int, "key": str}, ("id",))
+# provenance of an imported record (sessions/README.md, "Imported sessions")
+_SOURCE = ({"format": str, "file": str, "id": str, "merged": list}, ("format", "id"))
 _COVERS = ({"first_id": str, "last_id": str, "new_first_id": str, "first_turn": int, "last_turn": int,
             "new_first_turn": int}, ())
 _TYPE_NAMES = {str: "a string", int: "an integer", _NUMBER: "a number", bool: "a boolean",
@@ -219,6 +254,8 @@ def _field_problem(record: dict) -> str | None:
         problem = _items_problem(record.get("tool_calls", []), _TOOL_CALL, "tool_calls")
     elif problem is None and kind == "redaction":
         problem = _items_problem(record.get("targets", []), _TARGET, "targets")
+    if problem is None and "source" in record:
+        problem = _fields_problem(record["source"], *_SOURCE, where="source ")
     elif problem is None and kind == "compact":
         problem = _fields_problem(record.get("covers", {}), *_COVERS, where="covers ")
         named = [(f"files[{i}]", v) for i, v in enumerate(record.get("files", []))]
@@ -292,11 +329,12 @@ class Session:
     # -- creation ---------------------------------------------------------------
     @classmethod
     def create(cls, paths: Paths, slug: str | None = None, *, title: str = "",
-               counter: TokenCounter | None = None) -> "Session":
-        """A new, empty session; with no slug one is made from the title (made unique)."""
+               counter: TokenCounter | None = None, sync: bool = True) -> "Session":
+        """A new, empty session; with no slug one is made from the title (made unique).
+        sync=False leaves fsyncing the folder to the caller (a bulk import syncs many at once)."""
         paths.ensure()
         if slug is not None:
-            return cls._create_exact(paths, check_slug(slug), counter)
+            return cls._create_exact(paths, check_slug(slug), counter, sync)
         base = slugify(title)
         for n in range(1, 10_000):
             candidate = base if n == 1 else f"{base}-{n}"
@@ -308,7 +346,7 @@ class Session:
         raise SessionError(f"no free session name left for {base}")
 
     @classmethod
-    def _create_exact(cls, paths: Paths, slug: str, counter: TokenCounter | None) -> "Session":
+    def _create_exact(cls, paths: Paths, slug: str, counter: TokenCounter | None, sync: bool = True) -> "Session":
         session = cls(paths, slug, counter=counter)
         archived = paths.archive / f"{slug}{SUFFIX}.gz"
         if archived.exists():
@@ -318,7 +356,8 @@ class Session:
         except FileExistsError:
             raise SessionError(f"session {slug} already exists") from None
         os.close(fd)
-        _fsync_dir(session.path.parent)
+        if sync:
+            _fsync_dir(session.path.parent)
         return session
 
     @classmethod
@@ -349,7 +388,8 @@ class Session:
             raise SessionError(f"unknown record type {type!r}")
         record = {"v": FORMAT_VERSION, "id": fields.pop("id", None) or new_record_id(),
                   "ts": now_iso(), "type": type}
-        record.update({k: v for k, v in fields.items() if v is not None})
+        # the disk boundary: whatever a caller passes, no known secret or key format is written
+        record.update({k: scrub.mask_data(v) for k, v in fields.items() if v is not None})
         if "tokens" not in record:
             record["tokens"] = self.counter(record_text(record))
         return record
@@ -363,10 +403,24 @@ class Session:
             _write_records(fd, [record])
         return record
 
-    def append_records(self, records: Iterable[dict]) -> None:
-        """Write complete records as one locked, fsynced write."""
+    def append_from(self, make: Callable[[LogView], list[dict]], *, sync: bool = True
+                    ) -> tuple[LogView, list[dict], int, int]:
+        """Append what `make` derives from the log as read under the append lock, so two writers
+        deriving from the same log (two importers of one source) cannot both add the same records.
+        Returns (the view make saw, the records written, size before, size after)."""
         with self.locked() as fd:
-            _write_records(fd, list(records))
+            view = self.read()
+            records = make(view)
+            if not records:
+                return view, [], view.size, view.size
+            before, after = _write_records(fd, records, sync)
+        return view, records, before, after
+
+    def append_records(self, records: Iterable[dict], *, sync: bool = True) -> tuple[int, int]:
+        """Write complete records as one locked, fsynced write (sync=False: the caller fsyncs later).
+        Returns the log's size before and after: the records' lines are what lies between."""
+        with self.locked() as fd:
+            return _write_records(fd, list(records), sync)
 
     def user(self, content: str, **extra: Any) -> dict:
         return self.append("user", content=content, **extra)
@@ -476,7 +530,7 @@ def _gone(session: Session) -> SessionError:
     return SessionError(f"no session named {session.slug}")
 
 
-def _write_records(fd: int, records: list[dict]) -> None:
+def _write_records(fd: int, records: list[dict], sync: bool = True) -> tuple[int, int]:
     payload = b"".join(
         json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in records)
     size = os.fstat(fd).st_size
@@ -484,7 +538,9 @@ def _write_records(fd: int, records: list[dict]) -> None:
     if size and os.pread(fd, 1, size - 1) != b"\n":
         payload = b"\n" + payload
     _write_all(fd, payload)  # one write() per append: readers and kill -9 see whole lines or a torn tail
-    os.fsync(fd)
+    if sync:
+        os.fsync(fd)
+    return size, size + len(payload)
 
 
 CLAIM_WAIT_S = 30.0  # how long an operation a user asked for waits for a session's claim
@@ -533,6 +589,30 @@ def _write_all(fd: int, data: bytes) -> None:
         except InterruptedError:
             continue
         view = view[written:]
+
+
+def fsync_paths(paths: Iterable[Path]) -> None:
+    """fsync many files (and then their folders) at once: concurrent fsyncs share journal commits,
+    so a bulk import pays for a few, not one per file. A file gone meanwhile is skipped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: Path) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # archived or removed since it was written: whoever moved it synced it
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    files = list(dict.fromkeys(paths))
+    if not files:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+        list(pool.map(one, files))
+    for folder in dict.fromkeys(p.parent for p in files):
+        _fsync_dir(folder)
 
 
 def _fsync_dir(directory: Path) -> None:

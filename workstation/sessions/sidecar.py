@@ -5,6 +5,10 @@ starts it with `start_sidecar` and stops it with `stop_sidecar`. Every
 change it makes is an appended record taken under the session's claim and
 append lock, so it can run beside a TUI that appends to the same session,
 beside another sidecar, and be killed at any moment.
+
+With `[import] watch = ["claude-code", "codex"]` in the config it also keeps
+importing those agents' sessions of this workspace as they write them
+(importers/watch.py), so what they log is kept even once they delete it.
 """
 
 from __future__ import annotations
@@ -153,6 +157,7 @@ class Sidecar:
 
         if compact_models(self.config):
             threading.Thread(target=self._warm, name="sidecar-warm", daemon=True).start()
+        importing = self._start_import(stop)
         self.paths.ensure()
         observer = Observer()
         observer.schedule(Handler(), str(self.paths.sessions), recursive=False)
@@ -182,6 +187,48 @@ class Sidecar:
         finally:
             observer.stop()
             observer.join(timeout=5)
+            if importing is not None:
+                importing.join(timeout=10)
+
+    def _start_import(self, stop: threading.Event) -> threading.Thread | None:
+        """The import watcher of `[import] watch`, on a thread of its own (None when not configured)."""
+        sources = tuple(getattr(getattr(self.config, "import_", None), "watch", None) or ())
+        if not sources:
+            return None
+        thread = threading.Thread(target=self._import, args=(sources, stop), name="sidecar-import", daemon=True)
+        thread.start()
+        return thread
+
+    def _watcher(self, sources: tuple[str, ...]):
+        from ..importers.engine import Importer
+        from ..importers.watch import Watcher
+
+        def said(result) -> None:
+            for problem in result.problems:
+                self.report(f"import: warning: {problem}")
+            if result.error:
+                self.report(f"import: {result.error}")
+            for session in result.sessions:
+                if session.count:
+                    self.report(f"imported {result.path} -> {session.slug}: +{session.count} records")
+
+        return Watcher(Importer(self.paths, getattr(self.episodic, "db", None)), self.paths.root, sources=sources,
+                       report=said)
+
+    def import_once(self) -> None:
+        """One import pass of `[import] watch` (what `sidecar --once` does besides compacting)."""
+        sources = tuple(getattr(getattr(self.config, "import_", None), "watch", None) or ())
+        if sources:
+            self._watcher(sources).pass_once()
+
+    def _import(self, sources: tuple[str, ...], stop: threading.Event) -> None:
+        self.report(f"importing {', '.join(sources)} sessions of {self.paths.root}")
+        while not stop.is_set():
+            try:
+                self._watcher(sources).run(stop)
+            except Exception as err:  # an import must never take the compaction worker down: say it, retry
+                self.report(f"import watch failed: {' '.join(str(err).split())[:300]}; retrying in {RETRY_MIN_S:.0f}s")
+                stop.wait(RETRY_MIN_S)
 
 
 def _alive(pid: int) -> bool:
@@ -199,6 +246,7 @@ def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
     """What `workstation sidecar` runs: one pass, or watch until SIGTERM/SIGINT."""
     sidecar = Sidecar(paths, config, episodic=episodic, report=report)
     if once:
+        sidecar.import_once()
         return sidecar.run_once()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -193,8 +193,53 @@ def _index_002(con, s: str) -> None:
     con.execute(f"DROP INDEX IF EXISTS {s}.idx_refs_path")
 
 
+def _memory_003(con, s: str) -> None:
+    # What was imported from other agents' logs, per source file: an unchanged file (same size,
+    # mtime, inode and first 4 KB) is skipped unread. Losing it costs only a re-read: the session
+    # logs' provenance decides what is new.
+    con.execute(f"""
+        CREATE TABLE {s}.import_sources (
+            path VARCHAR PRIMARY KEY,         -- the source file's real path
+            format VARCHAR NOT NULL,          -- claude-code | codex | swe-agent | aider | openhands
+            size BIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            inode BIGINT NOT NULL,
+            head_sha VARCHAR NOT NULL,        -- sha1 of the first 4 KB
+            consumed BIGINT NOT NULL,         -- bytes read as complete lines (a torn last line waits)
+            sessions VARCHAR[] NOT NULL,      -- slugs it was imported into
+            imported_at TIMESTAMP NOT NULL
+        )""")
+    # The session search index: derived from the session logs (live and archived), rebuilt from
+    # them when missing or out of step, kept current by reading only what was appended since.
+    con.execute(f"""
+        CREATE TABLE {s}.search_sessions (
+            slug VARCHAR PRIMARY KEY,
+            state VARCHAR NOT NULL,           -- live | archived
+            identity VARCHAR NOT NULL,        -- which file was read: dev:inode of a live log, size:mtime of a .gz
+            size BIGINT NOT NULL,             -- bytes of the log read (complete lines)
+            lines BIGINT NOT NULL,            -- lines read
+            turns INTEGER NOT NULL,           -- turn records read
+            records BIGINT NOT NULL,
+            first_id VARCHAR,                 -- id of the first record (a log replaced by another is re-read)
+            problems INTEGER NOT NULL,        -- unreadable lines
+            first_problem VARCHAR
+        )""")
+    con.execute(f"""
+        CREATE TABLE {s}.search_records (
+            slug VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,              -- position of the record in its log
+            record_id VARCHAR NOT NULL,
+            type VARCHAR NOT NULL,
+            turn INTEGER,                     -- turn number (NULL for compact and redaction records)
+            ts VARCHAR,
+            text VARCHAR NOT NULL,            -- the record's text (snippets are cut from it)
+            folded VARCHAR NOT NULL           -- the same, lowercased: what search scans (a column apart,
+                                              -- so a search reads only this one)
+        )""")
+
+
 INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002]
-MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002]
+MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003]
 
 
 RETRY_RECORDS_KEPT_S = 24 * 3600

@@ -1,0 +1,152 @@
+"""Import benchmark: prints measured figures beside their targets, asserts nothing.
+
+    .venv/bin/python benchmarks/bench_import.py [--gb 1.0] [--dir /tmp/ws-bench-import] [--keep]
+
+1. Makes ~GB of source logs by repeating the samples in ../shared/transcripts (every Claude Code
+   and Codex repeat gets a fresh session id, so each repeat is a session of its own; the other
+   formats are told apart by their paths) under DIR/src.
+2. Imports them all into a fresh workspace DIR/ws as `workstation import FOLDER` does (bulk.py:
+   worker processes, one per core up to 4; --workers 1 for one process), and prints the
+   throughput in MB/s of source logs (target: at least 20 MB/s).
+3. Times `reflect usage` (each grouping) and `session search` (a rare word, a common one, one
+   that is nowhere) over that history, in this process and as the command line a user runs
+   (targets: under 1 s once imported).
+
+On a 2-core machine it writes ~2.5 GB under DIR (sources, session logs, the store) and takes
+~5-10 minutes for 1 GB; DIR is removed afterwards unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SHARED = HERE.parent.parent / "shared" / "transcripts"
+IMPORT_TARGET_MBS = 20.0
+QUERY_TARGET_S = 1.0
+_SESSION_ID = re.compile(r'("sessionId":\s*")([^"]+)(")')
+
+
+def generate(out: Path, target_bytes: int) -> tuple[int, int]:
+    """Repeat the samples under `out` until they hold `target_bytes`; returns (files, bytes)."""
+    samples = [p for p in sorted(SHARED.rglob("*")) if p.is_file() and p.name != "SOURCES.md"]
+    if not samples:
+        sys.exit(f"no samples in {SHARED}")
+    texts = {p: p.read_text(encoding="utf-8") for p in samples}
+    files = total = repeat = 0
+    while total < target_bytes:
+        folder = out / f"r{repeat:05d}"
+        folder.mkdir(parents=True)
+        for path, text in texts.items():
+            if path.parent.name == "claude-code":
+                fresh = str(uuid.uuid4())
+                text = _SESSION_ID.sub(lambda m: m.group(1) + fresh + m.group(3), text)
+            elif path.parent.name == "codex":
+                old = json.loads(text.split("\n", 1)[0])["payload"]["id"]
+                text = text.replace(old, str(uuid.uuid4()))
+            data = text.encode("utf-8")
+            (folder / path.name).write_bytes(data)
+            if not path.name.endswith(".aider.input.history"):  # read beside the chat history, not imported
+                files += 1
+                total += len(data)
+        repeat += 1
+    return files, total
+
+
+def timed(fn, *args, **kwargs) -> tuple[float, object]:
+    started = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return time.perf_counter() - started, value
+
+
+def verdict(seconds: float, target: float) -> str:
+    return "meets" if seconds < target else "MISSES"
+
+
+def cli_seconds(ws: Path, *args: str) -> float:
+    exe = str(Path(sys.executable).with_name("workstation"))
+    started = time.perf_counter()
+    done = subprocess.run([exe, "-C", str(ws), *args], capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        print(f"   ! {' '.join(args)} failed: {done.stderr.strip()[:200]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gb", type=float, default=1.0, help="gigabytes of source logs to import")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/ws-bench-import"))
+    parser.add_argument("--keep", action="store_true", help="keep DIR afterwards (to query it again)")
+    parser.add_argument("--workers", type=int, default=None, help="import processes (default: one per core, up to 4)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    load = os.getloadavg()[0]
+    print(f"import benchmark: {args.gb:g} GB of sources, {os.cpu_count()} cores, load average {load:.1f} at start")
+
+    from workstation.importers.bulk import import_many
+    from workstation.importers.engine import Importer
+    from workstation.memory.usage import usage
+    from workstation.paths import Paths
+    from workstation.sessions.catalog import search
+    from workstation.store import Database
+
+    if args.dir.exists():
+        shutil.rmtree(args.dir)
+    src, ws = args.dir / "src", args.dir / "ws"
+    ws.mkdir(parents=True)
+    seconds, (files, total) = timed(generate, src, int(args.gb * 1e9))
+    print(f"\n1. sources: {files:,} files, {total / 1e6:,.0f} MB, written in {seconds:.0f} s")
+
+    paths = Paths.for_root(ws)
+    db = Database(paths)
+    try:
+        importer = Importer(paths, db)
+        sources = sorted(p for p in src.rglob("*") if p.is_file() and not p.name.endswith(".aider.input.history"))
+        t0 = time.perf_counter()
+        results = import_many(importer, [(p, None) for p in sources], workers=args.workers)
+        seconds = time.perf_counter() - t0
+        records = sum(r.added for r in results)
+        errors = sum(bool(r.error or r.problems) for r in results)
+        rate = total / 1e6 / seconds
+        sessions = len(list(paths.sessions.glob("*.jsonl")))
+        print(f"\n2. import: {records:,} records into {sessions:,} sessions in {seconds:.1f} s "
+              f"({errors} files with problems)")
+        print(f"   throughput {rate:6.1f} MB/s of source logs    target >= {IMPORT_TARGET_MBS:.0f} MB/s   "
+              f"{'meets' if rate >= IMPORT_TARGET_MBS else 'MISSES'}")
+        logs = sum(p.stat().st_size for p in paths.sessions.glob("*.jsonl"))
+        print(f"   session logs {logs / 1e6:,.0f} MB, store {paths.memory_db.stat().st_size / 1e6:,.0f} MB")
+
+        print(f"\n3. queries over the imported history (target < {QUERY_TARGET_S:g} s each)")
+        for by in ("session", "day", "month", "model"):
+            seconds, result = timed(usage, db, by)
+            print(f"   reflect usage --by {by:<8} {seconds * 1000:7.0f} ms  {len(result.rows):>6,} rows   "
+                  f"{verdict(seconds, QUERY_TARGET_S)}")
+        for needle in ("mozgoslav", "the", "no such words anywhere"):
+            first, hits = timed(search, paths, needle, db=db)
+            again, _ = timed(search, paths, needle, db=db)
+            print(f"   session search {needle!r:<26} {first * 1000:7.0f} ms (then {again * 1000:.0f} ms)  "
+                  f"{len(hits):>4} hits   {verdict(max(first, again), QUERY_TARGET_S)}")
+    finally:
+        db.close()
+    print("\n   the same from the command line (a fresh process: start-up, store opening, printing included)")
+    for args_ in (("reflect", "usage", "--json"), ("reflect", "usage", "--by", "day", "--json"),
+                  ("session", "search", "mozgoslav", "--json"), ("session", "search", "no such words anywhere")):
+        seconds = cli_seconds(ws, *args_)
+        print(f"   workstation {' '.join(args_):<42} {seconds * 1000:7.0f} ms   {verdict(seconds, QUERY_TARGET_S)}")
+    if not args.keep:
+        shutil.rmtree(args.dir)
+    print(f"\nbenchmark took {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    main()

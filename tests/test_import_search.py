@@ -1,0 +1,120 @@
+"""The session search index: the same hits as reading every log, kept current by reading only
+what was appended, rebuilt when missing, right across archive and restore, never doubled."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from workstation.config import Config
+from workstation.importers.engine import Importer
+from workstation.memory.reflect import run_sql
+from workstation.sessions import textindex
+from workstation.sessions.archive import archive, restore
+from workstation.sessions.catalog import search
+from workstation.sessions.log import Session
+
+FIX = Path(__file__).parent / "fixtures" / "import"
+
+
+def _native(paths, slug: str, n: int) -> Session:
+    session = Session.create(paths, slug)
+    for i in range(n):
+        session.user(f"please look at module_{i}.py and the Loader")
+        session.assistant(f"Reading module_{i}.py", [{"id": f"c{i}", "name": "read_file",
+                                                      "arguments": {"path": f"module_{i}.py"}}])
+        session.tool(f"c{i}", "read_file", f"class Loader{i}: pass  # MIXED Case Text {i}")
+    return session
+
+
+def _hits(paths, text, db=None, limit=200):
+    return [(h.slug, h.state, h.record_id, h.type, h.turn, h.ts, h.snippet)
+            for h in search(paths, text, limit=limit, db=db)]
+
+
+def _rows(db) -> tuple[int, int]:
+    (row,) = run_sql(db, "SELECT count(*), count(DISTINCT slug || ':' || seq) FROM search_records").rows
+    return tuple(row)
+
+
+def test_index_gives_the_same_hits_as_reading_every_log(paths, db, monkeypatch):
+    monkeypatch.chdir(paths.root)
+    _native(paths, "2025-01-31-native-one", 5)
+    _native(paths, "2025-02-01-native-two", 3)
+    importer = Importer(paths, db)
+    for name in ("claude_session.jsonl", "codex_0.40.jsonl", "demo.aider.chat.history.md"):
+        importer.import_file(FIX / name)
+    archive(paths, "2025-02-01-native-two", config=Config())
+    for needle in ("loader", "MIXED case", "module_2.py", "Fix it", "pytest", "hello", "no such text anywhere",
+                   "read_file(", "\u00e9"):
+        assert _hits(paths, needle, db) == _hits(paths, needle), needle
+    assert _hits(paths, "loader", db, limit=4) == _hits(paths, "loader", limit=4)
+    assert {h[1] for h in _hits(paths, "loader", db)} == {"live", "archived"}
+
+
+def test_appended_records_are_found_and_only_they_are_read(paths, db):
+    session = _native(paths, "2025-01-31-native", 2)
+    assert len(_hits(paths, "loader", db)) == 4  # each user message and each tool output
+    before = run_sql(db, "SELECT records, size FROM search_sessions").rows
+    session.user("one more question about the Loader")
+    hits = _hits(paths, "loader", db)
+    assert len(hits) == 5 and hits[-1][3] == "user" and hits[-1][4] == 7
+    after = run_sql(db, "SELECT records, size FROM search_sessions").rows
+    assert after[0][0] == before[0][0] + 1 and after[0][1] > before[0][1]
+    assert _rows(db)[0] == _rows(db)[1] == 7
+
+
+def test_a_line_being_written_waits_and_a_lost_index_is_rebuilt(paths, db):
+    session = _native(paths, "2025-01-31-native", 1)
+    with open(session.path, "ab") as fh:
+        fh.write(b'{"v":1,"id":"18d4c2a91f0-3fa2c1","ts":"2025-01-31T09:12:03.114Z","type":"user","content":"Loader wai')
+    assert len(_hits(paths, "loader", db)) == 2  # the torn line is not a record (yet)
+    with open(session.path, "ab") as fh:
+        fh.write(b'ting"}\n')
+    assert len(_hits(paths, "loader", db)) == 3
+    db.call(textindex.index_drop, ["2025-01-31-native"])  # as if the index were lost
+    assert len(_hits(paths, "loader", db)) == 3 and _rows(db) == (4, 4)
+
+
+def test_archive_restore_and_removal_keep_the_index_right(paths, db):
+    _native(paths, "2025-01-31-native", 2)
+    _native(paths, "2025-02-02-other", 1)
+    assert len(_hits(paths, "loader", db)) == 6
+    archive(paths, "2025-01-31-native", config=Config())
+    assert [h[1] for h in _hits(paths, "loader", db)].count("archived") == 4
+    assert _rows(db)[0] == 9  # the archive holds the bytes that were read: not read again
+    restore(paths, "2025-01-31-native")
+    assert [h[1] for h in _hits(paths, "loader", db)].count("live") == 6
+    assert _rows(db)[0] == 9
+    Path(paths.sessions / "2025-02-02-other.jsonl").unlink()
+    assert len(_hits(paths, "loader", db)) == 4 and _rows(db)[0] == 6
+
+
+def test_concurrent_syncs_never_double_a_row(paths, db):
+    session = _native(paths, "2025-01-31-native", 1)
+    textindex.sync(paths, db)
+    for i in range(200):
+        session.user(f"question {i} about the Loader")
+    errors = []
+
+    def sync() -> None:
+        try:
+            textindex.sync(paths, db)
+        except Exception as err:  # the test fails below with it
+            errors.append(err)
+
+    threads = [threading.Thread(target=sync) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and _rows(db) == (203, 203)
+    assert len(_hits(paths, "loader", db, limit=1000)) == 202
+
+
+def test_imported_sessions_are_indexed_as_they_are_written(paths, db):
+    Importer(paths, db).import_file(FIX / "claude_session.jsonl")
+    (state,) = run_sql(db, "SELECT slug, records, size FROM search_sessions").rows
+    log = paths.sessions / f"{state[0]}.jsonl"
+    assert state[1:] == [16, log.stat().st_size]  # written with the import, not read back
+    assert _hits(paths, "setup.py", db) == _hits(paths, "setup.py")
