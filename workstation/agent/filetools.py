@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, confine, sha256_bytes
+from ..fsutil import atomic_write, confine, confine_write, sha256_bytes
 
 T = TypeVar("T")
 
@@ -115,7 +115,8 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
+def read_bytes(real: Path, rel: str) -> bytes:
+    """A regular file's bytes (never a FIFO or a device), given up on after READ_TIMEOUT_S."""
     def read(stop: threading.Event) -> bytes:
         with os.fdopen(_open_regular(real, rel), "rb") as fh:
             try:
@@ -123,7 +124,18 @@ def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
             except OSError as err:
                 raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
 
-    data = _bounded(f"reading {rel}", READ_TIMEOUT_S, read)
+    return _bounded(f"reading {rel}", READ_TIMEOUT_S, read)
+
+
+def read_existing(real: Path, rel: str) -> bytes | None:
+    """`read_bytes`, or None when nothing is at `real` (a dangling symlink is nothing too)."""
+    if not os.path.lexists(real) or not os.path.exists(real):
+        return None
+    return read_bytes(real, rel)
+
+
+def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
+    data = read_bytes(real, rel)
     try:
         return data, data.decode("utf-8")
     except UnicodeDecodeError:
@@ -147,13 +159,31 @@ def read_lines(root: Path, path: str, start: int, end: int | None = None,
     return Lines(rel, start, end, total, "".join(lines[start - 1:end]), digest, text)
 
 
+@dataclass
+class Replaced:
+    path: str
+    first: int  # first and last line of the new text
+    last: int
+    before: bytes = field(repr=False)
+    after: bytes = field(repr=False)
+
+
 def replace_lines(root: Path, path: str, start: int, end: int, content: str,
-                  ledger: ReadLedger, private: Sequence[Path] = ()) -> tuple[str, int, int]:
+                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None
+                  ) -> tuple[str, int, int]:
     """Replace lines start..end (inclusive) with `content`; end = start - 1 inserts.
 
     Returns (repo path, first line, last line) of the new content.
     """
-    real, rel = confine(root, path, private)
+    done = replace_range(root, path, start, end, content, ledger, private, staging)
+    return done.path, done.first, done.last
+
+
+def replace_range(root: Path, path: str, start: int, end: int, content: str,
+                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None) -> Replaced:
+    """replace_lines, returning the file's bytes before and after too. Never in a `.git` folder
+    (fsutil.confine_write); the temporary file of the atomic write goes in `staging`."""
+    real, rel = confine_write(root, path, private)
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
     seen = ledger.last(rel)
@@ -172,9 +202,9 @@ def replace_lines(root: Path, path: str, start: int, end: int, content: str,
     if start > 1 and not lines[start - 2].endswith(("\n", "\r")):
         lines[start - 2] += newline
     updated = "".join(lines[: start - 1] + new + lines[end:]).encode("utf-8")
-    atomic_write(real, updated)
+    atomic_write(real, updated, staging=staging)
     ledger.saw(rel, sha256_bytes(updated))
-    return rel, start, start + len(new) - 1
+    return Replaced(rel, start, start + len(new) - 1, data, updated)
 
 
 @dataclass

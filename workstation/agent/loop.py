@@ -44,6 +44,7 @@ from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_C
 from ..sessions.log import new_record_id
 from . import context, memoryfirst, tools
 from .approval import Approver
+from .checkpoints import Checkpoints, Restored
 from .context import ContextOverflow, Request
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions, budget_for
@@ -125,12 +126,17 @@ class Agent:
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg))
+                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg),
+                               staging=workspace.paths.state / "tmp")
         self.ranges = self.ctx.ranges
+        # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
+        self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
+        self.ctx.checkpoint = lambda paths: self.checkpoints.take(self._turn_id, paths)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
-        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None)
+        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None)
         records = session.read().records
+        self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user"), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._turn = memoryfirst.TurnMemory()
@@ -144,6 +150,7 @@ class Agent:
         self._compaction_failed = False
         self._closed = False
         self._events = AgentEvents()  # the running turn's callbacks
+        self._running = False  # a turn is running (undo and rewind wait for it to end)
         self.instructions = ProjectInstructions(workspace.paths)
 
     # ------------------------------------------------------------------ public
@@ -202,6 +209,7 @@ class Agent:
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
         user = self._wrote(self.session.user(text, memory=turn.summary()))
+        self._turn_id = user["id"]
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
@@ -210,6 +218,7 @@ class Agent:
         self._excerpt = None
         self._compaction_failed = False
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
+        self._running = True
         try:
             for _ in range(self.config.agent.max_steps):
                 if cancel is not None and cancel.is_set():
@@ -227,6 +236,7 @@ class Agent:
             if self.config.agent.auto_commit and result.error is None:
                 self._auto_commit(user["id"], text, events, cancel)
         finally:
+            self._running = False
             self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
             if events.on_activity:
@@ -489,6 +499,30 @@ class Agent:
                 self.memory.mark_decision_reused(decision_id, self.step)
                 reused.append(decision_id)
         return reused
+
+    def undo(self) -> Restored:
+        """Restore the files the newest turn that changed any changed (checkpoints.Checkpoints.undo)."""
+        self._idle("/undo")
+        return self._after_restore(self.checkpoints.undo())
+
+    def rewind(self, number: int, *, files: bool = True, conversation: bool = True) -> Restored:
+        """Back to before user turn `number` (checkpoints.Checkpoints.rewind)."""
+        self._idle("/rewind")
+        return self._after_restore(self.checkpoints.rewind(number, files=files, conversation=conversation))
+
+    def _idle(self, what: str) -> None:
+        if self._running:
+            raise WorkstationError(f"{what} waits for the turn to end: stop it first (Escape)")
+
+    def _after_restore(self, done: Restored) -> Restored:
+        for rel in done.files:  # the map and the model's reads follow the restored files
+            self.ctx.edited(rel)
+            self.ranges.forget(rel)
+        self.ctx.reindex()
+        if done.conversation:  # what the model read in the turns it no longer sees, it must read again
+            self.ctx.ledger = ReadLedger()
+            self.ranges.reads.clear()
+        return done
 
     def _recall(self, record_id: str) -> str:
         from ..sessions.context import fetch_original

@@ -1,5 +1,6 @@
-"""Commands: `workstation session ...` (list, show, compact, commit, archive, restore, export,
-search) and `workstation sidecar` (the compaction worker)."""
+"""Commands: `workstation session ...` (list, show, compact, commit, archive, restore, export, search;
+undo, rewind, fork and diff of the files the agent changed) and `workstation sidecar` (the compaction
+worker)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _warn(line: str) -> None:
 
 @click.group("session")
 def session_group() -> None:
-    """Session logs: list, show, compact, commit, archive, restore, export, search."""
+    """Session logs: list, show, compact, commit, archive, restore, export, search, undo, rewind, fork,
+    diff."""
 
 
 @session_group.command("list")
@@ -214,6 +216,80 @@ def search_cmd(state, text: str, limit: int, as_json: bool) -> None:
     print_table([{"slug": h.slug, "state": h.state, "turn": h.turn or "-", "type": h.type,
                   "record": h.record_id, "snippet": h.snippet} for h in hits],
                 ["slug", "state", "turn", "type", "record", "snippet"])
+
+
+def _checkpoints(state, slug: str):
+    from ..agent.checkpoints import Checkpoints
+    from ..sessions.log import Session
+
+    return Checkpoints(state.paths, Session.open(state.paths, slug))
+
+
+def _print_restored(done, as_json: bool) -> None:
+    if as_json:
+        print_json({"to": done.to, "turn": done.turn, "files": done.files, "conversation": done.conversation,
+                    "how": done.how})
+    else:
+        click.echo(done.describe())
+
+
+@session_group.command("undo")
+@click.argument("slug")
+@json_option
+@pass_state
+def undo_cmd(state, slug: str, as_json: bool) -> None:
+    """Restore the files the newest turn of SLUG that changed any changed (/undo)."""
+    _print_restored(_checkpoints(state, slug).undo(), as_json)
+
+
+@session_group.command("rewind")
+@click.argument("slug")
+@click.argument("turn", type=click.IntRange(min=1))
+@click.option("--files", "only", flag_value="files", help="Only the files.")
+@click.option("--conversation", "only", flag_value="conversation", help="Only what the model sees.")
+@json_option
+@pass_state
+def rewind_cmd(state, slug: str, turn: int, only: str | None, as_json: bool) -> None:
+    """Go back to before user TURN of SLUG: its files and the conversation the model sees (/rewind)."""
+    done = _checkpoints(state, slug).rewind(turn, files=only != "conversation", conversation=only != "files")
+    _print_restored(done, as_json)
+
+
+@session_group.command("fork")
+@click.argument("slug")
+@click.option("--before", "turn", type=click.IntRange(min=1), default=None,
+              help="Copy the conversation up to before this user turn (default: all of it).")
+@click.option("--as", "new_slug", default=None, help="Name of the new session.")
+@json_option
+@pass_state
+def fork_cmd(state, slug: str, turn: int | None, new_slug: str | None, as_json: bool) -> None:
+    """A new session with SLUG's conversation; the files stay as they are (/fork)."""
+    from ..agent.checkpoints import fork
+    from ..sessions.log import Session
+
+    new = fork(state.paths, Session.open(state.paths, slug), turn, new_slug)
+    if as_json:
+        print_json({"slug": new.slug, "from": slug, "before_turn": turn})
+    else:
+        click.echo(f"forked {slug} into {new.slug}")
+
+
+@session_group.command("diff")
+@click.argument("slug")
+@click.argument("path", required=False)
+@json_option
+@pass_state
+def diff_cmd(state, slug: str, path: str | None, as_json: bool) -> None:
+    """The net change SLUG made to the files (against what they held before its first change)."""
+    from ..agent.slash import render_diff
+
+    changes = _checkpoints(state, slug).diff(path)
+    if as_json:
+        print_json({"slug": slug, "files": changes})
+    elif changes:
+        click.echo(render_diff(changes))
+    else:
+        click.echo("no net change")
 
 
 @click.command("sidecar")

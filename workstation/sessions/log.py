@@ -31,7 +31,7 @@ from ..paths import Paths
 
 FORMAT_VERSION = 1
 TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
-RECORD_TYPES = TURN_TYPES | {"compact", "redaction"}
+RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "rewind"}
 SUFFIX = ".jsonl"
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")  # no dots: file suffixes stay unambiguous
 
@@ -122,7 +122,7 @@ def tool_call_arguments(call: dict) -> dict:
         return raw
     try:
         parsed = json.loads(raw or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     return parsed if isinstance(parsed, dict) else {}
 
@@ -191,6 +191,8 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
                 "calls": _NUMBER, "duration_ms": _NUMBER},
     "redaction": {"targets": list, "at_turn": int},
+    "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
+    "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
 }
 # (fields, required) of the objects inside a record's lists and objects
 _TOOL_CALL = ({"id": str, "name": str, "arguments": str, "freeform": bool}, ("id", "name", "arguments"))
@@ -264,6 +266,8 @@ def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
         record = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         return None, f"not valid JSON ({str(err).split(':')[0]})"
+    except RecursionError:
+        return None, "not valid JSON (nested too deeply)"
     if not isinstance(record, dict):
         return None, "not a JSON object"
     version = record.get("v")

@@ -338,6 +338,12 @@ class LiveBackend:
             new = Session.create(self.ws.paths, title="chat")
             self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
             return
+        if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
+            self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
+            return
+        if out.action == "rewound":  # the conversation as the model now sees it
+            self._show_session([asked, said])
+            return
         self._ui(chat.add_turn, said)
         if out.action == "model":
             self._show_session()

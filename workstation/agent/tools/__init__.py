@@ -97,9 +97,21 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
     except TypeError as err:
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
     else:
-        result = _run_bounded(tool, ctx, bound)
+        result = _checkpoint(tool, ctx, arguments) or _run_bounded(tool, ctx, bound)
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
+
+
+def _checkpoint(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
+    """Keep what the paths a WRITE call names hold before it runs (ToolContext.checkpoint); a failure
+    to keep them stops the call, which then changes nothing."""
+    if tool.effect != WRITE or ctx.checkpoint is None:
+        return None
+    try:
+        ctx.checkpoint(tool.writes(arguments))
+    except (WorkstationError, OSError) as err:
+        return ToolResult(f"error: no checkpoint could be kept, so nothing was changed: {err}", ok=False)
+    return None
 
 
 def _run(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolResult:

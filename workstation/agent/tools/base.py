@@ -277,6 +277,9 @@ class ToolContext:
     sandbox: "Policy | None" = None  # what a command may touch (workstation.sandbox); None: the root's defaults
     ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
     call_id: str = ""  # the id of the call running now
+    staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
+    # keeps what the paths a WRITE call names hold before it runs (the agent's checkpoints); None: nothing kept
+    checkpoint: Callable[[list[str]], None] | None = None
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

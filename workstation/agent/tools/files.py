@@ -1,7 +1,8 @@
 """File tools: a file's map (file_meta), a range of its lines (read_lines), an edit of a range
 (replace_lines). Confined to the workspace root (real paths: no `..`, no absolute path outside, no
-symlink escape) and kept out of its state folder; edits are refused when the file changed since the
-agent last read it (the ReadLedger's hash guard)."""
+symlink escape) and kept out of its state folder, and edits out of `.git` folders; edits are refused
+when the file changed since the agent last read it (the ReadLedger's hash guard). Edits by text and
+new files are in writes.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any, Mapping
 from ...errors import WorkstationError
 from ...fsutil import confine, sha256_bytes
 from ...store.broker import readonly
-from ..filetools import read_lines, replace_lines
+from ...textdiff import clip
+from ..filetools import read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
+from .writes import DIFF_BUDGET, change, summary_line
 
 MAX_MAP_TOKENS = 4096
 
@@ -153,8 +156,9 @@ def _read_lines_skip(call: Call) -> str | None:
 # --------------------------------------------------------------------------- replace_lines
 def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
-    rel, first, last = replace_lines(ctx.root, as_text("path", path), start, end, as_text("content", content),
-                                     ctx.ledger, ctx.private)
+    done = replace_range(ctx.root, as_text("path", path), start, end, as_text("content", content), ctx.ledger,
+                         ctx.private, ctx.staging)
+    rel, first, last = done.path, done.first, done.last
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
     removed = max(0, end - start + 1)
     added = last - first + 1
@@ -162,8 +166,10 @@ def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: A
     what = f"inserted {added} lines before line {start}" if removed == 0 else f"replaced lines {start}-{end}"
     moved = f"; lines after it moved by {shift:+d}" if shift else ""
     new = f"; the new text is lines {first}-{last}" if added else "; nothing inserted (lines deleted)"
-    return ToolResult(f"{rel}: {what}{new}{moved}",
-                      data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added)})
+    entry = change(rel, done.before, done.after, "edit")
+    return ToolResult(f"{rel}: {what}{new}{moved}\n{clip(entry['diff'], DIFF_BUDGET)}",
+                      data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added),
+                            "edits": [entry]})
 
 
 def _replace_lines_meaning(call: Call) -> Meaning:
@@ -192,5 +198,5 @@ TOOLS = [
          "(read_lines or file_meta). Edit bottom-up to keep earlier line numbers valid.",
          params(["path", "start", "end", "content"], path=STR, start=INT, end=INT, content=STR),
          _replace_lines, WRITE, meaning=_replace_lines_meaning, writes=_path_arg, verify=REAPPLY,
-         label=_range_label),
+         comparable=summary_line, label=_range_label),
 ]
