@@ -257,6 +257,9 @@ class RangeMemory:
         return None
 
 
+EXACT_TOKENS_MAX = 1 << 20  # characters of a file whose whole-file token count is exact
+
+
 @dataclass
 class ToolContext:
     """The core services a tool works with, for one agent (or one MCP client, or the verifier)."""
@@ -297,14 +300,20 @@ class ToolContext:
         for rel in edited:
             self.kmap.reindex_file(rel)
 
-    def file_tokens(self, sha: str, text: Callable[[], str]) -> int:
-        """Tokens of a whole file (by content hash): what a naive full read would have cost."""
+    def file_tokens(self, sha: str, text: Callable[[], str], size: int | None = None) -> int:
+        """Tokens of a whole file (by content hash): what a naive full read would have cost. Past
+        EXACT_TOKENS_MAX characters (or `size` bytes) the figure is estimated at 4 characters a token:
+        counting a 100 MB file took over a minute, for a number only the report's baseline uses."""
         with self._lock:
             cached = self._file_tokens.get(sha)
         if cached is None:
             from ...tokens import count
 
-            cached = count(text())
+            if size is not None and size > EXACT_TOKENS_MAX:
+                cached = (size + 3) // 4
+            else:
+                whole = text()
+                cached = (len(whole) + 3) // 4 if len(whole) > EXACT_TOKENS_MAX else count(whole)
             with self._lock:
                 self._file_tokens[sha] = cached
         return cached

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import confine, sha256_bytes
+from ...fsutil import confine
 from ...store.broker import readonly
 from ...textdiff import clip
-from ..filetools import read_lines, replace_range
+from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
 from .writes import DIFF_BUDGET, change, summary_line
@@ -60,7 +60,7 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     text = fmap.render()
     try:
         size = real.stat().st_size
-        file_tokens = ctx.file_tokens(sha, whole)
+        file_tokens = ctx.file_tokens(sha, whole, size)
     except OSError:  # deleted since: the map was still served
         size, file_tokens = 0, None
     return ToolResult(text, data={"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit",
@@ -106,7 +106,7 @@ def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult
         ctx.ranges.remember(lines.path, read[0], read[1], lines.sha256, ctx.call_id, chars)
     return ToolResult(text, data={"path": lines.path, "lines": read, "served_from": "disk", "sha": lines.sha256,
                                   "chars": chars,
-                                  "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole)})
+                                  "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole, lines.size)})
 
 
 def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> ToolResult | None:
@@ -120,10 +120,9 @@ def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> Tool
     if not any(key[0] == rel for key in ctx.ranges.reads):
         return None
     try:
-        data = real.read_bytes()
-    except OSError:
-        return None
-    sha = sha256_bytes(data)
+        sha, size = file_sha(real, rel)
+    except WorkstationError:
+        return None  # let the read report the problem
     found = ctx.ranges.covering(rel, start, end, sha)
     if found is None:
         return None
@@ -134,7 +133,7 @@ def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> Tool
         f"{rel} lines {start}-{end} are unchanged since your read_lines {first}-{last} (call {call_id}), "
         "which is still in your context above: not sent again.",
         data={"path": rel, "lines": [start, end], "served_from": "memory", "memory": "hit", "chars_saved": saved,
-              "sha": sha, "file_tokens": ctx.file_tokens(sha, lambda: data.decode("utf-8", "replace"))})
+              "sha": sha, "file_tokens": ctx.file_tokens(sha, lambda: read_bytes(real, rel).decode("utf-8", "replace"), size)})
 
 
 def _read_lines_meaning(call: Call) -> Meaning:
