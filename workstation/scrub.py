@@ -257,6 +257,38 @@ def redact(text: str) -> str:
     return text
 
 
+# .env-style files: what they hold is configuration with secrets in it. The file tools give one to the
+# model only when the user named it in this turn, the map never holds one, and when one is read or
+# written its values are registered as secrets, so no log, event or export keeps them.
+_ENV_FILE = re.compile(r"(?:^|/)(?:\.env(?:\.[^/]+)?|[^/]+\.env|\.envrc)$")
+_SHARED_ENV = (".example", ".sample", ".template", ".dist", ".defaults")  # committed on purpose: placeholders
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*[=:]\s*(.*?)\s*$", re.M)
+
+
+def is_env_file(path: str) -> bool:
+    """Whether `path` (workspace-relative, '/' separators) names an .env-style file."""
+    return bool(_ENV_FILE.search(path)) and not path.endswith(_SHARED_ENV)
+
+
+def env_files_named(text: str) -> frozenset[str]:
+    """The .env-style paths a user's message names (`.env`, `config/.env.local`, `./deploy.env`)."""
+    words = re.split(r"[\s`'\",;:()\[\]<>]+", text or "")
+    return frozenset(w.rstrip(".!?").removeprefix("./") for w in words if is_env_file(w.rstrip(".!?")))
+
+
+def register_env_values(text: str) -> int:
+    """Register every value (past MIN_SECRET_LEN) of an .env-style text as a secret; returns how many."""
+    found = 0
+    for match in _ENV_LINE.finditer(text or ""):
+        value = match.group(1)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if len(value) >= MIN_SECRET_LEN:
+            register(value)
+            found += 1
+    return found
+
+
 class StreamMasker:
     """`mask` for a reply that arrives in fragments (the terminal shows it as it streams): text is
     passed on once nothing after it can still complete a secret, so a key split over fragments is

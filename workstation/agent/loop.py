@@ -134,7 +134,8 @@ class Agent:
         self.ctx.checkpoint = lambda paths: self.checkpoints.take(self._turn_id, paths)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
-        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None)
+        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
+                                            env_files=None)
         records = session.read().records
         self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user"), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
@@ -204,6 +205,7 @@ class Agent:
             raise WorkstationError("empty message")
         spec = self.model_spec()
         text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
+        self.ctx.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
         events = events or AgentEvents()
         self._events = events
         result = TurnResult(session=self.session.slug)
@@ -316,6 +318,8 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
+        for call in completion.tool_calls:
+            _register_env_writes(call)
         calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
@@ -543,6 +547,20 @@ def _activity_label(name: str, args: dict) -> str:
         subject = f"{subject} {args['start']}-{args['end']}"
     subject = " ".join(str(subject).split())
     return f"{name}: {subject[:80]}" if subject else name
+
+
+def _register_env_writes(call) -> None:
+    """What a call would write into an .env-style file is a secret before the call is even logged."""
+    if call.oversized or ".env" not in (call.arguments or ""):
+        return
+    try:
+        args = call.parsed_arguments()
+    except Exception:  # malformed: the call fails and is logged masked like any other
+        return
+    if any(isinstance(args.get(k), str) and scrub.is_env_file(args[k]) for k in ("path", "dst")):
+        for key in ("content", "old", "new"):
+            if isinstance(args.get(key), str):
+                scrub.register_env_values(args[key])
 
 
 def _clipped(args: dict) -> dict:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ... import scrub
 from ...errors import WorkstationError
 from ..approval import Approver
 from ..filetools import ReadLedger
@@ -283,9 +284,24 @@ class ToolContext:
     staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
     # keeps what the paths a WRITE call names hold before it runs (the agent's checkpoints); None: nothing kept
     checkpoint: Callable[[list[str]], None] | None = None
+    # the .env-style files the user named this turn (scrub.is_env_file): only those reach the model;
+    # None: any (the user's own slash commands)
+    env_files: frozenset[str] | None = frozenset()
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def open_env(self, rel: str, text: str | None = None) -> None:
+        """Refuse an .env-style file the user did not name in this turn; register the values of one that
+        is read or written (`text`), so that no log, event or export keeps them."""
+        if not scrub.is_env_file(rel):
+            return
+        named = self.env_files
+        if named is not None and rel not in named and rel.rsplit("/", 1)[-1] not in named:
+            raise WorkstationError(f"{rel} is an .env-style file (its values are secrets): the agent opens one "
+                                   "only when the user names it in the message")
+        if text:
+            scrub.register_env_values(text)
 
     def edited(self, rel: str) -> None:
         with self._lock:

@@ -38,6 +38,7 @@ def _range_label(name: str, args: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- file_meta
 def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     real, rel = confine(ctx.root, as_text("path", path), ctx.private)
+    ctx.open_env(rel)
     budget = None if tokens is None else as_int("tokens", tokens)
     if budget is not None and not 0 < budget <= MAX_MAP_TOKENS:
         raise WorkstationError(f"tokens must be between 1 and {MAX_MAP_TOKENS}, got {budget}")
@@ -81,7 +82,10 @@ def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult
     again = _still_in_context(ctx, path, start, end)
     if again is not None:
         return again
-    lines = read_lines(ctx.root, as_text("path", path), start, end, ctx.ledger, ctx.private)
+    _, rel = confine(ctx.root, as_text("path", path), ctx.private)
+    ctx.open_env(rel)
+    lines = read_lines(ctx.root, rel, start, end, ctx.ledger, ctx.private)
+    ctx.open_env(rel, lines.whole or lines.text)  # an .env's values: masked in what the loop keeps
     # Cut at a line boundary, and report only the whole lines sent as read: a later read of a range
     # held in context is answered "still in your context", which must not cover lines never sent.
     rows = lines.numbered().splitlines()
@@ -158,6 +162,7 @@ def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: A
     done = replace_range(ctx.root, as_text("path", path), start, end, as_text("content", content), ctx.ledger,
                          ctx.private, ctx.staging)
     rel, first, last = done.path, done.first, done.last
+    ctx.open_env(rel, (done.before or b"").decode("utf-8", "replace") + "\n" + done.after.decode("utf-8", "replace"))
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
     removed = max(0, end - start + 1)
     added = last - first + 1

@@ -123,10 +123,12 @@ def _lines(count: int) -> str:
 def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
     content = as_text("content", content)
     real, rel = confine_write(ctx.root, as_text("path", path), ctx.private)
+    ctx.open_env(rel, content)
     before = read_existing(real, rel)
     if before is not None:
         require_read(ctx, rel, before, "overwriting")
         old = before.decode("utf-8", "replace")
+        ctx.open_env(rel, old)  # the diff shows what it held
         content = with_newlines(content, newline_of(old))
         if old.startswith(BOM) and not content.startswith(BOM):
             content = BOM + content
@@ -156,6 +158,7 @@ def _edit_file(ctx: ToolContext, path: str, old: Any, new: Any, replace_all: Any
     if data is None:
         raise WorkstationError(f"{rel}: no such file (write_file creates files)")
     text = as_text_file(data, rel)
+    ctx.open_env(rel, f"{text}\n{new}")
     require_read(ctx, rel, data, "editing")
     if not old:
         raise WorkstationError("old is empty: give the exact text to replace (write_file creates a file)")
