@@ -236,7 +236,10 @@ def may_hold_key(text: str) -> bool:
         options.log_errors = False
         options.max_mem = 64 << 20
         _prefilter_pattern = re2.compile("|".join(parts), options)  # a detector RE2 cannot read fails here
-    return _prefilter_pattern.search(text) is not None
+    try:
+        return _prefilter_pattern.search(text) is not None
+    except UnicodeEncodeError:  # a lone surrogate, which RE2's UTF-8 cannot hold: let the detectors look
+        return True
 
 
 _masked = TextMemo()
