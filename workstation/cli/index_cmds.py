@@ -12,12 +12,6 @@ import click
 from .common import json_option, pass_state, print_json
 
 
-def _knowledge_map(state):
-    from ..index.map import KnowledgeMap
-
-    return KnowledgeMap(state.db, state.paths, state.config)
-
-
 def _progress_bar():
     """A rich progress bar on a terminal, nothing otherwise; returns (context, callback)."""
     if not sys.stderr.isatty():
@@ -45,7 +39,7 @@ def _progress_bar():
 @pass_state
 def index_command(state, force: bool, describe: int, as_json: bool) -> None:
     """Index the workspace into the knowledge map (only what changed, unless --force)."""
-    km = _knowledge_map(state)
+    km = state.kmap
     bar, update = (None, None) if as_json else _progress_bar()
     if bar is not None:
         with bar:
@@ -99,7 +93,7 @@ def _describe_line(report) -> str:
 @pass_state
 def map_command(state, file: str | None, tokens: int | None, as_json: bool) -> None:
     """Print the knowledge map of FILE, or a ranked repository map within a token budget."""
-    km = _knowledge_map(state)
+    km = state.kmap
     if file:
         fm = km.file_map(file, tokens)
         if as_json:
@@ -124,7 +118,7 @@ def map_command(state, file: str | None, tokens: int | None, as_json: bool) -> N
 @pass_state
 def find_command(state, query: str, limit: int, as_json: bool) -> None:
     """Find files and symbols by name (tier one), or by meaning through the model (tier two)."""
-    result = _knowledge_map(state).find(query, limit)
+    result = state.kmap.find(query, limit)
     if as_json:
         print_json(result.to_dict())
         return
@@ -144,7 +138,7 @@ def find_command(state, query: str, limit: int, as_json: bool) -> None:
 @pass_state
 def impact_command(state, symbol: str, as_json: bool) -> None:
     """Every call site and reference of SYMBOL (name, Class.method or path:name)."""
-    hits = _knowledge_map(state).impact(symbol)
+    hits = state.kmap.impact(symbol)
     if as_json:
         print_json({"symbol": symbol, "hits": hits})
         return
@@ -167,7 +161,7 @@ def watch_command(state, as_json: bool) -> None:
     """Keep the knowledge map live until Ctrl-C, printing every re-index (--json: one object a line)."""
     from ..index.watcher import Watcher
 
-    km = _knowledge_map(state)
+    km = state.kmap
     report = km.index_all()
     root = str(state.paths.root)
     if as_json:
