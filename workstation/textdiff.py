@@ -109,6 +109,13 @@ def _body(mark: str, lines: list[str]) -> list[str]:
     return out
 
 
+def record_diff(record: dict) -> str:
+    """The unified diff of everything a tool record changed (its `edits`), one file after another."""
+    edits = record.get("edits") if isinstance(record, dict) else None
+    return "\n".join(e["diff"] for e in edits or () if isinstance(e, dict) and isinstance(e.get("diff"), str)
+                     and e["diff"])
+
+
 def clip(diff: str, max_chars: int) -> str:
     """The diff's hunks (its two header lines dropped: the caller names the file) within max_chars,
     cut at a line with a note saying how much is left out."""

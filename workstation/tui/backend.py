@@ -429,6 +429,7 @@ class _LiveTurn:
 
     def recorded(self, record: dict) -> None:
         from ..sessions.log import tool_call_arguments
+        from ..textdiff import record_diff
 
         ui, chat = self.backend._ui, self.chat
         kind, rid, ts = record["type"], record["id"], record_time(record)
@@ -447,7 +448,7 @@ class _LiveTurn:
             call = self.calls.get(record.get("tool_call_id", ""))
             ui(chat.add_turn, Turn("tool", id=rid, ts=ts, tool=str(record.get("name") or "tool"),
                                    args=tool_call_arguments(call) if call else {}, result=content,
-                                   ok=bool(record.get("ok", True))))
+                                   ok=bool(record.get("ok", True)), diff=record_diff(record)))
         elif kind == "system":
             notice = record.get("notice")
             if record.get("pin"):
