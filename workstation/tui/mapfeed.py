@@ -209,7 +209,7 @@ def describe_line(report: DescribeReport, running: bool = False) -> str:
     if running:
         return f"describing files {report.done}/{report.total} · {tokens} · {cost}"
     if not report.total:
-        return f"purposes: none described ({report.stopped})" if report.stopped else "purposes: nothing to describe"
+        return f"purposes: none described ({report.stopped})" if report.stopped else "purposes: none missing"
     failed = f" ({report.failed} failed)" if report.failed else ""
     stopped = f" · stopped: {report.stopped}" if report.stopped else ""
     return f"purposes: {report.described} of {report.total} files described{failed} · {tokens} · {cost}{stopped}"
