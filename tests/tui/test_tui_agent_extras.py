@@ -287,3 +287,38 @@ async def wait_for_thread(predicate, timeout):
     while not predicate():
         assert time.monotonic() < deadline, "not in time"
         await asyncio.sleep(0.05)
+
+
+async def test_the_plan_block_stays_small_in_a_small_terminal():
+    items = [{"text": f"step {n}", "status": "done" if n < 3 else "in_progress" if n == 3 else "pending"}
+             for n in range(1, 11)]
+    for size, shown in (((80, 24), 3), ((160, 48), 6)):
+        app = WorkstationApp()
+        async with started(app, size=size) as pilot:
+            app.chat.set_plan(items)
+            await pilot.pause()
+            text = plan_box_text(app).splitlines()
+            assert text[0] == "Plan · 2 of 10 done" and "▸ step 3" in text
+            assert len(text) == 1 + shown + 1 and text[-1].startswith("… 1 done above")
+            assert app.chat.transcript.region.height >= size[1] // 3  # the conversation keeps its room
+            app.chat.set_plan([])
+            await pilot.pause()
+            assert app.chat.query_one("#plan-box").region.height == 0
+
+
+async def test_git_and_a_background_job_share_the_status_line_with_session_and_gauge():
+    app = WorkstationApp()
+    async with started(app) as pilot:  # a chat wide enough for the gauge while the agent works
+        chat = app.chat
+        chat.set_status("session s1 · model m")
+        chat.set_git("main ±3")
+        chat.set_job("describing files 3/20 · 1.2k tokens · $0.0012")
+        await pilot.pause()
+        assert chat.status_bar.left.plain == "session s1 · model m · describing files 3/20 · 1.2k tokens · $0.0012"
+        assert chat.status_bar.right.plain.startswith("⎇ main ±3 │ ctx ")
+        chat.set_activity("model", "m")  # the agent's activity covers the idle line, not the git label
+        assert chat.status_bar.left.plain.startswith("⧗") and "main ±3" in chat.status_bar.right.plain
+        chat.set_activity("idle")
+        assert "describing files" in chat.status_bar.left.plain
+        chat.set_git("")
+        assert chat.status_bar.right.plain.startswith("ctx ")

@@ -297,6 +297,8 @@ class ChatPane(Vertical):
 
     def on_resize(self) -> None:
         self._show_gauge()
+        if self._plan:
+            self._show_plan()
 
     def set_status(self, text: str) -> None:
         """The session's line under the transcript (session, model); the agent's activity shows over it."""
@@ -324,11 +326,15 @@ class ChatPane(Vertical):
         shown; [] or None hides it."""
         self._plan = [dict(item) for item in items or ()]
         self.set_class(bool(self._plan), "-plan")
+        self._show_plan()
+
+    def _show_plan(self) -> None:
         box = self.query_one("#plan-box", Static)
         if not self._plan:
             box.update("")
             return
-        header, lines, footer = plan_lines(self._plan)
+        # a short chat keeps most of its height for the conversation
+        header, lines, footer = plan_lines(self._plan, max(2, min(PLAN_ITEMS, self.size.height // 6)))
         parts = [Content.styled(header, "bold $text-muted")]
         parts += [Content.styled(line, PLAN_STYLES.get(status, "")) for status, line in lines]
         if footer:
