@@ -29,7 +29,7 @@ from textual.widgets import Input, Static
 
 from ..messages import BackendRequest
 from ..viewdata import SlashCommand, Turn, coerce, human_count
-from .bar import StatusBar
+from .bar import MIN_LEFT, StatusBar
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -292,7 +292,10 @@ class ChatPane(Vertical):
         style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
         gauge = Content.styled(gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR), style)
         if self._git:
-            gauge = Content.assemble(Content.styled(f"⎇ {self._git}", "$text-secondary"), " │ ", gauge)
+            both = Content.assemble(Content.styled(f"⎇ {self._git}", "$text-secondary"), " │ ", gauge)
+            room = self.size.width - 2  # the bar's padding
+            if both.cell_length + 1 + MIN_LEFT <= room:  # else the gauge alone: it matters more than the branch
+                gauge = both
         self.status_bar.set(right=gauge)
 
     def on_resize(self) -> None:
