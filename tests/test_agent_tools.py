@@ -231,8 +231,10 @@ def test_replace_lines_needs_a_read_and_a_map_counts_as_one(ag, ws):
     edit = call(ag, "replace_lines", path="pkg/util.py", start=4, end=5,
                 content="def clean(text: str, strip: bool = True) -> str:\n    return text.strip() if strip else text\n"
                         "# end of clean")
-    assert edit.ok and edit.text == ("pkg/util.py: replaced lines 4-5; the new text is lines 4-6; "
-                                     "lines after it moved by +1")
+    assert edit.ok and edit.text.splitlines()[0] == ("pkg/util.py: replaced lines 4-5; the new text is lines 4-6; "
+                                                     "lines after it moved by +1")
+    assert edit.text.splitlines()[1:5] == ["@@ -1,8 +1,9 @@", " \"\"\"Utilities.\"\"\"", " ", " "]
+    assert "-    return text.strip()" in edit.text and "+# end of clean" in edit.text  # the diff, for the model
     # the next look at the map sees the edit: re-indexed before anything reads the map
     again = call(ag, "file_meta", path="pkg/util.py")
     assert "4-5 def clean(text: str, strip: bool = True) -> str" in again.text
@@ -260,12 +262,14 @@ def test_read_lines_numbers_and_bad_arguments(ag):
 
 
 def test_an_os_error_is_a_result_not_a_crash(ag, ws):
-    long_name = "n" * 250 + ".txt"  # readable, but the atomic replace's temporary name is too long
+    long_name = "n" * 250 + ".txt"  # a temporary name beside it would be too long: it is made in the state folder
     (ws.root / long_name).write_text("one\n")
     assert call(ag, "read_lines", path=long_name, start=1, end=1).ok
-    result = call(ag, "replace_lines", path=long_name, start=1, end=1, content="two")
+    assert call(ag, "replace_lines", path=long_name, start=1, end=1, content="two").ok
+    assert (ws.root / long_name).read_text() == "two\n"
+    result = call(ag, "write_file", path="n" * 300 + ".txt", content="x")
     assert not result.ok and result.text.startswith("error: ") and "name too long" in result.text
-    assert (ws.root / long_name).read_text() == "one\n"
+    assert sorted(p.name for p in ws.root.iterdir() if p.name.startswith("n")) == [long_name]
 
 
 def test_map_queries(ag):

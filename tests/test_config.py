@@ -151,3 +151,21 @@ def test_state_dir_that_cannot_be_a_folder_is_one_line(tmp_path):
         with pytest.raises(WorkstationError, match=expected):
             runtime.Workspace(tmp_path)
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_line_of_the_ignore_file_that_is_no_pattern_is_named_and_left_out(tmp_path):
+    from workstation.runtime import Workspace
+
+    (tmp_path / ".workstation").mkdir()
+    (tmp_path / ".workstation" / "ignore").write_text("build/\n\\\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "out.py").write_text("x = 1\n")
+    (tmp_path / "keep.py").write_text("y = 2\n")
+    said = []
+    ws = Workspace(tmp_path, on_warning=said.append)
+    try:
+        ws.kmap.index_all()
+        assert said == [".workstation/ignore: '\\\\' is not a gitignore pattern; left out"]
+        assert [f.path for f in ws.kmap.files()] == ["keep.py"]  # the good pattern still applies
+    finally:
+        ws.close()

@@ -220,3 +220,54 @@ def test_what_re2_cannot_do_is_refused_in_one_line(ws):
         assert str(err.value).startswith("invalid pattern") and "\n" not in str(err.value)
     hits, _ = grep(ws, "T(WO|HREE)", ["a.py"], ignore_case=True)
     assert [h.line for h in hits] == [2, 3]
+
+
+BODIES = {
+    "lf": "a\nbb\n\nccc\n",
+    "crlf": "a\r\nbb\r\n\r\nccc",
+    "cr": "a\rbb\r\rccc\r",
+    "mixed": "a\nb\r\nc\rd\x0ce\x85f\u2028g\u2029h\x1ci\nj",
+    "no end": "only one line",
+    "unicode": "é\nñ\n日本\n",
+}
+
+
+@pytest.mark.parametrize("name", BODIES)
+def test_a_big_file_read_through_its_line_index_reads_as_a_small_one(ws, monkeypatch, name):
+    from workstation.agent import filetools
+
+    (ws / "f.txt").write_bytes(BODIES[name].encode())
+    total = len(BODIES[name].splitlines())
+    ranges = [(s, e) for s in range(1, total + 1) for e in range(s, total + 1)] + [(1, None)]
+    small = [read_lines(ws, "f.txt", s, e) for s, e in ranges]
+    monkeypatch.setattr(filetools, "LINE_INDEX_MIN_BYTES", 0)
+    big = [read_lines(ws, "f.txt", s, e) for s, e in ranges]
+    assert [(b.text, b.start, b.end, b.total, b.sha256) for b in big] == \
+        [(s.text, s.start, s.end, s.total, s.sha256) for s in small]
+    with pytest.raises(WorkstationError, match=f"out of range \\(file has {total} lines\\)"):
+        read_lines(ws, "f.txt", total + 1, total + 1)
+
+
+def test_a_range_of_a_big_file_costs_the_range_and_a_change_is_seen(ws, monkeypatch):
+    from workstation.agent import filetools
+
+    monkeypatch.setattr(filetools, "LINE_INDEX_MIN_BYTES", 1000)
+    path = ws / "big.txt"
+    path.write_text("".join(f"line {n}\n" for n in range(1, 20_001)))
+    ledger = ReadLedger()
+    assert read_lines(ws, "big.txt", 5, 6, ledger).text == "line 5\nline 6\n"
+
+    def no_whole_reads(fd, n):
+        raise AssertionError("the whole file was read again")
+
+    monkeypatch.setattr(filetools.os, "read", no_whole_reads)  # later ranges: one pread each
+    assert read_lines(ws, "big.txt", 19_999, None).text == "line 19999\nline 20000\n"
+    monkeypatch.undo()
+    monkeypatch.setattr(filetools, "LINE_INDEX_MIN_BYTES", 1000)
+    before = ledger.last("big.txt")
+    time.sleep(0.01)
+    path.write_text("".join(f"LINE {n}\n" for n in range(1, 20_001)))  # same size, new content
+    assert read_lines(ws, "big.txt", 5, 5, ledger).text == "LINE 5\n" and ledger.last("big.txt") != before
+    (ws / "bad.txt").write_bytes(b"x" * 2000 + b"\xff\n")
+    with pytest.raises(WorkstationError, match="not a UTF-8 text file"):
+        read_lines(ws, "bad.txt", 1, 1)

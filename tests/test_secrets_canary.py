@@ -19,10 +19,15 @@ server_module, server = module_server()
 
 CANARY = "canary-" + secrets.token_hex(12)  # the value of a secret-named variable
 GITHUB = "ghp_" + secrets.token_hex(18)  # a well-known key format, in nobody's environment
+# four secret-looking variables, and the values of a .env file the user names only in the second turn
+VARIABLES = {"WS_CANARY_API_KEY": CANARY, "WS_CANARY_TOKEN": "tok-" + secrets.token_hex(10),
+             "WS_CANARY_SECRET": "sec-" + secrets.token_hex(10), "WS_DB_PASSWORD": "pw-" + secrets.token_hex(10)}
+DOTENV = {"STRIPE_KEY": "stripe-" + secrets.token_hex(10), "DATABASE_URL": "db-" + secrets.token_hex(10)}
+CANARIES = {"github token": GITHUB, **VARIABLES, **DOTENV}
 
 
 def _leaks(text: str) -> list[str]:
-    return [name for name, value in (("canary", CANARY), ("github token", GITHUB)) if value in text]
+    return [name for name, value in CANARIES.items() if value in text]
 
 
 def _database_text(path) -> str:
@@ -43,31 +48,54 @@ def test_a_canary_secret_reaches_no_model_no_file_no_export_no_terminal(tmp_path
     from workstation.sessions.catalog import export
     from workstation.sessions.compaction import compact
 
-    monkeypatch.setenv("WS_CANARY_API_KEY", CANARY)
+    for name, value in VARIABLES.items():
+        monkeypatch.setenv(name, value)
+    env_values = " ".join(VARIABLES.values())
     ws = workspace(tmp_path, server.url, files={
         "pkg/__init__.py": '"""Settings of the test app."""\n',
-        "pkg/settings.py": f'"""Settings."""\nTOKEN = "{GITHUB}"\nBACKUP = "{CANARY}"\n'})
+        "pkg/settings.py": f'"""Settings."""\nTOKEN = "{GITHUB}"\nBACKUP = "{CANARY}"\n',
+        ".env": "".join(f"{k}={v}\n" for k, v in DOTENV.items())})
     a = agent(ws, slug="leak")
     a.pin(f"deploy with {CANARY}")
-    leaking = {"value": f"the key is {CANARY} and {GITHUB}"}
+    leaking = {"value": f"the keys are {env_values} and {GITHUB}"}
+    seen: dict[str, str] = {}
 
     def respond(body):
         last = body["messages"][-1]
-        if last["role"] == "user":
-            return Reply(tool_calls=[("read_lines", {"path": "pkg/settings.py", "start": 1, "end": 3})])
-        (name, _args, _content), *_more = tool_results(body["messages"])
-        if name == "read_lines":
+        if last["role"] == "user" and "settings" in last["content"]:
+            return Reply(tool_calls=[("read_lines", {"path": "pkg/settings.py", "start": 1, "end": 3}),
+                                     ("read_lines", {"path": ".env", "start": 1, "end": 2}),
+                                     ("grep", {"pattern": "stripe-"}),
+                                     ("write_file", {"path": ".env", "content": f"LEAK={DOTENV['STRIPE_KEY']}x\n"})])
+        if last["role"] == "user":  # the second turn: the user names .env
+            return Reply(tool_calls=[("read_lines", {"path": ".env", "start": 1, "end": 2})])
+        results = tool_results(body["messages"])
+        if results[0][0] == "read_lines" and len(results) == 4:
+            seen["refused"] = [content for _name, _args, content in results[1:]]
             return Reply(tool_calls=[("umem", {"tier": "ltm", "key": "creds", "value": leaking}),
                                      ("log_decision", {"decision": f"rotate {CANARY}", "reasoning": GITHUB,
                                                        "files": ["pkg/settings.py"]})])
-        return Reply(text=f"Stored. The values are {CANARY} and {GITHUB}, done.", text_chunk_size=3)
+        if results[0][1].get("path") == ".env":
+            seen["dotenv"] = results[0][2]
+            return Reply(text=f"It holds {DOTENV['STRIPE_KEY']}.")
+        return Reply(text=f"Stored. The values are {env_values} and {GITHUB}, done.", text_chunk_size=3)
 
     server.dispatch.fn = respond
     streamed: list[str] = []
-    result = a.run(f"keep {CANARY} safe", AgentEvents(on_text=streamed.append))
+    result = a.run(f"keep {CANARY} safe in the settings", AgentEvents(on_text=streamed.append))
     assert result.error is None, result.error
     assert "".join(streamed).startswith("Stored. The values are ") and not _leaks("".join(streamed))
     assert not _leaks(result.text)
+    refused_read, no_hit, refused_write = seen["refused"]
+    assert refused_read == refused_write == ("error: .env is an .env-style file (its values are secrets): the agent "
+                                             "opens one only when the user names it in the message")
+    assert no_hit == "no match for 'stripe-'"  # the map, which grep searches, never holds an .env
+    assert (ws.root / ".env").read_text() == "".join(f"{k}={v}\n" for k, v in DOTENV.items())
+    assert not (ws.paths.state / "checkpoints").exists() or not any((ws.paths.state / "checkpoints").rglob("*.*"))
+
+    result = a.run("what is in .env?")  # named: the agent reads it; its values are masked on the way out
+    assert result.error is None and result.text == "It holds ***."
+    assert "STRIPE_KEY=***" in seen["dotenv"] and "DATABASE_URL=***" in seen["dotenv"]
 
     server.dispatch.fn = lambda body: Reply(
         text=f"## Task & instructions\nThe user keeps {CANARY} and {GITHUB}.\n## Open to-dos\n- rotate {CANARY}\n")

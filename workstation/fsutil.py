@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import errno
+import hashlib
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Iterable
 
 from .errors import WorkstationError
 from .paths import STATE_DIRNAME
+from .process import alive
 
 
 class OutsideWorkspace(WorkstationError):
@@ -46,6 +48,36 @@ def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, 
     return real, rel
 
 
+class GitFolder(WorkstationError):
+    """A path inside a `.git` folder (or a `.git` file): readable, never writable by the agent."""
+
+
+def confine_write(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, str]:
+    """`confine`, and never in a git folder: a rewritten `.git/config` (core.fsmonitor, core.pager, a hook)
+    runs any program the next time anyone, or an allow-listed command, runs git.
+
+    Refused: any part of the real path named `.git` in any case (`.GIT/` is `.git/` on a case-insensitive
+    filesystem), also with the characters HFS+ ignores or the trailing dots and spaces NTFS drops, anything
+    that is the workspace's `.git` by file identity, however it is spelled, and the state folder's name
+    spelled so.
+    """
+    real, rel = confine(root, path, private)
+    root_real = Path(os.path.realpath(root))
+    parts = [_folded(part) for part in rel.split("/")]
+    if parts[0] == STATE_DIRNAME:  # `.WORKSTATION/` written here is the state folder once checked out elsewhere
+        raise StateFolder(f"{path} is in the workspace's state folder (config, databases, session logs): "
+                          "refused")
+    if any(part in (".git", "git~1") for part in parts) or _inside(real, root_real, [root_real / ".git"]):
+        raise GitFolder(f"{path} is in a .git folder: the agent may read it but never write it")
+    return real, rel
+
+
+def _folded(name: str) -> str:
+    """A file name as case-insensitive filesystems compare it: no case, no characters HFS+ ignores, no
+    trailing dots or spaces (NTFS)."""
+    return "".join(ch for ch in name if unicodedata.category(ch) != "Cf").rstrip(". ").casefold()
+
+
 def _inside(real: Path, root_real: Path, folders: list[Path]) -> bool:
     """Whether `real` is one of `folders` or under one. Compared by real path and by file identity too,
     so a case-insensitive filesystem's `.WORKSTATION/` is caught."""
@@ -75,28 +107,37 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace `path` with `data` so a crash leaves either the old or the new file."""
+def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: Path | None = None) -> None:
+    """Replace `path` with `data` so a crash leaves either the old or the new file.
+
+    The temporary file goes beside `path`, or with `staging` (a private folder, such as the state
+    folder's tmp/) in that folder when it is on the same filesystem, so a process killed mid-write
+    leaves nothing in the workspace; `sweep_staging` removes what it left in `staging`. On another
+    filesystem the temporary file goes beside `path` and a note in `staging` names it, for the sweep.
+    """
     directory = path.parent
     if mode is None:
         try:
             mode = path.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    note = None
+    where = directory
+    if staging is not None:
+        staging.mkdir(parents=True, exist_ok=True)
+        if _same_filesystem(staging, directory):
+            where = staging
+        else:
+            note = _note_temp(staging)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        _replace_via(where, path, data, mode, note)
+    except OSError as err:
+        if err.errno != errno.EXDEV or where == directory:
+            raise
+        # one device, two mounts (a bind mount): rename cannot cross them
+        _CROSSING.add((os.stat(staging).st_dev, os.stat(directory).st_dev))
+        note = _note_temp(staging)
+        _replace_via(directory, path, data, mode, note)
     fsync_dir(directory)  # make the rename itself durable
 
 
@@ -111,3 +152,76 @@ def fsync_dir(directory: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+_CROSSING: set[tuple[int, int]] = set()  # (staging device, directory device) pairs a rename cannot cross
+
+
+def _same_filesystem(a: Path, b: Path) -> bool:
+    pair = (os.stat(a).st_dev, os.stat(b).st_dev)
+    return pair[0] == pair[1] and pair not in _CROSSING
+
+
+def _note_temp(staging: Path) -> Path:
+    """A note in `staging` that will name a temporary file made outside it (written before that file)."""
+    fd, note = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".note", dir=staging)
+    os.close(fd)
+    return Path(note)
+
+
+def _replace_via(where: Path, path: Path, data: bytes, mode: int, note: Path | None) -> None:
+    if note is None:
+        prefix = f".{path.name}." if where == path.parent else f"{os.getpid()}-"
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=where)
+    else:  # named by the note, which is written first: a kill between the two leaves no unnamed file
+        tmp = str(path.parent / f".{path.name}.ws-{note.stem}.tmp")
+        note.write_text(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    finally:
+        if note is not None:
+            note.unlink(missing_ok=True)
+
+
+def sweep_staging(staging: Path) -> int:
+    """Remove what writers killed mid-write left (`atomic_write(..., staging=)`): their temporary files
+    in `staging`, and those its notes name elsewhere. A live writer's files are left alone. Returns how
+    many temporary files were removed."""
+    try:
+        names = os.listdir(staging)
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for name in names:
+        pid, _, rest = name.partition("-")
+        if not pid.isdigit() or not rest.endswith((".tmp", ".note")) or alive(int(pid)):
+            continue
+        entry = staging / name
+        try:
+            if name.endswith(".note"):
+                temp = Path(entry.read_text())
+                # only what _replace_via names: a dot file of this shape, never anything else
+                if temp.name.startswith(".") and f".ws-{pid}-" in temp.name and temp.name.endswith(".tmp"):
+                    try:
+                        temp.unlink()
+                        removed += 1
+                    except FileNotFoundError:
+                        pass
+            else:
+                removed += 1
+            entry.unlink()
+        except FileNotFoundError:
+            continue  # another sweeper was first
+    return removed

@@ -154,6 +154,9 @@ class ToolCall:
             where = f" at char {pos}" if pos is not None else ""
             raise LLMError(f"malformed tool-call arguments for {self.name}: {reason}{where} in {snippet!r}",
                            kind="malformed") from None
+        except RecursionError:  # a model (or an attacker steering it) can nest deeper than the parser goes
+            raise LLMError(f"malformed tool-call arguments for {self.name}: nested too deeply",
+                           kind="malformed") from None
         if not isinstance(value, dict):
             raise LLMError(f"malformed tool-call arguments for {self.name}: expected a JSON object, "
                            f"got {type(value).__name__}", kind="malformed")
@@ -363,7 +366,7 @@ def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cach
 def _is_json_object(s: str) -> bool:
     try:
         return isinstance(json.loads(s), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 

@@ -86,7 +86,12 @@ class Workspace:
     def kmap(self) -> "KnowledgeMap":
         from .index.map import KnowledgeMap
 
-        return KnowledgeMap(self.db, self.paths, self.config)
+        kmap = KnowledgeMap(self.db, self.paths, self.config)
+        for problem in kmap.rules.problems:
+            self.warnings.append(problem)
+            if self._on_warning is not None:
+                self._on_warning(problem)
+        return kmap
 
     def memory(self, session: str = "", flow: str = "main") -> "Memory":
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""

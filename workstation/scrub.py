@@ -236,7 +236,10 @@ def may_hold_key(text: str) -> bool:
         options.log_errors = False
         options.max_mem = 64 << 20
         _prefilter_pattern = re2.compile("|".join(parts), options)  # a detector RE2 cannot read fails here
-    return _prefilter_pattern.search(text) is not None
+    try:
+        return _prefilter_pattern.search(text) is not None
+    except UnicodeEncodeError:  # a lone surrogate, which RE2's UTF-8 cannot hold: let the detectors look
+        return True
 
 
 _masked = TextMemo()
@@ -255,6 +258,38 @@ def redact(text: str) -> str:
     for pattern, repl in _ASSIGNMENTS:
         text = pattern.sub(repl, text)
     return text
+
+
+# .env-style files: what they hold is configuration with secrets in it. The file tools give one to the
+# model only when the user named it in this turn, the map never holds one, and when one is read or
+# written its values are registered as secrets, so no log, event or export keeps them.
+_ENV_FILE = re.compile(r"(?:^|/)(?:\.env(?:\.[^/]+)?|[^/]+\.env|\.envrc)$")
+_SHARED_ENV = (".example", ".sample", ".template", ".dist", ".defaults")  # committed on purpose: placeholders
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*[=:]\s*(.*?)\s*$", re.M)
+
+
+def is_env_file(path: str) -> bool:
+    """Whether `path` (workspace-relative, '/' separators) names an .env-style file."""
+    return bool(_ENV_FILE.search(path)) and not path.endswith(_SHARED_ENV)
+
+
+def env_files_named(text: str) -> frozenset[str]:
+    """The .env-style paths a user's message names (`.env`, `config/.env.local`, `./deploy.env`)."""
+    words = re.split(r"[\s`'\",;:()\[\]<>]+", text or "")
+    return frozenset(w.rstrip(".!?").removeprefix("./") for w in words if is_env_file(w.rstrip(".!?")))
+
+
+def register_env_values(text: str) -> int:
+    """Register every value (past MIN_SECRET_LEN) of an .env-style text as a secret; returns how many."""
+    found = 0
+    for match in _ENV_LINE.finditer(text or ""):
+        value = match.group(1)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if len(value) >= MIN_SECRET_LEN:
+            register(value)
+            found += 1
+    return found
 
 
 class StreamMasker:

@@ -189,6 +189,29 @@ async def test_markers_and_tool_calls_render_compactly_and_expand(warm_renderer,
         assert request.turn.id == "r1"
 
 
+async def test_an_edit_expands_to_its_diff_in_colour(warm_renderer, backend):
+    from workstation.tui.panes.turn_render import diff_text
+
+    diff = "--- a/app.py\n+++ b/app.py\n@@ -1,2 +1,2 @@\n def main():\n-    return 1\n+    return 2"
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        transcript = app.chat.transcript
+        app.chat.set_turns([Turn("tool", id="e1", tool="edit_file", args={"path": "app.py"},
+                                 result="app.py: replaced the text (line 2); +1 -1", diff=diff)])
+        await settle(pilot)
+        assert "+    return 2" not in "\n".join(visible_text(transcript))  # folded until asked
+        transcript.focus()
+        transcript.select("e1")
+        await pilot.press("enter")
+        await pilot.pause()
+        text = "\n".join(visible_text(transcript))
+        assert "-    return 1" in text and "+    return 2" in text and "@@ -1,2 +1,2 @@" in text
+        styles = transcript._turn_styles()
+        rendered = diff_text(diff, styles)
+        colour = {rendered.plain[span.start:span.end].strip(): span.style for span in rendered.spans}
+        assert colour["+    return 2"] == styles.added != styles.removed == colour["-    return 1"]
+
+
 async def test_context_gauge_shows_use_against_window():
     app = WorkstationApp()
     async with started(app) as pilot:

@@ -146,3 +146,28 @@ async def test_files_without_a_stated_purpose_get_one_from_the_model_in_the_back
         (request,) = llm.requests  # one file lacked a purpose: one question, about that file
         assert "pkg/widgets.py" in request["messages"][-1]["content"]
     await asyncio.sleep(0)
+
+
+async def test_live_app_undo_and_fork(tmp_path):
+    make_repo(tmp_path)
+    with ScriptedLLM([Reply(tool_calls=[("write_file", {"path": "pkg/new.py", "content": "X = 1\n"})]),
+                      Reply(text="created pkg/new.py")]) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app) as pilot:
+            await wait_for(pilot, lambda: backend._ready.is_set())
+            app.chat.prompt.value = "make a module"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: (tmp_path / "pkg/new.py").exists()
+                           and any(t.role == "assistant" and "created" in t.text for t in app.chat.transcript.turns))
+            first = backend.agent.session.slug
+            app.chat.prompt.value = "/undo"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any(t.role == "command" and t.text.startswith("undid user turn 1")
+                                              for t in app.chat.transcript.turns))
+            assert not (tmp_path / "pkg/new.py").exists()
+            app.chat.prompt.value = "/fork"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: backend.agent.session.slug == f"{first}-fork"
+                           and any("make a module" in t.text for t in app.chat.transcript.turns))

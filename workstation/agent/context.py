@@ -144,7 +144,7 @@ def _sanitized(message: dict) -> dict:
     for call in calls:
         try:
             ok = isinstance(json.loads(call["function"]["arguments"] or "{}"), dict)
-        except ValueError:
+        except (ValueError, RecursionError):
             ok = False
         fixed.append(call if ok else {**call, "function": {**call["function"], "arguments": "{}"}})
     return {**message, "tool_calls": fixed}

@@ -8,14 +8,18 @@ the caller keeps `ReadLedger`, the content hash of each file as last seen.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
+from array import array
+from collections import OrderedDict
+from itertools import accumulate
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, confine, sha256_bytes
+from ..fsutil import atomic_write, confine, confine_write, sha256_bytes
 
 T = TypeVar("T")
 
@@ -44,7 +48,8 @@ class Lines:
     total: int
     text: str
     sha256: str
-    whole: str = field(default="", repr=False)  # the whole file, for measuring what a full read costs
+    whole: str = field(default="", repr=False)  # the whole file, for measuring what a full read costs ("" if big)
+    size: int = 0  # bytes of the whole file
 
     def numbered(self) -> str:
         lines = self.text.splitlines()
@@ -115,7 +120,8 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
+def read_bytes(real: Path, rel: str) -> bytes:
+    """A regular file's bytes (never a FIFO or a device), given up on after READ_TIMEOUT_S."""
     def read(stop: threading.Event) -> bytes:
         with os.fdopen(_open_regular(real, rel), "rb") as fh:
             try:
@@ -123,17 +129,121 @@ def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
             except OSError as err:
                 raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
 
-    data = _bounded(f"reading {rel}", READ_TIMEOUT_S, read)
+    return _bounded(f"reading {rel}", READ_TIMEOUT_S, read)
+
+
+def read_existing(real: Path, rel: str) -> bytes | None:
+    """`read_bytes`, or None when nothing is at `real` (a dangling symlink is nothing too)."""
+    if not os.path.lexists(real) or not os.path.exists(real):
+        return None
+    return read_bytes(real, rel)
+
+
+def _read_text(real: Path, rel: str) -> tuple[bytes, str]:
+    data = read_bytes(real, rel)
     try:
         return data, data.decode("utf-8")
     except UnicodeDecodeError:
         raise WorkstationError(f"{rel}: not a UTF-8 text file") from None
 
 
+# Line ends as str.splitlines sees them, found in UTF-8 bytes (NEL, LS and PS are multi-byte there).
+_LINE_END = re.compile(rb"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
+_OTHER_LINE_ENDS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+LINE_INDEX_MIN_BYTES = 8 << 20  # files this big keep a line index between reads
+
+
+@dataclass(frozen=True)
+class _LineIndex:
+    signature: tuple  # (size, mtime_ns, ctime_ns, inode) of the content indexed
+    sha256: str
+    starts: "array[int]"  # byte offset where each line starts, and the file's size last
+
+
+_line_indexes: "OrderedDict[Path, _LineIndex]" = OrderedDict()
+_line_index_lock = threading.Lock()
+
+
+def _signature(st: os.stat_result) -> tuple:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _line_index(real: Path, rel: str, data: bytes, st: os.stat_result) -> _LineIndex:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WorkstationError(f"{rel}: not a UTF-8 text file") from None
+    starts = array("q", [0])
+    if not any(end in data for end in _OTHER_LINE_ENDS):  # only \n ends lines (nearly every file): split in C
+        starts.extend(accumulate(len(line) + 1 for line in data.split(b"\n")[:-1]))
+    else:
+        starts.extend(m.end() for m in _LINE_END.finditer(data))
+    if starts[-1] != len(data):
+        starts.append(len(data))  # the last line has no line end
+    index = _LineIndex(_signature(st), sha256_bytes(data), starts)
+    with _line_index_lock:
+        _line_indexes[real] = index
+        while len(_line_indexes) > 4:
+            _line_indexes.popitem(last=False)
+    return index
+
+
+def _read_big(real: Path, rel: str, start: int, end: int | None) -> Lines | None:
+    """A range of a big file from its line index: after the first read, the cost of a read is the
+    range's, not the file's (a 100 MB file: one pass to index it, then a pread per range). None for a
+    small file, which is read whole."""
+    def read(stop: threading.Event) -> Lines | None:
+        fd = _open_regular(real, rel)
+        try:
+            st = os.fstat(fd)
+            if st.st_size < LINE_INDEX_MIN_BYTES:
+                return None
+            with _line_index_lock:
+                index = _line_indexes.get(real)
+            if index is None or index.signature != _signature(st):
+                chunks, size = [], 0
+                while chunk := os.read(fd, 1 << 22):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                index = _line_index(real, rel, b"".join(chunks), os.fstat(fd))
+            total = len(index.starts) - 1
+            last = total if end is None else end
+            if start < 1 or last < start or start > total:
+                raise WorkstationError(f"{rel}: lines {start}-{last} out of range (file has {total} lines)")
+            last = min(last, total)
+            begin, stop_at = index.starts[start - 1], index.starts[last]
+            text = os.pread(fd, stop_at - begin, begin).decode("utf-8")
+            return Lines(rel, start, last, total, text, index.sha256, "", index.starts[-1])
+        finally:
+            os.close(fd)
+
+    return _bounded(f"reading {rel}", READ_TIMEOUT_S, read)
+
+
+def file_sha(real: Path, rel: str) -> tuple[str, int]:
+    """(sha256, size) of a file's content: a big file's from its line index while its stat is unchanged,
+    any other file read (bounded, regular files only) and hashed."""
+    try:
+        st = os.stat(real)
+    except OSError as err:
+        raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
+    with _line_index_lock:
+        index = _line_indexes.get(real)
+    if index is not None and index.signature == _signature(st):
+        return index.sha256, st.st_size
+    data = read_bytes(real, rel)
+    return sha256_bytes(data), len(data)
+
+
 def read_lines(root: Path, path: str, start: int, end: int | None = None,
                ledger: ReadLedger | None = None, private: Sequence[Path] = ()) -> Lines:
     """Lines start..end (1-indexed, inclusive) of a workspace file."""
     real, rel = confine(root, path, private)
+    big = _read_big(real, rel, start, end)
+    if big is not None:
+        if ledger is not None:
+            ledger.saw(rel, big.sha256)
+        return big
     data, text = _read_text(real, rel)
     lines = text.splitlines(keepends=True)
     total = len(lines)
@@ -144,16 +254,34 @@ def read_lines(root: Path, path: str, start: int, end: int | None = None,
     digest = sha256_bytes(data)
     if ledger is not None:
         ledger.saw(rel, digest)
-    return Lines(rel, start, end, total, "".join(lines[start - 1:end]), digest, text)
+    return Lines(rel, start, end, total, "".join(lines[start - 1:end]), digest, text, len(data))
+
+
+@dataclass
+class Replaced:
+    path: str
+    first: int  # first and last line of the new text
+    last: int
+    before: bytes = field(repr=False)
+    after: bytes = field(repr=False)
 
 
 def replace_lines(root: Path, path: str, start: int, end: int, content: str,
-                  ledger: ReadLedger, private: Sequence[Path] = ()) -> tuple[str, int, int]:
+                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None
+                  ) -> tuple[str, int, int]:
     """Replace lines start..end (inclusive) with `content`; end = start - 1 inserts.
 
     Returns (repo path, first line, last line) of the new content.
     """
-    real, rel = confine(root, path, private)
+    done = replace_range(root, path, start, end, content, ledger, private, staging)
+    return done.path, done.first, done.last
+
+
+def replace_range(root: Path, path: str, start: int, end: int, content: str,
+                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None) -> Replaced:
+    """replace_lines, returning the file's bytes before and after too. Never in a `.git` folder
+    (fsutil.confine_write); the temporary file of the atomic write goes in `staging`."""
+    real, rel = confine_write(root, path, private)
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
     seen = ledger.last(rel)
@@ -172,9 +300,9 @@ def replace_lines(root: Path, path: str, start: int, end: int, content: str,
     if start > 1 and not lines[start - 2].endswith(("\n", "\r")):
         lines[start - 2] += newline
     updated = "".join(lines[: start - 1] + new + lines[end:]).encode("utf-8")
-    atomic_write(real, updated)
+    atomic_write(real, updated, staging=staging)
     ledger.saw(rel, sha256_bytes(updated))
-    return rel, start, start + len(new) - 1
+    return Replaced(rel, start, start + len(new) - 1, data, updated)
 
 
 @dataclass

@@ -44,6 +44,7 @@ from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_C
 from ..sessions.log import new_record_id
 from . import context, memoryfirst, tools
 from .approval import Approver
+from .checkpoints import Checkpoints, Restored
 from .context import ContextOverflow, Request
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions, budget_for
@@ -125,12 +126,18 @@ class Agent:
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg))
+                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg),
+                               staging=workspace.paths.state / "tmp")
         self.ranges = self.ctx.ranges
+        # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
+        self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
+        self.ctx.checkpoint = lambda paths: self.checkpoints.take(self._turn_id, paths)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
-        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None)
+        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
+                                            env_files=None)
         records = session.read().records
+        self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user"), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._turn = memoryfirst.TurnMemory()
@@ -144,6 +151,7 @@ class Agent:
         self._compaction_failed = False
         self._closed = False
         self._events = AgentEvents()  # the running turn's callbacks
+        self._running = False  # a turn is running (undo and rewind wait for it to end)
         self.instructions = ProjectInstructions(workspace.paths)
 
     # ------------------------------------------------------------------ public
@@ -197,11 +205,13 @@ class Agent:
             raise WorkstationError("empty message")
         spec = self.model_spec()
         text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
+        self.ctx.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
         events = events or AgentEvents()
         self._events = events
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
         user = self._wrote(self.session.user(text, memory=turn.summary()))
+        self._turn_id = user["id"]
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
@@ -210,6 +220,7 @@ class Agent:
         self._excerpt = None
         self._compaction_failed = False
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
+        self._running = True
         try:
             for _ in range(self.config.agent.max_steps):
                 if cancel is not None and cancel.is_set():
@@ -227,6 +238,7 @@ class Agent:
             if self.config.agent.auto_commit and result.error is None:
                 self._auto_commit(user["id"], text, events, cancel)
         finally:
+            self._running = False
             self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
             if events.on_activity:
@@ -306,6 +318,8 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
+        for call in completion.tool_calls:
+            _register_env_writes(call)
         calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
@@ -490,6 +504,30 @@ class Agent:
                 reused.append(decision_id)
         return reused
 
+    def undo(self) -> Restored:
+        """Restore the files the newest turn that changed any changed (checkpoints.Checkpoints.undo)."""
+        self._idle("/undo")
+        return self._after_restore(self.checkpoints.undo())
+
+    def rewind(self, number: int, *, files: bool = True, conversation: bool = True) -> Restored:
+        """Back to before user turn `number` (checkpoints.Checkpoints.rewind)."""
+        self._idle("/rewind")
+        return self._after_restore(self.checkpoints.rewind(number, files=files, conversation=conversation))
+
+    def _idle(self, what: str) -> None:
+        if self._running:
+            raise WorkstationError(f"{what} waits for the turn to end: stop it first (Escape)")
+
+    def _after_restore(self, done: Restored) -> Restored:
+        for rel in done.files:  # the map and the model's reads follow the restored files
+            self.ctx.edited(rel)
+            self.ranges.forget(rel)
+        self.ctx.reindex()
+        if done.conversation:  # what the model read in the turns it no longer sees, it must read again
+            self.ctx.ledger = ReadLedger()
+            self.ranges.reads.clear()
+        return done
+
     def _recall(self, record_id: str) -> str:
         from ..sessions.context import fetch_original
 
@@ -509,6 +547,20 @@ def _activity_label(name: str, args: dict) -> str:
         subject = f"{subject} {args['start']}-{args['end']}"
     subject = " ".join(str(subject).split())
     return f"{name}: {subject[:80]}" if subject else name
+
+
+def _register_env_writes(call) -> None:
+    """What a call would write into an .env-style file is a secret before the call is even logged."""
+    if call.oversized or ".env" not in (call.arguments or ""):
+        return
+    try:
+        args = call.parsed_arguments()
+    except Exception:  # malformed: the call fails and is logged masked like any other
+        return
+    if any(isinstance(args.get(k), str) and scrub.is_env_file(args[k]) for k in ("path", "dst")):
+        for key in ("content", "old", "new"):
+            if isinstance(args.get(key), str):
+                scrub.register_env_values(args[key])
 
 
 def _clipped(args: dict) -> dict:

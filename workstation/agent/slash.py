@@ -33,6 +33,10 @@ HELP = {
     "/compact [KEEP] [FOCUS]": "summarize all but the newest KEEP turns now (default memory.keep_recent); FOCUS: "
                                "what to keep in detail (/compact 10 retry logic, or keep=10)",
     "/archive": "summarize this session and move it to the archive; a new session starts",
+    "/undo": "restore the files the last turn that changed any changed (refused if someone else changed one since)",
+    "/rewind N [files|conversation|both]": "back to before user turn N (default both; the log keeps every line)",
+    "/fork [N]": "a new session with this conversation (up to before user turn N); the files stay as they are",
+    "/diff [FILE]": "what this session changed in the files, net",
     "/new": "start a new session (this one stays as it is; /clear does the same)",
     "/clear": "the same as /new",
     "/model [NAME]": "show or switch the model",
@@ -48,9 +52,11 @@ COMMANDS = tuple(usage.split()[0] for usage in HELP)
 class SlashResult:
     text: str
     ok: bool = True
-    # what a UI must do besides showing the text: 'archived' and 'new' (move to a new session), 'model', 'pinned',
-    # 'committed' (refresh the git status)
+    # what a UI must do besides showing the text: 'archived' and 'new' (move to a new session), 'fork' (move to
+    # the session `slug`), 'model', 'pinned', 'committed' (refresh the git status), 'files' (files changed:
+    # /undo, /rewind), 'rewound' (and the conversation the model sees)
     action: str | None = None
+    slug: str | None = None
 
 
 def parse_range(spec: str) -> tuple[int, int]:
@@ -246,6 +252,54 @@ def _new(agent, rest: str) -> SlashResult:
     return SlashResult(f"session {agent.session.slug} stays as it is; a new session starts", action="new")
 
 
+def _undo(agent, rest: str) -> SlashResult:
+    if rest:
+        raise WorkstationError("usage: /undo (no arguments; /rewind N goes further back)")
+    return _restored(agent.undo())
+
+
+_REWIND_WHAT = {"files": (True, False), "conversation": (False, True), "both": (True, True)}
+
+
+def _rewind(agent, rest: str) -> SlashResult:
+    usage = "usage: /rewind N [files|conversation|both] (N: a user turn number, 1 is the first)"
+    parts = rest.split()
+    if not parts or len(parts) > 2 or not parts[0].isdigit() or (len(parts) == 2 and parts[1] not in _REWIND_WHAT):
+        raise WorkstationError(usage)
+    files, conversation = _REWIND_WHAT[parts[1] if len(parts) == 2 else "both"]
+    return _restored(agent.rewind(int(parts[0]), files=files, conversation=conversation))
+
+
+def _restored(done) -> SlashResult:
+    return SlashResult(done.describe(), action="rewound" if done.conversation else "files")
+
+
+def _fork(agent, rest: str) -> SlashResult:
+    from .checkpoints import fork
+
+    if rest and not rest.isdigit():
+        raise WorkstationError("usage: /fork [N] (N: fork before user turn N; none: the whole conversation)")
+    new = fork(agent.ws.paths, agent.session, int(rest) if rest else None)
+    return SlashResult(f"forked {agent.session.slug} into {new.slug}", action="fork", slug=new.slug)
+
+
+def _diff(agent, rest: str) -> SlashResult:
+    changes = agent.checkpoints.diff(rest or None)
+    if not changes:
+        return SlashResult("no net change: the files this session touched are as they were")
+    return SlashResult(render_diff(changes))
+
+
+def render_diff(changes: list[dict]) -> str:
+    """/diff and `session diff`: one header line per file, then its diff."""
+    out = []
+    for c in changes:
+        note = "; changed outside the agent since its last edit" if c.get("changed_outside") else ""
+        out.append(f"{c['path']}: +{c['added']} -{c['removed']}{note}")
+        out.append(c["diff"].rstrip("\n"))
+    return "\n".join(out)
+
+
 def _model(agent, rest: str) -> SlashResult:
     if not rest:
         if not agent.model_name:
@@ -271,6 +325,10 @@ _HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
     "/reflect": _reflect,
     "/compact": _compact,
     "/archive": _archive,
+    "/undo": _undo,
+    "/rewind": _rewind,
+    "/fork": _fork,
+    "/diff": _diff,
     "/new": _new,
     "/clear": _new,
     "/model": _model,

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import WorkstationError
-from .common import json_option, pass_state, print_json, print_table
+from .common import json_option, pass_workspace, print_json, print_table
 
 
 @click.command()
@@ -17,8 +17,8 @@ from .common import json_option, pass_state, print_json, print_table
 @click.option("--yes", "approve_all", is_flag=True,
               help="Approve every command the agent asks to run (otherwise asked on a terminal, refused without).")
 @json_option
-@pass_state
-def chat(state, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
+@pass_workspace
+def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
     from ..agent import slash
     from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
@@ -26,7 +26,7 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
     from ..sessions.log import Session
 
     is_slash = task.strip().startswith("/")
-    with state.with_model(model) as ws:
+    with ws.with_model(model) as ws:
         if not is_slash and ws.model_spec() is None:
             raise NoModel(NO_MODEL)  # before a session is created for nothing
         session = Session.open(ws.paths, slug) if slug else Session.create(ws.paths, title=task[:60])
@@ -89,12 +89,12 @@ def chat(state, task: str, slug: str | None, model: str | None, approve_all: boo
 @click.command()
 @click.argument("session")
 @json_option
-@pass_state
-def report(state, session: str, as_json: bool) -> None:
+@pass_workspace
+def report(ws, session: str, as_json: bool) -> None:
     """Efficiency report of SESSION (a slug, or a session .jsonl file) beside a naive baseline replay."""
     from ..agent import report as report_mod
 
-    rep = report_mod.build(state.paths, session)
+    rep = report_mod.build(ws.paths, session)
     if as_json:
         print_json(rep.to_dict())
         return
@@ -106,12 +106,12 @@ def report(state, session: str, as_json: bool) -> None:
 
 @click.command("sandbox")
 @json_option
-@pass_state
-def sandbox_command(state, as_json: bool) -> None:
+@pass_workspace
+def sandbox_command(ws, as_json: bool) -> None:
     """Which sandbox the agent's commands run in here, and what it enforces (checked by a probe run)."""
     from ..sandbox import Policy, status
 
-    policy = Policy.for_workspace(state.paths, state.config.agent)
+    policy = Policy.for_workspace(ws.paths, ws.config.agent)
     found = status(policy)
     if as_json:
         print_json({"backend": found.backend, "full": found.full, "line": found.line, "mode": policy.mode,

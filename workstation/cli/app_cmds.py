@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import click
 
-from .common import pass_state
+from .common import pass_workspace
 
 
 @click.command("ui")
 @click.argument("path", required=False)
 @click.option("--session", "slug", default=None, help="Resume this session.")
 @click.option("--no-sidecar", is_flag=True, help="Do not start the compaction sidecar.")
-@pass_state
-def ui(state, path: str | None, slug: str | None, no_sidecar: bool) -> int:
+@pass_workspace
+def ui(ws, path: str | None, slug: str | None, no_sidecar: bool) -> int:
     """Open the workstation app on PATH (default: the -C workspace)."""
     from ..tui.launch import run_app
 
-    return run_app(path or state.requested_root, model=state.requested_model, session=slug, sidecar=not no_sidecar)
+    return run_app(path or ws.requested_root, model=ws.requested_model, session=slug, sidecar=not no_sidecar)
 
 
 COMMANDS = [ui]

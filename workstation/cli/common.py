@@ -39,7 +39,7 @@ class WorkstationGroup(click.Group):
 
 # Every command gets the workspace (runtime.Workspace, built lazily by the group: a command that needs
 # no workspace never reads its config) as its first argument.
-pass_state = click.pass_obj
+pass_workspace = click.pass_obj
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

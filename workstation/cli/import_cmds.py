@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import json_option, pass_state, print_json
+from .common import json_option, pass_workspace, print_json
 
 _SUFFIXES = (".jsonl", ".json", ".traj", ".md")
 
@@ -54,8 +54,8 @@ def _say(result, as_json: bool) -> None:
               help="Also import this workspace's sessions from the agent's own folder (repeatable).")
 @click.option("--watch", is_flag=True, help="Keep importing as the files grow, until interrupted.")
 @json_option
-@pass_state
-def import_cmd(state, paths: tuple[str, ...], fmt: str | None, sources: tuple[str, ...], watch: bool,
+@pass_workspace
+def import_cmd(ws, paths: tuple[str, ...], fmt: str | None, sources: tuple[str, ...], watch: bool,
                as_json: bool) -> None:
     """Import other agents' session logs as workstation sessions (again: only what is new).
 
@@ -67,8 +67,8 @@ def import_cmd(state, paths: tuple[str, ...], fmt: str | None, sources: tuple[st
 
     if not paths and not sources:
         raise click.UsageError("give files to import, or --from claude-code / --from codex")
-    importer = Importer(state.paths, state.db)
-    root = state.paths.root
+    importer = Importer(ws.paths, ws.db)
+    root = ws.paths.root
     files, in_folders = _expand(paths)
     if watch:
         _watch(importer, root, files, fmt, sources, as_json)

@@ -9,13 +9,7 @@ from datetime import datetime
 
 import click
 
-from .common import json_option, pass_state, print_json
-
-
-def _knowledge_map(state):
-    from ..index.map import KnowledgeMap
-
-    return KnowledgeMap(state.db, state.paths, state.config)
+from .common import json_option, pass_workspace, print_json
 
 
 def _progress_bar():
@@ -42,10 +36,10 @@ def _progress_bar():
               help="Then ask the model for the purposes of up to N files whose source gives none "
                    "(needs index.describe_with_model = true; prints progress and cost).")
 @json_option
-@pass_state
-def index_command(state, force: bool, describe: int, as_json: bool) -> None:
+@pass_workspace
+def index_command(ws, force: bool, describe: int, as_json: bool) -> None:
     """Index the workspace into the knowledge map (only what changed, unless --force)."""
-    km = _knowledge_map(state)
+    km = ws.kmap
     bar, update = (None, None) if as_json else _progress_bar()
     if bar is not None:
         with bar:
@@ -96,10 +90,10 @@ def _describe_line(report) -> str:
 @click.option("--tokens", type=int, default=None,  # the core checks it: one line when it is below 1
               help="Token budget (repository map: default 1024; file map: 2% of the file).")
 @json_option
-@pass_state
-def map_command(state, file: str | None, tokens: int | None, as_json: bool) -> None:
+@pass_workspace
+def map_command(ws, file: str | None, tokens: int | None, as_json: bool) -> None:
     """Print the knowledge map of FILE, or a ranked repository map within a token budget."""
-    km = _knowledge_map(state)
+    km = ws.kmap
     if file:
         fm = km.file_map(file, tokens)
         if as_json:
@@ -121,10 +115,10 @@ def map_command(state, file: str | None, tokens: int | None, as_json: bool) -> N
 @click.argument("query")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @json_option
-@pass_state
-def find_command(state, query: str, limit: int, as_json: bool) -> None:
+@pass_workspace
+def find_command(ws, query: str, limit: int, as_json: bool) -> None:
     """Find files and symbols by name (tier one), or by meaning through the model (tier two)."""
-    result = _knowledge_map(state).find(query, limit)
+    result = ws.kmap.find(query, limit)
     if as_json:
         print_json(result.to_dict())
         return
@@ -141,10 +135,10 @@ def find_command(state, query: str, limit: int, as_json: bool) -> None:
 @click.command("impact")
 @click.argument("symbol")
 @json_option
-@pass_state
-def impact_command(state, symbol: str, as_json: bool) -> None:
+@pass_workspace
+def impact_command(ws, symbol: str, as_json: bool) -> None:
     """Every call site and reference of SYMBOL (name, Class.method or path:name)."""
-    hits = _knowledge_map(state).impact(symbol)
+    hits = ws.kmap.impact(symbol)
     if as_json:
         print_json({"symbol": symbol, "hits": hits})
         return
@@ -162,14 +156,14 @@ def _json_line(data: dict) -> None:
 
 @click.command("watch")
 @json_option
-@pass_state
-def watch_command(state, as_json: bool) -> None:
+@pass_workspace
+def watch_command(ws, as_json: bool) -> None:
     """Keep the knowledge map live until Ctrl-C, printing every re-index (--json: one object a line)."""
     from ..index.watcher import Watcher
 
-    km = _knowledge_map(state)
+    km = ws.kmap
     report = km.index_all()
-    root = str(state.paths.root)
+    root = str(ws.paths.root)
     if as_json:
         _json_line({"event": "watching", "root": root, "files": report.files, "symbols": report.symbols,
                     "references": report.references, "skipped": report.skipped})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from .common import json_option, pass_state, print_json, print_table
+from .common import json_option, pass_workspace, print_json, print_table
 
 
 @click.command("mcp")
@@ -15,42 +15,42 @@ from .common import json_option, pass_state, print_json, print_table
 @click.option("--check", is_flag=True,
               help="Start the servers of [mcp.servers] as the agent would, list their tools and state, stop them.")
 @json_option
-@pass_state
-def mcp_command(state, port: int | None, read_only: bool, check: bool, as_json: bool) -> None:
+@pass_workspace
+def mcp_command(ws, port: int | None, read_only: bool, check: bool, as_json: bool) -> None:
     """Serve the knowledge map, surgical reads and edits, memory and reflection over MCP (stdio by default).
 
     Every call is logged as an operation in the episodic log and in a session named for the client.
     Commands (run_command) are never served."""
     if check:
-        _check(state, as_json)
+        _check(ws, as_json)
         return
     if as_json:
         raise click.UsageError("--json goes with --check")
     from ..mcp.server import Service, serve_http, serve_stdio
 
-    service = Service(state.load(), read_only=read_only, transport="stdio" if port is None else "http")
+    service = Service(ws.load(), read_only=read_only, transport="stdio" if port is None else "http")
     what = f"{len(service.tools)} tools" + (" (read-only)" if read_only else "")
     try:
         if port is None:
-            click.echo(f"workstation: serving {what} of {state.root} over stdio", err=True)
+            click.echo(f"workstation: serving {what} of {ws.root} over stdio", err=True)
             serve_stdio(service)
         else:
             serve_http(service, port, on_ready=lambda url: click.echo(
-                f"workstation: serving {what} of {state.root} on {url}", err=True))
+                f"workstation: serving {what} of {ws.root} on {url}", err=True))
     finally:
         service.close()
 
 
-def _check(state, as_json: bool) -> None:
+def _check(ws, as_json: bool) -> None:
     from ..mcp.client import open_toolset
 
-    if not state.config.mcp.servers:
+    if not ws.config.mcp.servers:
         if as_json:
             print_json([])
         else:
             click.echo("no MCP servers configured ([mcp.servers.NAME] in .workstation/config.toml)")
         return
-    with open_toolset(state) as toolset:
+    with open_toolset(ws) as toolset:
         servers = toolset.servers()
     if as_json:
         print_json([s.to_dict() for s in servers])

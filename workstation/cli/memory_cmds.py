@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import WorkstationError
-from .common import json_option, pass_state, print_json, print_table
+from .common import json_option, pass_workspace, print_json, print_table
 
 if TYPE_CHECKING:
     from ..runtime import Workspace
@@ -28,10 +28,10 @@ tier_option = click.option("--tier", type=click.Choice(TIERS), default="ltm", sh
 namespace_option = click.option("--namespace", "-n", default="default", show_default=True, help="LTM namespace.")
 
 
-def _memory(state: Workspace):
+def _memory(ws: Workspace):
     from ..memory import Memory
 
-    return Memory(state.db, session="cli", writer="cli", record_lookups=())
+    return Memory(ws.db, session="cli", writer="cli", record_lookups=())
 
 
 def _iso(epoch: float | None) -> str:
@@ -49,10 +49,10 @@ def _event_out(event: dict) -> dict:
     return {**event, "ts": _iso(event["ts"])}
 
 
-def _published(state: Workspace, session: str | None) -> list[dict]:
+def _published(ws: Workspace, session: str | None) -> list[dict]:
     from ..memory import published_stm
 
-    snapshots = published_stm(state.db, session)
+    snapshots = published_stm(ws.db, session)
     if not snapshots:
         whose = f"session {session!r}" if session else "any running execution"
         raise WorkstationError(f"no STM published by {whose}: STM lives inside a running execution and is "
@@ -71,13 +71,13 @@ def memory() -> None:
 @namespace_option
 @click.option("--session", default=None, help="STM: the session whose published STM to read.")
 @json_option
-@pass_state
-def get_cmd(state: Workspace, key: str, tier: str, namespace: str, session: str | None, as_json: bool) -> None:
+@pass_workspace
+def get_cmd(ws: Workspace, key: str, tier: str, namespace: str, session: str | None, as_json: bool) -> None:
     """Print the value of KEY (for episodic, KEY is an event id)."""
     from ..memory import MemoryKeyError
 
     if tier == "stm":
-        snapshots = _published(state, session)
+        snapshots = _published(ws, session)
         found = [s for s in snapshots if key in s["values"]]
         if not found:
             raise MemoryKeyError(f"no stm key {key!r} in the STM published by {len(snapshots)} running execution(s)")
@@ -89,10 +89,10 @@ def get_cmd(state: Workspace, key: str, tier: str, namespace: str, session: str 
         out = {"tier": tier, "key": key, "value": value, "session": snap["session"],
                "published_at": _iso(snap["published_at"])}
     elif tier == "ltm":
-        out = {"tier": tier, "namespace": namespace, "key": key, "value": _memory(state).qmem("ltm", key,
+        out = {"tier": tier, "namespace": namespace, "key": key, "value": _memory(ws).qmem("ltm", key,
                                                                                          namespace=namespace)}
     else:
-        out = {"tier": tier, "key": key, "value": _event_out(_memory(state).qmem("episodic", key))}
+        out = {"tier": tier, "key": key, "value": _event_out(_memory(ws).qmem("episodic", key))}
     if as_json:
         print_json(out)
     else:
@@ -105,8 +105,8 @@ def get_cmd(state: Workspace, key: str, tier: str, namespace: str, session: str 
 @tier_option
 @namespace_option
 @click.option("--string", "-s", "as_string", is_flag=True, help="Store VALUE as a JSON string, unparsed.")
-@pass_state
-def set_cmd(state: Workspace, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
+@pass_workspace
+def set_cmd(ws: Workspace, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
     """Store VALUE (JSON, e.g. '{"a": 1}' or '"text"') under KEY, durably."""
     from ..memory import MemoryTierError, MemoryValueError
 
@@ -122,7 +122,7 @@ def set_cmd(state: Workspace, key: str, value: str, tier: str, namespace: str, a
                                    "quote text as '\"text\"' or pass --string") from None
         except RecursionError:
             raise MemoryValueError("value nests too deeply to parse as JSON; flatten it or pass --string") from None
-    mem = _memory(state)
+    mem = _memory(ws)
     mem.umem(tier, key, parsed, namespace=namespace)
     mem.fence(tier)
     click.echo(f"stored {tier} {namespace}:{key}")
@@ -136,22 +136,22 @@ def set_cmd(state: Workspace, key: str, value: str, tier: str, namespace: str, a
 @click.option("--type", "types", multiple=True, help="Episodic: only events of this type (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
 @json_option
-@pass_state
-def list_cmd(state: Workspace, tier: str, namespace: str | None, prefix: str, session: str | None,
+@pass_workspace
+def list_cmd(ws: Workspace, tier: str, namespace: str | None, prefix: str, session: str | None,
              types: tuple[str, ...], limit: int | None, as_json: bool) -> None:
     """List entries: LTM keys, the newest episodic events, or published STM."""
     if tier == "stm":
         rows = [{"session": s["session"], "execution": s["execution"], "pid": s["pid"], "key": k,
                  "value": json.loads(v), "published_at": _iso(s["published_at"])}
-                for s in _published(state, session) for k, v in sorted(s["values"].items())
+                for s in _published(ws, session) for k, v in sorted(s["values"].items())
                 if k.startswith(prefix)][:limit]
         columns = ["session", "pid", "key", "value", "published_at"]
     elif tier == "ltm":
         rows = [{**r, "updated_at": _iso(r["updated_at"])}
-                for r in _memory(state).list("ltm", namespace=namespace, prefix=prefix, limit=limit)]
+                for r in _memory(ws).list("ltm", namespace=namespace, prefix=prefix, limit=limit)]
         columns = ["namespace", "key", "value", "updated_at", "updated_by"]
     else:
-        rows = [_event_out(e) for e in _memory(state).list("episodic", session=session, types=list(types) or None,
+        rows = [_event_out(e) for e in _memory(ws).list("episodic", session=session, types=list(types) or None,
                                                             limit=limit or 50)]
         columns = ["ts", "session", "step", "type", "name", "duration_ms", "ok", "data"]
     if as_json:
@@ -164,14 +164,14 @@ def list_cmd(state: Workspace, tier: str, namespace: str | None, prefix: str, se
 @click.argument("key")
 @tier_option
 @namespace_option
-@pass_state
-def delete_cmd(state: Workspace, key: str, tier: str, namespace: str) -> None:
+@pass_workspace
+def delete_cmd(ws: Workspace, key: str, tier: str, namespace: str) -> None:
     """Delete KEY from LTM (durably)."""
     from ..memory import MemoryKeyError, MemoryTierError
 
     if tier == "stm":
         raise MemoryTierError(f"{_STM_IS_LIVE}: only the execution itself can delete from it")
-    mem = _memory(state)
+    mem = _memory(ws)
     if not mem.delete(tier, key, namespace=namespace):
         raise MemoryKeyError(f"no ltm key {key!r} in namespace {namespace!r}")
     mem.fence(tier)
@@ -180,13 +180,13 @@ def delete_cmd(state: Workspace, key: str, tier: str, namespace: str) -> None:
 
 @memory.command("fence")
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="Tier to fence (default: ltm and episodic).")
-@pass_state
-def fence_cmd(state: Workspace, tier: str | None) -> None:
+@pass_workspace
+def fence_cmd(ws: Workspace, tier: str | None) -> None:
     """Make every earlier write durable and visible to all processes."""
     if tier == "stm":
         click.echo(f"stm: nothing to fence: {_STM_IS_LIVE}")
         return
-    mem = _memory(state)
+    mem = _memory(ws)
     for name in ([tier] if tier else ["ltm", "episodic"]):
         mem.fence(name)
         click.echo(f"fenced {name}")
@@ -203,8 +203,8 @@ def fence_cmd(state: Workspace, tier: str | None) -> None:
 @click.option("--like-ccusage", is_flag=True,
               help="usage: count streamed Claude Code answers' output as ccusage does (first snapshot).")
 @json_option
-@pass_state
-def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names: bool, session: str | None,
+@pass_workspace
+def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bool, session: str | None,
                 limit: int | None, by: str | None, like_ccusage: bool, as_json: bool) -> None:
     """Ask the episodic history: `reflect NAME`, `reflect usage [--by ...]`, `reflect --sql "SELECT ..."`,
     `reflect --list`."""
@@ -215,7 +215,7 @@ def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names:
     if (by or like_ccusage) and name != "usage":
         raise click.UsageError("--by and --like-ccusage go with `reflect usage`")
     if name == "usage":
-        _usage(state, by or "session", session, like_ccusage, limit, as_json)
+        _usage(ws, by or "session", session, like_ccusage, limit, as_json)
         return
     if list_names:
         rows = [{"name": "usage", "description": "Tokens (input, output, cache) and cost per session, day, "
@@ -224,9 +224,9 @@ def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names:
         print_json(rows) if as_json else print_table(rows, ["name", "description"])
         return
     if sql:
-        result = reflect.run_sql(state.db, sql, limit=limit or reflect.SQL_ROW_LIMIT)
+        result = reflect.run_sql(ws.db, sql, limit=limit or reflect.SQL_ROW_LIMIT)
     else:
-        result = reflect.run(state.db, name, session=session, limit=limit or reflect.DEFAULT_LIMIT)
+        result = reflect.run(ws.db, name, session=session, limit=limit or reflect.DEFAULT_LIMIT)
     if as_json:
         print_json(result.records())
     else:
@@ -235,11 +235,11 @@ def reflect_cmd(state: Workspace, name: str | None, sql: str | None, list_names:
         click.echo(f"(first {len(result.rows)} rows shown; pass --limit for more)", err=True)
 
 
-def _usage(state: Workspace, by: str, session: str | None, like_ccusage: bool, limit: int | None,
+def _usage(ws: Workspace, by: str, session: str | None, like_ccusage: bool, limit: int | None,
            as_json: bool) -> None:
     from ..memory.usage import usage
 
-    result = usage(state.db, by, session=session, like_ccusage=like_ccusage)
+    result = usage(ws.db, by, session=session, like_ccusage=like_ccusage)
     records = result.records()[:limit] if limit else result.records()
     if as_json:
         print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]})

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import WorkstationError
-from .common import json_option, pass_state, print_json
+from .common import json_option, pass_workspace, print_json
 
 EXIT_DIFFERS = 3  # --verify found a result that differs (0: the episode still applies; 1/2: errors)
 
@@ -21,8 +21,8 @@ EXIT_DIFFERS = 3  # --verify found a result that differs (0: the episode still a
 @click.option("--step", "step", type=int, default=None, metavar="N",
               help="With --print: stop at step N (1-based) and show the state the agent had there.")
 @json_option
-@pass_state
-def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as_json: bool) -> None:
+@pass_workspace
+def replay(ws, target: str, verify: bool, as_text: bool, step: int | None, as_json: bool) -> None:
     """Replay a past episode (a session slug, live or archived, or a session .jsonl file).
 
     Verification runs in the workspace given by -C; the tree is never written (an episode that edited files
@@ -32,11 +32,11 @@ def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as
 
     if verify and (as_text or step is not None):
         raise WorkstationError("--verify does not combine with --print or --step")
-    episode = Episode.load(state.paths, target, config=state.config)
+    episode = Episode.load(ws.paths, target, config=ws.config)
     for problem in episode.problems:
         click.echo(f"warning: unreadable {problem}", err=True)
     if verify:
-        _verify(state, episode, as_json)
+        _verify(ws, episode, as_json)
     elif as_text or step is not None or as_json:
         _print(episode, step, as_json)
     else:
@@ -45,10 +45,10 @@ def replay(state, target: str, verify: bool, as_text: bool, step: int | None, as
         replay_app.run(episode)
 
 
-def _verify(state, episode, as_json: bool) -> None:
+def _verify(ws, episode, as_json: bool) -> None:
     from ..replay.verify import verify
 
-    report = verify(episode, state)
+    report = verify(episode, ws)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -1,11 +1,12 @@
-"""Commands: `workstation session ...` (list, show, compact, commit, archive, restore, export,
-search) and `workstation sidecar` (the compaction worker)."""
+"""Commands: `workstation session ...` (list, show, compact, commit, archive, restore, export, search;
+undo, rewind, fork and diff of the files the agent changed) and `workstation sidecar` (the compaction
+worker)."""
 
 from __future__ import annotations
 
 import click
 
-from .common import json_option, pass_state, print_json, print_table
+from .common import json_option, pass_workspace, print_json, print_table
 
 
 def _human_size(size: int) -> str:
@@ -16,11 +17,11 @@ def _human_size(size: int) -> str:
     return str(size)
 
 
-def _episodic(state, flow: str):
+def _episodic(ws, flow: str):
     """The workspace's episodic recorder, flushed before the database handle closes."""
     from ..memory.episodic import Episodic
 
-    episodic = Episodic(state.db, flow=flow)
+    episodic = Episodic(ws.db, flow=flow)
     click.get_current_context().call_on_close(episodic.close)  # runs before the group closes the db
     return episodic
 
@@ -36,18 +37,19 @@ def _warn(line: str) -> None:
 
 @click.group("session")
 def session_group() -> None:
-    """Session logs: list, show, compact, commit, archive, restore, export, search."""
+    """Session logs: list, show, compact, commit, archive, restore, export, search, undo, rewind, fork,
+    diff."""
 
 
 @session_group.command("list")
 @click.option("--archived", is_flag=True, help="Include archived sessions.")
 @json_option
-@pass_state
-def list_cmd(state, archived: bool, as_json: bool) -> None:
+@pass_workspace
+def list_cmd(ws, archived: bool, as_json: bool) -> None:
     """Sessions with turns, compacted range, size and last activity."""
     from ..sessions.catalog import info_dict, list_sessions
 
-    infos = list_sessions(state.paths, archived=archived, warn=_warn)
+    infos = list_sessions(ws.paths, archived=archived, warn=_warn)
     if as_json:
         print_json([info_dict(i) for i in infos])
         return
@@ -67,13 +69,13 @@ def list_cmd(state, archived: bool, as_json: bool) -> None:
 @click.argument("slug")
 @click.option("--raw", is_flag=True, help="Every original record, also the compacted and redacted ones.")
 @json_option
-@pass_state
-def show_cmd(state, slug: str, raw: bool, as_json: bool) -> None:
+@pass_workspace
+def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
     from ..sessions.catalog import export_markdown, load
     from ..sessions.context import assemble
 
-    view, where = load(state.paths, slug)
+    view, where = load(ws.paths, slug)
     _warn_problems(view)
     if raw:
         if as_json:
@@ -82,7 +84,7 @@ def show_cmd(state, slug: str, raw: bool, as_json: bool) -> None:
         else:
             click.echo(export_markdown(slug, view, where), nl=False)
         return
-    context = assemble(view, state.config)
+    context = assemble(view, ws.config)
     if as_json:
         print_json({"slug": slug, "state": where, "turns": context.turn_count,
                     "covered_turns": context.covered_turns, "summary_id": context.summary_id,
@@ -105,18 +107,18 @@ def show_cmd(state, slug: str, raw: bool, as_json: bool) -> None:
               help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
 @click.option("--focus", default="", help="What the summary keeps in detail (e.g. 'the retry logic').")
 @json_option
-@pass_state
-def compact_cmd(state, slug: str, keep: int | None, focus: str, as_json: bool) -> None:
+@pass_workspace
+def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> None:
     """Compact SLUG now, whatever the threshold."""
     from ..errors import WorkstationError
     from ..sessions import Session, compact
     from ..sessions.log import CLAIM_WAIT_S
 
-    session = Session.open(state.paths, slug)
-    episodic = _episodic(state, "session compact")
-    result = compact(session, state.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S, focus=focus)
+    session = Session.open(ws.paths, slug)
+    episodic = _episodic(ws, "session compact")
+    result = compact(session, ws.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S, focus=focus)
     if result is None:
-        kept = state.config.memory.keep_recent if keep is None else keep
+        kept = ws.config.memory.keep_recent if keep is None else keep
         if as_json:
             print_json({"slug": slug, "status": "nothing"})
         else:
@@ -139,13 +141,13 @@ def compact_cmd(state, slug: str, keep: int | None, focus: str, as_json: bool) -
 @click.argument("slug")
 @click.option("-m", "--message", default=None, help="The commit message (default: the model writes one).")
 @json_option
-@pass_state
-def commit_cmd(state, slug: str, message: str | None, as_json: bool) -> None:
+@pass_workspace
+def commit_cmd(ws, slug: str, message: str | None, as_json: bool) -> None:
     """Commit the files SLUG's agent changed (only those; never pushes)."""
     from ..agent.commit import commit_session, describe
     from ..sessions import Session
 
-    commit = commit_session(state, Session.open(state.paths, slug), message)
+    commit = commit_session(ws, Session.open(ws.paths, slug), message)
     if as_json:
         print_json({"slug": slug, "sha": commit.sha, "branch": commit.branch, "message": commit.message,
                     "paths": commit.paths})
@@ -156,12 +158,12 @@ def commit_cmd(state, slug: str, message: str | None, as_json: bool) -> None:
 @session_group.command("archive")
 @click.argument("slug")
 @json_option
-@pass_state
-def archive_cmd(state, slug: str, as_json: bool) -> None:
+@pass_workspace
+def archive_cmd(ws, slug: str, as_json: bool) -> None:
     """Summarize SLUG, then move it (compressed) to the archive."""
     from ..sessions.archive import archive
 
-    result = archive(state.paths, slug, state.config, episodic=_episodic(state, "session archive"))
+    result = archive(ws.paths, slug, ws.config, episodic=_episodic(ws, "session archive"))
     compaction = result.compaction
     failed = compaction is not None and not compaction.ok
     if as_json:
@@ -175,36 +177,36 @@ def archive_cmd(state, slug: str, as_json: bool) -> None:
 
 @session_group.command("restore")
 @click.argument("slug")
-@pass_state
-def restore_cmd(state, slug: str) -> None:
+@pass_workspace
+def restore_cmd(ws, slug: str) -> None:
     """Bring an archived session back to the live folder."""
     from ..sessions.archive import restore
 
-    session = restore(state.paths, slug)
+    session = restore(ws.paths, slug)
     click.echo(f"restored {slug} to {session.path}")
 
 
 @session_group.command("export")
 @click.argument("slug")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-@pass_state
-def export_cmd(state, slug: str, fmt: str) -> None:
+@pass_workspace
+def export_cmd(ws, slug: str, fmt: str) -> None:
     """Print every record of SLUG as markdown or JSON (archived sessions too)."""
     from ..sessions.catalog import export
 
-    click.echo(export(state.paths, slug, fmt), nl=False)
+    click.echo(export(ws.paths, slug, fmt), nl=False)
 
 
 @session_group.command("search")
 @click.argument("text")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @json_option
-@pass_state
-def search_cmd(state, text: str, limit: int, as_json: bool) -> None:
+@pass_workspace
+def search_cmd(ws, text: str, limit: int, as_json: bool) -> None:
     """Find TEXT in every session, archived ones included."""
     from ..sessions.catalog import search
 
-    hits = search(state.paths, text, limit=limit, warn=_warn, db=state.db)
+    hits = search(ws.paths, text, limit=limit, warn=_warn, db=ws.db)
     if as_json:
         print_json(hits)
         return
@@ -216,12 +218,86 @@ def search_cmd(state, text: str, limit: int, as_json: bool) -> None:
                 ["slug", "state", "turn", "type", "record", "snippet"])
 
 
+def _checkpoints(ws, slug: str):
+    from ..agent.checkpoints import Checkpoints
+    from ..sessions.log import Session
+
+    return Checkpoints(ws.paths, Session.open(ws.paths, slug))
+
+
+def _print_restored(done, as_json: bool) -> None:
+    if as_json:
+        print_json({"to": done.to, "turn": done.turn, "files": done.files, "conversation": done.conversation,
+                    "how": done.how})
+    else:
+        click.echo(done.describe())
+
+
+@session_group.command("undo")
+@click.argument("slug")
+@json_option
+@pass_workspace
+def undo_cmd(ws, slug: str, as_json: bool) -> None:
+    """Restore the files the newest turn of SLUG that changed any changed (/undo)."""
+    _print_restored(_checkpoints(ws, slug).undo(), as_json)
+
+
+@session_group.command("rewind")
+@click.argument("slug")
+@click.argument("turn", type=click.IntRange(min=1))
+@click.option("--files", "only", flag_value="files", help="Only the files.")
+@click.option("--conversation", "only", flag_value="conversation", help="Only what the model sees.")
+@json_option
+@pass_workspace
+def rewind_cmd(ws, slug: str, turn: int, only: str | None, as_json: bool) -> None:
+    """Go back to before user TURN of SLUG: its files and the conversation the model sees (/rewind)."""
+    done = _checkpoints(ws, slug).rewind(turn, files=only != "conversation", conversation=only != "files")
+    _print_restored(done, as_json)
+
+
+@session_group.command("fork")
+@click.argument("slug")
+@click.option("--before", "turn", type=click.IntRange(min=1), default=None,
+              help="Copy the conversation up to before this user turn (default: all of it).")
+@click.option("--as", "new_slug", default=None, help="Name of the new session.")
+@json_option
+@pass_workspace
+def fork_cmd(ws, slug: str, turn: int | None, new_slug: str | None, as_json: bool) -> None:
+    """A new session with SLUG's conversation; the files stay as they are (/fork)."""
+    from ..agent.checkpoints import fork
+    from ..sessions.log import Session
+
+    new = fork(ws.paths, Session.open(ws.paths, slug), turn, new_slug)
+    if as_json:
+        print_json({"slug": new.slug, "from": slug, "before_turn": turn})
+    else:
+        click.echo(f"forked {slug} into {new.slug}")
+
+
+@session_group.command("diff")
+@click.argument("slug")
+@click.argument("path", required=False)
+@json_option
+@pass_workspace
+def diff_cmd(ws, slug: str, path: str | None, as_json: bool) -> None:
+    """The net change SLUG made to the files (against what they held before its first change)."""
+    from ..agent.slash import render_diff
+
+    changes = _checkpoints(ws, slug).diff(path)
+    if as_json:
+        print_json({"slug": slug, "files": changes})
+    elif changes:
+        click.echo(render_diff(changes))
+    else:
+        click.echo("no net change")
+
+
 @click.command("sidecar")
 @click.option("--once", is_flag=True, help="One pass over every session, then exit.")
 @click.option("--parent", type=int, default=None, hidden=True, help="Exit when this process is gone.")
 @json_option
-@pass_state
-def sidecar_cmd(state, once: bool, parent: int | None, as_json: bool) -> None:
+@pass_workspace
+def sidecar_cmd(ws, once: bool, parent: int | None, as_json: bool) -> None:
     """Watch the sessions folder and compact sessions past the threshold."""
     import time
 
@@ -231,7 +307,7 @@ def sidecar_cmd(state, once: bool, parent: int | None, as_json: bool) -> None:
         if not as_json:
             click.echo(line if once else f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}")
 
-    results = serve(state.paths, state.config, once=once, episodic=_episodic(state, "sidecar"), report=report,
+    results = serve(ws.paths, ws.config, once=once, episodic=_episodic(ws, "sidecar"), report=report,
                     parent_pid=parent)
     if as_json:
         print_json([{"slug": r.slug, "status": r.status, "first_turn": r.first_turn, "last_turn": r.last_turn,

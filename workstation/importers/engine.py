@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,18 +39,13 @@ from typing import Any, Callable
 from .. import scrub
 from ..paths import Paths
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
-                            fsync_paths, new_record_id, record_text, tool_call_arguments)
+                            fsync_paths, new_record_id, record_text)
 from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
+from .events import event_lines
 
 HEAD_BYTES = 4096
-_ARG_CLIP = 300  # characters of a string argument kept in an episodic tool_call event
-_CLIP_DEPTH = 8  # levels of nested arguments kept in it
-_READ_TOOLS = {"Read": "file_path", "read_file": "path", "view": "path", "open": "path", "NotebookRead": "notebook_path"}
-_EDIT_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
-               "write_file": "path", "edit_file": "path", "edit": "path", "create": "path"}
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$", re.MULTILINE)
 
 
 @dataclass
@@ -480,38 +474,6 @@ def _price(model: str, usage: Usage) -> float | None:
     return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
 
 
-def _micros(ts: str) -> int:
-    from datetime import datetime
-
-    try:
-        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except (ValueError, AttributeError):
-        return time.time_ns() // 1000
-    return int(moment.timestamp() * 1_000_000)
-
-
-def _clip(value: Any, depth: int = 0) -> Any:
-    """A tool call's arguments cut down for an event: long strings, long lists and deep nesting."""
-    if isinstance(value, str):
-        return value if len(value) <= _ARG_CLIP else value[:_ARG_CLIP] + "…"
-    if isinstance(value, (dict, list)) and depth >= _CLIP_DEPTH:
-        return "…"
-    if isinstance(value, dict):
-        return {k: _clip(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clip(v, depth + 1) for v in value[:50]]
-    return value
-
-
-def _secret_field(value: Any) -> bool:
-    """Whether a (clipped, so shallow) value holds a key that looks secret (scrub.SECRET_FIELD)."""
-    if isinstance(value, dict):
-        return any(type(k) is str and scrub.SECRET_FIELD.search(k) or _secret_field(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_secret_field(v) for v in value)
-    return False
-
-
 def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
     """Records with every known secret value in them (an API key of this machine that the other
     agent logged) replaced by scrub.MASK; only called for a source whose bytes hold one."""
@@ -523,83 +485,6 @@ def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
             clean = clean.replace(json.dumps(secret, ensure_ascii=False)[1:-1], scrub.MASK)
         out.append(json.loads(clean) if clean != text else record)
     return out
-
-
-def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[str]:
-    """The episodic events of one imported record, encoded for import_flush (episodic.append_events'
-    shape plus the session and flow). Ids are the record id and a number: the same every time."""
-    out: list[str] = []
-    t = _micros(record["ts"])
-    rid = record["id"]
-    kind = record["type"]
-
-    def add(type_: str, name: str, data: dict, **columns: Any) -> None:
-        line: dict[str, Any] = {"ss": slug, "fl": flow, "i": f"{rid}:{len(out)}", "t": t, "y": type_, "n": name}
-        line.update({k: v for k, v in columns.items() if v is not None})
-        data = {k: v for k, v in data.items() if v is not None}
-        if data:
-            line["x"] = data
-        # values under secret-looking keys (api_key...) redacted, as episodic does; only a tool's
-        # arguments have keys the source chose
-        if "args" in data and _secret_field(data["args"]):
-            line["x"] = scrub.redact_fields(data)
-        out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
-
-    if kind == "user":
-        add("turn", "user", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})
-    elif kind == "assistant":
-        model = str(record.get("model") or "")
-        add("model_call", model, {"model": model or None, "turn_id": rid, "source": fmt,
-                                  "cache_read_tokens": record.get("cache_read_tokens"),
-                                  "cache_creation_tokens": record.get("cache_creation_tokens"),
-                                  "tokens_out_first": record.get("tokens_out_first"),
-                                  "usage_scope": record.get("usage_scope"), "calls": record.get("calls"),
-                                  "continues": record.get("continues")},
-            ti=_int32(record.get("tokens_in")), to=_int32(record.get("tokens_out")), c=record.get("cost_usd"),
-            o=True)
-        add("turn", "assistant", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})
-    elif kind == "tool":
-        name = str(record.get("name") or "tool")
-        call = calls.get(record.get("tool_call_id"))
-        args = tool_call_arguments(call) if call else {}
-        ok = bool(record.get("ok", True))
-        add("tool_call", name, {"tool": name, "args": _clip(args) or None, "turn_id": rid, "source": fmt,
-                                "result_chars": len(str(record.get("content") or "")),
-                                "outcome": "ok" if ok else "error"}, d=record.get("duration_ms"), o=ok)
-        if ok:
-            for type_, path in _file_events(name, args, call):
-                add(type_, path, {"path": path, "turn_id": rid, "source": fmt, "served_from": "disk"
-                                  if type_ == "file_read" else None})
-    elif kind == "compact":
-        covers = record.get("covers") or {}
-        add("compaction", slug, {"first_turn": covers.get("new_first_turn"), "last_turn": covers.get("last_turn"),
-                                 "model": record.get("model"), "reason": record.get("reason"), "record_id": rid,
-                                 "source": fmt}, o=True)
-    elif kind == "system" and record.get("notice") == "error":
-        add("error", fmt, {"error": str(record.get("content") or "")[:500], "turn_id": rid, "source": fmt})
-    return out
-
-
-def _int32(value: Any) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31:
-        return value
-    return None
-
-
-def _file_events(name: str, args: dict, call: dict | None) -> list[tuple[str, str]]:
-    """file_read / file_edit events a known tool's call implies (Claude Code, Codex, OpenHands, SWE-agent)."""
-    command = args.get("command") if isinstance(args.get("command"), str) else ""
-    if name == "str_replace_editor" and isinstance(args.get("path"), str):
-        return [("file_read" if command == "view" else "file_edit", args["path"])]
-    if name in _READ_TOOLS and isinstance(args.get(_READ_TOOLS[name]), str):
-        return [("file_read", args[_READ_TOOLS[name]])]
-    if name in _EDIT_TOOLS and isinstance(args.get(_EDIT_TOOLS[name]), str):
-        return [("file_edit", args[_EDIT_TOOLS[name]])]
-    if name == "apply_patch" and call is not None:
-        patch = call.get("arguments") if isinstance(call.get("arguments"), str) else ""
-        patch = args.get("input", patch) if isinstance(args.get("input"), str) else patch
-        return [("file_edit", p.strip()) for p in _PATCH_FILE.findall(patch)]
-    return []
 
 
 # --------------------------------------------------------------------------- owner side

@@ -32,11 +32,26 @@ def _read_lines(path: Path) -> list[str] | None:
         return None  # a missing or unreadable ignore file is treated as absent, as git does
 
 
-def _compile(lines: Iterable[str]):
+def _compile(lines: Iterable[str], where: str = "", problems: list[str] | None = None):
+    """The patterns of an ignore file; a line that is no pattern is left out, as git does (and said in
+    `problems`, for the user's own file)."""
     from pathspec import GitIgnoreSpec
 
     lines = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return GitIgnoreSpec.from_lines(lines) if lines else None
+    if not lines:
+        return None
+    try:
+        return GitIgnoreSpec.from_lines(lines)
+    except Exception:  # pathspec's own error types and ValueError: find the lines that are not patterns
+        good = []
+        for line in lines:
+            try:
+                GitIgnoreSpec.from_lines([line])
+                good.append(line)
+            except Exception:
+                if problems is not None:
+                    problems.append(f"{where}: {line!r} is not a gitignore pattern; left out")
+        return GitIgnoreSpec.from_lines(good) if good else None
 
 
 class IgnoreRules:
@@ -70,7 +85,8 @@ class IgnoreRules:
         """Read every ignore file again (they may have changed since). A walk that reports each
         folder's `.gitignore` through `saw_gitignore` may keep the ones it finds unchanged."""
         user_lines = list(_read_lines(self.root / STATE_DIRNAME / "ignore") or []) + self.extra_patterns
-        self._user = _compile(user_lines)
+        self.problems: list[str] = []  # lines of the user's ignore file that are no patterns
+        self._user = _compile(user_lines, f"{STATE_DIRNAME}/ignore", self.problems)
         self._exclude = _compile(_read_lines(self.root / ".git" / "info" / "exclude") or [])
         if gitignores:
             self._git.clear()

@@ -28,7 +28,9 @@ from .. import scrub
 from .ignore import IgnoreRules
 from .storage import join_names
 
-SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private")
+SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private",
+                "secrets")
+SECRETS_DETAIL = "an .env-style file: its values are secrets, kept out of the map"
 PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
 NULL = "\\N"
@@ -105,7 +107,9 @@ def _symlink(entry_path: str, rel: str, root: str, chain: tuple[str, ...], rules
 
 
 def _add_file(rel: str, path: str, st: os.stat_result, max_bytes: int, out: Scan) -> None:
-    if st.st_size > max_bytes:
+    if scrub.is_env_file(rel):
+        out.skipped[rel] = ("secrets", SECRETS_DETAIL)
+    elif st.st_size > max_bytes:
         out.skipped[rel] = ("too_large", f"{st.st_size} bytes, limit {max_bytes}")
     else:
         out.files[rel] = (path, stat_sig(st))

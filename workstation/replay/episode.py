@@ -19,6 +19,7 @@ from ..agent import tools
 from ..errors import WorkstationError
 from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text
 from ..sessions.log import TURN_TYPES, LogProblem, LogView, parse_lines, tool_call_arguments
+from ..textdiff import record_diff
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
 
@@ -350,7 +351,7 @@ def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
     if kind == "tool":
         name = r.get("name") or "tool"
         return [{**base, "role": "tool", "text": call_label(name, step.args), "tool": name, "args": step.args,
-                 "result": str(r.get("content") or ""), "ok": bool(r.get("ok", True))}]
+                 "result": str(r.get("content") or ""), "ok": bool(r.get("ok", True)), "diff": record_diff(r)}]
     if kind == "system":
         text = str(r.get("content") or "")
         if r.get("pin"):

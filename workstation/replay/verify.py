@@ -148,7 +148,7 @@ def _arguments_ok(call: dict) -> bool:
         return True
     try:
         return isinstance(json.loads(raw or "{}"), dict)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return False
 
 
@@ -252,7 +252,7 @@ def _check_step(step: Step, ctx: tools.ToolContext, scratch: bool, report: Verif
             report.notes.append(f"step {step.number}: an edit whose call is unreadable was not replayed")
             return
         result = tools.call(ctx, name, args)  # inside the scratch copy only
-        same = result.ok and result.text == then
+        same = result.ok and tool.comparable(result.text) == tool.comparable(then)
         report.checks.append(Check(step.index, step.id, name, args, "edit-same" if same else "edit-differ",
                                    "" if same else "the episode's edit does not apply the same way",
                                    "" if same else _short_diff(then, result.text)))

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context import assemble, covered_count, memory_of
+from .context import assemble, covered_count, memory_of, seen
 from .log import Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
 
@@ -119,6 +119,7 @@ def plan_compaction(view: LogView, config: Any, *, force: bool = False, keep: in
                     window_tokens: int | None = None, counter: TokenCounter | None = None) -> CompactPlan | None:
     """What a compaction would cover now, or None when nothing is due."""
     memory = memory_of(config)
+    view = seen(view)  # turns a rewind took back are neither summarized nor counted
     turns = view.turns
     previous = view.last_compact()
     start = covered_count(turns, previous)
@@ -426,8 +427,11 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
     expected_previous = previous["id"] if previous else None
 
     def still_uncovered(view: LogView) -> bool:
+        view = seen(view)  # and no rewind took back a turn of the plan meanwhile
         newest = view.last_compact()
-        return (newest["id"] if newest else None) == expected_previous
+        live = {t["id"] for t in view.turns}
+        return (newest["id"] if newest else None) == expected_previous and first["id"] in live \
+            and last["id"] in live
 
     return session.append_if(
         still_uncovered, "compact", summary=summary, sections=sections, files=files, covers=covers,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .log import (LogProblem, LogView, Session, SessionError, TokenCounter, conversation_turns, default_counter,
-                  record_text, tool_call_arguments)
+from .log import (TURN_TYPES, LogProblem, LogView, Session, SessionError, TokenCounter, conversation_turns,
+                  default_counter, record_text, tool_call_arguments)
 
 # arguments that say what a tool output was about, most telling first
 _KEY_ARGS = ("path", "file_path", "file", "filename", "paths", "pattern", "query", "command", "cmd", "url")
@@ -119,9 +119,31 @@ def _persisted_redactions(view: LogView) -> set[str]:
     return ids
 
 
+def seen(view: LogView) -> LogView:
+    """The log as the model knows it: a `rewind` record with `conversation` takes the turns from its
+    `to` record up to itself out of the model's view (the lines stay), and with them every compact
+    record whose summary covers one of those turns (an older summary that stops before them stands
+    in again). Compaction plans over this view too, so a later summary never brings them back."""
+    if not any(r["type"] == "rewind" and r.get("conversation") for r in view.records):
+        return view
+    kept: list[dict] = []
+    for record in view.records:
+        if record["type"] == "rewind" and record.get("conversation"):
+            at = next((i for i, k in enumerate(kept) if k["id"] == record.get("to")), None)
+            if at is not None:
+                gone = {k["id"] for k in kept[at:] if k["type"] in TURN_TYPES}
+                kept = kept[:at] + [k for k in kept[at:] if k["type"] not in TURN_TYPES]
+                kept = [k for k in kept if k["type"] != "compact"
+                        or (k.get("covers") or {}).get("last_id") not in gone]
+        kept.append(record)
+    return LogView(kept, list(view.problems), view.size)
+
+
 def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
              counter: TokenCounter | None = None) -> ContextView:
-    """The messages a model sees for this log (pure: no I/O)."""
+    """The messages a model sees for this log (pure: no I/O); turns a rewind took back are not among
+    them (`seen`)."""
+    view = seen(view)
     memory = memory_of(config)
     counter = counter or default_counter()
     turns = view.turns

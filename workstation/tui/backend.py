@@ -409,6 +409,12 @@ class LiveBackend:
             new = Session.create(self.ws.paths, title="chat")
             self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
             return
+        if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
+            self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
+            return
+        if out.action == "rewound":  # the conversation as the model now sees it
+            self._show_session([asked, said])
+            return
         self._ui(chat.add_turn, said)
         if out.action == "model":
             self._show_session()
@@ -495,6 +501,7 @@ class _LiveTurn:
 
     def recorded(self, record: dict) -> None:
         from ..sessions.log import tool_call_arguments
+        from ..textdiff import record_diff
 
         ui, chat = self.backend._ui, self.chat
         kind, rid, ts = record["type"], record["id"], record_time(record)
@@ -513,7 +520,7 @@ class _LiveTurn:
             call = self.calls.get(record.get("tool_call_id", ""))
             ui(chat.add_turn, Turn("tool", id=rid, ts=ts, tool=str(record.get("name") or "tool"),
                                    args=tool_call_arguments(call) if call else {}, result=content,
-                                   ok=bool(record.get("ok", True))))
+                                   ok=bool(record.get("ok", True)), diff=record_diff(record)))
         elif kind == "system":
             notice = record.get("notice")
             if record.get("pin"):

@@ -40,6 +40,7 @@ class Turn:
     args: Any = None  # role=tool: arguments (dict or str)
     result: str = ""  # role=tool: result text; role=compaction: the summary
     ok: bool = True  # role=tool: outcome
+    diff: str = ""  # role=tool: the unified diff of what the call changed (shown coloured when expanded)
 
     def __post_init__(self) -> None:
         if self.role not in TURN_ROLES:

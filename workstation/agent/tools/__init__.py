@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
+from ...fsutil import confine
 from .base import (COMMAND, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning, Tool, ToolContext,
                    ToolResult, cap, default_label, events)
 from .memory import render_decisions, render_rows
@@ -97,9 +98,38 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
     except TypeError as err:
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
     else:
-        result = _run_bounded(tool, ctx, bound)
+        result = _env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments) or _run_bounded(tool, ctx, bound)
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
+
+
+def _env_guard(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
+    """An .env-style file the user did not name is refused before anything is kept of it (a checkpoint
+    would copy its values into the state folder)."""
+    if tool.effect != WRITE:
+        return None
+    for path in tool.writes(arguments):
+        try:
+            _, rel = confine(ctx.root, path, ctx.private)
+        except WorkstationError:
+            continue  # outside, or in the state folder: the tool reports it
+        try:
+            ctx.open_env(rel)
+        except WorkstationError as err:
+            return ToolResult(f"error: {err}", ok=False)
+    return None
+
+
+def _checkpoint(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
+    """Keep what the paths a WRITE call names hold before it runs (ToolContext.checkpoint); a failure
+    to keep them stops the call, which then changes nothing."""
+    if tool.effect != WRITE or ctx.checkpoint is None:
+        return None
+    try:
+        ctx.checkpoint(tool.writes(arguments))
+    except (WorkstationError, OSError) as err:
+        return ToolResult(f"error: no checkpoint could be kept, so nothing was changed: {err}", ok=False)
+    return None
 
 
 def _run(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolResult:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ... import scrub
 from ...errors import WorkstationError
 from ..approval import Approver
 from ..filetools import ReadLedger
@@ -257,6 +258,9 @@ class RangeMemory:
         return None
 
 
+EXACT_TOKENS_MAX = 1 << 20  # characters of a file whose whole-file token count is exact
+
+
 @dataclass
 class ToolContext:
     """The core services a tool works with, for one agent (or one MCP client, or the verifier)."""
@@ -277,9 +281,27 @@ class ToolContext:
     sandbox: "Policy | None" = None  # what a command may touch (workstation.sandbox); None: the root's defaults
     ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
     call_id: str = ""  # the id of the call running now
+    staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
+    # keeps what the paths a WRITE call names hold before it runs (the agent's checkpoints); None: nothing kept
+    checkpoint: Callable[[list[str]], None] | None = None
+    # the .env-style files the user named this turn (scrub.is_env_file): only those reach the model;
+    # None: any (the user's own slash commands)
+    env_files: frozenset[str] | None = frozenset()
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def open_env(self, rel: str, text: str | None = None) -> None:
+        """Refuse an .env-style file the user did not name in this turn; register the values of one that
+        is read or written (`text`), so that no log, event or export keeps them."""
+        if not scrub.is_env_file(rel):
+            return
+        named = self.env_files
+        if named is not None and rel not in named and rel.rsplit("/", 1)[-1] not in named:
+            raise WorkstationError(f"{rel} is an .env-style file (its values are secrets): the agent opens one "
+                                   "only when the user names it in the message")
+        if text:
+            scrub.register_env_values(text)
 
     def edited(self, rel: str) -> None:
         with self._lock:
@@ -294,14 +316,20 @@ class ToolContext:
         for rel in edited:
             self.kmap.reindex_file(rel)
 
-    def file_tokens(self, sha: str, text: Callable[[], str]) -> int:
-        """Tokens of a whole file (by content hash): what a naive full read would have cost."""
+    def file_tokens(self, sha: str, text: Callable[[], str], size: int | None = None) -> int:
+        """Tokens of a whole file (by content hash): what a naive full read would have cost. Past
+        EXACT_TOKENS_MAX characters (or `size` bytes) the figure is estimated at 4 characters a token:
+        counting a 100 MB file took over a minute, for a number only the report's baseline uses."""
         with self._lock:
             cached = self._file_tokens.get(sha)
         if cached is None:
             from ...tokens import count
 
-            cached = count(text())
+            if size is not None and size > EXACT_TOKENS_MAX:
+                cached = (size + 3) // 4
+            else:
+                whole = text()
+                cached = (len(whole) + 3) // 4 if len(whole) > EXACT_TOKENS_MAX else count(whole)
             with self._lock:
                 self._file_tokens[sha] = cached
         return cached

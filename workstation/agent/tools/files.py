@@ -1,18 +1,21 @@
 """File tools: a file's map (file_meta), a range of its lines (read_lines), an edit of a range
 (replace_lines). Confined to the workspace root (real paths: no `..`, no absolute path outside, no
-symlink escape) and kept out of its state folder; edits are refused when the file changed since the
-agent last read it (the ReadLedger's hash guard)."""
+symlink escape) and kept out of its state folder, and edits out of `.git` folders; edits are refused
+when the file changed since the agent last read it (the ReadLedger's hash guard). Edits by text and
+new files are in writes.py."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import confine, sha256_bytes
+from ...fsutil import confine
 from ...store.broker import readonly
-from ..filetools import read_lines, replace_lines
+from ...textdiff import clip
+from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
+from .writes import DIFF_BUDGET, change, summary_line
 
 MAX_MAP_TOKENS = 4096
 
@@ -35,6 +38,7 @@ def _range_label(name: str, args: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- file_meta
 def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     real, rel = confine(ctx.root, as_text("path", path), ctx.private)
+    ctx.open_env(rel)
     budget = None if tokens is None else as_int("tokens", tokens)
     if budget is not None and not 0 < budget <= MAX_MAP_TOKENS:
         raise WorkstationError(f"tokens must be between 1 and {MAX_MAP_TOKENS}, got {budget}")
@@ -57,7 +61,7 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     text = fmap.render()
     try:
         size = real.stat().st_size
-        file_tokens = ctx.file_tokens(sha, whole)
+        file_tokens = ctx.file_tokens(sha, whole, size)
     except OSError:  # deleted since: the map was still served
         size, file_tokens = 0, None
     return ToolResult(text, data={"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit",
@@ -78,7 +82,10 @@ def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult
     again = _still_in_context(ctx, path, start, end)
     if again is not None:
         return again
-    lines = read_lines(ctx.root, as_text("path", path), start, end, ctx.ledger, ctx.private)
+    _, rel = confine(ctx.root, as_text("path", path), ctx.private)
+    ctx.open_env(rel)
+    lines = read_lines(ctx.root, rel, start, end, ctx.ledger, ctx.private)
+    ctx.open_env(rel, lines.whole or lines.text)  # an .env's values: masked in what the loop keeps
     # Cut at a line boundary, and report only the whole lines sent as read: a later read of a range
     # held in context is answered "still in your context", which must not cover lines never sent.
     rows = lines.numbered().splitlines()
@@ -103,7 +110,7 @@ def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult
         ctx.ranges.remember(lines.path, read[0], read[1], lines.sha256, ctx.call_id, chars)
     return ToolResult(text, data={"path": lines.path, "lines": read, "served_from": "disk", "sha": lines.sha256,
                                   "chars": chars,
-                                  "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole)})
+                                  "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole, lines.size)})
 
 
 def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> ToolResult | None:
@@ -117,10 +124,9 @@ def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> Tool
     if not any(key[0] == rel for key in ctx.ranges.reads):
         return None
     try:
-        data = real.read_bytes()
-    except OSError:
-        return None
-    sha = sha256_bytes(data)
+        sha, size = file_sha(real, rel)
+    except WorkstationError:
+        return None  # let the read report the problem
     found = ctx.ranges.covering(rel, start, end, sha)
     if found is None:
         return None
@@ -131,7 +137,7 @@ def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> Tool
         f"{rel} lines {start}-{end} are unchanged since your read_lines {first}-{last} (call {call_id}), "
         "which is still in your context above: not sent again.",
         data={"path": rel, "lines": [start, end], "served_from": "memory", "memory": "hit", "chars_saved": saved,
-              "sha": sha, "file_tokens": ctx.file_tokens(sha, lambda: data.decode("utf-8", "replace"))})
+              "sha": sha, "file_tokens": ctx.file_tokens(sha, lambda: read_bytes(real, rel).decode("utf-8", "replace"), size)})
 
 
 def _read_lines_meaning(call: Call) -> Meaning:
@@ -153,8 +159,10 @@ def _read_lines_skip(call: Call) -> str | None:
 # --------------------------------------------------------------------------- replace_lines
 def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
-    rel, first, last = replace_lines(ctx.root, as_text("path", path), start, end, as_text("content", content),
-                                     ctx.ledger, ctx.private)
+    done = replace_range(ctx.root, as_text("path", path), start, end, as_text("content", content), ctx.ledger,
+                         ctx.private, ctx.staging)
+    rel, first, last = done.path, done.first, done.last
+    ctx.open_env(rel, (done.before or b"").decode("utf-8", "replace") + "\n" + done.after.decode("utf-8", "replace"))
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
     removed = max(0, end - start + 1)
     added = last - first + 1
@@ -162,8 +170,10 @@ def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: A
     what = f"inserted {added} lines before line {start}" if removed == 0 else f"replaced lines {start}-{end}"
     moved = f"; lines after it moved by {shift:+d}" if shift else ""
     new = f"; the new text is lines {first}-{last}" if added else "; nothing inserted (lines deleted)"
-    return ToolResult(f"{rel}: {what}{new}{moved}",
-                      data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added)})
+    entry = change(rel, done.before, done.after, "edit")
+    return ToolResult(f"{rel}: {what}{new}{moved}\n{clip(entry['diff'], DIFF_BUDGET)}",
+                      data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added),
+                            "edits": [entry]})
 
 
 def _replace_lines_meaning(call: Call) -> Meaning:
@@ -192,5 +202,5 @@ TOOLS = [
          "(read_lines or file_meta). Edit bottom-up to keep earlier line numbers valid.",
          params(["path", "start", "end", "content"], path=STR, start=INT, end=INT, content=STR),
          _replace_lines, WRITE, meaning=_replace_lines_meaning, writes=_path_arg, verify=REAPPLY,
-         label=_range_label),
+         comparable=summary_line, label=_range_label),
 ]

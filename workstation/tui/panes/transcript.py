@@ -47,6 +47,7 @@ class Transcript(ScrollView, can_focus=True):
         "transcript--user", "transcript--assistant", "transcript--meta", "transcript--tool",
         "transcript--tool-error", "transcript--marker", "transcript--redaction",
         "transcript--error", "transcript--notice", "transcript--cursor", "transcript--code",
+        "transcript--added", "transcript--removed",
     }
     DEFAULT_CSS = """
     Transcript {
@@ -65,6 +66,8 @@ class Transcript(ScrollView, can_focus=True):
         & > .transcript--error { color: $text-error; text-style: bold; }
         & > .transcript--notice { color: $text-muted; text-style: italic; }
         & > .transcript--code { color: $text-accent; text-style: bold; }
+        & > .transcript--added { color: $text-success; }
+        & > .transcript--removed { color: $text-error; }
         & > .transcript--cursor { color: $text-muted; }
         &:focus > .transcript--cursor { color: $accent; }
     }

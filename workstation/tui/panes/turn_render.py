@@ -55,6 +55,8 @@ class TurnStyles(NamedTuple):
     error: Style
     notice: Style
     code: Style  # inline code in replies
+    added: Style  # a diff's added lines
+    removed: Style  # a diff's removed lines
 
 
 def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark: bool) -> RenderableType:
@@ -73,6 +75,8 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
         parts.append(_tool_line(turn, expanded, styles))
         if expanded:
             parts.append(Padding(Text(_tool_details(turn), styles.meta), (0, 0, 0, INDENT + 2)))
+            if turn.diff:
+                parts.append(Padding(diff_text(turn.diff, styles), (0, 0, 0, INDENT + 2)))
     elif role == "compaction":
         rule = Text(f"━━ ⟲ {turn.text} ", styles.marker, no_wrap=True, overflow="ellipsis")
         rule.append("━" * max(0, width - rule.cell_len - 2) + (" ▾" if expanded else " ▸"))
@@ -95,7 +99,7 @@ def estimate_height(turn: Turn, expanded: bool, width: int) -> int:
     if turn.role in ("tool", "notice") and not expanded:
         return 1
     width = max(8, width - INDENT) if width else 80
-    body = turn.text if not expanded else f"{turn.text}\n{turn.result}"
+    body = turn.text if not expanded else f"{turn.text}\n{turn.result}\n{turn.diff}"
     lines = body.count("\n") + 1 + len(body) // width
     return lines + (2 if turn.role in SEPARATED else 0)
 
@@ -215,6 +219,25 @@ def _result_summary(result: str) -> str:
 
 def _first_line(text: str) -> str:
     return text.strip().split("\n", 1)[0] or "failed"
+
+
+def diff_text(diff: str, styles: TurnStyles) -> Text:
+    """A unified diff coloured: added lines, removed lines, hunk headers; cut like any expanded result."""
+    text = Text(no_wrap=False)
+    for line in _cut(diff).splitlines():
+        if line.startswith(("+++", "---")):
+            style = styles.meta
+        elif line.startswith("+"):
+            style = styles.added
+        elif line.startswith("-"):
+            style = styles.removed
+        elif line.startswith("@@"):
+            style = styles.marker
+        else:
+            style = Style()
+        text.append(line + "\n", style)
+    text.rstrip()
+    return text
 
 
 def _tool_details(turn: Turn) -> str:
