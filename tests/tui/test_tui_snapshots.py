@@ -35,3 +35,19 @@ def test_the_map_maximized_at_100x30(snap_compare):
         await settle(pilot)
 
     assert snap_compare(SnapshotApp(), terminal_size=(100, 30), run_before=maximize)
+
+
+PLAN = [{"text": "read the client", "status": "done"}, {"text": "write the retry test", "status": "in_progress"},
+        {"text": "run the tests", "status": "pending"}, {"text": "update the changelog", "status": "pending"}]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("theme", ["workstation-dark", "workstation-high-contrast"])
+def test_the_agents_plan_and_the_branch_in_the_chat(snap_compare, theme, size):
+    async def plan_and_branch(pilot):
+        await settle(pilot)
+        pilot.app.chat.set_git("main ±3")
+        pilot.app.chat.set_plan(PLAN)
+        await settle(pilot)
+
+    assert snap_compare(SnapshotApp(theme), terminal_size=size, run_before=plan_and_branch)

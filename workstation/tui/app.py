@@ -333,3 +333,24 @@ class WorkstationApp(App):
             for pane in (self.chat, self.map, self.memory, self.timeline):
                 for title, help_text, callback in pane.palette_commands():
                     yield SystemCommand(title, help_text, callback)
+            yield from self._mcp_commands()
+
+    def _mcp_commands(self) -> Iterable[SystemCommand]:
+        """The MCP servers the agent has (their state) and their tools: a tool puts its name in the prompt."""
+        toolset = getattr(self.backend, "toolset", None)  # LiveBackend's, once its servers started
+        if toolset is None:
+            return
+        from ..mcp.client import servers_of  # loaded with the agent by then
+
+        for server in servers_of(toolset):
+            yield SystemCommand(f"MCP server {server.name}", server.line(),
+                                partial(self.notify, server.line(), title="MCP", timeout=8))
+            for tool in server.tools:
+                yield SystemCommand(f"MCP tool {tool.qualified}", tool.description or f"a tool of {server.name}",
+                                    partial(self.insert_in_prompt, tool.qualified))
+
+    def insert_in_prompt(self, text: str) -> None:
+        """Type `text` into the prompt at its cursor (a palette entry's name for the agent to use)."""
+        prompt = self.chat.prompt
+        prompt.insert_text_at_cursor(text)
+        prompt.focus()

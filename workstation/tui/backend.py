@@ -5,6 +5,11 @@ block on DuckDB, the file system or the model; data goes back to the panes
 through `app.call_from_thread`. Nothing here imports textual widgets, and the
 core's heavy modules load inside `start`, after the first paint.
 
+The agents get the workspace's MCP servers (`mcp.client.open_toolset`, started at start beside
+the rest, closed after the last agent); the chat shows the agent's plan as it writes it
+(`AgentEvents.on_plan`) and the repository's branch and dirty count, read with git in a worker
+after every turn and slash command (`refresh_git`: 70-150 ms, never on the UI thread).
+
 The chat shows the turns the agent writes as it writes them (`AgentEvents.on_record`),
 so live turns carry their record ids as resumed ones do, and the timeline can
 move the chat to any of them. One agent turn runs at a time (`_busy`); whatever
@@ -25,6 +30,7 @@ from .viewdata import MemoryEntry, SlashCommand, Turn
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
     from ..agent.loop import Agent
+    from ..mcp.client import McpToolset
     from ..runtime import Workspace
     from ..sessions.log import Session
     from .app import WorkstationApp
@@ -63,6 +69,8 @@ class LiveBackend:
         self.app: WorkstationApp | None = None
         self.ws: Workspace | None = None
         self.agent: Agent | None = None
+        self.toolset: McpToolset | None = None  # the MCP servers' tools beside the built-in ones, for every agent
+        self._toolset_lock = threading.Lock()  # start hands the toolset over while stop may be closing
         self.map_feed: MapFeed | None = None
         self.sidecar = None
         self._cancel = threading.Event()  # stops the running turn (escape)
@@ -107,21 +115,66 @@ class LiveBackend:
             return
         self._ui(app.chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
                                          for u, h in slash.HELP.items()])
-        if self.with_sidecar:
-            from ..sessions.sidecar import start_sidecar
+        mcp_notices: list[str] = []
+        opened: list = []
+        mcp = threading.Thread(target=self._open_mcp, args=(opened, mcp_notices), name="mcp-start", daemon=True)
+        mcp.start()  # servers start while the sidecar and the session open
+        if ws.config.mcp.servers:
+            self._ui(app.chat.set_status, f"starting MCP servers: {', '.join(ws.config.mcp.servers)} …")
+        try:
+            if self.with_sidecar:
+                from ..sessions.sidecar import start_sidecar
 
-            self.sidecar = start_sidecar(ws.paths, model=self.model)
-        if self.resume_slug:
-            session = Session.open(ws.paths, self.resume_slug)
-        else:
-            session = Session.create(ws.paths, title="chat")
+                self.sidecar = start_sidecar(ws.paths, model=self.model)
+            if self.resume_slug:
+                session = Session.open(ws.paths, self.resume_slug)
+            else:
+                session = Session.create(ws.paths, title="chat")
+        except BaseException:  # no agent will use the servers: they stop before the error is shown
+            mcp.join()
+            for toolset in opened:
+                toolset.close()
+            raise
+        mcp.join()
+        if opened and not self._keep_toolset(opened[0]):
+            opened[0].close()  # the app closed meanwhile: its servers stop here
+            return
         self.agent = self._agent_on(session, self.model)
         self._ready.set()
-        self._show_session()
-        self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing)
+        self._show_session([Turn("notice", line) for line in mcp_notices])
+        self.refresh_git()
+        self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing,
+                                job=lambda text: self._ui(app.chat.set_job, text))
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+
+    def _open_mcp(self, opened: list, notices: list[str]) -> None:
+        """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
+        as a server may take its whole startup_timeout_s."""
+        from ..mcp.client import open_toolset
+
+        try:
+            opened.append(open_toolset(self.ws, on_notice=notices.append))
+        except Exception as err:  # the agent works without them; say why they are missing
+            notices.append(f"MCP servers not started: {type(err).__name__}: {err}")
+
+    def _keep_toolset(self, toolset: McpToolset) -> bool:
+        """Hand the started toolset to the backend; False when the app is closing (then the caller closes it)."""
+        with self._toolset_lock:
+            if self._closing.is_set():
+                return False
+            self.toolset = toolset
+            return True
+
+    def refresh_git(self) -> None:
+        """The repository's branch and dirty count beside the gauge (none outside a repository). git runs
+        as a subprocess for 70-150 ms: called from the backend's worker threads only."""
+        from .. import git
+
+        found = git.status(self.ws.root)
+        if not self._closing.is_set():
+            self._ui(self.app.chat.set_git, found.label if found is not None else "")
 
     def _say_sandbox(self) -> None:
         """Say at start which sandbox commands will run in, or why none (then every command asks): the
@@ -144,6 +197,10 @@ class LiveBackend:
             stop_sidecar(self.sidecar)
         if self.agent is not None:
             self._leave(self.agent)
+        with self._toolset_lock:
+            toolset, self.toolset = self.toolset, None
+        if toolset is not None:
+            toolset.close()  # after the agent: no call of it may be left running
         if self.ws is not None:
             self.ws.close()
 
@@ -151,7 +208,7 @@ class LiveBackend:
     def _agent_on(self, session: Session, model: str | None) -> Agent:
         from ..agent.loop import Agent
 
-        return Agent(self.ws, session, approve=self._approve, model=model)
+        return Agent(self.ws, session, approve=self._approve, model=model, toolset=self.toolset)
 
     @staticmethod
     def _leave(agent: Agent) -> None:
@@ -167,22 +224,31 @@ class LiveBackend:
 
     def _show_session(self, turns: list[Turn] | None = None) -> None:
         """The session's whole conversation (compactions included), scrolled to the end, then what
-        `turns` adds; its status line, memory and timeline."""
+        `turns` adds; its plan while some of it is open; its status line, memory and timeline."""
+        from ..mcp.client import servers_of
+        from ..sessions import plan
+
         chat = self.app.chat
-        self._ui(chat.set_turns, self._transcript() + (turns or []))
+        records = self.agent.session.read().records
+        self._ui(chat.set_turns, self._transcript(records) + (turns or []))
+        items = plan.current(records) or []
+        self._ui(chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
         agent = self.agent
         model = agent.model_name
-        self._ui(chat.set_status, f"session {agent.session.slug} · model {model}" if model else
-                 f"session {agent.session.slug} · no model: set [model] name in .workstation/config.toml "
+        servers = servers_of(self.toolset)
+        ready = sum(1 for server in servers if server.state == "ready")
+        mcp = f" · MCP {ready} of {len(servers)} servers" if servers else ""
+        self._ui(chat.set_status, f"session {agent.session.slug} · model {model}{mcp}" if model else
+                 f"session {agent.session.slug}{mcp} · no model: set [model] name in .workstation/config.toml "
                  "or WORKSTATION_MODEL (slash commands work without one)")
         self.refresh_memory()
         self.refresh_timeline()
 
-    def _transcript(self) -> list[dict]:
+    def _transcript(self, records: list[dict]) -> list[dict]:
         from ..replay import Episode
 
         session = self.agent.session
-        if not session.read().records:
+        if not records:
             return []
         episode = Episode.load(self.ws.paths, session.slug, config=self.ws.config)
         return [turn for index in range(len(episode)) for turn in episode.transcript_of(index)]
@@ -304,8 +370,12 @@ class LiveBackend:
         finally:
             self._busy.release()
             self._ui(chat.set_activity, "idle", "")
+            items = self._ui(lambda: chat.plan)
+            if items and all(item["status"] == "done" for item in items):
+                self._ui(chat.set_plan, [])  # the plan is carried out: its todo calls stay in the transcript
             self.refresh_memory()
             self.refresh_timeline()
+            self.refresh_git()
 
     def on_chat_pane_cancel_requested(self, request: ChatPane.CancelRequested) -> None:
         self._cancel.set()
@@ -324,6 +394,7 @@ class LiveBackend:
                 self._give_back()
         self.refresh_memory()
         self.refresh_timeline()
+        self.refresh_git()
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash
@@ -425,7 +496,8 @@ class _LiveTurn:
             on_step=lambda step, tokens, window: ui(chat.set_context, tokens, window),
             on_notice=lambda text: ui(chat.add_turn, Turn("notice", text)),
             on_record=self.recorded,
-            on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None)
+            on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None,
+            on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
         from ..sessions.log import tool_call_arguments

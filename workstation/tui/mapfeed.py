@@ -15,29 +15,33 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable
 
-from .viewdata import MapEntry, SymbolEntry
+from .viewdata import MapEntry, SymbolEntry, human_count
 
 if TYPE_CHECKING:
+    from ..index.describe import DescribeReport
     from ..index.map import FileInfo, KnowledgeMap, MapChange
     from .panes.map import MapPane
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_BATCH = 20  # files described per pass of the model-written purposes
 DESCRIBE_PER_START = 100  # a bound on what one start spends; purposes persist, so later starts go on
+DESCRIBE_SHOW_S = 1.0  # new purposes reach the pane at most this often while the model describes
 
 
 class MapFeed:
     def __init__(self, kmap: KnowledgeMap, pane: MapPane, ui: Callable[..., Any], warn: Callable[[str], None],
-                 closing: threading.Event):
+                 closing: threading.Event, job: Callable[[str], None] | None = None):
         self.kmap = kmap
         self.pane = pane
         self._ui = ui  # app.call_from_thread
         self._warn = warn  # one line for the user, from any thread
         self._closing = closing
+        self._job = job  # one status line of the describing run (progress, then its cost), from any thread
+        self.described: DescribeReport | None = None  # the last describing run's report, for tests
         self.watcher = None
         self.state = "fresh"  # what a file's badge says once its row holds the index's facts
         self._cond = threading.Condition()
@@ -159,23 +163,53 @@ class MapFeed:
 
     # ------------------------------------------------------------------ purposes
     def describe(self) -> None:
-        """Model-written purposes for files whose source gives none (index.describe_with_model):
-        after everything else has loaded, a batch at a time, shown as each batch lands."""
-        from ..llm import LLMCancelled, LLMError
+        """Model-written purposes for files whose source gives none, when index.describe_with_model is on:
+        after everything else has loaded, with its progress and then its cost on one status line, each
+        purpose shown as it lands; the app's closing cancels it."""
+        if not self.kmap.config.index.describe_with_model:
+            return  # opt-in: not a request, not a line
+        before = {f.path for f in self.kmap.files() if not f.purpose}
+        shown_at = [time.monotonic()]
 
-        for _ in range(DESCRIBE_PER_START // DESCRIBE_BATCH):
+        def progress(report: DescribeReport) -> None:
             if self._closing.is_set():
                 return
-            before = {f.path for f in self.kmap.files() if not f.purpose}
-            try:
-                described = self.kmap.describe_missing(limit=DESCRIBE_BATCH, cancel=self._closing)
-            except LLMCancelled:
-                return  # the app is closing
-            except LLMError as err:
-                self._warn(f"file purposes not written: {err}")
-                return
-            new = [f for f in self.kmap.files() if f.path in before and f.purpose]
-            for info in new:
+            self._tell(describe_line(report, running=True))
+            if report.described and time.monotonic() - shown_at[0] >= DESCRIBE_SHOW_S:
+                shown_at[0] = time.monotonic()
+                self._show_described(before)
+
+        report = self.kmap.describe_files(DESCRIBE_PER_START, cancel=self._closing, progress=progress)
+        self.described = report
+        if self._closing.is_set():
+            return  # cancelled by the app's stop: nobody to tell
+        if report.described:
+            self._show_described(before)
+        if report.total or report.stopped:
+            self._tell(describe_line(report))
+        if report.stopped and report.stopped.startswith("the model"):
+            self._warn(f"file purposes not written: {report.stopped}")
+
+    def _show_described(self, before: set[str]) -> None:
+        for info in self.kmap.files():
+            if info.path in before and info.purpose:
+                before.discard(info.path)
                 self.show(info)
-            if described < DESCRIBE_BATCH or not new:  # done, or files that changed meanwhile keep coming back
-                return
+
+    def _tell(self, line: str) -> None:
+        if self._job is not None:
+            self._job(line)
+
+
+def describe_line(report: DescribeReport, running: bool = False) -> str:
+    """The describing run on one line: 'describing files 3/20 · 1.2k tokens · $0.0012' while it runs,
+    'purposes: 18 of 20 files described (2 failed) · 4.1k tokens · $0.0042' when it is over."""
+    cost = f"${report.cost_usd:.4f}" + (f" (+{report.unpriced} unpriced)" if report.unpriced else "")
+    tokens = f"{human_count(report.tokens_in + report.tokens_out)} tokens"
+    if running:
+        return f"describing files {report.done}/{report.total} · {tokens} · {cost}"
+    if not report.total:
+        return f"purposes: none described ({report.stopped})" if report.stopped else "purposes: none missing"
+    failed = f" ({report.failed} failed)" if report.failed else ""
+    stopped = f" · stopped: {report.stopped}" if report.stopped else ""
+    return f"purposes: {report.described} of {report.total} files described{failed} · {tokens} · {cost}{stopped}"

@@ -3,7 +3,9 @@
 `Backend` names every request a pane or screen can send (one `on_*` method per
 `BackendRequest` subclass, named as Textual names handlers), plus the two
 facts the screens are handed when they open (the workspace and the session the
-chat is on). The app forwards each request to its method in a thread worker and
+chat is on), and the agents' toolset, whose MCP servers and tools the command
+palette lists (a backend without one may leave it out: the app reads it with a
+default). The app forwards each request to its method in a thread worker and
 reports a request nothing serves; `tests/tui/test_tui_seam.py` holds
 `LiveBackend` and this protocol to the requests the panes define.
 
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from .messages import BackendRequest, NewSessionRequested, ThemeChanged
 
 if TYPE_CHECKING:
+    from ..agent.tools import Toolset
     from ..runtime import Workspace
     from .app import WorkstationApp
     from .panes.chat import ChatPane
@@ -38,6 +41,8 @@ class Backend(Protocol):
     @property
     def session_slug(self) -> str | None:
         """The session the chat is on (None before one is open)."""
+
+    toolset: Toolset | None  # the agents' tools, MCP servers' included (None until they started)
 
     def start(self, app: WorkstationApp) -> None:
         """Once the first frame is on screen: open the workspace, fill the panes, start watchers."""

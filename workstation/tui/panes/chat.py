@@ -4,7 +4,10 @@ Data down: `set_turns`/`add_turn(s)`/`update_turn`, `begin_reply`/`stream_fragme
 `end_reply`/`discard_reply` (async: a thread worker calls them through
 `app.call_from_thread`), `set_activity(kind, what)` (the agent's state, shown
 with the time it has taken so far), `set_context(used, window)`,
-`set_commands`, `set_status`.
+`set_commands`, `set_status`, `set_job(text)` (a background job's one line after the
+session's: file descriptions), `set_git(label)` (beside the gauge: "main ±3"),
+`set_plan(items)` (the agent's plan, [{text, status}], as a checklist above the status
+line that updates in place; [] hides it).
 Messages up: `Submitted(text)`, `CommandSubmitted(name, args, text)`, `CancelRequested()`
 (Escape while the agent works: a model call, a tool, a command, a reply),
 `OriginalRequested(turn)` (enter on a redaction marker).
@@ -26,7 +29,7 @@ from textual.widgets import Input, Static
 
 from ..messages import BackendRequest
 from ..viewdata import SlashCommand, Turn, coerce, human_count
-from .bar import StatusBar
+from .bar import MIN_LEFT, StatusBar
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -79,6 +82,27 @@ def gauge_text(used: int, window: int, bar: int = 12) -> str:
     return f"ctx {human_count(used)}/{human_count(window)} {gauge}{ratio:4.0%}"
 
 
+PLAN_ITEMS = 6  # checklist lines shown at most; the rest are counted
+PLAN_MARKS = {"done": "✓", "in_progress": "▸", "pending": "○"}
+PLAN_STYLES = {"done": "$text-muted", "in_progress": "bold $text-accent", "pending": ""}
+
+
+def plan_lines(items: list[dict], limit: int = PLAN_ITEMS) -> tuple[str, list[tuple[str, str]], str]:
+    """(header, [(status, line)], footer) of the plan block: 'Plan · 2 of 5 done', at most `limit` items
+    from just before the first one not done (what the agent works on stays in view), '… 3 more' for the rest."""
+    done = sum(1 for item in items if item.get("status") == "done")
+    header = f"Plan · {done} of {len(items)} done"
+    first_open = next((i for i, item in enumerate(items) if item.get("status") != "done"), len(items))
+    start = max(0, min(first_open - 1, len(items) - limit))
+    shown = items[start:start + limit]
+    lines = [(str(item.get("status")), f"{PLAN_MARKS.get(item.get('status'), '?')} {item.get('text', '')}")
+             for item in shown]
+    hidden = [f"{start} done above"] if start else []
+    if len(items) > start + limit:
+        hidden.append(f"{len(items) - start - limit} more")
+    return header, lines, ("… " + ", ".join(hidden)) if hidden else ""
+
+
 def gauge_level(used: int, window: int) -> str:
     """ok, warn (compaction is near: 80%) or full (95%)."""
     ratio = used / window if window else 0.0
@@ -124,6 +148,14 @@ class ChatPane(Vertical):
             border-top: hkey $panel;
             Markdown { margin: 0; padding: 0; background: $surface; }
         }
+        #plan-box {
+            display: none;
+            height: auto;
+            background: $surface;
+            padding: 0 1 0 3;
+            border-top: hkey $panel;
+        }
+        &.-plan #plan-box { display: block; }
         #prompt { border: tall $panel; background: $surface; }
         #prompt:focus { border: tall $primary; }
         #command-hints {
@@ -171,12 +203,16 @@ class ChatPane(Vertical):
         self._reply_parts: list[str] = []
         self._context_tokens = (0, 0)
         self._status = ""  # the session's line, shown while the agent is idle
+        self._job = ""  # a background job's line, after the session's
+        self._git = ""  # "main ±3", beside the gauge
+        self._plan: list[dict] = []
         self._activity: tuple[str, str, float] | None = None  # (kind, what, monotonic start)
         self._ticker = None  # the timer that refreshes the elapsed time
 
     def compose(self) -> ComposeResult:
         yield Transcript(id="transcript")
-        yield StatusBar(id="chat-status")  # the reply box mounts above it while a reply streams
+        yield Static("", id="plan-box", markup=False)  # the reply box mounts above it while a reply streams
+        yield StatusBar(id="chat-status")
         yield PromptInput(placeholder="Ask, or / for commands", id="prompt",
                           suggester=self._suggester())
         yield Static("", id="command-hints", markup=False)
@@ -241,25 +277,72 @@ class ChatPane(Vertical):
         self._context_tokens = (max(0, int(used)), max(0, int(window)))
         self._show_gauge()
 
+    def set_git(self, label: str) -> None:
+        """The repository's branch and dirty count ("main ±3"), left of the gauge; "" for none."""
+        self._git = label
+        self._show_gauge()
+
     def _show_gauge(self) -> None:
-        """The gauge on the right of the status line: without its bar in a narrow chat, and left out
-        there while the agent works (what it does is worth the room more)."""
+        """The git label and the gauge on the right of the status line: the gauge without its bar in a
+        narrow chat, and both left out there while the agent works (what it does is worth the room more)."""
         narrow = self.size.width < WIDE
         if narrow and self._activity is not None:
             self.status_bar.set(right="")
             return
         style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
-        text = gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR)
-        self.status_bar.set(right=Content.styled(text, style))
+        gauge = Content.styled(gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR), style)
+        if self._git:
+            both = Content.assemble(Content.styled(f"⎇ {self._git}", "$text-secondary"), " │ ", gauge)
+            room = self.size.width - 2  # the bar's padding
+            if both.cell_length + 1 + MIN_LEFT <= room:  # else the gauge alone: it matters more than the branch
+                gauge = both
+        self.status_bar.set(right=gauge)
 
     def on_resize(self) -> None:
         self._show_gauge()
+        if self._plan:
+            self._show_plan()
 
     def set_status(self, text: str) -> None:
         """The session's line under the transcript (session, model); the agent's activity shows over it."""
         self._status = text
         if self._activity is None:
-            self.status_bar.set(left=text)
+            self.status_bar.set(left=self._idle_line())
+
+    def set_job(self, text: str) -> None:
+        """One line of a background job (the model describing files: progress, then cost), shown after
+        the session's line while the agent is idle; "" removes it."""
+        self._job = text
+        if self._activity is None:
+            self.status_bar.set(left=self._idle_line())
+
+    def _idle_line(self) -> str:
+        return " · ".join(part for part in (self._status, self._job) if part)
+
+    @property
+    def plan(self) -> list[dict]:
+        """The plan the block shows ([] when hidden)."""
+        return list(self._plan)
+
+    def set_plan(self, items) -> None:
+        """Show the agent's plan ([{text, status}]) as a checklist above the status line, replacing the one
+        shown; [] or None hides it."""
+        self._plan = [dict(item) for item in items or ()]
+        self.set_class(bool(self._plan), "-plan")
+        self._show_plan()
+
+    def _show_plan(self) -> None:
+        box = self.query_one("#plan-box", Static)
+        if not self._plan:
+            box.update("")
+            return
+        # a short chat keeps most of its height for the conversation
+        header, lines, footer = plan_lines(self._plan, max(2, min(PLAN_ITEMS, self.size.height // 6)))
+        parts = [Content.styled(header, "bold $text-muted")]
+        parts += [Content.styled(line, PLAN_STYLES.get(status, "")) for status, line in lines]
+        if footer:
+            parts.append(Content.styled(footer, "$text-muted"))
+        box.update(Content("\n").join(parts))
 
     def set_activity(self, kind: str, what: str = "") -> None:
         """What the agent does now: ("model", name), ("tool", "run_command: pytest -q"), ("busy", ""),
@@ -270,7 +353,7 @@ class ChatPane(Vertical):
                 self._ticker.stop()
                 self._ticker = None
             self.remove_class("-busy")
-            self.status_bar.set(left=self._status)
+            self.status_bar.set(left=self._idle_line())
             self._show_gauge()
             return
         if self._activity is not None and self._activity[0] == "stopping" and kind != "stopping":
@@ -309,7 +392,7 @@ class ChatPane(Vertical):
         self._reply_parts = []
         self._reply = Markdown()
         box = VerticalScroll(self._reply, id="reply-box")
-        await self.mount(box, before=self.status_bar)
+        await self.mount(box, before=self.query_one("#plan-box"))
         box.anchor()
         self._stream = Markdown.get_stream(self._reply)
         self.add_class("-streaming")
