@@ -7,7 +7,7 @@ import sys
 
 from .process import exit_on_sigterm, finish
 
-# Names the click group knows; tests/test_launch.py checks this against workstation.cli.main.
+# Names the click group knows; tests/integration/test_launch.py checks this against workstation.cli.main.
 COMMANDS = frozenset({"chat", "find", "impact", "import", "index", "map", "mcp", "memory", "reflect", "replay",
                       "report", "sandbox", "session", "sidecar", "ui", "watch"})
 

@@ -19,7 +19,7 @@ from workstation.replay import Episode
 from workstation.sessions.context import assemble
 from workstation.sessions.log import Session
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "transcripts"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "transcripts"
 if not SHARED.is_dir():
     pytest.skip(f"the shared sample transcripts are not at {SHARED}", allow_module_level=True)
 

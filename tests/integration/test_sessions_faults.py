@@ -141,7 +141,7 @@ def test_kill_9_during_compaction_and_archiving_loses_nothing(tmp_path, monkeypa
         script.write_text(ZYGOTE)
         errors = open(tmp_path / "zygote.err", "w+")
         zygote = subprocess.Popen([sys.executable, str(script), str(tmp_path), server.url,
-                                   os.path.dirname(__file__)],
+                                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True)
         try:
             assert zygote.stdout.readline() == "ready\n", open(tmp_path / "zygote.err").read()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import workstation
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FRONT = {"workstation.tui", "workstation.cli", "workstation.launch", "workstation.__main__"}
 FORBIDDEN = ("textual", "rich", "click")
 

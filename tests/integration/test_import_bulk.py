@@ -16,7 +16,7 @@ from workstation.sessions.catalog import search
 from workstation.sessions.log import Session
 from workstation.store import Database
 
-FIX = Path(__file__).parent / "fixtures" / "import"
+FIX = Path(__file__).parents[1] / "fixtures" / "import"
 CLAUDE_ID = "9f1c2d3e-0000-4000-8000-00000000abcd"
 CODEX_ID = "0199aaaa-1111-7000-8000-000000000001"
 

@@ -24,7 +24,7 @@ from workstation.sessions import Session
 from workstation.sessions.log import parse_lines
 
 server_module, server = module_server()
-TOP = Path(__file__).resolve().parent.parent
+TOP = Path(__file__).resolve().parents[2]
 DEMO_LOG = TOP / "sessions" / "demo-request-id.jsonl"
 DEMO_REPO = TOP / "sessions" / "demo-repo"
 

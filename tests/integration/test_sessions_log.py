@@ -17,7 +17,7 @@ from workstation.cli import main
 from workstation.sessions import Session, SessionArchived, SessionError
 from workstation.sessions.log import FORMAT_VERSION, live_slugs, parse_lines, slugify
 
-DEMO = Path(__file__).resolve().parent.parent / "sessions" / "demo-request-id.jsonl"
+DEMO = Path(__file__).resolve().parents[2] / "sessions" / "demo-request-id.jsonl"
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from kmap_helpers import age, open_map, write
 from workstation.store.schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 # The first columns of every view over `events` (README: "id, ts, session, flow, step are as in events").
 _EVENT_HEAD = {"id": "VARCHAR", "ts": "TIMESTAMP", "session": "VARCHAR", "flow": "VARCHAR", "step": "INTEGER"}

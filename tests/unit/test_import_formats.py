@@ -14,7 +14,7 @@ from workstation.replay import Episode
 from workstation.sessions.context import assemble
 from workstation.sessions.log import LogView, Session
 
-FIX = Path(__file__).parent / "fixtures" / "import"
+FIX = Path(__file__).parents[1] / "fixtures" / "import"
 
 
 def _import(paths, name: str, db=None) -> tuple[object, dict[str, list[dict]]]:

@@ -17,7 +17,7 @@ from workstation.index import parse as P
 from workstation.index.languages import detect
 from workstation.index.parse import Import, Symbol, parse, resolve_import, resolve_import_all
 
-FIXTURES = Path(__file__).parent / "fixtures" / "parser"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "parser"
 PYREPO = FIXTURES / "pyrepo"
 OTHER = FIXTURES / "other"
 

@@ -14,7 +14,7 @@ from workstation.sessions.archive import archive, restore
 from workstation.sessions.catalog import search
 from workstation.sessions.log import Session
 
-FIX = Path(__file__).parent / "fixtures" / "import"
+FIX = Path(__file__).parents[1] / "fixtures" / "import"
 
 
 def _native(paths, slug: str, n: int) -> Session:

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # when run as a worker script
     sys.path.insert(0, str(ROOT))
 

@@ -34,7 +34,7 @@ from workstation.sessions.log import LogView, Session, SessionError
 
 server_module, server = module_server()
 
-REPO_TOP = Path(__file__).resolve().parent.parent
+REPO_TOP = Path(__file__).resolve().parents[2]
 DEMO_LOG = REPO_TOP / "sessions" / "demo-request-id.jsonl"
 DEMO_REPO = REPO_TOP / "sessions" / "demo-repo"
 TASK = "Look at fetch in pkg/core.py and how it cleans its input."

@@ -15,8 +15,8 @@ import pytest
 from workstation.importers.engine import Importer
 from workstation.memory.usage import usage
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "transcripts"
-REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "transcripts"
+REPO = Path(__file__).resolve().parents[2]
 # ccusage 17.x is plain JavaScript; 18+ runs a native binary from optional packages that the
 # npm registry reachable here does not serve for linux-x64 (20.0.26: "native binary is not available").
 CCUSAGE_VERSION = "17.2.1"

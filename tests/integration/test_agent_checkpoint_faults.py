@@ -93,7 +93,7 @@ def tree(root: Path) -> dict[str, bytes]:
 
 def test_kill_9_during_writes_edits_and_undo(tmp_path):
     rng = random.Random(1234)
-    here = str(Path(__file__).resolve().parent)
+    here = os.pathsep.join(str(p) for p in (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1]))
     refused = restored = early = 0
     for trial in range(TRIALS):
         root = tmp_path / f"t{trial}"

@@ -22,7 +22,7 @@ from workstation.mcp.client import open_toolset
 
 server_module, server = module_server()
 
-FIXTURE = str(Path(__file__).with_name("mcp_fixture_server.py"))
+FIXTURE = str(Path(__file__).parents[1] / "mcp_fixture_server.py")
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))
 
 

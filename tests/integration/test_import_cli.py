@@ -15,7 +15,7 @@ import pytest
 
 from workstation.sessions.log import Session
 
-FIX = Path(__file__).parent / "fixtures" / "import"
+FIX = Path(__file__).parents[1] / "fixtures" / "import"
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))
 
 
