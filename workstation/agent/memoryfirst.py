@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import WorkstationError
-from ..store.broker import readonly
 
 MAX_FILES = 4  # file maps in one excerpt
 MAX_LOOKUPS = 16
@@ -76,23 +75,6 @@ def _looks_like_path(word: str) -> bool:
     return "/" in word or len(ext) >= 2 or ext in ("c", "h", "m", "r", "s")
 
 
-@readonly
-def known_paths(con, paths: list[str]) -> list[str]:
-    rows = con.execute("SELECT path FROM kmap.files WHERE path IN (SELECT unnest($1::VARCHAR[]))",
-                       [paths]).fetchall()
-    return [r[0] for r in rows]
-
-
-@readonly
-def symbol_files(con, names: list[str]) -> list[tuple[str, str]]:
-    """(name, path) of every symbol defined under one of `names` (exact name or qualified name)."""
-    rows = con.execute(
-        """SELECT DISTINCT n.name, s.path FROM (SELECT unnest($1::VARCHAR[]) AS name) n
-           JOIN kmap.symbols s ON s.name = n.name OR s.qualname = n.name
-           ORDER BY n.name, s.path""", [names]).fetchall()
-    return [(r[0], r[1]) for r in rows]
-
-
 def query(kmap, text: str) -> TurnMemory:
     """Look up what `text` names; every answer has passed the staleness gate."""
     change = kmap.ensure_fresh()  # whole map: a stat per file, a re-index only for what changed
@@ -106,13 +88,13 @@ def query(kmap, text: str) -> TurnMemory:
         except WorkstationError:
             continue  # outside the workspace: not something the map could know
     rels = list(dict.fromkeys(r for r in rels if r))[:MAX_LOOKUPS]
-    known = set(kmap.db.call(known_paths, rels)) if rels else set()
+    known = set(kmap.known_paths(rels))
     for rel in rels:
         turn.lookups.append(_lookup(rel, "path", [rel] if rel in known else [], reindexed))
     names = names[:max(0, MAX_LOOKUPS - len(turn.lookups))]
     by_name: dict[str, list[str]] = {}
     if names:
-        for name, path in kmap.db.call(symbol_files, names):
+        for name, path in kmap.symbol_files(names):
             by_name.setdefault(name, []).append(path)
     for name in names:
         turn.lookups.append(_lookup(name, "symbol", by_name.get(name, []), reindexed))

@@ -107,14 +107,10 @@ def find(km: KnowledgeMap, query: str, limit: int = 20) -> FindResult:
 
 
 def model_spec(config: Config) -> ModelSpec | None:
-    """The ModelSpec of the configured model, or None when there is none."""
-    if not config.model.name:
-        return None
-    from ..llm import ModelSpec
+    """The ModelSpec of the configured model, or None when there is none (the one provider rule)."""
+    from ..providers import spec_for
 
-    m = config.model
-    return ModelSpec(m.name, api_base=m.api_base or None, api_key_env=m.api_key_env or None,
-                     timeout_s=m.timeout_s, max_retries=m.max_retries, fallbacks=tuple(m.fallbacks))
+    return spec_for(config.model)
 
 
 def _tier_one(km: KnowledgeMap, q: str, limit: int) -> list[FindHit]:

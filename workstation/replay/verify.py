@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..agent import tools
 from ..errors import WorkstationError
-from ..store.broker import readonly
 from .episode import Episode, Step, call_label
 
 if TYPE_CHECKING:
@@ -307,7 +306,7 @@ class _ScratchTree:
         self.db = Database(paths)
         kmap = KnowledgeMap(self.db, paths, _verifier_config(config))
         kmap.index_all()
-        self._copy_model_purposes()
+        self._copy_model_purposes(kmap)
         return kmap
 
     def _named_files(self, root: Path) -> list[str]:
@@ -326,15 +325,11 @@ class _ScratchTree:
                 out.append(rel)
         return out
 
-    def _copy_model_purposes(self) -> None:
+    def _copy_model_purposes(self, kmap) -> None:
         """Purposes a model wrote for the real index (same content hash) appear in file_meta; carry them."""
-        src = self.workspace.paths
-        if not src.index_db.exists():
+        if not self.workspace.paths.index_db.exists():
             return
-        from ..index.describe import set_model_purpose
-
-        for path, sha, purpose in self.workspace.db.call(_model_purposes):
-            self.db.call(set_model_purpose, path, sha, purpose)
+        kmap.set_model_purposes(self.workspace.kmap.model_purposes())
 
     def close(self) -> None:
         try:
@@ -345,6 +340,3 @@ class _ScratchTree:
                 shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-@readonly
-def _model_purposes(con) -> list[tuple]:
-    return con.execute("SELECT path, sha256, purpose FROM kmap.files WHERE purpose_source = 'model'").fetchall()

@@ -10,7 +10,6 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
-from ...store.broker import readonly
 from ...textdiff import clip
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
@@ -18,13 +17,6 @@ from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Ed
 from .writes import DIFF_BUDGET, change, summary_line
 
 MAX_MAP_TOKENS = 4096
-
-
-@readonly
-def indexed_sha(con, rel: str) -> str | None:
-    """The content hash the knowledge map holds for one file (None: not in the map)."""
-    row = con.execute("SELECT sha256 FROM kmap.files WHERE path = ?", [rel]).fetchone()
-    return row[0] if row else None
 
 
 def _range_label(name: str, args: Mapping[str, Any]) -> str:
@@ -46,9 +38,9 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     change = ctx.kmap.ensure_fresh([rel])  # the staleness gate: a changed file is re-indexed now
     stale = rel in change.indexed
     for _ in range(3):
-        before = ctx.kmap.db.call(indexed_sha, rel)
+        before = ctx.kmap.indexed_sha(rel)
         fmap = ctx.kmap.file_map(rel, budget)
-        sha = ctx.kmap.db.call(indexed_sha, rel)
+        sha = ctx.kmap.indexed_sha(rel)
         if sha is not None and sha == before:
             break  # the map was rendered from this content
     else:
