@@ -134,6 +134,33 @@ async def test_f6_lists_live_and_archived_sessions_and_escape_returns(ws):
         assert app.screen is app.screen_stack[0] and app.check_action("focus_pane", ("chat",))
 
 
+async def test_the_sessions_screen_shows_the_files_each_session_changed(ws):
+    edit = {"path": "pkg/a.py", "op": "edit", "diff": "", "added": 1, "removed": 1}
+    alpha = Session.create(ws.paths, "alpha")
+    alpha.user("Fix the loader")
+    alpha.append("tool", tool_call_id="c1", name="edit_file", content="done", ok=True, edits=[edit])
+    alpha.append("tool", tool_call_id="c2", name="move_file", content="moved", ok=True,
+                  edits=[{"path": "old.py", "op": "move", "to": "new.py"}, {"path": "new.py", "op": "move"}])
+    alpha.append("tool", tool_call_id="c3", name="write_file", content="refused", ok=False,
+                  edits=[{"path": "never.py", "op": "create"}])
+    gamma = Session.create(ws.paths, "gamma")
+    gamma.user("An old question")
+    gamma.append("tool", tool_call_id="c1", name="write_file", content="created", ok=True,
+                 edits=[{"path": "gone.py", "op": "create"}])
+    archive_mod.archive(ws.paths, "gamma", ws.config)
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        cursor_to(screen, "alpha")
+        await pilot.pause()
+        detail = str(screen.query_one("#sessions-detail").render())
+        assert "changed 3 files: pkg/a.py, old.py, new.py" in detail and "never.py" not in detail
+        cursor_to(screen, "gamma")  # an archived one, from its metadata
+        await pilot.pause()
+        assert "changed 1 file: gone.py" in str(screen.query_one("#sessions-detail").render())
+
+
 async def test_palette_opens_sessions_and_reflection(ws):
     fill_sessions(ws)
     app = WorkstationApp(WorkspaceBackend(ws))

@@ -31,12 +31,13 @@ from .compaction import CompactResult, compact
 from .context import covered_count
 from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
+from .logview import changed_files
 
 GZ_SUFFIX = SUFFIX + ".gz"
 META_SUFFIX = ".meta.json"
 # what listing reads from a .meta.json (meta_for writes it)
 _META_FIELDS = ({"turns": int, "covered_turns": int, "size": int, "last_activity": str, "title": str,
-                 "problems": list}, ("turns", "covered_turns", "size"))
+                 "problems": list, "changed": list}, ("turns", "covered_turns", "size"))
 
 
 class UnreadableArchive(SessionError):
@@ -107,7 +108,8 @@ def meta_for(slug: str, view: LogView, size: int) -> dict:
     return {"format": 1, "slug": slug, "archived_at": now_iso(), "turns": len(turns),
             "records": len(view.records), "covered_turns": covered, "size": size,
             "last_activity": view.last_activity, "title": " ".join(first_user.split())[:80],
-            "problems": [str(p) for p in view.problems], "compact": compact}
+            "problems": [str(p) for p in view.problems], "compact": compact,
+            "changed": changed_files(view.records)}
 
 
 def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> ArchiveResult:

@@ -12,6 +12,7 @@ from ..paths import Paths
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
 from .context import covered_count
 from .log import FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text
+from .logview import changed_files
 
 
 @dataclass
@@ -24,6 +25,7 @@ class SessionInfo:
     last_activity: str | None
     title: str
     problems: int  # unreadable lines
+    changed: tuple[str, ...] = ()  # files its tool calls changed (sessions.logview.changed_files)
 
     @property
     def compacted(self) -> str:
@@ -62,7 +64,8 @@ def list_sessions(paths: Paths, *, archived: bool = False,
             continue  # archived between listing the folder and reading it
         _report_problems(slug, [str(p) for p in view.problems], warn)
         infos.append(SessionInfo(slug, "live", len(view.turns), covered_count(view.turns, view.last_compact()),
-                                 view.size, view.last_activity, _title(view), len(view.problems)))
+                                 view.size, view.last_activity, _title(view), len(view.problems),
+                                 tuple(changed_files(view.records))))
     if archived:
         for slug in archived_slugs(paths):
             try:
@@ -75,7 +78,8 @@ def list_sessions(paths: Paths, *, archived: bool = False,
             problems = [str(p) for p in meta.get("problems", [])]
             _report_problems(slug, problems, warn)
             infos.append(SessionInfo(slug, "archived", meta["turns"], meta["covered_turns"], meta["size"],
-                                     meta.get("last_activity"), meta.get("title", ""), len(problems)))
+                                     meta.get("last_activity"), meta.get("title", ""), len(problems),
+                                     tuple(str(p) for p in meta.get("changed") or ())))
     return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
 
 
@@ -223,4 +227,4 @@ def export(paths: Paths, slug: str, fmt: str) -> str:
 def info_dict(info: SessionInfo) -> dict[str, Any]:
     return {"slug": info.slug, "state": info.state, "turns": info.turns, "compacted": info.compacted,
             "covered_turns": info.covered_turns, "size": info.size, "last_activity": info.last_activity,
-            "title": info.title, "problems": info.problems}
+            "title": info.title, "problems": info.problems, "changed": list(info.changed)}

@@ -14,6 +14,18 @@ RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "rewind"}
 
 
 # --------------------------------------------------------------------------- reading
+def changed_files(records: Iterable[dict]) -> list[str]:
+    """The files a session's tool calls changed (the `edits` of their records), first change first;
+    a moved file under both its names."""
+    seen: dict[str, None] = {}
+    for record in records:
+        if record.get("type") == "tool" and record.get("ok", True):
+            for entry in record.get("edits") or ():
+                if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                    seen.setdefault(entry["path"], None)
+    return list(seen)
+
+
 @dataclass(frozen=True)
 class LogProblem:
     line: int  # 1-based line number in the file

@@ -165,6 +165,9 @@ class SessionsScreen(Screen):
         lines = [" · ".join(facts)]
         if info.title:
             lines.append(info.title)
+        if info.changed:
+            shown = ", ".join(info.changed[:8]) + (f" and {len(info.changed) - 8} more" if len(info.changed) > 8 else "")
+            lines.append(f"changed {len(info.changed)} file{'s' if len(info.changed) != 1 else ''}: {shown}")
         self.query_one("#sessions-detail", Static).update("\n".join(lines))
 
     # ---------------------------------------------------------------- actions
