@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -36,3 +37,23 @@ def db(paths):
     database = Database(paths)
     yield database
     database.close()
+
+
+@pytest.fixture
+def cli(ws, capsys, monkeypatch):
+    """Run the real command line in this process on the test module's `ws` folder: (exit code, stdout,
+    stderr)."""
+    from workstation.cli import main
+    from workstation.cli.common import run_main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(ws), *args])
+        try:
+            run_main(main)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

@@ -13,7 +13,8 @@ from workstation.index.map import KnowledgeMap
 from workstation.store import Database
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> None:
+def write(root: Path, files: dict[str, str | bytes], *, aged: bool = False) -> None:
+    """Write `files` under root; `aged`: their mtimes moved out of the racy window, as a checkout's."""
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -21,6 +22,8 @@ def write(root: Path, files: dict[str, str | bytes]) -> None:
             path.write_bytes(content)
         else:
             path.write_text(textwrap.dedent(content))
+        if aged:
+            age(path)
 
 
 @contextlib.contextmanager

@@ -26,25 +26,6 @@ def ws(tmp_path):
     return root
 
 
-@pytest.fixture
-def cli(ws, capsys, monkeypatch):
-    """Run the real command line in this process: (exit code, stdout, stderr)."""
-    from workstation.cli import main
-    from workstation.cli.common import run_main
-
-    def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(ws), *args])
-        try:
-            run_main(main)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def _records(ws: Path, slug: str) -> list[dict]:
     from workstation.paths import Paths
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fakellm import Reply, ScriptedLLM
-from kmap_helpers import age, write
+from kmap_helpers import write
 from workstation.index.describe import DescribeReport, clean_purpose
 
 FILES = {
@@ -23,9 +23,7 @@ FILES = {
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    write(tmp_path, FILES)
-    for rel in FILES:
-        age(tmp_path / rel)
+    write(tmp_path, FILES, aged=True)
     return tmp_path
 
 

@@ -20,25 +20,6 @@ def ws(tmp_path):
     return tmp_path
 
 
-@pytest.fixture
-def cli(ws, capsys, monkeypatch):
-    """Run the real command line in this process: (exit code, stdout, stderr)."""
-    from workstation.cli import main
-    from workstation.cli.common import run_main
-
-    def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(ws), *args])
-        try:
-            run_main(main)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def _one_line_error(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import age, open_map, write
+from kmap_helpers import open_map, write
 from workstation.errors import WorkstationError
 
 FILES = {
@@ -19,9 +19,7 @@ FILES = {
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    write(tmp_path, FILES)
-    for rel in FILES:
-        age(tmp_path / rel)
+    write(tmp_path, FILES, aged=True)
     return tmp_path
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import age, db_symbols, open_map, write
+from kmap_helpers import db_symbols, open_map, write
 
 from workstation.index import parse
 from workstation.index.parse import core
@@ -18,9 +18,7 @@ def repo(tmp_path: Path) -> Path:
         "a.py": "def old():\n    return 1\n",
         "web/b.js": "function js() { return 1; }\n",
         "notes.txt": "Some notes\n",
-    })
-    for rel in ("a.py", "web/b.js", "notes.txt"):
-        age(tmp_path / rel)
+    }, aged=True)
     return tmp_path
 
 

@@ -232,20 +232,6 @@ class Checkpoints:
             Path(tmp).unlink(missing_ok=True)
             raise
         return sha
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        self.staging.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".tmp", dir=self.staging)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                if self.sync_blobs:
-                    fh.flush()
-                    os.fdatasync(fh.fileno())
-            os.replace(tmp, blob)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return sha
 
     def _blob(self, sha: str) -> Path:
         return self.blobs / sha[:2] / sha
