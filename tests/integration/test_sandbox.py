@@ -327,3 +327,17 @@ def test_the_command_line_says_which_sandbox_commands_get(ws):
     (ws / ".workstation" / "config.toml").write_text('[agent]\nsandbox = "off"\n')
     off = CliRunner().invoke(main, ["-C", str(ws), "sandbox"])
     assert off.exit_code == 0 and off.output == 'no sandbox: agent.sandbox = "off"; every command asks\n'
+
+
+def test_a_python_installed_under_tmp_is_bound_back_into_the_sandbox(ws, tmp_path, monkeypatch):
+    """A clone (and its venv) in /tmp: the sandbox's private /tmp hid the interpreter itself, so the probe
+    failed and every command fell back to a partial sandbox."""
+    venv = tmp_path / "venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "marker.txt").write_text("the venv is visible\n")
+    assert str(venv).startswith("/tmp/")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    res, _ = run(ws, f"cat {venv}/lib/marker.txt", approve=True)
+    assert res.exit_code == 0 and "the venv is visible" in res.output
+    res, _ = run(ws, f"sh -c 'echo x > {venv}/lib/written.txt'", approve=True)
+    assert res.exit_code != 0 and not (venv / "lib" / "written.txt").exists()  # read-only

@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,6 +127,23 @@ def _hide(path: Path) -> list[str]:
     return []
 
 
+SCRATCH = ("/tmp", "/var/tmp", "/run")  # replaced by empty or private folders inside the sandbox
+
+
+def _python_back() -> list[str]:
+    """The Python that runs workstation (its venv, its base installation) and workstation's own package
+    (its probe runs inside) bound back read-only when they live in a folder the sandbox replaces: a clone
+    in /tmp could otherwise start neither the probe nor `python -m pytest`, and fell back to a partial
+    sandbox."""
+    out: list[str] = []
+    package = str(Path(__file__).resolve().parents[1])
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix, package)):
+        for path in dict.fromkeys((prefix, os.path.realpath(prefix))):
+            if any(path == s or path.startswith(s + "/") for s in SCRATCH) and os.path.isdir(path):
+                out += ["--ro-bind", path, path]
+    return out
+
+
 @contextmanager
 def wrap(found: tuple[str], argv: list[str], policy, cwd: Path, tmp: Path,
          env: dict[str, str]) -> Iterator[tuple[list[str], dict[str, str]]]:
@@ -139,7 +157,7 @@ def wrap(found: tuple[str], argv: list[str], policy, cwd: Path, tmp: Path,
             cmd += ["--tmpfs", scratch]
     if policy.network:
         cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
-    cmd += ["--bind", str(tmp), "/tmp", "--bind", str(root), str(root)]
+    cmd += ["--bind", str(tmp), "/tmp", *_python_back(), "--bind", str(root), str(root)]
     made = []
     for git in _gitdirs(root):
         ours = not git.exists() or (_empty_dir(git) and Path(f"{_marker(root)}.made").exists())
