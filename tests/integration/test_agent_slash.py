@@ -141,7 +141,8 @@ def test_compact_and_archive_with_the_model(tmp_path, server):
     for n in range(3):
         a.session.user(f"question {n}")
         a.session.assistant(f"answer {n}")
-    assert run(a, "/compact").text == "nothing to compact: every turn but the newest 40 is summarized already"
+    assert run(a, "/compact").text == (f"nothing to compact in {a.session.slug}: every turn but the newest 40 is "
+                                       "summarized already")
     server.push(Reply(text=SUMMARY))
     out = run(a, "/compact 2")
     assert out.ok and out.text.startswith(f"compacted turns 1–4 of {a.session.slug} with openai/test-model")

@@ -308,3 +308,46 @@ def test_session_compact_focus_reaches_the_summarizer(tmp_path, server, monkeypa
     prompt = request["messages"][1]["content"]
     assert prompt.startswith("The user asks this summary to focus on: the retry logic\n")
     assert session.read().compacts()[-1]["focus"] == "the retry logic"
+
+
+def test_automatic_compaction_backs_off_from_a_failing_session_and_recovers(tmp_path, server):
+    """The one policy the agent and the sidecar share: a failure is not retried on every turn or pass,
+    the wait doubles up to its cap, and a success clears it."""
+    from workstation.sessions.compaction import RETRY_MAX_S, RETRY_MIN_S, AutoCompactor
+
+    config, session = setup(tmp_path, server)
+    fill(session, 12)
+    now = [1000.0]
+    down = config.model_copy(deep=True)
+    down.model.name = down.memory.compact_model = down.memory.compact_fallback_model = ""
+    with real_episodic(session.paths) as episodic:
+        auto = AutoCompactor(episodic, clock=lambda: now[0])
+        waits = []
+        for _ in range(7):
+            assert auto.due(session, down)
+            assert auto.run(session, down).status == "failed"
+            waits.append(auto.waiting(session.slug))
+            assert not auto.due(session, down) and auto.run(session, down) is None  # not asked again meanwhile
+            now[0] += waits[-1]
+        assert waits == [RETRY_MIN_S, 60.0, 120.0, 240.0, 480.0, RETRY_MAX_S, RETRY_MAX_S]
+        assert len(compaction_events(episodic)) == 7  # one event per attempt, none while waiting
+        result = auto.run(session, config)  # the model is back
+        assert result.ok and auto.waiting(session.slug) == 0.0
+        assert auto.run(session, config) is None  # nothing due any more
+    assert len(session.read().compacts()) == 1
+
+
+def test_compaction_asked_for_always_says_what_happened(tmp_path, server):
+    from workstation.sessions.compaction import compact_now
+
+    config, session = setup(tmp_path, server, keep_recent=2)
+    fill(session, 12)
+    done = compact_now(session, config)
+    assert done.ok and done.describe().startswith("compacted turns 1–10 of s with openai/compact")
+    again = compact_now(session, config)
+    assert again.status == "nothing" and not again.ok
+    assert again.describe() == "nothing to compact in s: every turn but the newest 2 is summarized already"
+    config.model.name = config.memory.compact_model = config.memory.compact_fallback_model = ""
+    fill(session, 4, start=12)
+    failed = compact_now(session, config, keep=0)
+    assert failed.describe().startswith("compaction of s skipped: no model to compact with")

@@ -258,7 +258,7 @@ async def test_compact_without_a_compact_model_says_why_and_keeps_the_log(ws):
         assert isinstance(app.screen, CompactScreen)
         await pilot.press("enter")
         await settle(pilot)
-        assert "compaction of long failed: no model to compact with: set model.name or memory.compact_model" \
+        assert "compaction of long skipped: no model to compact with: set model.name or memory.compact_model" \
             in app.screen.status.text
         assert session.path.read_bytes() == before
     memory = ws.memory()

@@ -41,6 +41,7 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..sandbox import Policy
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
+from ..sessions.compaction import AutoCompactor
 from ..sessions.log import new_record_id
 from . import context, memoryfirst, tools
 from .approval import Approver
@@ -148,7 +149,7 @@ class Agent:
         self._tools_tokens: int | None = None
         self._compactor: threading.Thread | None = None
         self._closing = threading.Event()  # stops a background compaction's model call at close()
-        self._compaction_failed = False
+        self._auto = AutoCompactor(self.memory.episodic)  # backs off from a session whose compaction failed
         self._closed = False
         self._events = AgentEvents()  # the running turn's callbacks
         self._running = False  # a turn is running (undo and rewind wait for it to end)
@@ -218,7 +219,6 @@ class Agent:
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
         self._turn = turn
         self._excerpt = None
-        self._compaction_failed = False
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
         self._running = True
         try:
@@ -413,35 +413,26 @@ class Agent:
         return cfg
 
     def _maybe_compact(self, window: int, events: AgentEvents) -> None:
-        from ..sessions.compaction import needs_compaction
-
-        if self.compaction == "off" or self._compaction_failed:
+        if self.compaction == "off":
             return
         if self._compactor is not None and self._compactor.is_alive():
             return
         cfg = self._compaction_config()
-        if cfg is None or not needs_compaction(self.session, cfg, window_tokens=window):
+        if cfg is None or not self._auto.due(self.session, cfg, window):
             return
         if self.compaction == "sync":
-            self._compact(cfg, events)
+            self._compact(cfg, window, events)
         else:
-            self._compactor = threading.Thread(target=self._compact, args=(cfg, events), daemon=True,
+            self._compactor = threading.Thread(target=self._compact, args=(cfg, window, events), daemon=True,
                                                name=f"compact-{self.session.slug}")
             self._compactor.start()
 
-    def _compact(self, cfg, events: AgentEvents) -> None:
-        from ..sessions.compaction import compact
-
-        outcome = compact(self.session, cfg, self.memory.episodic, cancel=self._closing)
-        if outcome is None:
-            return
-        if outcome.ok:
-            if events.on_notice:
-                events.on_notice(outcome.describe())
-        else:
-            # compact() recorded why in the episodic log (compaction, ok=false); telling the user on every
-            # turn helps no one: /compact, asked for, reports its failure
-            self._compaction_failed = True  # not again this turn; the sidecar or /compact may retry
+    def _compact(self, cfg, window: int, events: AgentEvents) -> None:
+        outcome = self._auto.run(self.session, cfg, window, cancel=self._closing)
+        # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
+        # user on every turn helps no one: /compact, asked for, reports its failure
+        if outcome is not None and outcome.ok and events.on_notice:
+            events.on_notice(outcome.describe())
 
     # ------------------------------------------------------------------ tools
     def _unique_call_id(self, call_id: str) -> str:

@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..errors import WorkstationError
 from ..memory.episodic import TOOL_CALL
+from ..sessions.compaction import compact_now
 from .tools import call as call_tool, render_rows
 
 HELP = {
@@ -193,14 +194,9 @@ def parse_compact(rest: str, default_keep: int) -> tuple[int, str]:
 
 
 def _compact(agent, rest: str) -> SlashResult:
-    from ..sessions.compaction import compact
-
     keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
-    outcome = compact(agent.session, _compaction_config(agent), agent.memory.episodic, force=True, keep=keep,
-                      wait=30.0, focus=focus)
-    if outcome is None:
-        return SlashResult(f"nothing to compact: every turn but the newest {keep} is summarized already")
-    return SlashResult(outcome.describe(), outcome.ok)
+    outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus)
+    return SlashResult(outcome.describe(), outcome.ok or outcome.status == "nothing")
 
 
 def _commit(agent, rest: str) -> SlashResult:

@@ -111,23 +111,19 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
 def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> None:
     """Compact SLUG now, whatever the threshold."""
     from ..errors import WorkstationError
-    from ..sessions import Session, compact
-    from ..sessions.log import CLAIM_WAIT_S
+    from ..sessions import Session
+    from ..sessions.compaction import compact_now
 
-    session = Session.open(ws.paths, slug)
-    episodic = _episodic(ws, "session compact")
-    result = compact(session, ws.config, episodic, force=True, keep=keep, wait=CLAIM_WAIT_S, focus=focus)
-    if result is None:
-        kept = ws.config.memory.keep_recent if keep is None else keep
+    result = compact_now(Session.open(ws.paths, slug), ws.config, _episodic(ws, "session compact"), keep=keep,
+                         focus=focus)
+    if result.status == "nothing":
         if as_json:
             print_json({"slug": slug, "status": "nothing"})
         else:
-            click.echo(f"nothing to compact in {slug}: every turn but the newest {kept} is summarized already")
+            click.echo(result.describe())
         return
-    if result.status == "busy":
-        raise WorkstationError(result.reason)
     if not result.ok:
-        raise WorkstationError(f"compaction of {slug} skipped: {result.reason}")
+        raise WorkstationError(result.describe())
     if as_json:
         print_json({"slug": slug, "status": result.status, "first_turn": result.first_turn,
                     "last_turn": result.last_turn, "model": result.model, "record_id": result.record["id"],

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..fsutil import atomic_write, fsync_dir
 from ..paths import Paths
-from .compaction import CompactResult, compact
+from .compaction import CompactResult, compact_now
 from .context import covered_count
 from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
@@ -115,8 +115,8 @@ def meta_for(slug: str, view: LogView, size: int) -> dict:
 def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> ArchiveResult:
     """Summarize the whole session (if a compact model answers), then move it to the archive."""
     session = Session.open(paths, slug)
-    result = compact(session, config, episodic, force=True, keep=0, wait=CLAIM_WAIT_S)
-    if result is not None and result.status == "busy":
+    result = compact_now(session, config, episodic, keep=0)
+    if result.status == "busy":
         raise _busy(slug)
     with Claim(paths, slug, wait=CLAIM_WAIT_S) as claimed:
         if not claimed:
@@ -131,7 +131,8 @@ def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> Ar
             atomic_write(meta_path(paths, slug), json.dumps(meta, ensure_ascii=False, indent=1).encode(), mode=0o600)
             os.unlink(session.path)
             fsync_dir(paths.sessions)
-    return ArchiveResult(slug, gz_path(paths, slug), result, meta["covered_turns"] == meta["turns"])
+    compaction = None if result.status == "nothing" else result
+    return ArchiveResult(slug, gz_path(paths, slug), compaction, meta["covered_turns"] == meta["turns"])
 
 
 def _busy(slug: str) -> SessionError:

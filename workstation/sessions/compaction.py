@@ -7,8 +7,10 @@ folded into one `compact` record. The token guard starts compaction early
 when the assembled context passes `memory.compact_token_ratio` of the chat
 model's window.
 
-Never called on the reply's hot path: the sidecar (or a background thread)
-runs `compact`; replies only read the newest compact record. A per-session
+Never called on the reply's hot path. Two drivers, one rule of when a compaction is due
+(`plan_compaction`): `AutoCompactor` for compaction nobody asked for (the agent between turns, in a
+background thread; the sidecar between passes), and `compact_now` for compaction a person asked for
+(/compact, `session compact`, the sessions screen, archive). Replies only read the newest compact record. A per-session
 claim (flock) plus a re-read of the log under the append lock before writing
 means two workers never compact the same range twice, and a kill -9 at any
 moment leaves the log as it was or with one complete record more.
@@ -20,10 +22,11 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from .context import assemble, covered_count, memory_of, seen
-from .log import Claim, LogView, Session, TokenCounter, tool_call_arguments
+from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
 
 SECTIONS = (
@@ -41,6 +44,8 @@ _PATH_ARGS = ("path", "file_path", "file", "filename", "paths", "src", "dst", "t
 _CAPS = {"user": 4000, "system": 2000, "assistant": 3000, "tool": 1200}  # chars per turn in the prompt
 MAX_LISTED_FILES = 60
 MAX_LISTED_ERRORS = 20
+RETRY_MIN_S = 30.0  # after every model failed, leave that session alone this long (doubling) before trying again
+RETRY_MAX_S = 600.0
 
 PROMPT = """You compact the older part of a coding-agent session into a summary that replaces those \
 turns in the agent's context. The raw turns stay on disk, but your summary is all the agent will see of them.
@@ -79,9 +84,9 @@ class CompactPlan:
 
 @dataclass
 class CompactResult:
-    status: str  # compacted | failed | busy (a forced compaction found another process compacting)
+    status: str  # compacted | failed | busy (another process is compacting) | nothing (compact_now: none due)
     slug: str
-    reason: str = ""  # why it failed or is busy, or why it ran (threshold | tokens | manual)
+    reason: str = ""  # why it failed, is busy or had nothing to do, or why it ran (threshold | tokens | manual)
     record: dict | None = None
     first_turn: int = 0  # range newly folded in
     last_turn: int = 0
@@ -97,6 +102,10 @@ class CompactResult:
         if self.ok:
             return (f"compacted turns {self.first_turn}–{self.last_turn} of {self.slug} with {self.model} "
                     f"in {self.duration_s:.1f}s")
+        if self.status == "nothing":
+            return f"nothing to compact in {self.slug}: {self.reason}"
+        if self.status == "busy":
+            return self.reason
         return f"compaction of {self.slug} skipped: {self.reason}"
 
 
@@ -371,6 +380,54 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
             return None
         plan.focus = " ".join(focus.split())[:500]
         return _run(session, config, plan, episodic, cancel)
+
+
+def compact_now(session: Session, config: Any, episodic: Any = None, *, keep: int | None = None,
+                focus: str = "", wait: float = CLAIM_WAIT_S) -> CompactResult:
+    """Compact because a person asked: whatever the threshold, keeping the newest `keep` turns
+    (memory.keep_recent when None), waiting up to `wait` seconds for another process's claim.
+    Always a result to show: `nothing` when every older turn is summarized already."""
+    result = compact(session, config, episodic, force=True, keep=keep, wait=wait, focus=focus)
+    if result is None:
+        kept = memory_of(config).keep_recent if keep is None else keep
+        return CompactResult("nothing", session.slug, f"every turn but the newest {kept} is summarized already")
+    return result
+
+
+class AutoCompactor:
+    """Compaction nobody asked for: compact a session when it is due; after a failure (every model
+    failed, which the episodic log records), leave that session alone for RETRY_MIN_S, doubling up to
+    RETRY_MAX_S, so a model that is down is not asked again on every turn or pass. The agent and the
+    sidecar each hold one; failures are theirs to log, never to announce on every turn."""
+
+    def __init__(self, episodic: Any = None, *, clock: Callable[[], float] = time.monotonic):
+        self.episodic = episodic
+        self._clock = clock
+        self._retry_at: dict[str, tuple[float, float]] = {}  # slug -> (not before, current delay)
+
+    def waiting(self, slug: str) -> float:
+        """Seconds until `slug` may be tried again (0 when it may now)."""
+        return max(0.0, self._retry_at.get(slug, (0.0, 0.0))[0] - self._clock())
+
+    def due(self, session: Session, config: Any, window_tokens: int | None = None) -> bool:
+        """Cheap check before starting a worker: not backing off, and a compaction is due."""
+        return not self.waiting(session.slug) and needs_compaction(session, config, window_tokens=window_tokens)
+
+    def run(self, session: Session, config: Any, window_tokens: int | None = None,
+            cancel: threading.Event | None = None) -> CompactResult | None:
+        """Compact if due and not backing off; None when nothing happened."""
+        slug = session.slug
+        if self.waiting(slug):
+            return None
+        result = compact(session, config, self.episodic, window_tokens=window_tokens, cancel=cancel)
+        if result is None:
+            return None
+        if result.ok:
+            self._retry_at.pop(slug, None)
+        else:
+            delay = min(RETRY_MAX_S, max(RETRY_MIN_S, self._retry_at.get(slug, (0.0, 0.0))[1] * 2))
+            self._retry_at[slug] = (self._clock() + delay, delay)
+        return result
 
 
 def _context_tokens(session: Session, config: Any) -> int:

@@ -25,14 +25,12 @@ from typing import Any, Callable
 from ..paths import Paths
 from ..process import alive
 from .archive import recover
-from .compaction import CompactResult, compact, compact_models, context_window_of
+from .compaction import AutoCompactor, CompactResult, compact_models, context_window_of
 from .context import assemble
 from .log import SUFFIX, LogView, Session, SessionError, live_slugs
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
-RETRY_MIN_S = 30.0  # after both models failed, wait this long (doubling) before trying that session again
-RETRY_MAX_S = 600.0
 
 
 def persist_redactions(session: Session, config: Any, episodic: Any = None) -> dict | None:
@@ -76,7 +74,7 @@ class Sidecar:
         self.episodic = episodic
         self.report = report or (lambda line: None)
         self.window_tokens = window_tokens if window_tokens is not None else context_window_of(config)
-        self._retry_at: dict[str, tuple[float, float]] = {}  # slug -> (not before, current delay)
+        self._auto = AutoCompactor(episodic)  # when a failed session may be tried again
         self._sessions: dict[str, Session] = {}  # incremental readers, one per slug
         self._warned: set[str] = set()  # an unreadable archive stays so: say it once, not every pass
 
@@ -98,20 +96,14 @@ class Sidecar:
 
     def _maybe_compact(self, session: Session) -> CompactResult | None:
         slug = session.slug
-        not_before, delay = self._retry_at.get(slug, (0.0, 0.0))
-        if time.monotonic() < not_before:
-            return None
-        result = compact(session, self.config, self.episodic, window_tokens=self.window_tokens)
+        result = self._auto.run(session, self.config, self.window_tokens)
         if result is None:
             return None
         if result.ok:
-            self._retry_at.pop(slug, None)
             self.report(f"{slug}: compacted turns {result.first_turn}–{result.last_turn} "
                         f"with {result.model} in {result.duration_s:.1f}s ({result.reason})")
         else:
-            delay = min(RETRY_MAX_S, max(RETRY_MIN_S, delay * 2))
-            self._retry_at[slug] = (time.monotonic() + delay, delay)
-            self.report(f"{slug}: compaction skipped: {result.reason} (retry in {delay:.0f}s)")
+            self.report(f"{slug}: compaction skipped: {result.reason} (retry in {self._auto.waiting(slug):.0f}s)")
         return result
 
     def run_once(self, *, summary: bool = False) -> list[CompactResult]:

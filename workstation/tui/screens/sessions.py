@@ -261,19 +261,14 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="compact")
     def _compact(self, slug: str, keep: int) -> None:
-        from ...sessions.compaction import compact
+        from ...sessions.compaction import compact_now
         from ...sessions.log import Session
 
         ws = self.workspace
         self._working(f"compacting {slug}…")
         with self._episodic("sessions screen: compact") as episodic:
-            result = compact(Session.open(ws.paths, slug), ws.config, episodic, force=True, keep=keep, wait=30.0)
-        if result is None:  # another process compacted it meanwhile
-            self._done(f"nothing to compact in {slug} keeping the newest {keep} turns: it was compacted meanwhile")
-        elif result.ok:
-            self._done(result.describe())
-        else:
-            self._done(f"compaction of {slug} failed: {result.reason}", severity="error")
+            result = compact_now(Session.open(ws.paths, slug), ws.config, episodic, keep=keep)
+        self._done(result.describe(), severity="information" if result.ok or result.status == "nothing" else "error")
 
     def action_archive(self) -> None:
         info = self.selected
