@@ -16,6 +16,7 @@ from agent_scenario import summarize
 from agent_support import agent, module_server, records, workspace
 from fakellm import Reply
 from workstation.agent import slash
+from workstation.agent.loop import Agent
 from workstation.fsutil import sha256_bytes
 from workstation.sessions import Session
 from workstation.sessions.compaction import PROMPT as COMPACT_PROMPT
@@ -264,3 +265,58 @@ def test_undo_waits_for_a_running_turn(setup, server):
         assert not refused.ok and refused.text == "error: /undo waits for the turn to end: stop it first (Escape)"
     finally:
         turn.join()
+
+
+class Killed(BaseException):
+    """The process dies here: nothing catches it, nothing after it runs."""
+
+
+@pytest.mark.parametrize("call", [
+    ("edit_file", {"path": "pkg/core.py", "old": "return 1", "new": "return 2"}),
+    ("write_file", {"path": "pkg/new.py", "content": "x = 1\n"}),
+    ("delete_file", {"path": "pkg/util.py"}),
+    ("move_file", {"src": "pkg/util.py", "dst": "pkg/helpers/util.py"}),
+], ids=lambda c: c[0])
+def test_a_kill_between_a_tool_s_write_and_its_record_can_still_be_undone(tmp_path, server, call):
+    """The tool changed the file and the process died before the tool record: the file holds bytes only
+    the intent record names, and a new agent's /undo takes them back (it used to refuse them as someone
+    else's change). A user's change made after that is still refused."""
+    w = workspace(tmp_path, server.url)
+    a = agent(w)
+    before = tree(w.root)
+    server.push(Reply(tool_calls=[read(w.root, "pkg/core.py"), call]))
+
+    def die(*args, **kwargs):
+        if args[1] == call[0]:
+            raise Killed()
+        return real_tool(*args, **kwargs)
+
+    real_tool = a.session.tool
+    a.session.tool = die
+    with pytest.raises(Killed):
+        a.run("change it")
+    assert tree(w.root) != before  # the change landed...
+    assert call[0] not in [r["name"] for r in records(a.session, "tool")]  # ...and no record says so
+    assert records(a.session, "intent")
+    a.close()  # appends nothing: the next process opens the session as the kill left it
+    a2 = Agent(w, Session.open(w.paths, a.session.slug), compaction="off")
+    done = slash.run(a2, "/undo")
+    assert done.ok, done.text
+    assert tree(w.root) == before
+    a2.close()
+    w.close()
+
+
+def test_an_intent_never_makes_someone_else_s_change_undoable(setup, server):
+    """An intent names only what the agent was about to write: other bytes in the file are refused."""
+    w, a = setup
+    server.push(Reply(tool_calls=[read(w.root, "pkg/core.py"),
+                                  ("edit_file", {"path": "pkg/core.py", "old": "return 1", "new": "return 2"})]),
+                Reply(text="Edited."))
+    assert a.run("edit").error is None
+    [intent] = records(a.session, "intent")
+    assert intent["path"] == "pkg/core.py" and intent["after"] == sha256_bytes((w.root / "pkg/core.py").read_bytes())
+    (w.root / "pkg/core.py").write_text("# the user's\n")
+    refused = slash.run(a, "/undo")
+    assert not refused.ok and "pkg/core.py was changed by someone else" in refused.text
+    assert (w.root / "pkg/core.py").read_text() == "# the user's\n"

@@ -18,8 +18,10 @@ Everything else is derived from the log alone (so the CLI does it with no agent 
 * restoring a file is an atomic replace (or an unlink of a file the agent created), and the `rewind`
   record is appended after every file is restored. A kill midway leaves each file whole, either
   restored or not; the next undo accepts a file holding any content of the agent's own trail (a
-  checkpoint or the result of one of its edits), so it finishes. A file killed between the tool's
-  write and its tool record holds bytes no record names: undo refuses it like someone else's change.
+  checkpoint or the result of one of its edits), so it finishes. Just before a tool changes a file,
+  an `intent` record names what the file will hold (written without an fsync of its own: the tool
+  record's fsync covers it, and a killed process loses no written line), so a file killed between the
+  tool's write and its tool record holds bytes the trail knows, and undo takes them back too.
 
 A conversation rewind appends a `rewind` record with `conversation`; sessions.context.seen takes those
 turns out of every later request (and a summary that covers them), never out of the log.
@@ -101,6 +103,9 @@ def history(view: "LogView") -> History:
                 h.drifts.setdefault(path, []).append(cp.number)
             h.expected[path] = before
             h.known.setdefault(path, set()).add(before)
+        elif kind == "intent" and isinstance(record.get("path"), str):
+            after = record.get("after") if record.get("exists", True) else None
+            h.known.setdefault(record["path"], set()).add(after)
         elif kind == "tool" and record.get("ok", True):
             for entry in record.get("edits") or ():
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
@@ -198,6 +203,11 @@ class Checkpoints:
                 fields.update(before=self.keep(data), mode=st.st_mode & 0o7777)
             self.session.append("checkpoint", **fields)
             self._taken.add((turn, rel))
+
+    def intend(self, turn: str, rel: str, after: str | None) -> None:
+        """Say, just before a tool changes `rel`, what it will hold (ToolContext.intend)."""
+        fields: dict = {"after": after} if after is not None else {"exists": False}
+        self.session.append("intent", sync=False, turn=turn, path=rel, tokens=0, **fields)
 
     def _rewound_elsewhere(self) -> bool:
         """Whether another process (`workstation session undo`) took changes back since this one last

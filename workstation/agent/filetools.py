@@ -278,9 +278,11 @@ def replace_lines(root: Path, path: str, start: int, end: int, content: str,
 
 
 def replace_range(root: Path, path: str, start: int, end: int, content: str,
-                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None) -> Replaced:
+                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None,
+                  intend: Callable[[str, str | None], None] | None = None) -> Replaced:
     """replace_lines, returning the file's bytes before and after too. Never in a `.git` folder
-    (fsutil.confine_write); the temporary file of the atomic write goes in `staging`."""
+    (fsutil.confine_write); the temporary file of the atomic write goes in `staging`; `intend` is told
+    the new content's hash just before the write (ToolContext.intend)."""
     real, rel = confine_write(root, path, private)
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
@@ -300,8 +302,11 @@ def replace_range(root: Path, path: str, start: int, end: int, content: str,
     if start > 1 and not lines[start - 2].endswith(("\n", "\r")):
         lines[start - 2] += newline
     updated = "".join(lines[: start - 1] + new + lines[end:]).encode("utf-8")
+    after = sha256_bytes(updated)
+    if intend is not None:
+        intend(rel, after)
     atomic_write(real, updated, staging=staging)
-    ledger.saw(rel, sha256_bytes(updated))
+    ledger.saw(rel, after)
     return Replaced(rel, start, start + len(new) - 1, data, updated)
 
 

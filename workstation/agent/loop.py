@@ -133,10 +133,11 @@ class Agent:
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
         self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
         self.ctx.checkpoint = lambda paths: self.checkpoints.take(self._turn_id, paths)
+        self.ctx.intend = lambda rel, after: self.checkpoints.intend(self._turn_id, rel, after)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
         self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
-                                            env_files=None)
+                                            intend=None, env_files=None)
         records = session.read().records
         self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user"), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")

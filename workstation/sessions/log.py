@@ -199,10 +199,11 @@ class Session:
         return self._counter
 
     # -- appending --------------------------------------------------------------
-    def append(self, type: str, **fields: Any) -> dict:
-        """Append one record; returns it as written (with id, ts, v and tokens)."""
+    def append(self, type: str, *, sync: bool = True, **fields: Any) -> dict:
+        """Append one record; returns it as written (with id, ts, v and tokens). sync=False: no fsync of
+        its own (the next synced append makes it durable; a killed process loses nothing either way)."""
         record = self._make(type, fields)
-        self.append_records([record])
+        self.append_records([record], sync=sync)
         return record
 
     def _make(self, type: str, fields: dict) -> dict:

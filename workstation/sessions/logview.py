@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 FORMAT_VERSION = 1
 TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
-RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "rewind"}
+RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind"}
 
 
 # --------------------------------------------------------------------------- reading
@@ -90,6 +90,7 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
                 "calls": _NUMBER, "duration_ms": _NUMBER},
     "redaction": {"targets": list, "at_turn": int},
     "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
+    "intent": {"turn": str, "path": str, "exists": bool, "after": str},
     "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
 }
 # (fields, required) of the objects inside a record's lists and objects

@@ -284,6 +284,9 @@ class ToolContext:
     staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
     # keeps what the paths a WRITE call names hold before it runs (the agent's checkpoints); None: nothing kept
     checkpoint: Callable[[list[str]], None] | None = None
+    # told, just before a WRITE call changes a file, what it will hold (its sha256, None: gone), so that a
+    # kill between the change and the call's record leaves the new bytes known to undo; None: not told
+    intend: Callable[[str, str | None], None] | None = None
     # the .env-style files the user named this turn (scrub.is_env_file): only those reach the model;
     # None: any (the user's own slash commands)
     env_files: frozenset[str] | None = frozenset()

@@ -76,8 +76,11 @@ def change(rel: str, before: bytes | None, after: bytes | None, op: str, **extra
 def replace_file(ctx: ToolContext, real: Path, rel: str, data: bytes) -> None:
     """Replace (or create, with its folders) one file atomically; the agent has seen what it wrote."""
     real.parent.mkdir(parents=True, exist_ok=True)
+    digest = sha256_bytes(data)
+    if ctx.intend is not None:
+        ctx.intend(rel, digest)
     atomic_write(real, data, staging=ctx.staging)
-    ctx.ledger.saw(rel, sha256_bytes(data))
+    ctx.ledger.saw(rel, digest)
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
 
 
@@ -222,6 +225,8 @@ def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
     data = read_existing(real, rel)
     if data is None:
         raise WorkstationError(f"{rel}: no such file")
+    if ctx.intend is not None:
+        ctx.intend(rel, None)
     os.unlink(real)
     _sync_folder(real.parent)
     ctx.edited(rel)
@@ -244,6 +249,9 @@ def _move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     if os.path.lexists(d_real) or os.path.lexists(Path(dst) if Path(dst).is_absolute() else ctx.root / dst):
         raise WorkstationError(f"{d_rel} exists: move_file never overwrites (delete it first, or pick another name)")
     d_real.parent.mkdir(parents=True, exist_ok=True)
+    if ctx.intend is not None:
+        ctx.intend(d_rel, sha256_bytes(data))
+        ctx.intend(s_rel, None)
     try:
         os.rename(s_real, d_real)
     except OSError as err:
