@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import llm
 from ..paths import Paths
 from ..process import alive
 from .archive import recover
@@ -137,15 +138,13 @@ class Sidecar:
             self.report(f"warning: {line}")
 
     def _warm(self) -> None:
-        from .. import llm
-
         llm.warm_import()  # seconds of import paid now, not by the first compaction
         self.report("model client loaded")
 
     def run(self, stop: threading.Event, *, parent_pid: int | None = None) -> None:
         """Watch until `stop` is set (or the parent process is gone)."""
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
+        from watchdog.events import FileSystemEventHandler  # lazy: watchdog, +10 ms; the app only spawns the sidecar
+        from watchdog.observers import Observer  # lazy: watchdog; the app only spawns the sidecar
 
         dirty: set[str] = set()
         wake = threading.Condition()
@@ -208,8 +207,8 @@ class Sidecar:
         return thread
 
     def _watcher(self, sources: tuple[str, ...]):
-        from ..importers.engine import Importer
-        from ..importers.watch import Watcher
+        from ..importers.engine import Importer  # lazy: importers and store, +75 ms; the app only spawns it
+        from ..importers.watch import Watcher  # lazy: importers and store, +75 ms; the app only spawns it
 
         def said(result) -> None:
             for problem in result.problems:
