@@ -340,7 +340,7 @@ class WorkstationApp(App):
         toolset = getattr(self.backend, "toolset", None)  # LiveBackend's, once its servers started
         if toolset is None:
             return
-        from ..mcp.client import servers_of  # lazy: mcp, agent tools, pydantic: +220 ms of first paint
+        from ..mcp.client import servers_of  # lazy: agent tools, pydantic: +220 ms of first paint
 
         for server in servers_of(toolset):
             yield SystemCommand(f"MCP server {server.name}", server.line(),

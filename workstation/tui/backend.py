@@ -152,7 +152,7 @@ class LiveBackend:
     def _open_mcp(self, opened: list, notices: list[str]) -> None:
         """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
         as a server may take its whole startup_timeout_s."""
-        from ..mcp.client import open_toolset  # lazy: mcp, the agent's tools and pydantic, +300 ms; off the first paint
+        from ..mcp.client import open_toolset  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
 
         try:
             opened.append(open_toolset(self.ws, on_notice=notices.append))
@@ -225,7 +225,7 @@ class LiveBackend:
     def _show_session(self, turns: list[Turn] | None = None) -> None:
         """The session's whole conversation (compactions included), scrolled to the end, then what
         `turns` adds; its plan while some of it is open; its status line, memory and timeline."""
-        from ..mcp.client import servers_of  # lazy: mcp, the agent's tools and pydantic, +300 ms; off the first paint
+        from ..mcp.client import servers_of  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
         from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
 
         chat = self.app.chat
