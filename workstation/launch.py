@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from .errors import ConfigError, WorkstationError
 from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/integration/test_launch.py checks this against workstation.cli.main.
@@ -49,13 +50,12 @@ def entry() -> None:
 def _open_app_or_command_line() -> None:
     args = app_arguments(sys.argv[1:])
     if args is None:
-        from .cli.common import run_main
-        from .cli import main
+        from .cli.common import run_main  # lazy: click and the command modules, ~80 ms of the app's first paint
+        from .cli import main  # lazy: click and the command modules, ~80 ms of the app's first paint
 
         run_main(main)
         return
-    from .errors import ConfigError, WorkstationError
-    from .tui.launch import run_app
+    from .tui.launch import run_app  # lazy: textual, ~250 ms the command line does not need
 
     root = args.pop("root")
     try:

@@ -34,6 +34,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import importlib
 import json
 import logging
 import queue
@@ -214,7 +215,7 @@ def _litellm() -> Any:
         with _import_lock:
             if _litellm_mod is None:
                 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                import litellm  # noqa: PLC0415  (deliberately lazy: ~3 s)
+                import litellm  # lazy: litellm, ~3 s  # noqa: PLC0415
 
                 _configure_litellm(litellm)
                 _litellm_mod = litellm
@@ -264,8 +265,6 @@ def warm_import() -> None:
     if _warmed:
         return
     _warmed = True
-    import importlib
-
     for name in _PREWARM_MODULES:
         try:
             importlib.import_module(name)

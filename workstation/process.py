@@ -3,9 +3,11 @@ loaded. Shared by the console script (workstation.launch) and the command line (
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
+import threading
 from typing import NoReturn
 
 
@@ -35,10 +37,6 @@ def finish(code: object) -> NoReturn:
         code = 1
     if "litellm" not in sys.modules:
         sys.exit(code)
-    import atexit
-    import os
-    import threading
-
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()

@@ -63,7 +63,7 @@ def spec_for(config: "ModelConfig", name: str | None = None, *, fallbacks: bool 
     or the same provider (a config that names no model lends its endpoint to whatever model is named);
     its fallbacks when `fallbacks` (llm.complete applies the same rule to each of them). None when no
     model is named anywhere."""
-    from .llm import ModelSpec
+    from .llm import ModelSpec  # lazy: cycle, llm imports providers
 
     configured = config.name.strip()
     name = (name or configured).strip()

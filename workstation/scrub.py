@@ -30,11 +30,14 @@ loads it from a background thread at start.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import re
 import threading
 from typing import Any, Callable, Iterable
+
+import re2
 
 from .textmemo import TextMemo
 
@@ -139,8 +142,6 @@ def _load_detectors() -> list[re.Pattern[str]]:
     if _detectors is None:
         with _lock:
             if _detectors is None:
-                import importlib
-
                 patterns: list[re.Pattern[str]] = []
                 for dotted in _DETECTORS:
                     module, cls = dotted.rsplit(".", 1)
@@ -225,8 +226,6 @@ def may_hold_key(text: str) -> bool:
     opened), so the Python detectors (~5 MB/s) run only on text that has a candidate."""
     global _prefilter_pattern
     if _prefilter_pattern is None:
-        import re2
-
         parts = []
         for pattern in [*_load_detectors(), _PROVIDER_KEYS]:
             loose = re.sub(r"\{(\d+),\d+\}", r"{\1,}", pattern.pattern.replace("(?!\\w)", ""))

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..errors import WorkstationError
 from ..fsutil import atomic_write, confine_write, sha256_bytes
+from ..sessions.log import LogView, Session, SessionError
 from ..textdiff import file_diff
 
 if TYPE_CHECKING:
     from ..paths import Paths
-    from ..sessions.log import LogView, Session
 
 
 class UndoRefused(WorkstationError):
@@ -325,8 +325,6 @@ class Checkpoints:
 def fork(paths: "Paths", session: "Session", number: int | None = None, slug: str | None = None) -> "Session":
     """A new session holding this one's records up to before user turn `number` (all of them when None);
     the files are left as they are."""
-    from ..sessions.log import Session, SessionError
-
     view = session.read()
     records = view.records
     if number is not None:

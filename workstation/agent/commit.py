@@ -15,7 +15,7 @@ import re
 import threading
 from typing import TYPE_CHECKING
 
-from .. import git, scrub
+from .. import git, llm, scrub
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..sessions.log import tool_call_arguments
@@ -95,8 +95,6 @@ def _requests(records: list[dict], since: str | None) -> str:
 def write_message(spec, diff: str, requests: str, cancel: threading.Event | None = None) -> str:
     """A commit message for `diff`, by the model of `spec`; LLMError when it fails, WorkstationError when
     it answers nothing usable."""
-    from .. import llm
-
     prompt = (f"The user asked for:\n{requests or '(no request recorded)'}\n\n"
               f"The changes to commit:\n{diff}")
     answer = llm.complete(spec, [{"role": "system", "content": MESSAGE_PROMPT},
@@ -124,8 +122,6 @@ def commit_session(ws: "Workspace", session: "Session", message: str | None = No
     with `message` or one the model (`model`, default the configured one) writes. Raises
     WorkstationError with one line when the workspace is in no repository, when nothing changed, when
     there is no message and no model, or when the model or git fails."""
-    from .. import llm
-
     repo = git.Repo.find(ws.root)
     if repo is None:
         raise WorkstationError(f"{ws.root} is not in a git repository: nothing to commit to")
@@ -163,8 +159,6 @@ def auto_commit(ws: "Workspace", session: "Session", since: str, *, model: str |
     """`agent.auto_commit`: commit what the turn that started at record `since` changed. Returns the line
     to show the user, None when the turn changed nothing. When the model cannot write the message, the
     user's request names the commit (and the line says why)."""
-    from .. import llm
-
     if not _committable(ws, edited_paths(session.read().records, since=since)):
         return None
     note = ""

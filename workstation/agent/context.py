@@ -22,6 +22,7 @@ from typing import Callable
 
 from .. import scrub
 from ..errors import WorkstationError
+from ..sessions.context import assemble
 from ..sessions.log import LogView
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (role and separators)
@@ -73,8 +74,6 @@ def build(view: LogView, config, *, base: str, sections: list[str], excerpt: str
           tools_tokens: int, count: Callable[[str], int], counter: Callable[[str], int]) -> Request:
     """The request for one model call (see the module docstring). `count` counts message texts,
     `counter` is the session's record counter (sessions.context.assemble uses it)."""
-    from ..sessions.context import assemble
-
     budget = window - reply_reserve(window)
     hidden = {str(r.get("content") or "") for r in view.records
               if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}

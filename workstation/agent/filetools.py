@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+import re2
+
 from ..errors import WorkstationError
 from ..fsutil import atomic_write, confine, confine_write, sha256_bytes
 
@@ -320,8 +322,6 @@ class GrepHit:
 def compile_pattern(pattern: str, ignore_case: bool = False):
     """`pattern` compiled by RE2, which matches in time linear in the text: no pattern can backtrack
     catastrophically (`(a+)+$`). What RE2 does not do (backreferences, lookaround) is refused in one line."""
-    import re2
-
     options = re2.Options()
     options.case_sensitive = not ignore_case
     options.log_errors = False  # RE2 logs to stderr by default; the error is raised and reported instead

@@ -32,10 +32,11 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..fsutil import confine, sha256_bytes
 from ..paths import STATE_DIRNAME
+from ..sessions.log import LogView, tool_call_arguments
+from . import tools
 
 if TYPE_CHECKING:
     from ..paths import Paths
-    from ..sessions.log import LogView
 
 NAMES = ("AGENTS.md", "CLAUDE.md")
 USER_FILE = f"{STATE_DIRNAME}/instructions.md"
@@ -91,9 +92,6 @@ class ProjectInstructions:
     def note_session(self, view: "LogView") -> list[str]:
         """Files the session's tool calls touched (as their tools declare), oldest first. Only the
         records added since the last call are looked at (the log is append-only)."""
-        from ..sessions.log import tool_call_arguments
-        from . import tools
-
         with self._lock:
             records = view.records
             if len(records) < self._seen:  # another session's view: start over

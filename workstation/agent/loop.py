@@ -37,15 +37,20 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .. import scrub
+from .. import llm, scrub
 from ..errors import WorkstationError
-from ..sandbox import Policy
+from ..llm import LLMError
+from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
+from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor
+from ..sessions.context import fetch_original
 from ..sessions.log import new_record_id
+from ..tokens import count
 from . import context, memoryfirst, tools
 from .approval import Approver
 from .checkpoints import Checkpoints, Restored
+from .commit import auto_commit
 from .context import ContextOverflow, Request
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions, budget_for
@@ -184,8 +189,6 @@ class Agent:
         return cfg.context_window if cfg.context_window and self.model_name == cfg.name else 0
 
     def context_window(self, model: str) -> int:
-        from .. import llm
-
         return self.configured_window() or llm.context_window(model)
 
     def pins(self) -> list[str]:
@@ -201,8 +204,6 @@ class Agent:
     def run(self, text: str, events: AgentEvents | None = None,
             cancel: threading.Event | None = None) -> TurnResult:
         """One user turn: model calls and their tool calls until the model answers without tools."""
-        from .. import llm
-
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
@@ -249,8 +250,6 @@ class Agent:
 
     def _auto_commit(self, since: str, request: str, events: AgentEvents, cancel) -> None:
         """agent.auto_commit: what this turn changed, committed (never pushed); one line for the user."""
-        from .commit import auto_commit
-
         self.ctx.reindex()
         line = auto_commit(self.ws, self.session, since, model=self.model_name, request=request, cancel=cancel)
         if line and events.on_notice:
@@ -391,8 +390,6 @@ class Agent:
         return self._tools_tokens
 
     def _count(self, text: str) -> int:
-        from ..tokens import count
-
         if len(text) < 64:
             return count(text)
         key = (len(text), hash(text))  # not the text itself: tool outputs would pile up in memory
@@ -444,8 +441,6 @@ class Agent:
         return call_id
 
     def _run_tool(self, call_id: str, call, events: AgentEvents) -> None:
-        from ..llm import LLMError
-
         started = time.perf_counter()
         malformed: ToolResult | None = None
         try:
@@ -487,8 +482,6 @@ class Agent:
 
     def _note_reuse(self, text: str) -> list[str]:
         """Decisions an answer cites as [D:id]: each one that exists is a reuse, once per answer."""
-        from ..memory.decisions import decision_exists
-
         reused = []
         for decision_id in dict.fromkeys(_CITED.findall(text or "")):
             if self.memory.db.call(decision_exists, decision_id):
@@ -521,8 +514,6 @@ class Agent:
         return done
 
     def _recall(self, record_id: str) -> str:
-        from ..sessions.context import fetch_original
-
         return str(fetch_original(self.session, record_id).get("content") or "")
 
     def _notice(self, text: str, kind: str) -> str:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import WorkstationError
+from ..tokens import count
 
 MAX_FILES = 4  # file maps in one excerpt
 MAX_LOOKUPS = 16
@@ -115,8 +116,6 @@ def _lookup(key: str, kind: str, files: list[str], reindexed: set[str]) -> Looku
 
 def excerpt(kmap, files: list[str], budget: int) -> str:
     """The map excerpt of a model call: maps of the files the turn named, else the repository map."""
-    from ..tokens import count
-
     if budget <= 0:
         return ""
     parts: list[str] = []

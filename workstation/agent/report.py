@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import WorkstationError
+from ..sessions.catalog import load as load_session
 from ..sessions.log import LogView, parse_lines, tool_call_arguments
+from ..tokens import count
 from . import tools
 
 MESSAGE_OVERHEAD = 4  # the same per-message cost loop.py counts
@@ -189,8 +191,6 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
 
 def load(paths, target: str) -> tuple[LogView, str]:
     """A session by slug (live or archived), or a session log file by path."""
-    from ..sessions.catalog import load as load_session
-
     candidate = Path(target).expanduser()
     if target.endswith(".jsonl") or "/" in target:
         if not candidate.is_file():
@@ -206,15 +206,12 @@ def load(paths, target: str) -> tuple[LogView, str]:
 
 def default_base_tokens(root: Path) -> int:
     """Base system prompt + tool schemas as the code is now (for logs that did not record them)."""
-    from ..tokens import count
-    from .loop import SYSTEM_PROMPT
+    from .loop import SYSTEM_PROMPT  # lazy: the agent loop and the memory stack, +50 ms on `workstation report`
     return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(tools.schemas()))
 
 
 def build(paths, target: str) -> Report:
     """The report of a session (slug, live or archived) or of a session log file (path) of a workspace."""
-    from ..tokens import count
-
     view, name = load(paths, target)
     if not any(r["type"] == "assistant" for r in view.records):
         raise WorkstationError(f"session {name} has no model calls to report on")

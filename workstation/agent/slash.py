@@ -15,8 +15,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import WorkstationError
+from ..memory import reflect
 from ..memory.episodic import TOOL_CALL
+from ..sessions.archive import archive
 from ..sessions.compaction import compact_now
+from ..sessions.plan import current, progress, render
+from .checkpoints import fork
+from .commit import commit_session, describe
+from .instructions import NAMES, USER_FILE
 from .tools import call as call_tool, render_rows
 
 HELP = {
@@ -161,8 +167,6 @@ def _pin(agent, rest: str) -> SlashResult:
 
 def _reflect(agent, rest: str) -> SlashResult:
     if not rest:
-        from ..memory import reflect
-
         return SlashResult("\n".join(f"{n:<20} {d}" for n, d in reflect.names()))
     rows = agent.memory.reflect(rest, session=agent.session.slug).records()
     return SlashResult(render_rows(rows))
@@ -200,16 +204,12 @@ def _compact(agent, rest: str) -> SlashResult:
 
 
 def _commit(agent, rest: str) -> SlashResult:
-    from .commit import commit_session, describe
-
     agent.ctx.reindex()
     commit = commit_session(agent.ws, agent.session, rest or None, model=agent.model_name)
     return SlashResult(describe(commit), action="committed")
 
 
 def _instructions(agent, rest: str) -> SlashResult:
-    from .instructions import NAMES, USER_FILE
-
     found = agent.instructions_in_effect()
     if not found:
         return SlashResult(f"no project instructions: no {', '.join(NAMES)} at the root or in the folders worked "
@@ -223,8 +223,6 @@ def _instructions(agent, rest: str) -> SlashResult:
 
 
 def _plan(agent, rest: str) -> SlashResult:
-    from ..sessions.plan import current, progress, render
-
     todo = current(agent.session.read().records)
     if todo is None:
         return SlashResult("no plan yet: the agent writes one with its todo tool")
@@ -232,8 +230,6 @@ def _plan(agent, rest: str) -> SlashResult:
 
 
 def _archive(agent, rest: str) -> SlashResult:
-    from ..sessions.archive import archive
-
     cfg = agent._compaction_config() or agent.config  # no model: archived without a fresh summary
     result = archive(agent.ws.paths, agent.session.slug, cfg, episodic=agent.memory.episodic)
     text = f"archived {agent.session.slug}"
@@ -271,8 +267,6 @@ def _restored(done) -> SlashResult:
 
 
 def _fork(agent, rest: str) -> SlashResult:
-    from .checkpoints import fork
-
     if rest and not rest.isdigit():
         raise WorkstationError("usage: /fork [N] (N: fork before user turn N; none: the whole conversation)")
     new = fork(agent.ws.paths, agent.session, int(rest) if rest else None)

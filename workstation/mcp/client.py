@@ -182,8 +182,8 @@ class McpClients:
 
     # ------------------------------------------------------------------ one server, in the loop
     async def _serve(self, name: str, cfg: McpServerConfig) -> None:
-        from mcp import Client
-        from mcp.types import Implementation
+        from mcp import Client  # lazy: the mcp SDK, ~0.9 s, and it loads click
+        from mcp.types import Implementation  # lazy: the mcp SDK, and it loads click
 
         stop = self._stops[name] = asyncio.Event()
         done = self._done[name] = threading.Event()
@@ -235,14 +235,14 @@ class McpClients:
         return log, log.tell()
 
     def _stdio(self, cfg: McpServerConfig, log):
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.stdio import StdioServerParameters, stdio_client  # lazy: the mcp SDK, and click
 
         env = {key: expand(value, f"env.{key}") for key, value in cfg.env.items()}
         params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env, cwd=str(self.root))
         return stdio_client(params, errlog=log)
 
     async def _http(self, cfg: McpServerConfig, stack: AsyncExitStack):
-        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # lazy: mcp SDK
 
         headers = {key: expand(value, f"headers.{key}") for key, value in cfg.headers.items()}
         http = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))

@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+import anyio
+
 from .. import __version__, scrub
 from ..agent import tools
 from ..agent.filetools import ReadLedger
@@ -47,12 +49,12 @@ from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..memory.episodic import TOOL_CALL
-from ..sessions.log import new_record_id
+from ..sessions.context import fetch_original
+from ..sessions.log import Session, new_record_id
 
 if TYPE_CHECKING:
     from ..memory import Memory
     from ..runtime import Workspace
-    from ..sessions.log import Session
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +96,6 @@ class ClientState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def recall(self, record_id: str) -> str:
-        from ..sessions.context import fetch_original
-
         if self.session is None:
             raise WorkstationError("nothing to recall: this client has no session yet")
         return str(fetch_original(self.session, record_id).get("content") or "")
@@ -139,8 +139,6 @@ class Service:
 
     def _open(self, state: ClientState) -> tuple["Session", "Memory"]:
         """The client's session log and memory, created with its first call."""
-        from ..sessions.log import Session
-
         with state.lock:
             if state.session is None:
                 state.name, state.version = _text(state.name), _text(state.version)
@@ -232,9 +230,8 @@ class Service:
 
     def mcp_server(self):
         """The SDK's low-level Server with this service's handlers."""
-        import anyio
-        import mcp.types as types
-        from mcp.server.lowlevel import Server
+        import mcp.types as types  # lazy: the mcp SDK, ~0.9 s, and it loads click
+        from mcp.server.lowlevel import Server  # lazy: the mcp SDK, ~0.9 s, and it loads click
 
         listed = types.ListToolsResult.model_validate({"tools": self.tool_list()})
 
@@ -334,8 +331,7 @@ def _arguments_json(args: dict, logged: dict) -> str:
 # --------------------------------------------------------------------------- transports
 def serve_stdio(service: Service) -> None:
     """Serve one client on stdin/stdout until it disconnects."""
-    import anyio
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # lazy: the mcp SDK, ~0.9 s, and it loads click
 
     server = service.mcp_server()
 
@@ -348,7 +344,7 @@ def serve_stdio(service: Service) -> None:
 
 def serve_http(service: Service, port: int, on_ready: Callable[[str], None] | None = None) -> None:
     """Serve streamable HTTP on 127.0.0.1:port (0: a free port) until interrupted; on_ready gets the URL."""
-    import uvicorn
+    import uvicorn  # lazy: uvicorn (and click), +120 ms; only --http
 
     app = service.mcp_server().streamable_http_app(host="127.0.0.1")  # also refuses other Host headers
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import reflect
 from .decisions import Decision, Decisions
 from .episodic import MEMORY_HIT, MEMORY_MISS, OP, Episodic, Operation, new_id
 from .errors import MemoryKeyError, MemoryTierError
@@ -158,14 +159,10 @@ class Memory:
         self.decision_log.mark_reused(decision_id, step)
 
     def reflect(self, name: str, **params: Any):
-        from . import reflect
-
         self.episodic.fence()  # this execution's own events count
         return reflect.run(self.db, name, **params)
 
     def reflect_sql(self, sql: str, **params: Any):
-        from . import reflect
-
         self.episodic.fence()
         return reflect.run_sql(self.db, sql, **params)
 

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import tools
+from ..config import Config
 from ..errors import WorkstationError
+from ..paths import Paths
+from ..sessions.catalog import load as load_session
 from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text
-from ..sessions.log import TURN_TYPES, LogProblem, LogView, parse_lines, tool_call_arguments
+from ..sessions.log import TURN_TYPES, LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
 from ..textdiff import record_diff
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
@@ -187,8 +190,6 @@ class Episode:
         if not view.records:
             raise ReplayError(f"session {name} has no readable records to replay")
         if config is None:
-            from ..config import Config
-
             config = Config()
         self.name = name
         self.source = source or name
@@ -204,8 +205,6 @@ class Episode:
     @classmethod
     def load(cls, source: Any, target: str | os.PathLike | None = None, *, config: Any = None) -> "Episode":
         """`load(paths, "slug")` (live or archived), `load(paths, "dir/file.jsonl")`, or `load("file.jsonl")`."""
-        from ..paths import Paths
-
         if target is None:
             if isinstance(source, Paths):
                 raise ReplayError("which session? give a slug or a .jsonl file")
@@ -217,8 +216,6 @@ class Episode:
             return cls._from_file(Path(target).expanduser(), config)
         if paths is None:
             raise ReplayError(f"{target} is not a .jsonl file; a session slug needs a workspace")
-        from ..sessions.catalog import load as load_session
-
         view, state = load_session(paths, target)
         return cls(target, view, source=state, config=config)
 
@@ -261,8 +258,6 @@ class Episode:
         cached = self._token_cache.get(text)
         if cached is None:
             if self._counter is None:
-                from ..sessions.log import default_counter
-
                 self._counter = default_counter()
             cached = self._token_cache[text] = self._counter(text)
         return cached

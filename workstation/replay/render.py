@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..sessions.plan import MARKS
 from .episode import Episode, ReplayState, clip
 
 
@@ -47,8 +48,6 @@ def render_state(episode: Episode, state: ReplayState) -> str:
     if mem.files_edited:
         lines.append("  files edited: " + ", ".join(f"{p} ({n}x)" for p, n in sorted(mem.files_edited.items())))
     if mem.plan is not None:
-        from ..sessions.plan import MARKS
-
         lines.append(f"  plan: {sum(t['status'] == 'done' for t in mem.plan)} of {len(mem.plan)} done")
         lines += [f"    {MARKS.get(t['status'], '[?]')} {clip(t['text'], 100)}" for t in mem.plan]
     for tier, entries in (("stm", mem.stm), ("ltm", mem.ltm)):

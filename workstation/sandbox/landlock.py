@@ -11,12 +11,15 @@ Processes a command leaves behind are not ended with workstation (only the comma
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from . import Status
 
 NAME = "landlock"
 HELPER = Path(__file__).with_name("_landlock_exec.py")
@@ -26,8 +29,6 @@ DEVICES = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/d
 def available() -> "tuple[int] | str":
     if not sys.platform.startswith("linux"):
         return "Landlock is Linux only"
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
@@ -42,8 +43,6 @@ def holds(probe: dict, network: bool) -> dict[str, bool]:
 
 
 def status(found: tuple[int], network: bool):
-    from . import Status
-
     net = "network allowed" if network else "no TCP"
     return Status("landlock", False,
                   f"partial sandbox: Landlock (ABI {found[0]}): writes only in the workspace and a private "

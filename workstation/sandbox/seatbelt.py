@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from . import Status
+
 NAME = "seatbelt"
 DEVICES = ["/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/random", "/dev/urandom"]
 
@@ -34,8 +36,6 @@ def holds(probe: dict, network: bool) -> dict[str, bool]:
 
 
 def status(found: tuple[str], network: bool):
-    from . import Status
-
     net = "network allowed (agent.command_network)" if network else "no network"
     return Status("seatbelt", True, f"sandbox: Seatbelt (sandbox-exec): writes only in the workspace and a "
                                     f"private temporary folder, .git read-only, state folder hidden, {net}",

@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Any
 
+from .. import llm
+from ..llm import LLMCancelled, LLMError, ModelSpec
+from ..providers import spec_for
 from .context import assemble, covered_count, memory_of, seen
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
@@ -119,8 +122,6 @@ def context_window_of(config: Any) -> int | None:
         return model.context_window
     if not model.name:
         return None
-    from .. import llm
-
     return llm.context_window(model.name)
 
 
@@ -317,9 +318,6 @@ def compact_models(config: Any) -> list[str]:
 
 def _spec(config: Any, model: str):
     """The compaction model's spec: the chat model's endpoint and key only if it is the same provider."""
-    from ..llm import ModelSpec
-    from ..providers import spec_for
-
     chat = getattr(config, "model", None)
     return ModelSpec(model) if chat is None else spec_for(chat, model, fallbacks=False)
 
@@ -330,8 +328,6 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
 
     Returns (sections, usage); raises LLMError or SummaryFormatError.
     """
-    from .. import llm
-
     spec = _spec(config, model)
     running = plan.previous.get("summary") if plan.previous else None
     covered_before = plan.first_turn - 1
@@ -436,8 +432,6 @@ def _context_tokens(session: Session, config: Any) -> int:
 
 def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
          cancel: threading.Event | None = None) -> CompactResult | None:
-    from ..llm import LLMCancelled, LLMError
-
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
     models = compact_models(config)

@@ -19,6 +19,7 @@ import re
 import secrets
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -27,6 +28,7 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..fsutil import fsync_dir
 from ..paths import Paths
+from ..tokens import count  # builds no encoding until a first count
 from .logview import (FORMAT_VERSION, RECORD_TYPES, TURN_TYPES, LogProblem, LogView,  # noqa: F401 (the format's
                       fields_problem, parse_line, parse_lines)  # reader, re-exported: one import for both)
 
@@ -47,8 +49,6 @@ class SessionArchived(SessionError):
 # --------------------------------------------------------------------------- helpers
 def default_counter() -> TokenCounter:
     """workstation.tokens.count: cl100k_base, the counts litellm.token_counter gives."""
-    from ..tokens import count  # builds no encoding until a first count
-
     return count
 
 
@@ -417,8 +417,6 @@ def _write_all(fd: int, data: bytes) -> None:
 def fsync_paths(paths: Iterable[Path]) -> None:
     """fsync many files (and then their folders) at once: concurrent fsyncs share journal commits,
     so a bulk import pays for a few, not one per file. A file gone meanwhile is skipped."""
-    from concurrent.futures import ThreadPoolExecutor
-
     def one(path: Path) -> None:
         try:
             fd = os.open(path, os.O_RDONLY)

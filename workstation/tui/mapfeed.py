@@ -19,6 +19,8 @@ import time
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import WorkstationError
+from ..index.watcher import Watcher
 from .viewdata import MapEntry, SymbolEntry, human_count
 
 if TYPE_CHECKING:
@@ -53,9 +55,6 @@ class MapFeed:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Index (with progress), show the top level, then follow every change (blocks while indexing)."""
-        from ..errors import WorkstationError
-        from ..index.watcher import Watcher
-
         def progress(done: int, total: int, *_: Any) -> None:
             self._ui(self.pane.set_progress, done, total, "indexing")
 

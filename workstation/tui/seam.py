@@ -18,6 +18,7 @@ import importlib
 import pkgutil
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from . import panes, screens
 from .messages import BackendRequest, NewSessionRequested, ThemeChanged
 
 if TYPE_CHECKING:
@@ -80,8 +81,6 @@ class Backend(Protocol):
 
 def request_classes() -> list[type[BackendRequest]]:
     """Every BackendRequest the app's panes and screens define (their modules imported first)."""
-    from . import panes, screens
-
     for package in (panes, screens):
         for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
             importlib.import_module(info.name)

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ... import scrub
 from ...errors import WorkstationError
+from ...sessions.context import key_context
+from ...tokens import count
 from ..approval import Approver
 from ..filetools import ReadLedger
 
@@ -177,8 +179,6 @@ def events(meaning: Meaning, *, live: bool) -> list[tuple[str, str, dict]]:
 def default_label(name: str, args: Mapping[str, Any]) -> str:
     """`grep(TODO)`: the tool and its telling argument (a path, a pattern, a command...; else the first
     text argument). Also for tools this version does not know, such as an imported agent's Bash."""
-    from ...sessions.context import key_context
-
     key = key_context({"arguments": dict(args)}, "") if args else ""
     if not key:
         key = next((str(v) for v in args.values() if isinstance(v, str) and v), "")
@@ -326,8 +326,6 @@ class ToolContext:
         with self._lock:
             cached = self._file_tokens.get(sha)
         if cached is None:
-            from ...tokens import count
-
             if size is not None and size > EXACT_TOKENS_MAX:
                 cached = (size + 3) // 4
             else:

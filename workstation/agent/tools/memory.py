@@ -35,7 +35,7 @@ def render_decisions(rows) -> str:
 
 
 def _qmem(ctx: ToolContext, tier: str, key: str) -> ToolResult:
-    from ...memory import MemoryKeyError
+    from ...memory import MemoryKeyError  # lazy: the memory stack, +25 ms on `replay` and `report`
 
     lookup = tier in ("stm", "ltm")  # the tiers whose reads count as memory lookups (episodic: by event id)
     try:

@@ -19,6 +19,7 @@ from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.style import Style
 from rich.text import Text
+from rich.theme import Theme
 
 from ..viewdata import Turn, human_count
 
@@ -131,8 +132,8 @@ def warm(name: str) -> None:
     if name == MARKDOWN:
         _markdown_class()
     else:
-        from pygments.lexers import get_lexer_by_name
-        from pygments.util import ClassNotFound
+        from pygments.lexers import get_lexer_by_name  # lazy: pygments, +6 ms; warm() loads it after the first frame
+        from pygments.util import ClassNotFound  # lazy: pygments; warm() loads it after the first frame
 
         try:
             get_lexer_by_name(name)  # pygments keeps the built tables on the class
@@ -144,8 +145,8 @@ def warm(name: str) -> None:
 
 @lru_cache(maxsize=1)
 def _markdown_class():
-    from rich.markdown import CodeBlock, Markdown
-    from rich.syntax import Syntax
+    from rich.markdown import CodeBlock, Markdown  # lazy: markdown-it, +60 ms; warm() loads it after the first frame
+    from rich.syntax import Syntax  # lazy: pygments, +10 ms; warm() loads it after the first frame
 
     class DeferredCodeBlock(CodeBlock):
         def __rich_console__(self, console, options):
@@ -167,8 +168,6 @@ def _markdown_class():
                 yield from super().__rich_console__(console, options)
                 return
             # Rich styles inline code from the console theme ("bold cyan on black"): use ours
-            from rich.theme import Theme
-
             with console.use_theme(Theme({"markdown.code": self.inline_code_style})):
                 yield from super().__rich_console__(console, options)
 

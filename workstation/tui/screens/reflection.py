@@ -29,6 +29,9 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 from textual_plotext import PlotextPlot
 
+from ...memory import reflect
+from ...sessions.catalog import list_sessions, load as load_session
+from ...sessions.log import TURN_TYPES
 from ..panes.bar import StatusBar
 
 if TYPE_CHECKING:
@@ -56,8 +59,6 @@ class ContextSeries:
 
 def context_series(session: str, records: list[dict]) -> ContextSeries:
     """From a session log's records in file order (turn numbers count user/assistant/tool/system)."""
-    from ...sessions.log import TURN_TYPES
-
     series = ContextSeries(session)
     turn = 0
     for record in records:
@@ -123,8 +124,6 @@ class ReflectionScreen(Screen):
     """
 
     def __init__(self, workspace: Workspace, *, session: str | None = None, query: str = "") -> None:
-        from ...memory import reflect
-
         super().__init__()
         self.workspace = workspace
         self.session = session  # the session the plots show (None: the newest one)
@@ -135,8 +134,6 @@ class ReflectionScreen(Screen):
         self.tools: ToolUsage | None = None
 
     def compose(self) -> ComposeResult:
-        from ...memory import reflect
-
         yield Static("Reflection", id="reflection-title", markup=False)
         with Horizontal(id="reflection-top"):
             yield OptionList(*[Option(name.replace("_", " "), id=name) for name, _ in reflect.names()],
@@ -201,8 +198,6 @@ class ReflectionScreen(Screen):
             self.run_query(event.option.id)
 
     def run_query(self, name: str) -> None:
-        from ...memory import reflect
-
         self.query_name = name
         self.query_one("#reflection-about", Static).update(reflect.QUERIES[name].description)
         self.status.set(left=f"running {name}…")
@@ -210,8 +205,6 @@ class ReflectionScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, exclusive=True, name="reflection query")
     def _run_query(self, name: str, session: str | None) -> None:
-        from ...memory import reflect
-
         result = reflect.run(self.workspace.db, name, session=session)
         self.app.call_from_thread(self._show_result, result)
 
@@ -231,8 +224,6 @@ class ReflectionScreen(Screen):
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-context", exclusive=True,
           name="context plot")
     def _load_context(self) -> None:
-        from ...sessions.catalog import list_sessions, load
-
         slug = self.session
         if slug is None:  # no chat open: the newest session
             newest = list_sessions(self.workspace.paths)
@@ -240,7 +231,7 @@ class ReflectionScreen(Screen):
         if slug is None:
             series = ContextSeries("")
         else:
-            view, _state = load(self.workspace.paths, slug)
+            view, _state = load_session(self.workspace.paths, slug)
             series = context_series(slug, view.records)
         self.app.call_from_thread(self._set_context, series)
 
@@ -250,8 +241,6 @@ class ReflectionScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-tools", exclusive=True, name="tool plot")
     def _load_tools(self) -> None:
-        from ...memory import reflect
-
         result = reflect.run(self.workspace.db, "tool_errors", session=self.scope, limit=40)
         self.app.call_from_thread(self._set_tools, tool_usage(result.columns, result.rows))
 

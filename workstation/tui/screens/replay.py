@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from textual import on
 from textual.app import App, ComposeResult
@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
+from ...replay import Episode, Player
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..panes.chat import ChatPane
@@ -32,8 +33,6 @@ from ..panes.memory import MemoryPane
 from ..panes.timeline import TimelinePane
 from ..themes import DEFAULT_THEME, load_themes
 
-if TYPE_CHECKING:
-    from ...replay import Episode
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MIN_TICK_S = 0.01
@@ -121,8 +120,6 @@ class ReplayScreen(Screen):
 
     def __init__(self, episode: Episode, *, clock: Callable[[], float] = time.monotonic, start: int = 0,
                  speed: float = 1.0) -> None:
-        from ...replay import Player
-
         super().__init__()
         self.episode = episode
         self.player = Player(episode, clock=clock, start=start)

@@ -14,6 +14,7 @@ notifications and a status line, and the list reloads after each change.
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -24,11 +25,19 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
+from ...fsutil import atomic_write
+from ...memory.episodic import Episodic
+from ...replay import Episode
+from ...sessions.archive import archive, restore
+from ...sessions.catalog import export, list_sessions
+from ...sessions.compaction import compact_now, plan_compaction
+from ...sessions.log import Session
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..viewdata import human_count
 from .compact import CompactScreen
 from .confirm import ConfirmScreen
+from .replay import ReplayScreen
 
 if TYPE_CHECKING:
     from ...runtime import Workspace
@@ -126,8 +135,6 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-list", exclusive=True, name="list sessions")
     def _load(self) -> None:
-        from ...sessions.catalog import list_sessions
-
         infos = list_sessions(self.workspace.paths, archived=True)
         self.app.call_from_thread(self._show, infos)
 
@@ -204,19 +211,15 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="load episode")
     def _load_episode(self, slug: str) -> None:
-        from ...replay import Episode
-
         episode = Episode.load(self.workspace.paths, slug, config=self.workspace.config)
         self.app.call_from_thread(self._open_replay, episode)
 
     def _open_replay(self, episode) -> None:
-        from .replay import ReplayScreen
-
         self.status.set(left="")
         self.app.push_screen(ReplayScreen(episode))
 
     def action_reflect(self) -> None:
-        from .reflection import ReflectionScreen
+        from .reflection import ReflectionScreen  # lazy: plotext, +60 ms on opening this screen
 
         info = self.selected
         if info is not None:
@@ -236,9 +239,6 @@ class SessionsScreen(Screen):
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="plan compaction")
     def _ask_compaction(self, slug: str) -> None:
         """Read the session, then ask how many turns to keep, showing what each choice covers."""
-        from ...sessions.compaction import plan_compaction
-        from ...sessions.log import Session
-
         view = Session.open(self.workspace.paths, slug).read()
         config = self.workspace.config
 
@@ -261,9 +261,6 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="compact")
     def _compact(self, slug: str, keep: int) -> None:
-        from ...sessions.compaction import compact_now
-        from ...sessions.log import Session
-
         ws = self.workspace
         self._working(f"compacting {slug}…")
         with self._episodic("sessions screen: compact") as episodic:
@@ -286,8 +283,6 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="archive")
     def _archive(self, slug: str) -> None:
-        from ...sessions.archive import archive
-
         ws = self.workspace
         self._working(f"archiving {slug}…")
         with self._episodic("sessions screen: archive") as episodic:
@@ -310,8 +305,6 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="restore")
     def _restore(self, slug: str, resume: bool = False) -> None:
-        from ...sessions.archive import restore
-
         self._working(f"restoring {slug}…")
         session = restore(self.workspace.paths, slug)
         self._done(f"restored {slug} to {session.path}")
@@ -325,9 +318,6 @@ class SessionsScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, name="export")
     def _export(self, slug: str, fmt: str) -> None:
-        from ...fsutil import atomic_write
-        from ...sessions.catalog import export
-
         text = export(self.workspace.paths, slug, fmt)
         folder = self.workspace.paths.state / "exports"
         folder.mkdir(parents=True, exist_ok=True)
@@ -346,10 +336,6 @@ class SessionsScreen(Screen):
 
     def _episodic(self, flow: str):
         """An episodic recorder so compactions show in reflection; flushed when the operation ends."""
-        from contextlib import closing
-
-        from ...memory.episodic import Episodic
-
         return closing(Episodic(self.workspace.db, flow=flow))
 
     def _working(self, text: str) -> None:
