@@ -123,3 +123,29 @@ def test_sidecar_stops_when_its_parent_is_gone(tmp_path):
     parent.wait()
     assert sidecar.wait(timeout=30) == 0
     assert "parent process is gone" in sidecar.stdout.read()
+
+
+def test_a_failing_import_watch_is_reported_and_retried_not_fatal(tmp_path, monkeypatch):
+    import threading
+
+    from workstation.sessions import sidecar as sidecar_mod
+
+    config, paths = make_config(tmp_path)
+    lines: list[str] = []
+    car = sidecar_mod.Sidecar(paths, config, report=lines.append)
+    stop = threading.Event()
+    starts = []
+
+    class Broken:
+        def run(self, _stop):
+            starts.append(1)
+            if len(starts) == 2:
+                stop.set()
+            raise OSError("the Claude Code folder vanished")
+
+    monkeypatch.setattr(car, "_watcher", lambda sources: Broken())
+    monkeypatch.setattr(sidecar_mod, "IMPORT_RETRY_S", 0.01)
+    car._import(("claude-code",), stop)
+    assert len(starts) == 2  # retried after the failure
+    assert lines[0].startswith("importing claude-code sessions of")
+    assert lines[1] == "import watch failed: the Claude Code folder vanished; retrying in 0s"
