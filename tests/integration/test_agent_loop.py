@@ -85,11 +85,13 @@ def test_multi_step_session_end_to_end(tmp_path, server):
 
     # the session log records every step
     log = records(a.session)
-    # before the edit, a checkpoint of what the file held (agent/checkpoints.py)
+    # before the edit, a checkpoint of what the file held, then the intent naming what it will hold
+    # (agent/checkpoints.py)
     assert [r["type"] for r in log] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "checkpoint",
-                                        "tool", "tool", "assistant", "user", "assistant"]
+                                        "intent", "tool", "tool", "assistant", "user", "assistant"]
     assert log[6]["path"] == "pkg/core.py" and log[6]["turn"] == log[0]["id"]
-    log.pop(6)
+    assert log[7]["path"] == "pkg/core.py" and log[7]["after"] == log[8]["edits"][0]["after"]
+    del log[6:8]
     user = log[0]
     assert user["memory"] == {"lookups": 2, "hits": 1, "files": ["pkg/core.py"], "misses": ["request_id"]}
     meta, read, edit = log[2], log[4], log[6]
