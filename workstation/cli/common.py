@@ -62,8 +62,8 @@ def print_json(data: Any) -> None:
 
 
 def print_table(rows: list[dict], columns: list[str] | None = None, title: str | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console  # lazy: rich, ~50 ms, only to print a table
+    from rich.table import Table  # lazy: rich, as above
 
     columns = columns or (list(rows[0]) if rows else [])
     table = Table(title=title, show_lines=False)
