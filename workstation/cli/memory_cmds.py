@@ -242,7 +242,8 @@ def _usage(ws: Workspace, by: str, session: str | None, like_ccusage: bool, limi
     result = usage(ws.db, by, session=session, like_ccusage=like_ccusage)
     records = result.records()[:limit] if limit else result.records()
     if as_json:
-        print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]})
+        print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]},
+                   flat_rows="rows")
         return
     if not records:
         click.echo("no model calls recorded yet")
