@@ -6,16 +6,13 @@ Precedence (highest first): environment (WORKSTATION_MODEL), the workspace's
 
 from __future__ import annotations
 
-import copy
-import math
 import os
 import re
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal
 
-from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
@@ -24,10 +21,8 @@ from .sandbox import DEFAULT_HIDE
 
 
 class _Section(BaseModel):
-    # nan and inf pass every `gt`/`le` bound silently, so no setting may be one. defer_build: pydantic
-    # builds a model's validator on its first validation, not at import (~60 ms of every command's
-    # start); a config that plainly holds (_plainly_valid) is never validated by pydantic at all.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False, defer_build=True)
+    # nan and inf pass every `gt`/`le` bound silently, so no setting may be one
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 DAY_S = 86_400.0  # no time limit in the config may exceed a day: a bigger one is a typo, not a wish
@@ -239,98 +234,7 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-_BOUNDS = ((Gt, "gt", lambda v, b: v > b), (Ge, "ge", lambda v, b: v >= b),
-           (Lt, "lt", lambda v, b: v < b), (Le, "le", lambda v, b: v <= b))
-
-
-def _plain_value(annotation: Any, metadata: list, value: Any) -> tuple[bool, Any]:
-    """(True, the value pydantic would give) when `value` is plainly of `annotation` and within the
-    field's bounds; (False, None) when in any doubt (pydantic then decides, and words the error)."""
-    origin, args = get_origin(annotation), get_args(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, _Section):
-        built = _plainly_valid(annotation, value)
-        return built is not None, built
-    if origin is Literal:
-        return (type(value) is str and value in args), value
-    if origin is list:
-        if type(value) is not list:
-            return False, None
-        items = [_plain_value(args[0], [], item) for item in value]
-        return all(ok for ok, _ in items), [item for _, item in items]
-    if origin is dict:
-        if type(value) is not dict or not all(type(key) is str for key in value):
-            return False, None
-        items = {key: _plain_value(args[1], [], item) for key, item in value.items()}
-        return all(ok for ok, _ in items.values()), {key: item for key, (_, item) in items.items()}
-    if annotation is float and type(value) in (int, float):
-        try:
-            value = float(value)
-        except OverflowError:
-            return False, None
-        if not math.isfinite(value):
-            return False, None
-    elif annotation not in (str, bool, int) or type(value) is not annotation:
-        return False, None
-    for kind, attr, holds in _BOUNDS:
-        for bound in metadata:
-            if isinstance(bound, kind) and not holds(value, getattr(bound, attr)):
-                return False, None
-    return True, value
-
-
-def _plainly_valid(model: type[_Section], data: Any) -> _Section | None:
-    """`data` as `model` without pydantic's validator, when every key is known, every value plainly of
-    its field's type and bounds (exact types: no coercion but int to float) and every validator of
-    the model passes; None when in any doubt. A config file mostly sets a few strings and numbers:
-    this answers those without building pydantic's validators (~60 ms at every command's start).
-    tests/unit/test_config_fast.py checks it against pydantic's own answer."""
-    if type(data) is not dict:
-        return None
-    decorators = model.__pydantic_decorators__
-    by_key = {(info.alias or name): (name, info) for name, info in model.model_fields.items()}
-    values: dict[str, Any] = {}
-    try:
-        for key, value in data.items():
-            if key not in by_key:
-                return None
-            name, info = by_key[key]
-            for validator in decorators.field_validators.values():
-                if name in validator.info.fields and validator.info.mode == "before":
-                    value = validator.func(value)
-            ok, value = _plain_value(info.annotation, info.metadata, value)
-            if not ok:
-                return None
-            for validator in decorators.field_validators.values():
-                if name in validator.info.fields:
-                    if validator.info.mode not in ("before", "after"):
-                        return None
-                    if validator.info.mode == "after":
-                        value = validator.func(value)
-            values[key] = value
-        given = {by_key[key][0] for key in values}
-        for key, (name, info) in by_key.items():  # the defaults, as pydantic would fill them in
-            factory = info.default_factory
-            if key in values:
-                continue
-            if isinstance(factory, type) and issubclass(factory, _Section):
-                values[key] = _plainly_valid(factory, {})  # calling it would build its validator
-            elif factory is not None:
-                values[key] = factory()  # type: ignore[call-arg]  # none of ours takes the data
-            else:
-                values[key] = copy.deepcopy(info.default)
-        built = model.model_construct(_fields_set=given, **values)
-        for validator in decorators.model_validators.values():
-            if validator.info.mode != "after":
-                return None
-            built = validator.func(built)
-    except (ValueError, AssertionError):  # what pydantic turns into a validation error
-        return None  # pydantic says it again, in its words
-    return built
-
-
 def validate(data: dict[str, Any], source: str = "config") -> Config:
-    if (plain := _plainly_valid(Config, data)) is not None:
-        return plain  # type: ignore[return-value]
     try:
         return Config.model_validate(data)
     except ValidationError as err:
