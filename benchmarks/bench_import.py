@@ -10,7 +10,7 @@
    throughput in MB/s of source logs (target: at least 20 MB/s).
 3. Times `reflect usage` (each grouping) and `session search` (a rare word, a common one, one
    that is nowhere) over that history, in this process and as the command line a user runs
-   (targets: under 1 s once imported).
+   (bench_commands.py: fresh processes, median wall and CPU time; targets: under 1 s once imported).
 
 On a 2-core machine it writes ~2.5 GB under DIR (sources, session logs, the store) and takes
 ~5-10 minutes for 1 GB; DIR is removed afterwards unless --keep.
@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -72,22 +71,13 @@ def verdict(seconds: float, target: float) -> str:
     return "meets" if seconds < target else "MISSES"
 
 
-def cli_seconds(ws: Path, *args: str) -> float:
-    exe = str(Path(sys.executable).with_name("workstation"))
-    started = time.perf_counter()
-    done = subprocess.run([exe, "-C", str(ws), *args], capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        print(f"   ! {' '.join(args)} failed: {done.stderr.strip()[:200]}")
-    return elapsed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gb", type=float, default=1.0, help="gigabytes of source logs to import")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/ws-bench-import"))
     parser.add_argument("--keep", action="store_true", help="keep DIR afterwards (to query it again)")
     parser.add_argument("--workers", type=int, default=None, help="import processes (default: one per core, up to 4)")
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per command line timed (median)")
     args = parser.parse_args()
     started = time.perf_counter()
     load = os.getloadavg()[0]
@@ -99,6 +89,8 @@ def main() -> None:
     from workstation.paths import Paths
     from workstation.sessions.catalog import search
     from workstation.store import Database
+
+    from bench_commands import bench_history  # beside this script
 
     if args.dir.exists():
         shutil.rmtree(args.dir)
@@ -138,11 +130,9 @@ def main() -> None:
                   f"{len(hits):>4} hits   {verdict(max(first, again), QUERY_TARGET_S)}")
     finally:
         db.close()
-    print("\n   the same from the command line (a fresh process: start-up, store opening, printing included)")
-    for args_ in (("reflect", "usage", "--json"), ("reflect", "usage", "--by", "day", "--json"),
-                  ("session", "search", "mozgoslav", "--json"), ("session", "search", "no such words anywhere")):
-        seconds = cli_seconds(ws, *args_)
-        print(f"   workstation {' '.join(args_):<42} {seconds * 1000:7.0f} ms   {verdict(seconds, QUERY_TARGET_S)}")
+    print(f"\n   the same from the command line (fresh processes: start-up, store opening, printing included; "
+          f"median of {args.runs})")
+    bench_history(ws, args.runs)
     if not args.keep:
         shutil.rmtree(args.dir)
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")

@@ -47,7 +47,7 @@ class IndexConfig(_Section):
     @field_validator("ignore")
     @classmethod
     def _ignore_patterns(cls, patterns: list[str]) -> list[str]:
-        from pathspec import GitIgnoreSpec
+        from pathspec import GitIgnoreSpec  # lazy: pathspec, ~12 ms, only when index.ignore is set
 
         for number, pattern in enumerate(patterns, start=1):
             try:
@@ -103,7 +103,7 @@ class AgentConfig(_Section):
     @field_validator("command_allow")
     @classmethod
     def _patterns(cls, entries: list[str]) -> list[str]:
-        from .sandbox.allowlist import Pattern
+        from .sandbox.allowlist import Pattern  # lazy: ~1.5 ms at every config load, only when command_allow is set
 
         for number, entry in enumerate(entries, start=1):
             try:

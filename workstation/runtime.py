@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import config as config_mod
 from .config import Config
 from .paths import Paths
+from .providers import spec_for
 
 if TYPE_CHECKING:
     from .index.map import KnowledgeMap
@@ -78,13 +79,13 @@ class Workspace:
 
     @cached_property
     def db(self) -> "Database":
-        from .store import Database
+        from .store import Database  # lazy: the store, ~5 ms, for commands that never open it
 
         return Database(self.paths)
 
     @cached_property
     def kmap(self) -> "KnowledgeMap":
-        from .index.map import KnowledgeMap
+        from .index.map import KnowledgeMap  # lazy: the indexer and pathspec, ~12 ms after the store
 
         kmap = KnowledgeMap(self.db, self.paths, self.config)
         for problem in kmap.rules.problems:
@@ -95,15 +96,13 @@ class Workspace:
 
     def memory(self, session: str = "", flow: str = "main") -> "Memory":
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""
-        from .memory import Memory
+        from .memory import Memory  # lazy: the memory package, ~12 ms
 
         return Memory(self.db, session=session, flow=flow, record_lookups=("stm", "ltm"))
 
     def model_spec(self, name: str | None = None) -> "ModelSpec | None":
         """The configured model (or `name`) as an llm.ModelSpec, None if unset (providers.spec_for:
         the configured endpoint and key go only to the same provider)."""
-        from .providers import spec_for
-
         return spec_for(self.config.model, name)
 
     def close(self) -> None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import click
 
+from ..process import exit_on_sigterm, finish
+from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds, replay_cmds,
+               session_cmds)
 from .common import WorkstationGroup, run_main
 
 
@@ -19,7 +22,7 @@ from .common import WorkstationGroup, run_main
 @click.pass_context
 def main(ctx: click.Context, workspace: str, model: str | None) -> None:
     """workstation: a terminal agent workstation with a live knowledge map and tiered memory."""
-    from ..runtime import Workspace
+    from ..runtime import Workspace  # lazy: the config (pydantic, ~80 ms), not read by --help
 
     ctx.obj = Workspace(workspace, model=model, lazy=True,
                         on_warning=lambda line: click.echo(f"warning: {line}", err=True))
@@ -27,9 +30,6 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
 
 
 def _register() -> None:
-    from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds,  # noqa: F401
-                   replay_cmds, session_cmds)
-
     for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
@@ -39,8 +39,6 @@ _register()
 
 
 def entry() -> None:
-    from ..process import exit_on_sigterm, finish
-
     exit_on_sigterm()
     try:
         run_main(main)

@@ -20,10 +20,10 @@ from .common import json_option, pass_workspace, print_json, print_table
 @pass_workspace
 def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
-    from ..agent import slash
-    from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel
-    from ..sessions import plan as plan_mod
-    from ..sessions.log import Session
+    from ..agent import slash  # lazy: the agent stack (litellm's client, ~100 ms), not on --help or index
+    from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel  # lazy: the agent stack, as above
+    from ..sessions import plan as plan_mod  # lazy: the sessions package, ~20 ms on index
+    from ..sessions.log import Session  # lazy: the sessions package, ~20 ms on index
 
     is_slash = task.strip().startswith("/")
     with ws.with_model(model) as ws:
@@ -39,7 +39,7 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
                 return click.confirm(f"{verb} `{request.subject}`? ({request.reason})", default=False, err=True)
             return False  # nobody to ask
 
-        from ..mcp.client import open_toolset
+        from ..mcp.client import open_toolset  # lazy: the MCP SDK, ~200 ms
 
         toolset = open_toolset(ws, on_notice=lambda line: click.echo(f"[{line}]", err=True))
         try:
@@ -92,7 +92,7 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
 @pass_workspace
 def report(ws, session: str, as_json: bool) -> None:
     """Efficiency report of SESSION (a slug, or a session .jsonl file) beside a naive baseline replay."""
-    from ..agent import report as report_mod
+    from ..agent import report as report_mod  # lazy: the agent stack, ~100 ms
 
     rep = report_mod.build(ws.paths, session)
     if as_json:
@@ -109,7 +109,7 @@ def report(ws, session: str, as_json: bool) -> None:
 @pass_workspace
 def sandbox_command(ws, as_json: bool) -> None:
     """Which sandbox the agent's commands run in here, and what it enforces (checked by a probe run)."""
-    from ..sandbox import Policy, status
+    from ..sandbox import Policy, status  # lazy: the sandbox, loaded with the config, not by --help
 
     policy = Policy.for_workspace(ws.paths, ws.config.agent)
     found = status(policy)

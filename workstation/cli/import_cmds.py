@@ -3,7 +3,11 @@ into this workspace's sessions, once or while they are written."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import click
@@ -62,8 +66,8 @@ def import_cmd(ws, paths: tuple[str, ...], fmt: str | None, sources: tuple[str, 
     PATH may be a Claude Code .jsonl, a Codex rollout, a SWE-agent .traj, an aider
     .aider.chat.history.md or an OpenHands trajectory, or a folder of them.
     """
-    from ..importers import discover
-    from ..importers.engine import Importer
+    from ..importers import discover  # lazy: the importers, ~60 ms on --help
+    from ..importers.engine import Importer  # lazy: the importers, ~60 ms on --help
 
     if not paths and not sources:
         raise click.UsageError("give files to import, or --from claude-code / --from codex")
@@ -80,7 +84,7 @@ def import_cmd(ws, paths: tuple[str, ...], fmt: str | None, sources: tuple[str, 
             where = ", ".join(str(f) for f in discover.folders(source, root))
             click.echo(f"no {source} sessions of {root} in {where}", err=True)
         found += [(str(p), source) for p in listed]
-    from ..importers.bulk import import_many
+    from ..importers.bulk import import_many  # lazy: worker pools, only for a folder
 
     results = []
     for (path, _), result in zip(found, import_many(importer, found)):
@@ -103,12 +107,7 @@ def import_cmd(ws, paths: tuple[str, ...], fmt: str | None, sources: tuple[str, 
 
 
 def _watch(importer, root: Path, files: list[str], fmt: str | None, sources: tuple[str, ...], as_json: bool) -> None:
-    import json
-    import signal
-    import threading
-    import time
-
-    from ..importers.watch import Watcher
+    from ..importers.watch import Watcher  # lazy: the file watcher, only with --watch
 
     def report(result) -> None:
         if as_json:

@@ -16,8 +16,9 @@ def _progress_bar():
     """A rich progress bar on a terminal, nothing otherwise; returns (context, callback)."""
     if not sys.stderr.isatty():
         return None, None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.console import Console  # lazy: rich, ~50 ms, only on a terminal
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,  # lazy: rich, as above
+                               TimeElapsedColumn)
 
     progress = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[path]}", style="dim"), console=Console(stderr=True),
@@ -101,7 +102,7 @@ def map_command(ws, file: str | None, tokens: int | None, as_json: bool) -> None
         else:
             click.echo(fm.render())
         return
-    from .. import tokens as tok
+    from .. import tokens as tok  # lazy: the tokenizer, ~7 ms on --help, only for the repository map
 
     budget = 1024 if tokens is None else tokens
     text = km.repo_map(budget)
@@ -159,7 +160,7 @@ def _json_line(data: dict) -> None:
 @pass_workspace
 def watch_command(ws, as_json: bool) -> None:
     """Keep the knowledge map live until Ctrl-C, printing every re-index (--json: one object a line)."""
-    from ..index.watcher import Watcher
+    from ..index.watcher import Watcher  # lazy: watchdog, ~60 ms on --help, only for watch
 
     km = ws.kmap
     report = km.index_all()

@@ -26,7 +26,7 @@ def mcp_command(ws, port: int | None, read_only: bool, check: bool, as_json: boo
         return
     if as_json:
         raise click.UsageError("--json goes with --check")
-    from ..mcp.server import Service, serve_http, serve_stdio
+    from ..mcp.server import Service, serve_http, serve_stdio  # lazy: the MCP SDK, ~200 ms
 
     service = Service(ws.load(), read_only=read_only, transport="stdio" if port is None else "http")
     what = f"{len(service.tools)} tools" + (" (read-only)" if read_only else "")
@@ -42,7 +42,7 @@ def mcp_command(ws, port: int | None, read_only: bool, check: bool, as_json: boo
 
 
 def _check(ws, as_json: bool) -> None:
-    from ..mcp.client import open_toolset
+    from ..mcp.client import open_toolset  # lazy: the MCP SDK, ~200 ms
 
     if not ws.config.mcp.servers:
         if as_json:

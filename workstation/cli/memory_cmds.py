@@ -29,7 +29,7 @@ namespace_option = click.option("--namespace", "-n", default="default", show_def
 
 
 def _memory(ws: Workspace):
-    from ..memory import Memory
+    from ..memory import Memory  # lazy: the memory package, ~80 ms on --help
 
     return Memory(ws.db, session="cli", writer="cli", record_lookups=())
 
@@ -50,7 +50,7 @@ def _event_out(event: dict) -> dict:
 
 
 def _published(ws: Workspace, session: str | None) -> list[dict]:
-    from ..memory import published_stm
+    from ..memory import published_stm  # lazy: the memory package, ~80 ms on --help
 
     snapshots = published_stm(ws.db, session)
     if not snapshots:
@@ -74,7 +74,7 @@ def memory() -> None:
 @pass_workspace
 def get_cmd(ws: Workspace, key: str, tier: str, namespace: str, session: str | None, as_json: bool) -> None:
     """Print the value of KEY (for episodic, KEY is an event id)."""
-    from ..memory import MemoryKeyError
+    from ..memory import MemoryKeyError  # lazy: the memory package, ~80 ms on --help
 
     if tier == "stm":
         snapshots = _published(ws, session)
@@ -108,7 +108,7 @@ def get_cmd(ws: Workspace, key: str, tier: str, namespace: str, session: str | N
 @pass_workspace
 def set_cmd(ws: Workspace, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
     """Store VALUE (JSON, e.g. '{"a": 1}' or '"text"') under KEY, durably."""
-    from ..memory import MemoryTierError, MemoryValueError
+    from ..memory import MemoryTierError, MemoryValueError  # lazy: the memory package, ~80 ms on --help
 
     if tier == "stm":
         raise MemoryTierError(f"{_STM_IS_LIVE}: a value set here would vanish when it exits; use --tier ltm")
@@ -167,7 +167,7 @@ def list_cmd(ws: Workspace, tier: str, namespace: str | None, prefix: str, sessi
 @pass_workspace
 def delete_cmd(ws: Workspace, key: str, tier: str, namespace: str) -> None:
     """Delete KEY from LTM (durably)."""
-    from ..memory import MemoryKeyError, MemoryTierError
+    from ..memory import MemoryKeyError, MemoryTierError  # lazy: the memory package, ~80 ms on --help
 
     if tier == "stm":
         raise MemoryTierError(f"{_STM_IS_LIVE}: only the execution itself can delete from it")
@@ -208,7 +208,7 @@ def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bo
                 limit: int | None, by: str | None, like_ccusage: bool, as_json: bool) -> None:
     """Ask the episodic history: `reflect NAME`, `reflect usage [--by ...]`, `reflect --sql "SELECT ..."`,
     `reflect --list`."""
-    from ..memory import reflect
+    from ..memory import reflect  # lazy: the memory package, ~80 ms on --help
 
     if sum(bool(x) for x in (name, sql, list_names)) != 1:
         raise click.UsageError("give exactly one of NAME, --sql or --list")
@@ -237,12 +237,13 @@ def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bo
 
 def _usage(ws: Workspace, by: str, session: str | None, like_ccusage: bool, limit: int | None,
            as_json: bool) -> None:
-    from ..memory.usage import usage
+    from ..memory.usage import usage  # lazy: the memory package, ~80 ms on --help
 
     result = usage(ws.db, by, session=session, like_ccusage=like_ccusage)
     records = result.records()[:limit] if limit else result.records()
     if as_json:
-        print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]})
+        print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]},
+                   flat_rows="rows")
         return
     if not records:
         click.echo("no model calls recorded yet")

@@ -28,7 +28,7 @@ def replay(ws, target: str, verify: bool, as_text: bool, step: int | None, as_js
     Verification runs in the workspace given by -C; the tree is never written (an episode that edited files
     is checked in a scratch copy where its own edits are re-applied).
     """
-    from ..replay import Episode
+    from ..replay import Episode  # lazy: replay, ~100 ms on --help and index
 
     if verify and (as_text or step is not None):
         raise WorkstationError("--verify does not combine with --print or --step")
@@ -40,13 +40,13 @@ def replay(ws, target: str, verify: bool, as_text: bool, step: int | None, as_js
     elif as_text or step is not None or as_json:
         _print(episode, step, as_json)
     else:
-        from ..tui.screens import replay as replay_app  # textual: loaded only to open the player
+        from ..tui.screens import replay as replay_app  # lazy: textual, loaded only to open the player
 
         replay_app.run(episode)
 
 
 def _verify(ws, episode, as_json: bool) -> None:
-    from ..replay.verify import verify
+    from ..replay.verify import verify  # lazy: replay, ~100 ms on --help and index
 
     report = verify(episode, ws)
     if as_json:
@@ -58,7 +58,7 @@ def _verify(ws, episode, as_json: bool) -> None:
 
 
 def _print(episode, step: int | None, as_json: bool) -> None:
-    from ..replay import render_state, render_steps
+    from ..replay import render_state, render_steps  # lazy: replay, ~100 ms on --help and index
 
     index = None
     if step is not None:

@@ -4,8 +4,11 @@ worker)."""
 
 from __future__ import annotations
 
+import time
+
 import click
 
+from ..errors import WorkstationError
 from .common import json_option, pass_workspace, print_json, print_table
 
 
@@ -19,7 +22,7 @@ def _human_size(size: int) -> str:
 
 def _episodic(ws, flow: str):
     """The workspace's episodic recorder, flushed before the database handle closes."""
-    from ..memory.episodic import Episodic
+    from ..memory.episodic import Episodic  # lazy: the memory package, ~80 ms on --help
 
     episodic = Episodic(ws.db, flow=flow)
     click.get_current_context().call_on_close(episodic.close)  # runs before the group closes the db
@@ -47,7 +50,7 @@ def session_group() -> None:
 @pass_workspace
 def list_cmd(ws, archived: bool, as_json: bool) -> None:
     """Sessions with turns, compacted range, size and last activity."""
-    from ..sessions.catalog import info_dict, list_sessions
+    from ..sessions.catalog import info_dict, list_sessions  # lazy: the sessions package, ~60 ms on --help
 
     infos = list_sessions(ws.paths, archived=archived, warn=_warn)
     if as_json:
@@ -72,8 +75,8 @@ def list_cmd(ws, archived: bool, as_json: bool) -> None:
 @pass_workspace
 def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
-    from ..sessions.catalog import export_markdown, load
-    from ..sessions.context import assemble
+    from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
 
     view, where = load(ws.paths, slug)
     _warn_problems(view)
@@ -110,9 +113,7 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
 @pass_workspace
 def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> None:
     """Compact SLUG now, whatever the threshold."""
-    from ..errors import WorkstationError
-    from ..sessions import Session
-    from ..sessions.compaction import compact_now
+    from ..sessions import Session, compact_now  # lazy: the sessions package, ~60 ms on --help
 
     result = compact_now(Session.open(ws.paths, slug), ws.config, _episodic(ws, "session compact"), keep=keep,
                          focus=focus)
@@ -140,8 +141,8 @@ def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> N
 @pass_workspace
 def commit_cmd(ws, slug: str, message: str | None, as_json: bool) -> None:
     """Commit the files SLUG's agent changed (only those; never pushes)."""
-    from ..agent.commit import commit_session, describe
-    from ..sessions import Session
+    from ..agent.commit import commit_session, describe  # lazy: the agent stack, ~100 ms
+    from ..sessions import Session  # lazy: the sessions package, ~60 ms on --help
 
     commit = commit_session(ws, Session.open(ws.paths, slug), message)
     if as_json:
@@ -157,7 +158,7 @@ def commit_cmd(ws, slug: str, message: str | None, as_json: bool) -> None:
 @pass_workspace
 def archive_cmd(ws, slug: str, as_json: bool) -> None:
     """Summarize SLUG, then move it (compressed) to the archive."""
-    from ..sessions.archive import archive
+    from ..sessions.archive import archive  # lazy: the sessions package, ~60 ms on --help
 
     result = archive(ws.paths, slug, ws.config, episodic=_episodic(ws, "session archive"))
     compaction = result.compaction
@@ -176,7 +177,7 @@ def archive_cmd(ws, slug: str, as_json: bool) -> None:
 @pass_workspace
 def restore_cmd(ws, slug: str) -> None:
     """Bring an archived session back to the live folder."""
-    from ..sessions.archive import restore
+    from ..sessions.archive import restore  # lazy: the sessions package, ~60 ms on --help
 
     session = restore(ws.paths, slug)
     click.echo(f"restored {slug} to {session.path}")
@@ -188,7 +189,7 @@ def restore_cmd(ws, slug: str) -> None:
 @pass_workspace
 def export_cmd(ws, slug: str, fmt: str) -> None:
     """Print every record of SLUG as markdown or JSON (archived sessions too)."""
-    from ..sessions.catalog import export
+    from ..sessions.catalog import export  # lazy: the sessions package, ~60 ms on --help
 
     click.echo(export(ws.paths, slug, fmt), nl=False)
 
@@ -200,7 +201,7 @@ def export_cmd(ws, slug: str, fmt: str) -> None:
 @pass_workspace
 def search_cmd(ws, text: str, limit: int, as_json: bool) -> None:
     """Find TEXT in every session, archived ones included."""
-    from ..sessions.catalog import search
+    from ..sessions.catalog import search  # lazy: the sessions package, ~60 ms on --help
 
     hits = search(ws.paths, text, limit=limit, warn=_warn, db=ws.db)
     if as_json:
@@ -215,8 +216,8 @@ def search_cmd(ws, text: str, limit: int, as_json: bool) -> None:
 
 
 def _checkpoints(ws, slug: str):
-    from ..agent.checkpoints import Checkpoints
-    from ..sessions.log import Session
+    from ..agent.checkpoints import Checkpoints  # lazy: the agent stack, ~100 ms
+    from ..sessions.log import Session  # lazy: the sessions package, ~60 ms on --help
 
     return Checkpoints(ws.paths, Session.open(ws.paths, slug))
 
@@ -260,8 +261,8 @@ def rewind_cmd(ws, slug: str, turn: int, only: str | None, as_json: bool) -> Non
 @pass_workspace
 def fork_cmd(ws, slug: str, turn: int | None, new_slug: str | None, as_json: bool) -> None:
     """A new session with SLUG's conversation; the files stay as they are (/fork)."""
-    from ..agent.checkpoints import fork
-    from ..sessions.log import Session
+    from ..agent.checkpoints import fork  # lazy: the agent stack, ~100 ms
+    from ..sessions.log import Session  # lazy: the sessions package, ~60 ms on --help
 
     new = fork(ws.paths, Session.open(ws.paths, slug), turn, new_slug)
     if as_json:
@@ -277,7 +278,7 @@ def fork_cmd(ws, slug: str, turn: int | None, new_slug: str | None, as_json: boo
 @pass_workspace
 def diff_cmd(ws, slug: str, path: str | None, as_json: bool) -> None:
     """The net change SLUG made to the files (against what they held before its first change)."""
-    from ..agent.slash import render_diff
+    from ..agent.slash import render_diff  # lazy: the agent stack, ~100 ms
 
     changes = _checkpoints(ws, slug).diff(path)
     if as_json:
@@ -295,9 +296,7 @@ def diff_cmd(ws, slug: str, path: str | None, as_json: bool) -> None:
 @pass_workspace
 def sidecar_cmd(ws, once: bool, parent: int | None, as_json: bool) -> None:
     """Watch the sessions folder and compact sessions past the threshold."""
-    import time
-
-    from ..sessions.sidecar import serve
+    from ..sessions.sidecar import serve  # lazy: the sessions package, ~60 ms on --help
 
     def report(line: str) -> None:
         if not as_json:

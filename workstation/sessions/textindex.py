@@ -44,9 +44,11 @@ def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Call
     else:
         states = {row[0]: row for row in db.call(index_states, None)}
         live = live_slugs(paths)
-        archived = [s for s in archived_slugs(paths) if s not in set(live)]
+        known = set(live)
+        archived = [s for s in archived_slugs(paths) if s not in known]
+    folder = str(paths.sessions)  # a str path per log, not a Path: thousands of logs are stat'ed per search
     for slug in live:
-        _sync_live(paths, db, slug, states.get(slug))
+        _sync_live(db, slug, states.get(slug), os.path.join(folder, f"{slug}.jsonl"))
     for slug in archived:
         _sync_archived(paths, db, slug, states.get(slug), warn)
     present = set(live) | set(archived)
@@ -55,8 +57,7 @@ def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Call
         db.call(index_drop, gone)
 
 
-def _sync_live(paths: Paths, db: Any, slug: str, row: tuple | None) -> None:
-    path = paths.sessions / f"{slug}.jsonl"
+def _sync_live(db: Any, slug: str, row: tuple | None, path: str) -> None:
     if row is not None and row[1] == "live":
         try:
             st = os.stat(path)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import StoreError, WorkstationError
+from ..fsutil import atomic_write
 from ..paths import Paths
 from .schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate, prune_retry_records
 
@@ -264,7 +265,7 @@ def _damaged_memory(paths: Paths, err: BaseException) -> StoreError:
 
 def _connect_memory(paths: Paths):
     """Open the memory store; we hold the owner lock, so a file lock is a previous owner letting go or a stranger."""
-    import duckdb
+    import duckdb  # lazy: duckdb, ~55 ms; a client process never opens it
 
     deadline = time.monotonic() + FILE_LOCK_WAIT_S
     while True:
@@ -298,7 +299,7 @@ def _verify_memory(paths: Paths) -> None:
     read-only and every table read whole, so every block's checksum is checked: DuckDB would
     otherwise open a file whose damage lies in blocks it has not read yet, write to it, and fail
     later, mid-command."""
-    import duckdb
+    import duckdb  # lazy: duckdb, ~55 ms; a client process never opens it
 
     mark = _clean_mark(paths)
     if not paths.memory_db.exists():
@@ -329,8 +330,6 @@ def _verify_memory(paths: Paths) -> None:
 
 def _leave_clean_mark(paths: Paths) -> None:
     """After a clean close: the signature the next owner checks (see _verify_memory)."""
-    from ..fsutil import atomic_write
-
     try:
         atomic_write(_clean_mark(paths), _signature(paths.memory_db).encode())
     except OSError as err:  # the next owner verifies the whole file instead: slower, never wrong
@@ -338,7 +337,7 @@ def _leave_clean_mark(paths: Paths) -> None:
 
 
 def _open_duckdb(paths: Paths):
-    import duckdb
+    import duckdb  # lazy: duckdb, ~55 ms; a client process never opens it
 
     _verify_memory(paths)
     con = _connect_memory(paths)
@@ -356,7 +355,7 @@ def _open_duckdb(paths: Paths):
 
 
 def _attach_index(con, paths: Paths) -> None:
-    import duckdb
+    import duckdb  # lazy: duckdb, ~55 ms; a client process never opens it
 
     try:
         con.execute(f"ATTACH '{_sql_str(paths.index_db)}' AS kmap")
@@ -633,7 +632,7 @@ class _Owner:
         Freeing the connection here would run DuckDB's shutdown (a checkpoint)
         in the child, writing the file under the parent: so it is never freed.
         """
-        import ctypes
+        import ctypes  # lazy: ctypes, ~3 ms, only in a forked child
 
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self))
         for fd in (self.lock_fd, self._listener.fileno() if self._listener else -1):
