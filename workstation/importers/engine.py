@@ -39,7 +39,7 @@ from typing import Any, Callable
 from .. import scrub
 from ..paths import Paths
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
-                            fsync_paths, new_record_id, record_text)
+                            fsync_paths, json_line, new_record_id, record_text)
 from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
@@ -218,9 +218,8 @@ class Importer:
         stem = folder / f"import-{os.getpid()}-{new_record_id()}"
         events, rows = Path(f"{stem}-events.ndjson"), Path(f"{stem}-index.ndjson")
         try:
-            events.write_text("\n".join(batch.events) + "\n" if batch.events else "", encoding="utf-8")
-            rows.write_text("".join(line + "\n" for _, lines in batch.index.values() for line in lines),
-                            encoding="utf-8")
+            events.write_bytes(b"\n".join(batch.events) + b"\n" if batch.events else b"")
+            rows.write_bytes(b"".join(line + b"\n" for _, lines in batch.index.values() for line in lines))
             states = [[slug, *state] for slug, (state, _) in batch.index.items()]
             self.db.call(import_flush, stem.name, str(events), str(rows), json.dumps(states), json.dumps(batch.sources))
         finally:
@@ -311,9 +310,8 @@ class Importer:
         for seq, record in enumerate(records):
             is_turn = record["type"] in TURN_TYPES
             turn += is_turn
-            rows.append(json.dumps({"s": session.slug, "q": seq, "i": record["id"], "y": record["type"],
-                                    "u": turn if is_turn else None, "t": record.get("ts"), "x": record_text(record)},
-                                   ensure_ascii=False))
+            rows.append(json_line({"s": session.slug, "q": seq, "i": record["id"], "y": record["type"],
+                                   "u": turn if is_turn else None, "t": record.get("ts"), "x": record_text(record)}))
         state = ["live", f"{st.st_dev}:{st.st_ino}", after, len(records), turn, len(records), records[0]["id"], 0, None]
         self._batch.index[session.slug] = (state, rows)
 
@@ -427,8 +425,8 @@ class _Batch:
     """What waits for the next flush."""
 
     files: list[Path] = field(default_factory=list)  # logs written without fsync
-    events: list[str] = field(default_factory=list)  # encoded events (import_flush's shape)
-    index: dict[str, tuple[list, list[str]]] = field(default_factory=dict)  # new session -> (state, rows)
+    events: list[bytes] = field(default_factory=list)  # encoded events (import_flush's shape)
+    index: dict[str, tuple[list, list[bytes]]] = field(default_factory=dict)  # new session -> (state, rows)
     resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
     sources: list[tuple] = field(default_factory=list)  # source file states
     bytes: int = 0
