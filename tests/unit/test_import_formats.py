@@ -276,3 +276,20 @@ def test_a_key_format_in_a_source_never_reaches_the_log(paths, db, tmp_path):
     (slug,) = [s.slug for s in result.sessions]
     log = (paths.sessions / f"{slug}.jsonl").read_text()
     assert token not in log and "the token is ***" in log
+
+
+def test_a_key_the_sources_json_escaping_hides_is_masked_in_what_is_written(paths, db, tmp_path):
+    # in the source the quotes around the key are escaped (\"), so a scan of its bytes does not see the
+    # quoted 40 characters the AWS detector asks for; the records' strings have the quotes as written
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    text = (FIX / "claude_session.jsonl").read_text()
+    assert text.count("from setuptools import setup") == 1
+    text = text.replace("from setuptools import setup", 'aws_secret_access_key = \\"' + secret + '\\"')
+    source = tmp_path / "aws.jsonl"
+    source.write_text(text)
+    assert secret in source.read_text()
+    result = Importer(paths, db).import_file(source)
+    assert not result.error and not result.problems
+    (slug,) = [s.slug for s in result.sessions]
+    log = (paths.sessions / f"{slug}.jsonl").read_text()
+    assert secret not in log and 'aws_secret_access_key = \\"***\\"' in log

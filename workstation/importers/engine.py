@@ -98,7 +98,6 @@ class Importer:
         self._states: dict[str, tuple] | None = None  # source path -> stored state, loaded on first use
         self._batch = _Batch()
         self._secrets: list[str] = []  # known secret values in the file being imported
-        self._keys = False  # whether that file may hold a key format (scrub.may_hold_key)
         paths.ensure()
 
     def __enter__(self) -> "Importer":
@@ -149,10 +148,8 @@ class Importer:
         result = FileResult(shown, fmt, bytes=len(data),
                             problems=[str(p).replace(str(real), shown, 1) for p in parsed.problems])
         # secrets never reach our files: the known values (this machine's keys) found in the source
-        # are masked in its records, at the cost of one substring scan a file; a source in which the
-        # linear-time prefilter sees a possible key format has every record masked whole (scrub.mask_data)
+        # are masked in its records, at the cost of one substring scan a file (key formats: _write)
         self._secrets = [s for s in scrub.known() if s.encode("utf-8", "surrogatepass") in data]
-        self._keys = scrub.may_hold_key(data.decode("utf-8", "replace"))
         for conversation in parsed.conversations:
             result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=resend))
         self._batch.bytes += len(data)
@@ -263,7 +260,10 @@ class Importer:
                         if isinstance(sid, str):
                             known[sid] = record
             records = self._materialize(conversation, fmt, file, known)
-            if records and self._keys:
+            # new records in whose strings the linear-time prefilter sees a possible key format are
+            # masked whole (scrub.mask_data); scanning what is written, not the source, skips what is
+            # never imported (Codex's encrypted reasoning: base64 runs that slow RE2 down ~10x)
+            if records and scrub.may_hold_key("\n".join(_strings(records))):
                 records = [scrub.mask_data(record) for record in records]
             elif records and self._secrets:
                 records = _masked(records, self._secrets)
@@ -470,6 +470,27 @@ def _price(model: str, usage: Usage) -> float | None:
     from .pricing import cost
 
     return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
+
+
+def _strings(records: list[dict]) -> list[str]:
+    """Every string in the records, dict keys included: what scrub.mask_data masks (as deep as it goes)."""
+    out: list[str] = []
+    for record in records:
+        _collect(record, out)
+    return out
+
+
+def _collect(value: Any, out: list[str], depth: int = 0) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict) and depth <= 200:
+        for key, item in value.items():
+            if isinstance(key, str):
+                out.append(key)
+            _collect(item, out, depth + 1)
+    elif isinstance(value, (list, tuple)) and depth <= 200:
+        for item in value:
+            _collect(item, out, depth + 1)
 
 
 def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
