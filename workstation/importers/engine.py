@@ -215,8 +215,11 @@ class Importer:
         stem = folder / f"import-{os.getpid()}-{new_record_id()}"
         events, rows = Path(f"{stem}-events.ndjson"), Path(f"{stem}-index.ndjson")
         try:
-            events.write_bytes(b"\n".join(batch.events) + b"\n" if batch.events else b"")
-            rows.write_bytes(b"".join(line + b"\n" for _, lines in batch.index.values() for line in lines))
+            with open(events, "wb") as fh:
+                fh.writelines(batch.events)
+            with open(rows, "wb") as fh:
+                for _, lines in batch.index.values():
+                    fh.writelines(lines)
             states = [[slug, *state] for slug, (state, _) in batch.index.items()]
             self.db.call(import_flush, stem.name, str(events), str(rows), json.dumps(states), json.dumps(batch.sources))
         finally:
@@ -425,7 +428,7 @@ class _Batch:
     """What waits for the next flush."""
 
     files: list[Path] = field(default_factory=list)  # logs written without fsync
-    events: list[bytes] = field(default_factory=list)  # encoded events (import_flush's shape)
+    events: list[bytes] = field(default_factory=list)  # encoded event lines (import_flush's shape)
     index: dict[str, tuple[list, list[bytes]]] = field(default_factory=dict)  # new session -> (state, rows)
     resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
     sources: list[tuple] = field(default_factory=list)  # source file states
