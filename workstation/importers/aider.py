@@ -139,7 +139,7 @@ class _Run:
         if first == "#" and line.startswith("####"):
             body = line[5:] if line.startswith("#### ") else line[4:]
             kind = "console" if _CONFIRM.search(body) else "user"
-        elif first == ">" and (line.startswith("> ") or line.rstrip() == ">"):  # not ">>>>>>> REPLACE", an edit block's end
+        elif first == ">" and (line.startswith("> ") or line.rstrip() == ">"):  # not ">>>>>>> REPLACE"
             kind, body = "console", line[2:]
         else:
             kind, body = "answer", line

@@ -38,12 +38,16 @@ from typing import Any, Callable
 
 from .. import scrub
 from ..paths import Paths
+from ..sessions import textindex
+from ..sessions.compaction import touched_paths
+from ..sessions.context import covered_count
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
                             fsync_paths, json_line, new_record_id, record_text)
 from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
 from .events import event_lines
+from .pricing import cost
 
 HEAD_BYTES = 4096
 
@@ -229,8 +233,6 @@ class Importer:
             events.unlink(missing_ok=True)
             rows.unlink(missing_ok=True)
         if batch.resync:
-            from ..sessions import textindex
-
             textindex.sync(self.paths, self.db, only=sorted(batch.resync))
 
     # ------------------------------------------------------------------ one session
@@ -388,8 +390,6 @@ class Importer:
 
     def _finish(self, records: list[dict], view: LogView) -> None:
         """Compact records' `covers` (every turn before them) and every record's `tokens`."""
-        from ..sessions.compaction import touched_paths
-
         turns = list(view.turns)
         previous = view.last_compact()
         for record in records:
@@ -456,8 +456,6 @@ def estimate_tokens(text: str) -> int:
 
 
 def _covered(turns: list[dict], compact: dict | None) -> int:
-    from ..sessions.context import covered_count
-
     return covered_count(turns, compact)
 
 
@@ -473,8 +471,6 @@ def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
 
 
 def _price(model: str, usage: Usage) -> float | None:
-    from .pricing import cost
-
     return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
 
 
