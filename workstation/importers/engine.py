@@ -396,7 +396,7 @@ class Importer:
             if record["type"] in TURN_TYPES:
                 turns.append(record)
             elif record["type"] == "compact":
-                done = _covered(turns, previous)
+                done = covered_count(turns, previous)
                 first_new = min(done, len(turns) - 1)
                 record["covers"] = {"first_id": turns[0]["id"], "last_id": turns[-1]["id"], "first_turn": 1,
                                     "last_turn": len(turns), "new_first_turn": first_new + 1,
@@ -453,10 +453,6 @@ def estimate_tokens(text: str) -> int:
     compacting early, never of overflowing a model's window.
     """
     return (len(text.encode("utf-8", "surrogatepass")) + 2) // 3 if text else 0
-
-
-def _covered(turns: list[dict], compact: dict | None) -> int:
-    return covered_count(turns, compact)
 
 
 def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
