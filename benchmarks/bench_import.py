@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import sys
 import time
@@ -67,6 +68,12 @@ def timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - started, value
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """User and system CPU of this process (the store's threads included) and of its finished children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
 def verdict(seconds: float, target: float) -> str:
     return "meets" if seconds < target else "MISSES"
 
@@ -104,9 +111,11 @@ def main() -> None:
     try:
         importer = Importer(paths, db)
         sources = sorted(p for p in src.rglob("*") if p.is_file() and not p.name.endswith(".aider.input.history"))
-        t0 = time.perf_counter()
+        t0, cpu0, load0 = time.perf_counter(), cpu_seconds(), os.getloadavg()[0]
         results = import_many(importer, [(p, None) for p in sources], workers=args.workers)
-        seconds = time.perf_counter() - t0
+        seconds, cpu1 = time.perf_counter() - t0, cpu_seconds()
+        own, workers = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+        cpu = own + workers
         records = sum(r.added for r in results)
         errors = sum(bool(r.error or r.problems) for r in results)
         rate = total / 1e6 / seconds
@@ -116,6 +125,12 @@ def main() -> None:
         print(f"   throughput {rate:6.1f} MB/s of source logs    target >= {IMPORT_TARGET_MBS:.0f} MB/s   "
               f"{'meets' if rate >= IMPORT_TARGET_MBS else 'MISSES'}")
         logs = sum(p.stat().st_size for p in paths.sessions.glob("*.jsonl"))
+        budget = 1000 * (os.cpu_count() or 1) / IMPORT_TARGET_MBS
+        print(f"   CPU {cpu:.1f} s in all processes: {cpu * 1000 / (total / 1e6):.1f} CPU-ms per MB of sources "
+              f"(the target allows at most {budget:.0f} on {os.cpu_count()} idle cores; workers {workers:.1f} s, "
+              f"this process {own:.1f} s)")
+        print(f"   load average {load0:.1f} before the import, {os.getloadavg()[0]:.1f} after (other engineers' "
+              f"work shares these cores: MB/s falls with it, CPU-ms per MB rises less)")
         print(f"   session logs {logs / 1e6:,.0f} MB, store {paths.memory_db.stat().st_size / 1e6:,.0f} MB")
 
         print(f"\n3. queries over the imported history (target < {QUERY_TARGET_S:g} s each)")

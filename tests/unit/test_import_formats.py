@@ -276,3 +276,42 @@ def test_a_key_format_in_a_source_never_reaches_the_log(paths, db, tmp_path):
     (slug,) = [s.slug for s in result.sessions]
     log = (paths.sessions / f"{slug}.jsonl").read_text()
     assert token not in log and "the token is ***" in log
+
+
+def test_a_key_the_sources_json_escaping_hides_is_masked_in_what_is_written(paths, db, tmp_path):
+    # in the source the quotes around the key are escaped (\"), so a scan of its bytes does not see the
+    # quoted 40 characters the AWS detector asks for; the records' strings have the quotes as written
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    text = (FIX / "claude_session.jsonl").read_text()
+    assert text.count("from setuptools import setup") == 1
+    text = text.replace("from setuptools import setup", 'aws_secret_access_key = \\"' + secret + '\\"')
+    source = tmp_path / "aws.jsonl"
+    source.write_text(text)
+    assert secret in source.read_text()
+    result = Importer(paths, db).import_file(source)
+    assert not result.error and not result.problems
+    (slug,) = [s.slug for s in result.sessions]
+    log = (paths.sessions / f"{slug}.jsonl").read_text()
+    assert secret not in log and 'aws_secret_access_key = \\"***\\"' in log
+
+
+@pytest.mark.parametrize("raw", [b'{"a": 1, "b": [1.5, "x\\u00e9", null, true]}', b'{"n": 18446744073709551616}',
+                                 b'{"n": -9223372036854775809, "m": 123456789012345678901234567890}',
+                                 b'{"a": NaN, "b": Infinity}', b'{"s": "\\ud800"}', b'\xef\xbb\xbf{"a": 1}',
+                                 b'{"a": 1, "a": 2}', b'{"f": 1e400}'])
+def test_source_json_is_read_as_the_json_module_reads_it(raw):
+    from workstation.importers.base import loads
+
+    value, reason = loads(raw)
+    assert reason is None and repr(value) == repr(json.loads(raw))  # big integers stay integers, NaN stays NaN
+
+
+@pytest.mark.parametrize("raw, reason", [(b'{"a": "\xff"}', "not valid JSON ('utf-8' codec can't decode byte 0xff in "
+                                                             "position 7)"),
+                                         (b'{"a": 1} x', "not valid JSON (Extra data)"),
+                                         (b"[" * 2000 + b"]" * 2000, "nested too deeply to read"),
+                                         (b"[" * 150 + b"]" * 150, "nested deeper than 100 levels")])
+def test_source_json_the_json_module_refuses_is_refused_with_its_reason(raw, reason):
+    from workstation.importers.base import loads
+
+    assert loads(raw) == (None, reason)

@@ -28,11 +28,16 @@ FORMATS = ("claude-code", "codex", "swe-agent", "aider", "openhands")
 _HEAD = 64 * 1024
 
 
-def module(fmt: str) -> ModuleType:
-    from . import aider, claude_code, codex, openhands, swe_agent
+def _modules() -> dict[str, ModuleType]:
+    # `reflect usage` loads this package (memory/usage.py imports importers.pricing) and reads no source
+    from . import aider, claude_code, codex, openhands, swe_agent  # lazy: ~18 ms, off `reflect usage`
 
-    table = {"claude-code": claude_code, "codex": codex, "swe-agent": swe_agent, "aider": aider,
-             "openhands": openhands}
+    return {"claude-code": claude_code, "codex": codex, "swe-agent": swe_agent, "aider": aider,
+            "openhands": openhands}
+
+
+def module(fmt: str) -> ModuleType:
+    table = _modules()
     if fmt not in table:
         raise ImportProblem(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     return table[fmt]
@@ -40,8 +45,9 @@ def module(fmt: str) -> ModuleType:
 
 def detect(data: bytes, path: Path) -> tuple[str, Any]:
     """(format, parsed JSON document or None) from a source's content; ImportProblem when unknown."""
-    from . import aider, claude_code, codex, openhands, swe_agent
-
+    table = _modules()
+    aider, claude_code, codex, openhands, swe_agent = (table[f] for f in ("aider", "claude-code", "codex", "openhands",
+                                                                          "swe-agent"))
     head = data[:_HEAD]
     if claude_code.sniff(head):
         return "claude-code", None

@@ -61,7 +61,7 @@ def parse(data: bytes, path: Path) -> Parsed:
     conversations: list[Conversation] = []
     run: _Run | None = None
     for line in text.split("\n"):
-        found = _HEADER.match(line)
+        found = _HEADER.match(line) if line.startswith("# aider chat") else None
         if found:
             if run is not None:
                 conversations.append(run.finish())
@@ -123,31 +123,40 @@ class _Run:
         self.fenced = False  # inside a ``` block of an answer: every line is the answer's
 
     def add(self, line: str) -> None:
-        if self.fenced or (line.startswith("```") and self.blocks and self.blocks[-1][0] == "answer"):
-            if line.startswith("```"):
-                self.fenced = not self.fenced
-            self.blocks[-1][1].append(line)
+        # called for every line of the file (~17,000 a MB): the first character decides most of it
+        blocks = self.blocks
+        first = line[:1]
+        if self.fenced:
+            if first == "`" and line.startswith("```"):
+                self.fenced = False
+            blocks[-1][1].append(line)
             return
-        if line.startswith("####"):
+        fence = first == "`" and line.startswith("```")
+        if fence and blocks and blocks[-1][0] == "answer":
+            self.fenced = True
+            blocks[-1][1].append(line)
+            return
+        if first == "#" and line.startswith("####"):
             body = line[5:] if line.startswith("#### ") else line[4:]
             kind = "console" if _CONFIRM.search(body) else "user"
-        elif line.startswith("> ") or line.rstrip() == ">":  # not ">>>>>>> REPLACE", an edit block's end
+        elif first == ">" and (line.startswith("> ") or line.rstrip() == ">"):  # not ">>>>>>> REPLACE"
             kind, body = "console", line[2:]
         else:
             kind, body = "answer", line
-            if line.startswith("```"):
+            if fence:
                 self.fenced = True
-        body = body[:-2] if body.endswith("  ") else body
-        last = self.blocks[-1][0] if self.blocks else None
-        if kind == "console" and last == "blank" and len(self.blocks) > 1 and self.blocks[-2][0] == "console":
-            self.blocks.pop()  # aider's output with blank lines between it is one stretch of output
+        if body.endswith("  "):
+            body = body[:-2]
+        last = blocks[-1][0] if blocks else None
+        if kind == "console" and last == "blank" and len(blocks) > 1 and blocks[-2][0] == "console":
+            blocks.pop()  # aider's output with blank lines between it is one stretch of output
             last = "console"
-        if last is not None and (last == kind or (kind == "answer" and not body.strip() and last == "answer")):
-            self.blocks[-1][1].append(body)
+        if last == kind:
+            blocks[-1][1].append(body)
         elif kind == "answer" and not body.strip():
-            self.blocks.append(("blank", [body]))  # a blank line between blocks of other kinds
+            blocks.append(("blank", [body]))  # a blank line between blocks of other kinds
         else:
-            self.blocks.append((kind, [body]))
+            blocks.append((kind, [body]))
 
     def finish(self) -> Conversation:
         drafts: list[Draft] = []

@@ -15,12 +15,15 @@ values the calling process knows, to mask them as it would.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from .. import scrub
+from ..paths import Paths
 from .engine import FileResult, Importer
 
 MIN_FILES = 64  # below this, starting workers costs more than it saves
@@ -50,9 +53,6 @@ def import_many(importer: Importer, items: Iterable[tuple[str | os.PathLike, str
             slots[index] = done
         else:
             groups.setdefault(_group(path), []).append((index, path, fmt, resend))
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     context = multiprocessing.get_context("spawn")
     paths = importer.paths
     with ProcessPoolExecutor(max_workers=count, mp_context=context, initializer=_start,
@@ -83,8 +83,6 @@ def _group(path: str) -> str:
 
 def _start(root: str, state: str, secrets: list[str]) -> None:
     global _worker
-    from ..paths import Paths
-
     for secret in secrets:  # the keys this process registered are masked in the workers too
         scrub.register(secret)
     _worker = Importer(Paths.for_root(root, state), None, derived=True)

@@ -15,7 +15,7 @@ For each conversation a source holds:
    (size, mtime, inode, a hash of its head: an unchanged file is skipped unread); and the search
    index rows of new sessions wait in a batch.
 
-`flush` (after each file unless the caller defers it: a bulk import flushes every ~64 MB of
+`flush` (after each file unless the caller defers it: a bulk import flushes every ~256 MB of
 sources) first fsyncs every log written since, together (concurrent fsyncs share journal
 commits), then writes the batch in one transaction of the owner. A process killed before that
 leaves logs without events and files without state: the next import of such a file re-reads it
@@ -38,12 +38,16 @@ from typing import Any, Callable
 
 from .. import scrub
 from ..paths import Paths
+from ..sessions import textindex
+from ..sessions.compaction import touched_paths
+from ..sessions.context import covered_count
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
-                            fsync_paths, new_record_id, record_text)
+                            fsync_paths, json_line, new_record_id, record_text)
 from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
 from .events import event_lines
+from .pricing import cost
 
 HEAD_BYTES = 4096
 
@@ -86,7 +90,10 @@ class Importer:
 
     Without a database (`db=None`) only the logs are written (no events, state or index)."""
 
-    FLUSH_BYTES = 64 << 20  # source bytes read before a deferred batch is flushed anyway
+    # source bytes read before a deferred batch is flushed anyway (~0.9x that in memory): a flush's
+    # commit makes the store checkpoint (0.3-1.2 CPU-s each, more as the store grows), and 256 MB
+    # rather than 64 took a fifth off the owner's CPU importing 0.5 GB
+    FLUSH_BYTES = 256 << 20
 
     def __init__(self, paths: Paths, db: Any = None, *, counter: Callable[[str], int] | None = None,
                  derived: bool = False):
@@ -98,7 +105,6 @@ class Importer:
         self._states: dict[str, tuple] | None = None  # source path -> stored state, loaded on first use
         self._batch = _Batch()
         self._secrets: list[str] = []  # known secret values in the file being imported
-        self._keys = False  # whether that file may hold a key format (scrub.may_hold_key)
         paths.ensure()
 
     def __enter__(self) -> "Importer":
@@ -149,10 +155,8 @@ class Importer:
         result = FileResult(shown, fmt, bytes=len(data),
                             problems=[str(p).replace(str(real), shown, 1) for p in parsed.problems])
         # secrets never reach our files: the known values (this machine's keys) found in the source
-        # are masked in its records, at the cost of one substring scan a file; a source in which the
-        # linear-time prefilter sees a possible key format has every record masked whole (scrub.mask_data)
+        # are masked in its records, at the cost of one substring scan a file (key formats: _write)
         self._secrets = [s for s in scrub.known() if s.encode("utf-8", "surrogatepass") in data]
-        self._keys = scrub.may_hold_key(data.decode("utf-8", "replace"))
         for conversation in parsed.conversations:
             result.sessions.append(self._write(conversation, fmt, str(real), result.problems, resend=resend))
         self._batch.bytes += len(data)
@@ -218,17 +222,17 @@ class Importer:
         stem = folder / f"import-{os.getpid()}-{new_record_id()}"
         events, rows = Path(f"{stem}-events.ndjson"), Path(f"{stem}-index.ndjson")
         try:
-            events.write_text("\n".join(batch.events) + "\n" if batch.events else "", encoding="utf-8")
-            rows.write_text("".join(line + "\n" for _, lines in batch.index.values() for line in lines),
-                            encoding="utf-8")
+            with open(events, "wb") as fh:
+                fh.writelines(batch.events)
+            with open(rows, "wb") as fh:
+                for _, lines in batch.index.values():
+                    fh.writelines(lines)
             states = [[slug, *state] for slug, (state, _) in batch.index.items()]
             self.db.call(import_flush, stem.name, str(events), str(rows), json.dumps(states), json.dumps(batch.sources))
         finally:
             events.unlink(missing_ok=True)
             rows.unlink(missing_ok=True)
         if batch.resync:
-            from ..sessions import textindex
-
             textindex.sync(self.paths, self.db, only=sorted(batch.resync))
 
     # ------------------------------------------------------------------ one session
@@ -264,7 +268,10 @@ class Importer:
                         if isinstance(sid, str):
                             known[sid] = record
             records = self._materialize(conversation, fmt, file, known)
-            if records and self._keys:
+            # new records in whose strings the linear-time prefilter sees a possible key format are
+            # masked whole (scrub.mask_data); scanning what is written, not the source, skips what is
+            # never imported (Codex's encrypted reasoning: base64 runs that slow RE2 down ~10x)
+            if records and scrub.may_hold_key("\n".join(_strings(records))):
                 records = [scrub.mask_data(record) for record in records]
             elif records and self._secrets:
                 records = _masked(records, self._secrets)
@@ -311,9 +318,8 @@ class Importer:
         for seq, record in enumerate(records):
             is_turn = record["type"] in TURN_TYPES
             turn += is_turn
-            rows.append(json.dumps({"s": session.slug, "q": seq, "i": record["id"], "y": record["type"],
-                                    "u": turn if is_turn else None, "t": record.get("ts"), "x": record_text(record)},
-                                   ensure_ascii=False))
+            rows.append(json_line({"s": session.slug, "q": seq, "i": record["id"], "y": record["type"],
+                                   "u": turn if is_turn else None, "t": record.get("ts"), "x": record_text(record)}))
         state = ["live", f"{st.st_dev}:{st.st_ino}", after, len(records), turn, len(records), records[0]["id"], 0, None]
         self._batch.index[session.slug] = (state, rows)
 
@@ -384,15 +390,13 @@ class Importer:
 
     def _finish(self, records: list[dict], view: LogView) -> None:
         """Compact records' `covers` (every turn before them) and every record's `tokens`."""
-        from ..sessions.compaction import touched_paths
-
         turns = list(view.turns)
         previous = view.last_compact()
         for record in records:
             if record["type"] in TURN_TYPES:
                 turns.append(record)
             elif record["type"] == "compact":
-                done = _covered(turns, previous)
+                done = covered_count(turns, previous)
                 first_new = min(done, len(turns) - 1)
                 record["covers"] = {"first_id": turns[0]["id"], "last_id": turns[-1]["id"], "first_turn": 1,
                                     "last_turn": len(turns), "new_first_turn": first_new + 1,
@@ -427,8 +431,8 @@ class _Batch:
     """What waits for the next flush."""
 
     files: list[Path] = field(default_factory=list)  # logs written without fsync
-    events: list[str] = field(default_factory=list)  # encoded events (import_flush's shape)
-    index: dict[str, tuple[list, list[str]]] = field(default_factory=dict)  # new session -> (state, rows)
+    events: list[bytes] = field(default_factory=list)  # encoded event lines (import_flush's shape)
+    index: dict[str, tuple[list, list[bytes]]] = field(default_factory=dict)  # new session -> (state, rows)
     resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
     sources: list[tuple] = field(default_factory=list)  # source file states
     bytes: int = 0
@@ -451,12 +455,6 @@ def estimate_tokens(text: str) -> int:
     return (len(text.encode("utf-8", "surrogatepass")) + 2) // 3 if text else 0
 
 
-def _covered(turns: list[dict], compact: dict | None) -> int:
-    from ..sessions.context import covered_count
-
-    return covered_count(turns, compact)
-
-
 def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
     """What a response's usage grew by since an earlier import recorded part of it."""
     if usage is None:
@@ -469,9 +467,28 @@ def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
 
 
 def _price(model: str, usage: Usage) -> float | None:
-    from .pricing import cost
-
     return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
+
+
+def _strings(records: list[dict]) -> list[str]:
+    """Every string in the records, dict keys included: what scrub.mask_data masks (as deep as it goes)."""
+    out: list[str] = []
+    for record in records:
+        _collect(record, out)
+    return out
+
+
+def _collect(value: Any, out: list[str], depth: int = 0) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict) and depth <= 200:
+        for key, item in value.items():
+            if isinstance(key, str):
+                out.append(key)
+            _collect(item, out, depth + 1)
+    elif isinstance(value, (list, tuple)) and depth <= 200:
+        for item in value:
+            _collect(item, out, depth + 1)
 
 
 def _masked(records: list[dict], secrets: list[str]) -> list[dict]:

@@ -5,14 +5,13 @@ flow). Ids are the record's id and a number, the same at every import: a batch s
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from datetime import datetime
 from typing import Any
 
 from .. import scrub
-from ..sessions.log import tool_call_arguments
+from ..sessions.log import json_line, tool_call_arguments
 
 _ARG_CLIP = 300  # characters of a string argument kept in an episodic tool_call event
 _CLIP_DEPTH = 8  # levels of nested arguments kept in it
@@ -22,10 +21,10 @@ _EDIT_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_pat
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$", re.MULTILINE)
 
 
-def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[str]:
+def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[bytes]:
     """The episodic events of one imported record, encoded for import_flush (episodic.append_events'
     shape plus the session and flow). Ids are the record id and a number: the same every time."""
-    out: list[str] = []
+    out: list[bytes] = []
     t = _micros(record["ts"])
     rid = record["id"]
     kind = record["type"]
@@ -40,7 +39,7 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
         # arguments have keys the source chose
         if "args" in data and _secret_field(data["args"]):
             line["x"] = scrub.redact_fields(data)
-        out.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
+        out.append(json_line(line))
 
     if kind == "user":
         add("turn", "user", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})

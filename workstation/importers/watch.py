@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from watchdog.events import FileSystemEventHandler
+from watchdog.observers import Observer
+
 from . import discover
 from .engine import FileResult, Importer
 
@@ -73,9 +76,6 @@ class Watcher:
 
     def run(self, stop: threading.Event) -> None:
         """Import, then keep importing until `stop` is set."""
-        from watchdog.events import FileSystemEventHandler
-        from watchdog.observers import Observer
-
         dirty: set[Path] = set()
         wake = threading.Condition()
 

@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import orjson
+
 from .. import scrub
 from ..errors import WorkstationError
 from ..fsutil import fsync_dir
@@ -74,6 +76,17 @@ def slugify(title: str, *, when: datetime | None = None) -> str:
     stem = "-".join(words)[:48].strip("-") or "session"
     day = (when or datetime.now()).strftime("%Y-%m-%d")
     return f"{day}-{stem}"
+
+
+def json_line(value: Any) -> bytes:
+    """`value` as one compact JSON line in UTF-8, its newline included. orjson encodes records ~7x as fast
+    as the json module (a bulk import writes every source byte about twice: log line and search row);
+    what it refuses (an integer past 64 bits, a lone surrogate, a key that is not a string) goes through
+    the json module as before. NaN and infinities, which json wrote as non-JSON, become null."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
 def record_text(record: dict) -> str:
@@ -354,8 +367,7 @@ def _gone(session: Session) -> SessionError:
 
 
 def _write_records(fd: int, records: list[dict], sync: bool = True) -> tuple[int, int]:
-    payload = b"".join(
-        json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in records)
+    payload = b"".join([json_line(r) for r in records])
     size = os.fstat(fd).st_size
     # after a torn last line (a writer killed mid-write) start a fresh line, or this record is lost too
     if size and os.pread(fd, 1, size - 1) != b"\n":
