@@ -17,10 +17,7 @@ LAZY = re.compile(r"#\s*lazy:\s*\S")
 
 # Areas whose inner imports other helpers are hoisting on their own branches (issue 9, item 7): their unexplained
 # imports skip this test (the skip names how many) until those branches are merged. Then empty this set.
-HOISTING_ELSEWHERE = frozenset({
-    "cli/", "config.py", "runtime.py", "store/", "memory/usage.py", "sessions/catalog.py", "sessions/textindex.py",
-    "index/", "importers/",
-})
+HOISTING_ELSEWHERE = frozenset({"index/"})
 
 
 def _unexplained(path: Path) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import scrub
 from ..paths import Paths
+from . import textindex
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
 from .context import covered_count
 from .log import FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text
@@ -147,8 +148,6 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
 
 
 def _indexed_search(paths: Paths, db: Any, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
-    from . import textindex
-
     textindex.sync(paths, db, warn=warn)
     textindex.report_problems(db, warn)
     hits = []
