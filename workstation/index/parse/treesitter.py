@@ -110,6 +110,7 @@ def tables_for(lang: str, build: Callable[[str], Tables]) -> Tables:
 
 class _Mark:
     __slots__ = ()
+    kind_id = 65534  # no grammar's: a walker's kind table can map it to "end of scope" (ERROR is 65535)
 
 
 MARK = _Mark()  # pushed on a walker's stack where a scope ends
