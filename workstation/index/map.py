@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import queue
 import shutil
 import tempfile
 import threading
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
     from ..paths import Paths
     from ..store import Database
 
-FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
+FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse...
+EAGER_FLUSH_BYTES = 1 << 20  # ...or every ~1 MB while the writer has nothing to do: little is left at the end
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
 
 
@@ -64,7 +66,7 @@ class IndexReport:
     skipped: dict[str, int]  # reason -> files, everything the map holds as skipped
     skipped_files: list[dict]  # {'path', 'reason', 'detail'}
     seconds: float
-    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write (during the parse)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,7 +81,7 @@ class MapChange:
     skipped: list[str] = field(default_factory=list)
     unchanged: int = 0
     seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write (during the parse)
 
     @property
     def empty(self) -> bool:
@@ -136,6 +138,72 @@ class _Batch:
     @property
     def empty(self) -> bool:
         return not (self.files or self.skipped or self.removed)
+
+
+class _Writer:
+    """Writes a refresh's batches on a thread of its own while the refresh parses on.
+
+    A cold index hands over a batch every FLUSH_BYTES of rows, or EAGER_FLUSH_BYTES when the
+    writer is idle, so that little is left to write when the parse ends. Written in the parsing
+    thread, they kept the worker processes waiting for their next files meanwhile; the database
+    call releases the GIL, so here they overlap the parse even in one process. The thread
+    starts with the first batch handed over before the end (a small refresh writes its one
+    batch in the caller's thread), at most one batch waits behind the one being written, and a
+    failed write is raised in the caller at its next hand-over.
+    """
+
+    def __init__(self, flush: Callable[[_Batch, list[str]], float], names: list[str]):
+        self._flush = flush
+        self._names = names
+        self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._writing = False
+        self.seconds = 0.0  # spent writing
+
+    @property
+    def idle(self) -> bool:
+        """Nothing being written or waiting to be."""
+        return not self._writing and self._queue.empty()
+
+    def put(self, batch: _Batch) -> None:
+        self._raise()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="ws-kmap-writer", daemon=True)
+            self._thread.start()
+        self._queue.put(batch)
+
+    def finish(self, batch: _Batch) -> float:
+        """Write the last batch after the ones handed over; returns the seconds spent writing."""
+        self.close()
+        self._raise()
+        self.seconds += self._flush(batch, self._names)
+        return self.seconds
+
+    def close(self) -> None:
+        """Wait for the batches handed over (also when the refresh failed: they read its spool)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            self._writing = False  # a batch just taken reads as idle for a moment: one more waits
+            batch = self._queue.get()
+            if batch is None:
+                return
+            self._writing = True
+            if self._error is None:  # after a failure the rest is dropped: the refresh stops anyway
+                try:
+                    self.seconds += self._flush(batch, self._names)
+                except BaseException as err:
+                    self._error = err
 
 
 class KnowledgeMap:
@@ -348,9 +416,10 @@ class KnowledgeMap:
         for rel in todo.skip:
             self._skip_sigs.pop(rel, None)
         restamps: list[tuple] = []
-        total, done, writing = len(tasks), 0, 0.0
+        total, done = len(tasks), 0
         frozen = frozenset(known)
         spool = tempfile.mkdtemp(prefix="ws-kmap-")  # worker processes write rows here
+        writer = _Writer(self._flush, names)
         try:
             pending = 0  # results still to come whose rows are in a spooled file of this batch
             for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool):
@@ -382,15 +451,18 @@ class KnowledgeMap:
                     if rel in before:
                         batch.removed.append(rel)
                         change.removed.append(rel)
-                if batch.bytes >= FLUSH_BYTES and not pending:  # never between a file's row and its rows
-                    writing += self._flush(batch, names)
+                if not pending and (batch.bytes >= FLUSH_BYTES  # never between a file's row and its rows
+                                    or batch.bytes >= EAGER_FLUSH_BYTES and writer.idle):
+                    writer.put(batch)
                     batch = _Batch()
                 done += 1
                 if progress is not None:
                     progress(done, total, names[result[1] - 1])
-            parsed = time.perf_counter() - started - writing
-            writing += self._flush(batch, names)
+            parsed = time.perf_counter() - started
+            writing = writer.finish(batch)
+            tail = time.perf_counter() - started - parsed  # the writes left when the last file was parsed
         finally:
+            writer.close()  # before the spool goes: the writer may be reading it
             shutil.rmtree(spool, ignore_errors=True)  # our own temp folder; nothing else to do if it fails
         if restamps:
             self.db.call(storage.restamp, restamps)
@@ -401,7 +473,7 @@ class KnowledgeMap:
         if before:  # a first index resolved every import against the complete file list
             self._resolve_again(added, gone)
         change.seconds = time.perf_counter() - started
-        change.timings.update(parse=parsed, write=writing, resolve=change.seconds - parsed - writing)
+        change.timings.update(parse=parsed, write=writing, resolve=change.seconds - parsed - tail)
         if not change.empty:
             self._caches.clear()
             self._notify(change)
