@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import hashlib
 import os
 import stat as statmod
@@ -404,6 +405,11 @@ def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
 def _serve(conn, known: frozenset[str], max_bytes: int, spool: str | None = None) -> None:
     """A worker process: index the chunks it is sent until it is sent None."""
     _init_worker(known, max_bytes, spool)
+    # A parse allocates millions of short-lived objects and no cycles (a tree's nodes go when their
+    # file's walk ends): the collector runs ~20x less often, and after the first chunk no longer scans
+    # the modules that chunk imported (2% of a cold index's CPU).
+    gc.set_threshold(20_000, 50, 100)
+    frozen = False
     while True:
         try:
             chunk = conn.recv()
@@ -412,6 +418,9 @@ def _serve(conn, known: frozenset[str], max_bytes: int, spool: str | None = None
         if chunk is None:
             return
         conn.send(_work_chunk(chunk))
+        if not frozen:
+            gc.freeze()
+            frozen = True
 
 
 class _Worker:
