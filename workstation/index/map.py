@@ -48,8 +48,7 @@ if TYPE_CHECKING:
     from ..paths import Paths
     from ..store import Database
 
-FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse...
-EAGER_FLUSH_BYTES = 1 << 20  # ...or every ~1 MB while the writer has nothing to do: little is left at the end
+FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
 
 
@@ -143,10 +142,11 @@ class _Batch:
 class _Writer:
     """Writes a refresh's batches on a thread of its own while the refresh parses on.
 
-    A cold index hands over a batch every FLUSH_BYTES of rows, or EAGER_FLUSH_BYTES when the
-    writer is idle, so that little is left to write when the parse ends. Written in the parsing
-    thread, they kept the worker processes waiting for their next files meanwhile; the database
-    call releases the GIL, so here they overlap the parse even in one process. The thread
+    A cold index hands over a batch every FLUSH_BYTES of rows (not more often: each write
+    costs ~0.08 CPU-s beyond its rows; 48 batches instead of 7 cost a cold index of sympy
+    ~3.5 CPU-s more, most of it in commits). Written in the parsing thread,
+    they kept the worker processes waiting for their next files meanwhile; the database call
+    releases the GIL, so here they overlap the parse even in one process. The thread
     starts with the first batch handed over before the end (a small refresh writes its one
     batch in the caller's thread), at most one batch waits behind the one being written, and a
     failed write is raised in the caller at its next hand-over.
@@ -158,13 +158,7 @@ class _Writer:
         self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._writing = False
         self.seconds = 0.0  # spent writing
-
-    @property
-    def idle(self) -> bool:
-        """Nothing being written or waiting to be."""
-        return not self._writing and self._queue.empty()
 
     def put(self, batch: _Batch) -> None:
         self._raise()
@@ -193,12 +187,7 @@ class _Writer:
             raise error
 
     def _run(self) -> None:
-        while True:
-            self._writing = False  # a batch just taken reads as idle for a moment: one more waits
-            batch = self._queue.get()
-            if batch is None:
-                return
-            self._writing = True
+        while (batch := self._queue.get()) is not None:
             if self._error is None:  # after a failure the rest is dropped: the refresh stops anyway
                 try:
                     self.seconds += self._flush(batch, self._names)
@@ -451,8 +440,7 @@ class KnowledgeMap:
                     if rel in before:
                         batch.removed.append(rel)
                         change.removed.append(rel)
-                if not pending and (batch.bytes >= FLUSH_BYTES  # never between a file's row and its rows
-                                    or batch.bytes >= EAGER_FLUSH_BYTES and writer.idle):
+                if batch.bytes >= FLUSH_BYTES and not pending:  # never between a file's row and its rows
                     writer.put(batch)
                     batch = _Batch()
                 done += 1
