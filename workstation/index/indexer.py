@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Iterator
 
 from .. import scrub
 from .ignore import IgnoreRules
+from .languages import detect
 from .storage import join_names
 
 SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private",
@@ -270,7 +271,7 @@ def resolve_target(imp, importer: str, language: str | None, known) -> str | Non
     """Where an import points inside the repository, if anywhere (never raises)."""
     if language is None:
         return None
-    from .parse import resolve_import
+    from .parse import resolve_import  # lazy: the parser package, +38 ms on a warm `workstation index`, which parses nothing
 
     try:
         return resolve_import(imp, importer, language, known)
@@ -331,8 +332,7 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     except UnicodeDecodeError as err:
         return ("skipped", fid, rel, "invalid_utf8", f"invalid UTF-8 at byte {err.start}", sig)
 
-    from . import parse as parser
-    from .languages import detect
+    from . import parse as parser  # lazy: the parser package, +38 ms on a warm `workstation index`, which parses nothing
 
     language, kind = detect(rel)
     if parse:
@@ -471,8 +471,8 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
         for task in tasks:
             yield index_file(*task, known=known, max_bytes=max_bytes)
         return
-    import multiprocessing
-    from multiprocessing.connection import wait
+    import multiprocessing  # lazy: multiprocessing, +9 ms on refreshes that start no pool (most)
+    from multiprocessing.connection import wait  # lazy: as above
 
     # No forkserver preload: Python 3.11's forkserver imports preloads before it applies our
     # sys.path, so a `workstation` folder in the current directory would shadow this package.
@@ -538,7 +538,7 @@ def _start_fork_server() -> None:
     Inside the TUI, sys.stderr is Textual's capture, whose fileno() is -1: the resource
     tracker hands that number to its child and fails with "bad value(s) in fds_to_keep".
     """
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver  # lazy: multiprocessing, +9 ms (see run)
 
     with _helpers_lock:
         try:

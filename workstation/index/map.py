@@ -24,6 +24,7 @@ replaces a file's rows whole, so racing re-indexes of a file agree.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
 import queue
@@ -237,7 +238,7 @@ class KnowledgeMap:
     def set_model_purposes(self, rows: list[tuple[str, str, str]]) -> None:
         """Take model-written purposes ((path, sha256, purpose), as `model_purposes` gives them, from
         another map of the same files): each lands where the file here has that very content."""
-        from . import describe
+        from . import describe  # lazy: describe and query, +11 ms on every `workstation index`
 
         self.db.call(describe.adopt_purposes, [tuple(r) for r in rows])
 
@@ -485,7 +486,7 @@ class KnowledgeMap:
         """Imports that may point elsewhere now that files appeared or disappeared."""
         if not added and not gone:
             return
-        from .parse import Import
+        from .parse import Import  # lazy: the parser package, +38 ms on a warm `workstation index`, which parses nothing
 
         hints = set()
         for rel in added:
@@ -538,7 +539,7 @@ class KnowledgeMap:
     # ------------------------------------------------------------------ answers
     def file_map(self, relpath: str, tokens: int | None = None):
         """The knowledge map of one file (see repomap.FileMap)."""
-        from . import repomap
+        from . import repomap  # lazy: repomap and tokens, +9 ms on every `workstation index`
 
         rel = self.relpath(relpath)
         self.ensure_fresh()  # the whole tree: imports and dependants depend on other files too
@@ -546,21 +547,21 @@ class KnowledgeMap:
 
     def repo_map(self, tokens: int = 1024) -> str:
         """A map of the repository ranked by PageRank that never exceeds `tokens`."""
-        from . import repomap
+        from . import repomap  # lazy: repomap and tokens, +9 ms on every `workstation index`
 
         self.ensure_fresh()
         return repomap.repo_map(self, tokens)
 
     def find(self, query: str, limit: int = 20):
         """Two-tier search over paths and symbols (see query.FindResult)."""
-        from . import query as query_mod
+        from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
         self.ensure_fresh()
         return query_mod.find(self, query, limit)
 
     def impact(self, symbol: str):
         """Every call site and reference of `symbol` (see query.ImpactHit)."""
-        from . import query as query_mod
+        from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
         self.ensure_fresh()
         return query_mod.impact(self, symbol)
@@ -570,13 +571,13 @@ class KnowledgeMap:
         """Ask the configured model for one-line purposes of up to `limit` files that have none, when
         index.describe_with_model allows it (background use; see describe.DescribeReport: files done of
         total, tokens, cost). `progress(report)` after every file."""
-        from . import describe
+        from . import describe  # lazy: describe and query, +11 ms on every `workstation index`
 
         return describe.describe_files(self, limit, cancel, progress)
 
     def describe_missing(self, limit: int = 20, cancel: threading.Event | None = None) -> int:
         """`describe_files` answered with how many files got a purpose (the app's older call)."""
-        from . import describe
+        from . import describe  # lazy: describe and query, +11 ms on every `workstation index`
 
         return describe.describe_missing(self, limit, cancel)
 
@@ -587,7 +588,6 @@ def _indexed(rows: list[tuple]) -> dict[str, Indexed]:
 
 
 def _sha_of(path: str) -> str | None:
-    import hashlib
 
     try:
         with open(path, "rb") as fh:

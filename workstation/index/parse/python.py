@@ -12,6 +12,7 @@ agree to the line: the tree-sitter walk and the `ast` fallback it is checked aga
 
 from __future__ import annotations
 
+import ast
 import re
 
 from .model import (
@@ -412,8 +413,6 @@ _STMT_LIST_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def py_ast_outline(tree) -> list[tuple]:
     """(name, kind, parent, lineno, end_lineno) of every def/class, from statements only."""
-    import ast
-
     defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     out = []
     stack = [(tree, None, None)]
@@ -439,8 +438,6 @@ def parse_python_ast(source: bytes, tree=None):
     """Same output as _parse_python, from Python's own ast. Used when tree-sitter reports
     errors on a file that Python itself accepts (grammar gaps) and its symbols differ from
     ast's, so such files still agree with ast. Raises on invalid source."""
-    import ast
-
     if tree is None:
         tree = ast.parse(source)
     line_starts = [0]
