@@ -7,8 +7,10 @@ behind), so the repository itself is never written to. Printed figures:
 - cold index in one process: CPU seconds of the whole job (the work itself,
   whatever the machine's load);
 - cold: a fresh database, every file walked, parsed and written (MB/s over the
-  bytes of the indexed files), with the scan / parse / write split; median of
-  --runs runs, each on a fresh database;
+  bytes of the indexed files), with the scan / parse / write split (the writes
+  run beside the parse: parse is until the last file is parsed, write the
+  writer's busy time, most of it inside the parse); median of --runs runs,
+  each on a fresh database;
 - parse floor: the same files parsed by the same number of worker processes
   and nothing else (no hashing, rows or database), median of --runs; the cold
   index should stay within 1.5x of it. The tree-sitter floor (parse trees only,

@@ -24,8 +24,10 @@ replaces a file's rows whole, so racing re-indexes of a file agree.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
+import queue
 import shutil
 import tempfile
 import threading
@@ -64,7 +66,7 @@ class IndexReport:
     skipped: dict[str, int]  # reason -> files, everything the map holds as skipped
     skipped_files: list[dict]  # {'path', 'reason', 'detail'}
     seconds: float
-    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write (during the parse)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,7 +81,7 @@ class MapChange:
     skipped: list[str] = field(default_factory=list)
     unchanged: int = 0
     seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: scan, parse, write (during the parse)
 
     @property
     def empty(self) -> bool:
@@ -138,6 +140,62 @@ class _Batch:
         return not (self.files or self.skipped or self.removed)
 
 
+class _Writer:
+    """Writes a refresh's batches on a thread of its own while the refresh parses on.
+
+    A cold index hands over a batch every FLUSH_BYTES of rows (not more often: each write
+    costs ~0.08 CPU-s beyond its rows; 48 batches instead of 7 cost a cold index of sympy
+    ~3.5 CPU-s more, most of it in commits). Written in the parsing thread,
+    they kept the worker processes waiting for their next files meanwhile; the database call
+    releases the GIL, so here they overlap the parse even in one process. The thread
+    starts with the first batch handed over before the end (a small refresh writes its one
+    batch in the caller's thread), at most one batch waits behind the one being written, and a
+    failed write is raised in the caller at its next hand-over.
+    """
+
+    def __init__(self, flush: Callable[[_Batch, list[str]], float], names: list[str]):
+        self._flush = flush
+        self._names = names
+        self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.seconds = 0.0  # spent writing
+
+    def put(self, batch: _Batch) -> None:
+        self._raise()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="ws-kmap-writer", daemon=True)
+            self._thread.start()
+        self._queue.put(batch)
+
+    def finish(self, batch: _Batch) -> float:
+        """Write the last batch after the ones handed over; returns the seconds spent writing."""
+        self.close()
+        self._raise()
+        self.seconds += self._flush(batch, self._names)
+        return self.seconds
+
+    def close(self) -> None:
+        """Wait for the batches handed over (also when the refresh failed: they read its spool)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is None:  # after a failure the rest is dropped: the refresh stops anyway
+                try:
+                    self.seconds += self._flush(batch, self._names)
+                except BaseException as err:
+                    self._error = err
+
+
 class KnowledgeMap:
     """The knowledge map of one workspace; see the module docstring."""
 
@@ -180,7 +238,7 @@ class KnowledgeMap:
     def set_model_purposes(self, rows: list[tuple[str, str, str]]) -> None:
         """Take model-written purposes ((path, sha256, purpose), as `model_purposes` gives them, from
         another map of the same files): each lands where the file here has that very content."""
-        from . import describe
+        from . import describe  # lazy: describe and query, +11 ms on every `workstation index`
 
         self.db.call(describe.adopt_purposes, [tuple(r) for r in rows])
 
@@ -348,9 +406,10 @@ class KnowledgeMap:
         for rel in todo.skip:
             self._skip_sigs.pop(rel, None)
         restamps: list[tuple] = []
-        total, done, writing = len(tasks), 0, 0.0
+        total, done = len(tasks), 0
         frozen = frozenset(known)
         spool = tempfile.mkdtemp(prefix="ws-kmap-")  # worker processes write rows here
+        writer = _Writer(self._flush, names)
         try:
             pending = 0  # results still to come whose rows are in a spooled file of this batch
             for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool):
@@ -383,14 +442,16 @@ class KnowledgeMap:
                         batch.removed.append(rel)
                         change.removed.append(rel)
                 if batch.bytes >= FLUSH_BYTES and not pending:  # never between a file's row and its rows
-                    writing += self._flush(batch, names)
+                    writer.put(batch)
                     batch = _Batch()
                 done += 1
                 if progress is not None:
                     progress(done, total, names[result[1] - 1])
-            parsed = time.perf_counter() - started - writing
-            writing += self._flush(batch, names)
+            parsed = time.perf_counter() - started
+            writing = writer.finish(batch)
+            tail = time.perf_counter() - started - parsed  # the writes left when the last file was parsed
         finally:
+            writer.close()  # before the spool goes: the writer may be reading it
             shutil.rmtree(spool, ignore_errors=True)  # our own temp folder; nothing else to do if it fails
         if restamps:
             self.db.call(storage.restamp, restamps)
@@ -401,7 +462,7 @@ class KnowledgeMap:
         if before:  # a first index resolved every import against the complete file list
             self._resolve_again(added, gone)
         change.seconds = time.perf_counter() - started
-        change.timings.update(parse=parsed, write=writing, resolve=change.seconds - parsed - writing)
+        change.timings.update(parse=parsed, write=writing, resolve=change.seconds - parsed - tail)
         if not change.empty:
             self._caches.clear()
             self._notify(change)
@@ -425,7 +486,7 @@ class KnowledgeMap:
         """Imports that may point elsewhere now that files appeared or disappeared."""
         if not added and not gone:
             return
-        from .parse import Import
+        from .parse import Import  # lazy: the parser package, +38 ms on a warm `workstation index`, which parses nothing
 
         hints = set()
         for rel in added:
@@ -478,7 +539,7 @@ class KnowledgeMap:
     # ------------------------------------------------------------------ answers
     def file_map(self, relpath: str, tokens: int | None = None):
         """The knowledge map of one file (see repomap.FileMap)."""
-        from . import repomap
+        from . import repomap  # lazy: repomap and tokens, +9 ms on every `workstation index`
 
         rel = self.relpath(relpath)
         self.ensure_fresh()  # the whole tree: imports and dependants depend on other files too
@@ -486,21 +547,21 @@ class KnowledgeMap:
 
     def repo_map(self, tokens: int = 1024) -> str:
         """A map of the repository ranked by PageRank that never exceeds `tokens`."""
-        from . import repomap
+        from . import repomap  # lazy: repomap and tokens, +9 ms on every `workstation index`
 
         self.ensure_fresh()
         return repomap.repo_map(self, tokens)
 
     def find(self, query: str, limit: int = 20):
         """Two-tier search over paths and symbols (see query.FindResult)."""
-        from . import query as query_mod
+        from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
         self.ensure_fresh()
         return query_mod.find(self, query, limit)
 
     def impact(self, symbol: str):
         """Every call site and reference of `symbol` (see query.ImpactHit)."""
-        from . import query as query_mod
+        from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
         self.ensure_fresh()
         return query_mod.impact(self, symbol)
@@ -510,13 +571,13 @@ class KnowledgeMap:
         """Ask the configured model for one-line purposes of up to `limit` files that have none, when
         index.describe_with_model allows it (background use; see describe.DescribeReport: files done of
         total, tokens, cost). `progress(report)` after every file."""
-        from . import describe
+        from . import describe  # lazy: describe and query, +11 ms on every `workstation index`
 
         return describe.describe_files(self, limit, cancel, progress)
 
     def describe_missing(self, limit: int = 20, cancel: threading.Event | None = None) -> int:
         """`describe_files` answered with how many files got a purpose (the app's older call)."""
-        from . import describe
+        from . import describe  # lazy: describe and query, +11 ms on every `workstation index`
 
         return describe.describe_missing(self, limit, cancel)
 
@@ -527,7 +588,6 @@ def _indexed(rows: list[tuple]) -> dict[str, Indexed]:
 
 
 def _sha_of(path: str) -> str | None:
-    import hashlib
 
     try:
         with open(path, "rb") as fh:

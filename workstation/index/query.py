@@ -20,7 +20,9 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from .. import tokens as tok
 from ..errors import WorkstationError
+from ..providers import spec_for
 from ..store.broker import readonly
 
 if TYPE_CHECKING:
@@ -93,7 +95,7 @@ def find(km: KnowledgeMap, query: str, limit: int = 20) -> FindResult:
     if spec is None:
         result.note = "tier one only: no model configured for semantic search"
         return result
-    from ..llm import LLMError
+    from ..llm import LLMError  # lazy: workstation.llm, +21 ms on every find and impact
 
     try:
         semantic = _tier_two(km, q, limit, spec)
@@ -108,13 +110,11 @@ def find(km: KnowledgeMap, query: str, limit: int = 20) -> FindResult:
 
 def model_spec(config: Config) -> ModelSpec | None:
     """The ModelSpec of the configured model, or None when there is none (the one provider rule)."""
-    from ..providers import spec_for
-
     return spec_for(config.model)
 
 
 def _tier_one(km: KnowledgeMap, q: str, limit: int) -> list[FindHit]:
-    from rapidfuzz import utils
+    from rapidfuzz import utils  # lazy: rapidfuzz, +44 ms on impact, which never matches fuzzily
 
     found: dict[tuple, FindHit] = {}
 
@@ -162,7 +162,7 @@ class _Choices:
 
 
 def _prepare(names: list[str], qualnames: list[str], paths: list[str]) -> tuple[_Choices, ...]:
-    from rapidfuzz import utils
+    from rapidfuzz import utils  # lazy: rapidfuzz, +44 ms on impact, which never matches fuzzily
 
     def choices(keys: list[str], items: list[str]) -> _Choices:
         rows = sorted(zip(map(utils.default_process, keys), items), key=lambda r: len(r[0]))
@@ -179,7 +179,7 @@ def _fuzzy(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
     string found inside a longer one about 90, so `get` would match
     "token budget". The other way round (a fragment of a longer name) is kept.
     """
-    from rapidfuzz import fuzz, process
+    from rapidfuzz import fuzz, process  # lazy: rapidfuzz, +44 ms on impact, which never matches fuzzily
 
     start = bisect.bisect_left(choices.lengths, math.ceil(len(qp) * MIN_COVER))
     found = process.extract(qp, choices.processed[start:], scorer=fuzz.WRatio,
@@ -191,8 +191,8 @@ def _typos(qp: str, choices: _Choices, limit: int) -> dict[str, float]:
     """item -> score of the choices a typo or two away from `qp` (transposed, missing, extra or wrong
     letters, counted by optimal string alignment): one for a query of 4 to 7 characters, two from 8.
     Scored as FUZZY_CUTOFF and up, so they rank with the fuzzy matches."""
-    from rapidfuzz import process
-    from rapidfuzz.distance import OSA
+    from rapidfuzz import process  # lazy: rapidfuzz, +44 ms on impact, which never matches fuzzily
+    from rapidfuzz.distance import OSA  # lazy: as above
 
     if len(qp) < 4:
         return {}
@@ -213,8 +213,7 @@ def _words(text: str) -> set[str]:
 
 
 def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[FindHit]:
-    from .. import tokens as tok
-    from ..llm import complete
+    from ..llm import complete  # lazy: workstation.llm, +21 ms on every find and impact
 
     rows = km.cached("semantic-candidates", lambda: km.db.call(_semantic_rows))
     qwords = _words(q)

@@ -120,7 +120,7 @@ class Watcher:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Watcher":
-        from watchdog.observers import Observer
+        from watchdog.observers import Observer  # lazy: watchdog, +22 ms on map commands that do not watch
 
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name="ws-kmap-watch", daemon=True)

@@ -7,6 +7,7 @@ against `ast` (see python.py). Never raises: a failure is `has_errors` with what
 
 from __future__ import annotations
 
+import ast
 import re
 
 from ..languages import detect
@@ -118,8 +119,6 @@ def _parse(relpath: str, source: bytes, language: str | None, rows: bool) -> Par
                 # tree-sitter grammar gaps (some multi-line annotations): trust Python
                 # itself when it accepts the file
                 try:
-                    import ast
-
                     tree_ast = ast.parse(source)
                 except Exception:  # invalid Python: keep tree-sitter's partial result
                     tree_ast = None

@@ -12,6 +12,7 @@ agree to the line: the tree-sitter walk and the `ast` fallback it is checked aga
 
 from __future__ import annotations
 
+import ast
 import re
 
 from .model import (
@@ -46,6 +47,7 @@ _PY_ATTR = 7  # `x.name`: the name is an 'attr' reference (a member read), unles
 _PY_ASSIGN = 8  # `x.name = ...`: the member assigned is a 'set' reference
 _PY_IMPORT, _PY_IMPORT_FROM, _PY_FUTURE = 9, 10, 11
 _PY_DECORATED, _PY_FUNC, _PY_CLASS = 12, 13, 14
+_PY_END = 15  # MARK: the end of a definition's scope
 _PY_NOISE = frozenset({"self", "cls"})
 PY_DEF_KINDS = frozenset({"class", "function", "method"})
 
@@ -92,6 +94,7 @@ def _build_python(lang: str) -> Tables:
     t.action_list = [0] * 65536  # kind_id -> action; ERROR is 65535
     for kid, a in t.actions.items():
         t.action_list[kid] = a
+    t.action_list[MARK.kind_id] = _PY_END
     return t
 
 
@@ -221,16 +224,23 @@ def _py_purpose_and_constants(root, S: Src, t: Tables, special: dict, symbols: l
 
 
 def parse_python(root, S: Src):
-    """(purpose, symbols, reference rows, imports) of a Python tree."""
+    """(purpose, symbols, reference rows, imports) of a Python tree.
+
+    The walk goes right to left (children pushed as tree-sitter lists them, so the last pops
+    first): no list is reversed per node, and the rows, collected in reverse document order,
+    are turned around once at the end. Every action reads only the node and its descendants,
+    so the order of the walk changes nothing but the order rows are found in.
+    """
     t = tables_for("python", _build_python)
     act = t.action_list
     act_get = t.actions.get
     symbols: list[Symbol] = []
     refs: list[tuple] = []
-    imports: list[Import] = []
     special: dict[int, str | None] = {}  # start_byte -> 'call', or None for "not a reference"
     special_get = special.get
     purpose = _py_purpose_and_constants(root, S, t, special, symbols)
+    defined: list[Symbol] = []  # definitions and the imports of each statement, last first
+    imported: list[list[Import]] = []
 
     ascii_src = S.ascii
     text = S.text
@@ -245,10 +255,10 @@ def parse_python(root, S: Src):
     noise = _PY_NOISE
     refs_append = refs.append
     mark = MARK
-    budget = MAX_REFERENCES
     # the actions as locals: as cheap to compare as literals, and named
-    WALK, IDENT, CALL, SKIP, STRING, PARAMS, KWARG, ATTR, ASSIGN = (
-        _PY_WALK, _PY_IDENT, _PY_CALL, _PY_SKIP, _PY_STRING, _PY_PARAMS, _PY_KWARG, _PY_ATTR, _PY_ASSIGN)
+    WALK, IDENT, CALL, SKIP, STRING, PARAMS, KWARG, ATTR, ASSIGN, END = (
+        _PY_WALK, _PY_IDENT, _PY_CALL, _PY_SKIP, _PY_STRING, _PY_PARAMS, _PY_KWARG, _PY_ATTR, _PY_ASSIGN,
+        _PY_END)
     F_LEFT = t.F_LEFT
     LAST_IMPORT, DECORATED, FUNC, CLASS = _PY_FUTURE, _PY_DECORATED, _PY_FUNC, _PY_CLASS
 
@@ -257,20 +267,12 @@ def parse_python(root, S: Src):
     enc_kind: str | None = None
 
     stack = root.named_children
-    stack.reverse()
     pop = stack.pop
     push = stack.append
     ext = stack.extend
 
     while stack:
         node = pop()
-        if node is mark:
-            scope.pop()
-            if scope:
-                enc, enc_kind = scope[-1]
-            else:
-                enc = enc_kind = None
-            continue
         a = act[node.kind_id]
         if a == IDENT:
             sb = node.start_byte
@@ -283,15 +285,11 @@ def parse_python(root, S: Src):
                 name = src[sb:node.end_byte].decode("utf-8", "replace")
             if name in noise:
                 continue
-            budget -= 1
-            if budget < 0:
-                continue
             refs_append((name, node.start_point[0] + 1, enc, k))
         elif a == WALK:
-            ch = node.named_children
-            if ch:
-                ch.reverse()
-                ext(ch)
+            ext(node.named_children)
+        elif a == SKIP:
+            continue
         elif a == CALL:
             ch = node.named_children
             if ch:
@@ -303,22 +301,33 @@ def parse_python(root, S: Src):
                     last = fn.child_by_field_id(F_ATTRIBUTE)
                     if last is not None:
                         special[last.start_byte] = "call"
-                ch.reverse()
                 ext(ch)
-        elif a == SKIP:
-            continue
+        elif a == ATTR:
+            last = node.child_by_field_id(F_ATTRIBUTE)
+            if last is not None and last.start_byte not in special:  # a call or a write says more
+                special[last.start_byte] = "attr"
+            ext(node.named_children)
+        elif a == ASSIGN:
+            left = node.child_by_field_id(F_LEFT)
+            if left is not None and left.kind_id in attr_ids:
+                last = left.child_by_field_id(F_ATTRIBUTE)
+                if last is not None:
+                    special[last.start_byte] = "set"
+            ext(node.named_children)
         elif a == STRING:
             sb = node.start_byte
             head = src[sb:sb + 3]
             if head[:1] not in b"\"'" and (b"f" in head or b"F" in head):
-                todo = []
                 for c in node.named_children:
                     if c.kind_id in interp_ids:
-                        todo.extend(c.named_children)
-                todo.reverse()
-                ext(todo)
+                        ext(c.named_children)
+        elif a == END:  # the end of a definition's scope
+            scope.pop()
+            if scope:
+                enc, enc_kind = scope[-1]
+            else:
+                enc = enc_kind = None
         elif a == PARAMS:
-            todo = []
             for c in node.named_children:
                 ck = c.kind_id
                 if ck in name_only:
@@ -326,39 +335,17 @@ def parse_python(root, S: Src):
                 if ck in with_default:
                     ch = c.named_children
                     if ch and ch[0].kind_id not in name_only:
-                        todo.append(ch[0])
-                    todo.extend(ch[1:])
+                        push(ch[0])
+                    ext(ch[1:])
                 else:
-                    todo.append(c)
-            todo.reverse()
-            ext(todo)
+                    push(c)
         elif a == KWARG:
             ch = node.named_children
             if len(ch) > 1:
-                ch.reverse()
-                ch.pop()
-                ext(ch)
-        elif a == ATTR:
-            last = node.child_by_field_id(F_ATTRIBUTE)
-            if last is not None and last.start_byte not in special:  # a call or a write says more
-                special[last.start_byte] = "attr"
-            ch = node.named_children
-            if ch:
-                ch.reverse()
-                ext(ch)
-        elif a == ASSIGN:
-            left = node.child_by_field_id(F_LEFT)
-            if left is not None and left.kind_id in attr_ids:
-                last = left.child_by_field_id(F_ATTRIBUTE)
-                if last is not None:
-                    special[last.start_byte] = "set"
-            ch = node.named_children
-            if ch:
-                ch.reverse()
-                ext(ch)
+                ext(ch[1:])
         elif a <= LAST_IMPORT:  # import, from-import, future import
             try:
-                imports.extend(_py_imports(node, a, S, t))
+                imported.append(_py_imports(node, a, S, t))
             except Exception:
                 if debugging():
                     raise
@@ -371,16 +358,14 @@ def parse_python(root, S: Src):
                 defn = ch.pop()
                 da = act_get(defn.kind_id, WALK)
                 if da != FUNC and da != CLASS:
-                    push(defn)
-                    ch.reverse()
                     ext(ch)
+                    push(defn)
                     continue
                 node, a, decorators = defn, da, ch
             ch = node.named_children
             if not ch or ch[0].kind_id not in ident_ids:
                 if decorators:
-                    ch = decorators + ch
-                ch.reverse()
+                    ext(decorators)
                 ext(ch)
                 continue
             name_node = ch[0]
@@ -401,19 +386,23 @@ def parse_python(root, S: Src):
                     sig = sig[:-1].rstrip()
             else:
                 sig = one_line(S.node(node).split("\n", 1)[0])
-            symbols.append(mksym(name, kind, enc, sig, node.start_point[0] + 1,
+            defined.append(mksym(name, kind, enc, sig, node.start_point[0] + 1,
                                  _py_last_token_row(node) + 1))
             qual = name if enc is None else enc + "." + name
             push(mark)
             scope.append((qual, kind))
             enc = qual
             enc_kind = kind
-            ch.reverse()
-            ch.pop()  # the name
-            ext(ch)
             if decorators:
-                decorators.reverse()
                 ext(decorators)
+            ext(ch[1:])  # not the name
+    refs.reverse()  # found last first, as were the definitions and imports
+    defined.reverse()
+    symbols += defined
+    imported.reverse()
+    imports = [imp for group in imported for imp in group]
+    if len(refs) > MAX_REFERENCES:  # the first ones in the file, as a walk in order would keep
+        del refs[MAX_REFERENCES:]
     symbols.sort(key=sym_sort_key)
     refs.sort(key=row_sort_key)  # already in document order but for odd corners: cheap
     return purpose, symbols, refs, imports
@@ -424,8 +413,6 @@ _STMT_LIST_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def py_ast_outline(tree) -> list[tuple]:
     """(name, kind, parent, lineno, end_lineno) of every def/class, from statements only."""
-    import ast
-
     defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     out = []
     stack = [(tree, None, None)]
@@ -451,8 +438,6 @@ def parse_python_ast(source: bytes, tree=None):
     """Same output as _parse_python, from Python's own ast. Used when tree-sitter reports
     errors on a file that Python itself accepts (grammar gaps) and its symbols differ from
     ast's, so such files still agree with ast. Raises on invalid source."""
-    import ast
-
     if tree is None:
         tree = ast.parse(source)
     line_starts = [0]
