@@ -191,7 +191,7 @@ def _interrupted(paths: Paths) -> list[str]:
     gz: set[str] = set()
     meta: set[str] = set()
     temps: set[str] = set()
-    for folder in (paths.sessions, paths.archive):
+    for archived, folder in ((False, paths.sessions), (True, paths.archive)):  # a Path per name costs 0.1 s a pass
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
@@ -200,11 +200,11 @@ def _interrupted(paths: Paths) -> list[str]:
             if name.startswith("."):
                 if name.endswith(".tmp"):
                     temps.add(name[1:].split(".", 1)[0])  # .<slug>.jsonl.<random>.tmp: slugs have no dots
-            elif folder == paths.sessions and name.endswith(SUFFIX):
+            elif not archived and name.endswith(SUFFIX):
                 live.add(name[: -len(SUFFIX)])
-            elif folder == paths.archive and name.endswith(GZ_SUFFIX):
+            elif archived and name.endswith(GZ_SUFFIX):
                 gz.add(name[: -len(GZ_SUFFIX)])
-            elif folder == paths.archive and name.endswith(META_SUFFIX):
+            elif archived and name.endswith(META_SUFFIX):
                 meta.add(name[: -len(META_SUFFIX)])
     found = (live & gz) | (gz - meta - live) | (meta - gz) | temps
     valid = []
