@@ -10,10 +10,10 @@ model's window.
 Never called on the reply's hot path. Two drivers, one rule of when a compaction is due
 (`plan_compaction`): `AutoCompactor` for compaction nobody asked for (the agent between turns, in a
 background thread; the sidecar between passes), and `compact_now` for compaction a person asked for
-(/compact, `session compact`, the sessions screen, archive). Replies only read the newest compact record. A per-session
-claim (flock) plus a re-read of the log under the append lock before writing
-means two workers never compact the same range twice, and a kill -9 at any
-moment leaves the log as it was or with one complete record more.
+(/compact, `session compact`, the sessions screen, archive). Replies only read the newest compact
+record. A per-session claim (flock) plus a re-read of the log under the append lock before writing
+means two workers never compact the same range twice, and a kill -9 at any moment leaves the log as
+it was or with one complete record more.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import llm
