@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import os
 import posixpath
-import queue
 import shutil
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from ..errors import WorkstationError
 from ..paths import STATE_DIRNAME
 from ..store.broker import readonly
 from . import indexer, storage
+from .batches import Batch, BatchWriter
 from .freshness import Indexed, Plan, is_racy, plan
 from .ignore import IgnoreRules
 from .versions import parser_version
@@ -110,90 +110,6 @@ class SymbolInfo:
     signature: str
     start_line: int
     end_line: int
-
-
-class _Batch:
-    """Rows waiting to be written in one transaction."""
-
-    def __init__(self) -> None:
-        self.files: list[tuple] = []
-        self.tsv: dict[str, list[str]] = {"symbols": [], "refs": [], "deps": []}
-        self.spooled: dict[str, list[str]] = {"symbols": [], "refs": [], "deps": []}  # files of rows
-        self.skipped: list[tuple[str, str, str]] = []
-        self.removed: list[str] = []
-        self.bytes = 0
-
-    def add_spooled(self, files: dict[str, str], size: int) -> None:
-        for table, path in files.items():
-            self.spooled[table].append(path)
-        self.bytes += size
-
-    def add_indexed(self, row: tuple, symbols: str, refs: str, deps: str) -> None:
-        self.files.append(row)
-        for table, text in (("symbols", symbols), ("refs", refs), ("deps", deps)):
-            if text:
-                self.tsv[table].append(text)
-                self.bytes += len(text)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.files or self.skipped or self.removed)
-
-
-class _Writer:
-    """Writes a refresh's batches on a thread of its own while the refresh parses on.
-
-    A cold index hands over a batch every FLUSH_BYTES of rows (not more often: each write
-    costs ~0.08 CPU-s beyond its rows; 48 batches instead of 7 cost a cold index of sympy
-    ~3.5 CPU-s more, most of it in commits). Written in the parsing thread,
-    they kept the worker processes waiting for their next files meanwhile; the database call
-    releases the GIL, so here they overlap the parse even in one process. The thread
-    starts with the first batch handed over before the end (a small refresh writes its one
-    batch in the caller's thread), at most one batch waits behind the one being written, and a
-    failed write is raised in the caller at its next hand-over.
-    """
-
-    def __init__(self, flush: Callable[[_Batch, list[str]], float], names: list[str]):
-        self._flush = flush
-        self._names = names
-        self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self.seconds = 0.0  # spent writing
-
-    def put(self, batch: _Batch) -> None:
-        self._raise()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="ws-kmap-writer", daemon=True)
-            self._thread.start()
-        self._queue.put(batch)
-
-    def finish(self, batch: _Batch) -> float:
-        """Write the last batch after the ones handed over; returns the seconds spent writing."""
-        self.close()
-        self._raise()
-        self.seconds += self._flush(batch, self._names)
-        return self.seconds
-
-    def close(self) -> None:
-        """Wait for the batches handed over (also when the refresh failed: they read its spool)."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def _run(self) -> None:
-        while (batch := self._queue.get()) is not None:
-            if self._error is None:  # after a failure the rest is dropped: the refresh stops anyway
-                try:
-                    self.seconds += self._flush(batch, self._names)
-                except BaseException as err:
-                    self._error = err
 
 
 class KnowledgeMap:
@@ -300,7 +216,7 @@ class KnowledgeMap:
         caller deleted; one still on disk comes back at the next refresh)."""
         rel = self.relpath(relpath)
         with self._lock:
-            batch = _Batch()
+            batch = Batch()
             batch.removed.append(rel)
             self._flush(batch, [])
             if self._known is not None:
@@ -400,7 +316,7 @@ class KnowledgeMap:
         names = [c[0] for c in todo.check]
         tasks = [(i, rel, path, sha) for i, (rel, path, sha, _size) in enumerate(todo.check, start=1)]
         sizes = [c[3] for c in todo.check]
-        batch = _Batch()
+        batch = Batch()
         batch.removed.extend(todo.remove)
         batch.skipped.extend((rel, reason, detail) for rel, (reason, detail) in todo.skip.items())
         for rel in todo.skip:
@@ -409,7 +325,7 @@ class KnowledgeMap:
         total, done = len(tasks), 0
         frozen = frozenset(known)
         spool = tempfile.mkdtemp(prefix="ws-kmap-")  # worker processes write rows here
-        writer = _Writer(self._flush, names)
+        writer = BatchWriter(self._flush, names)
         try:
             pending = 0  # results still to come whose rows are in a spooled file of this batch
             for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool):
@@ -443,7 +359,7 @@ class KnowledgeMap:
                         change.removed.append(rel)
                 if batch.bytes >= FLUSH_BYTES and not pending:  # never between a file's row and its rows
                     writer.put(batch)
-                    batch = _Batch()
+                    batch = Batch()
                 done += 1
                 if progress is not None:
                     progress(done, total, names[result[1] - 1])
@@ -468,7 +384,7 @@ class KnowledgeMap:
             self._notify(change)
         return change
 
-    def _flush(self, batch: _Batch, names: list[str]) -> float:
+    def _flush(self, batch: Batch, names: list[str]) -> float:
         """Write a batch; returns the seconds it took."""
         if batch.empty:
             return 0.0
