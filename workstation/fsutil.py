@@ -107,13 +107,16 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: Path | None = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: Path | None = None,
+                 sync_dir: bool = True) -> None:
     """Replace `path` with `data` so a crash leaves either the old or the new file.
 
     The temporary file goes beside `path`, or with `staging` (a private folder, such as the state
     folder's tmp/) in that folder when it is on the same filesystem, so a process killed mid-write
     leaves nothing in the workspace; `sweep_staging` removes what it left in `staging`. On another
     filesystem the temporary file goes beside `path` and a note in `staging` names it, for the sweep.
+    sync_dir=False leaves the rename to be made durable by the caller's next fsync (a checkpoint blob:
+    the log record naming it follows at once).
     """
     directory = path.parent
     if mode is None:
@@ -138,7 +141,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: P
         _CROSSING.add((os.stat(staging).st_dev, os.stat(directory).st_dev))
         note = _note_temp(staging)
         _replace_via(directory, path, data, mode, note)
-    fsync_dir(directory)  # make the rename itself durable
+    if sync_dir:
+        fsync_dir(directory)  # make the rename itself durable
 
 
 def fsync_dir(directory: Path) -> None:

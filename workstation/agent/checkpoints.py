@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -220,27 +219,17 @@ class Checkpoints:
         return True
 
     def keep(self, data: bytes) -> str:
-        """Store `data` as a blob named by its hash (once): written to a temporary file in the staging
-        folder, fdatasync'ed, renamed. A kill leaves no blob or a whole one (and at worst a temporary
-        file fsutil.sweep_staging removes); the checkpoint record appended next is fsynced like every
-        log line, which commits the rename on a journalling filesystem. `content` checks the hash
-        anyway, so a blob a power cut damaged is reported by name, never restored."""
+        """Store `data` as a blob named by its hash (once), atomically through the staging folder. A kill
+        leaves no blob or a whole one (and at worst a temporary file fsutil.sweep_staging removes); the
+        folder is not fsynced here: the checkpoint record appended next is fsynced like every log line,
+        which commits the rename on a journalling filesystem. `content` checks the hash anyway, so a blob
+        a power cut damaged is reported by name, never restored."""
         sha = sha256_bytes(data)
         blob = self._blob(sha)
         if blob.exists():
             return sha
         blob.parent.mkdir(parents=True, exist_ok=True)
-        self.staging.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".tmp", dir=self.staging)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fdatasync(fh.fileno())
-            os.replace(tmp, blob)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(blob, data, 0o600, staging=self.staging, sync_dir=False)
         return sha
 
     def _blob(self, sha: str) -> Path:
