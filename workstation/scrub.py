@@ -342,6 +342,29 @@ def mask_data(value: Any, _depth: int = 0) -> Any:
     return value
 
 
+def data_may_hold_key(value: Any) -> bool:
+    """`may_hold_key` over every string `mask_data` would mask in `value` (keys included), in one pass:
+    whether masking it whole is worth doing."""
+    strings: list[str] = []
+    _gather(value, strings, 0)
+    return may_hold_key("\n".join(strings))
+
+
+def _gather(value: Any, out: list[str], depth: int) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif depth > 200:  # as deep as mask_data goes
+        return
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                out.append(key)
+            _gather(item, out, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _gather(item, out, depth + 1)
+
+
 def redact_fields(value: Any) -> Any:
     """A copy of `value` whose values under secret-looking keys (SECRET_FIELD) are "[redacted]"."""
     if isinstance(value, dict):

@@ -271,7 +271,7 @@ class Importer:
             # new records in whose strings the linear-time prefilter sees a possible key format are
             # masked whole (scrub.mask_data); scanning what is written, not the source, skips what is
             # never imported (Codex's encrypted reasoning: base64 runs that slow RE2 down ~10x)
-            if records and scrub.may_hold_key("\n".join(_strings(records))):
+            if records and scrub.data_may_hold_key(records):
                 records = [scrub.mask_data(record) for record in records]
             elif records and self._secrets:
                 records = _masked(records, self._secrets)
@@ -468,27 +468,6 @@ def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
 
 def _price(model: str, usage: Usage) -> float | None:
     return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
-
-
-def _strings(records: list[dict]) -> list[str]:
-    """Every string in the records, dict keys included: what scrub.mask_data masks (as deep as it goes)."""
-    out: list[str] = []
-    for record in records:
-        _collect(record, out)
-    return out
-
-
-def _collect(value: Any, out: list[str], depth: int = 0) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict) and depth <= 200:
-        for key, item in value.items():
-            if isinstance(key, str):
-                out.append(key)
-            _collect(item, out, depth + 1)
-    elif isinstance(value, (list, tuple)) and depth <= 200:
-        for item in value:
-            _collect(item, out, depth + 1)
 
 
 def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
