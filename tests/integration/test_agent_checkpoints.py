@@ -320,3 +320,21 @@ def test_an_intent_never_makes_someone_else_s_change_undoable(setup, server):
     refused = slash.run(a, "/undo")
     assert not refused.ok and "pkg/core.py was changed by someone else" in refused.text
     assert (w.root / "pkg/core.py").read_text() == "# the user's\n"
+
+
+def test_a_refused_write_leaves_no_intent(setup, server):
+    """The model aims its writes outside the workspace, at .git and at the state folder: each is refused
+    before anything is recorded, so no intent can make those paths look like the agent's."""
+    w, a = setup
+    outside = w.root.parent / "outside.py"
+    calls = [("write_file", {"path": "../outside.py", "content": "x\n"}),
+             ("write_file", {"path": str(outside), "content": "x\n"}),
+             ("write_file", {"path": ".git/config", "content": "[core]\n"}),
+             ("write_file", {"path": ".workstation/config.toml", "content": "x = 1\n"}),
+             ("delete_file", {"path": "../outside.py"}),
+             ("move_file", {"src": "pkg/util.py", "dst": ".git/hooks/pre-commit"})]
+    server.push(Reply(tool_calls=calls), Reply(text="Tried."))
+    assert a.run("write where you should not").error is None
+    assert not any(r["ok"] for r in records(a.session, "tool"))
+    assert records(a.session, "intent") == [] and not outside.exists()
+    assert (w.root / "pkg/util.py").exists()
