@@ -82,11 +82,17 @@ def json_line(value: Any) -> bytes:
     """`value` as one compact JSON line in UTF-8, its newline included. orjson encodes records ~7x as fast
     as the json module (a bulk import writes every source byte about twice: log line and search row);
     what it refuses (an integer past 64 bits, a lone surrogate, a key that is not a string) goes through
-    the json module as before. NaN and infinities, which json wrote as non-JSON, become null."""
+    the json module as before, a lone surrogate (which UTF-8 cannot hold: a model's reply may carry one
+    as an escape) written as the escape it came as. NaN and infinities, which json wrote as non-JSON,
+    become null."""
     try:
         return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return text.encode() + b"\n"
+        except UnicodeEncodeError:
+            return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
 
 def record_text(record: dict) -> str:
