@@ -72,7 +72,7 @@ def test_a_line_being_written_waits_and_a_lost_index_is_rebuilt(paths, db):
     with open(session.path, "ab") as fh:
         fh.write(b'ting"}\n')
     assert len(_hits(paths, "loader", db)) == 3
-    db.call(textindex.index_drop, ["2025-01-31-native"])  # as if the index were lost
+    db.call(textindex.index_drop, str(paths.state), ["2025-01-31-native"])  # as if the index were lost
     assert len(_hits(paths, "loader", db)) == 3 and _rows(db) == (4, 4)
 
 
@@ -118,3 +118,79 @@ def test_imported_sessions_are_indexed_as_they_are_written(paths, db):
     log = paths.sessions / f"{state[0]}.jsonl"
     assert state[1:] == [16, log.stat().st_size]  # written with the import, not read back
     assert _hits(paths, "setup.py", db) == _hits(paths, "setup.py")
+
+
+def _heap_files(paths) -> list[str]:
+    return sorted(p.name for p in paths.state.glob("search-*.heap"))
+
+
+def test_no_match_runs_from_one_record_into_the_next_and_odd_text_comes_back_whole(paths, db):
+    session = Session.create(paths, "2025-03-01-odd")
+    session.user("the first ends with FOO")
+    session.user("bar begins the second")
+    session.user("a NUL \x00 inside, a lone surrogate \ud800 and İstanbul")
+    assert _hits(paths, "foobar", db) == _hits(paths, "foobar") == []
+    assert _hits(paths, "foo\nbar", db) == []
+    odd = _hits(paths, "lone surrogate", db)
+    assert odd == _hits(paths, "lone surrogate") and len(odd) == 1 and "\ud800" in odd[0][6]
+    assert _hits(paths, "nul \x00 inside", db) == _hits(paths, "nul   inside", db) == [odd[0][:6] + (odd[0][6],)]
+
+
+def test_the_heap_is_rewritten_without_what_nothing_points_to(paths, db):
+    _native(paths, "2025-01-31-native", 3)
+    _native(paths, "2025-02-01-gone", 3)
+    before = _hits(paths, "loader", db)
+    (gen,) = run_sql(db, "SELECT gen FROM search_heap").rows[0]
+    Path(paths.sessions / "2025-02-01-gone.jsonl").unlink()
+    expected = [h for h in before if h[0] != "2025-02-01-gone"]
+    assert _hits(paths, "loader", db) == expected  # dropped: its ranges stay until they are worth a rewrite
+    size, live = run_sql(db, "SELECT (SELECT size FROM search_heap), (SELECT sum(stop - start) FROM search_pieces)").rows[0]
+    assert size > live > 0
+    assert db.call(textindex.compact_heap, str(paths.state), min_garbage=0)
+    (gen2, size2), = run_sql(db, "SELECT gen, size FROM search_heap").rows
+    assert gen2 == gen + 1 and size2 == live and _heap_files(paths) == [f"search-{gen2}.heap"]
+    assert (paths.state / f"search-{gen2}.heap").stat().st_size == live
+    assert _hits(paths, "loader", db) == expected == _hits(paths, "loader")
+    assert not db.call(textindex.compact_heap, str(paths.state), min_garbage=0)  # nothing left to reclaim
+
+
+def test_a_search_that_meets_a_rewrite_reads_the_new_heap(paths, db):
+    _native(paths, "2025-01-31-native", 2)
+    _native(paths, "2025-02-01-gone", 2)
+    textindex.sync(paths, db)
+    Path(paths.sessions / "2025-02-01-gone.jsonl").unlink()
+    textindex.sync(paths, db)
+
+    class RewriteAfterListing:  # the owner rewrites the heap between a reader's listing and its open
+        calls = 0
+
+        def call(self, fn, *args, **kwargs):
+            result = db.call(fn, *args, **kwargs)
+            if fn is textindex.index_pieces and not self.calls:
+                self.calls += 1
+                assert db.call(textindex.compact_heap, str(paths.state), min_garbage=0)
+            return result
+
+    hits = textindex.search(paths, RewriteAfterListing(), "loader", 200)
+    assert [(h.slug, h.record_id) for h in hits] == [(h[0], h[2]) for h in _hits(paths, "loader", db)]
+    assert len(hits) == 4
+
+
+def test_a_lost_or_short_heap_is_rebuilt_and_a_torn_append_cut_off(paths, db):
+    session = _native(paths, "2025-01-31-native", 2)
+    expected = _hits(paths, "loader", db)
+    (gen, size), = run_sql(db, "SELECT gen, size FROM search_heap").rows
+    heap = paths.state / f"search-{gen}.heap"
+    with open(heap, "ab") as fh:  # an append whose rows never committed
+        fh.write(b"loader garbage\x00" * 10)
+    (paths.state / f"search-{gen + 7}.heap").write_bytes(b"a rewrite that crashed")
+    session.user("and the Loader again")
+    session.tool("c9", "read_file", "class Loader9: pass")  # appended: the torn bytes are cut off first
+    assert len(_hits(paths, "loader", db)) == 6 and _heap_files(paths) == [heap.name]
+    assert heap.stat().st_size == run_sql(db, "SELECT size FROM search_heap").rows[0][0]
+    heap.unlink()
+    said = []
+    hits = [(h.slug, h.record_id) for h in search(paths, "loader", db=db, warn=said.append)]
+    assert len(hits) == 6 and len(said) == 1 and "is rebuilt from the session logs" in said[0]
+    assert [h[:6] for h in _hits(paths, "loader", db)][:4] == [h[:6] for h in expected]
+    assert _rows(db) == (8, 8)

@@ -34,7 +34,9 @@ MEMORY_TABLES = {
                         "lines": "BIGINT", "turns": "INTEGER", "records": "BIGINT", "first_id": "VARCHAR",
                         "problems": "INTEGER", "first_problem": "VARCHAR"},
     "search_records": {"slug": "VARCHAR", "seq": "BIGINT", "record_id": "VARCHAR", "type": "VARCHAR",
-                       "turn": "INTEGER", "ts": "VARCHAR", "text": "VARCHAR", "folded": "VARCHAR"},
+                       "turn": "INTEGER", "ts": "VARCHAR", "folded_at": "BIGINT", "text_at": "BIGINT", "text_len": "BIGINT"},
+    "search_pieces": {"slug": "VARCHAR", "first_seq": "BIGINT", "start": "BIGINT", "split": "BIGINT", "stop": "BIGINT"},
+    "search_heap": {"gen": "INTEGER", "size": "BIGINT"},
 }
 MEMORY_VIEWS = {
     "ltm_entries": {"namespace": "VARCHAR", "key": "VARCHAR", "value": "JSON", "updated_at": "TIMESTAMP",

@@ -220,18 +220,27 @@ class Importer:
         folder = self.paths.state / "tmp"
         folder.mkdir(exist_ok=True)
         stem = folder / f"import-{os.getpid()}-{new_record_id()}"
-        events, rows = Path(f"{stem}-events.ndjson"), Path(f"{stem}-index.ndjson")
+        events, rows, heap = (Path(f"{stem}-events.ndjson"), Path(f"{stem}-index.ndjson"),
+                              Path(f"{stem}-index.heap"))
         try:
             with open(events, "wb") as fh:
                 fh.writelines(batch.events)
-            with open(rows, "wb") as fh:
-                for _, lines in batch.index.values():
-                    fh.writelines(lines)
+            pieces = []  # (slug, first_seq, start, split, stop) in the heap part
+            with open(rows, "wb") as rows_fh, open(heap, "wb") as heap_fh:
+                at = 0
+                for slug, (_, piece) in batch.index.items():
+                    rows_fh.writelines(json_line({**row, "s": slug, "a": at + row["a"], "b": at + row["b"]})
+                                       for row in piece.rows)
+                    heap_fh.write(piece.data)
+                    pieces.append((slug, piece.first_seq, at, at + piece.split, at + len(piece.data)))
+                    at += len(piece.data)
             states = [[slug, *state] for slug, (state, _) in batch.index.items()]
-            self.db.call(import_flush, stem.name, str(events), str(rows), json.dumps(states), json.dumps(batch.sources))
+            self.db.call(import_flush, stem.name, str(events), str(rows), str(heap), json.dumps(pieces),
+                         json.dumps(states), json.dumps(batch.sources), str(self.paths.state))
         finally:
             events.unlink(missing_ok=True)
             rows.unlink(missing_ok=True)
+            heap.unlink(missing_ok=True)
         if batch.resync:
             textindex.sync(self.paths, self.db, only=sorted(batch.resync))
 
@@ -314,14 +323,10 @@ class Importer:
             st = os.stat(session.path)
         except FileNotFoundError:
             return
-        rows, turn = [], 0
-        for seq, record in enumerate(records):
-            is_turn = record["type"] in TURN_TYPES
-            turn += is_turn
-            rows.append(json_line({"s": session.slug, "q": seq, "i": record["id"], "y": record["type"],
-                                   "u": turn if is_turn else None, "t": record.get("ts"), "x": record_text(record)}))
-        state = ["live", f"{st.st_dev}:{st.st_ino}", after, len(records), turn, len(records), records[0]["id"], 0, None]
-        self._batch.index[session.slug] = (state, rows)
+        piece = textindex.make_piece(records)
+        state = ["live", f"{st.st_dev}:{st.st_ino}", after, len(records), piece.last_turn, len(records),
+                 records[0]["id"], 0, None]
+        self._batch.index[session.slug] = (state, piece)
 
     # ------------------------------------------------------------------ drafts -> records
     def _materialize(self, conversation: Conversation, fmt: str, file: str, known: dict[str, dict]) -> list[dict]:
@@ -432,7 +437,7 @@ class _Batch:
 
     files: list[Path] = field(default_factory=list)  # logs written without fsync
     events: list[bytes] = field(default_factory=list)  # encoded event lines (import_flush's shape)
-    index: dict[str, tuple[list, list[bytes]]] = field(default_factory=dict)  # new session -> (state, rows)
+    index: dict[str, tuple[list, textindex.Piece]] = field(default_factory=dict)  # new session -> (state, piece)
     resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
     sources: list[tuple] = field(default_factory=list)  # source file states
     bytes: int = 0
@@ -486,7 +491,6 @@ def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
 # --------------------------------------------------------------------------- owner side
 _EVENT = ("{'ss':'VARCHAR','fl':'VARCHAR','i':'VARCHAR','t':'BIGINT','y':'VARCHAR','n':'VARCHAR','d':'DOUBLE',"
           "'ti':'INTEGER','to':'INTEGER','c':'DOUBLE','o':'BOOLEAN','x':'JSON'}")
-_INDEX_ROW = "{'s':'VARCHAR','q':'BIGINT','i':'VARCHAR','y':'VARCHAR','u':'INTEGER','t':'VARCHAR','x':'VARCHAR'}"
 
 
 @readonly
@@ -494,12 +498,16 @@ def source_states(con) -> list[tuple]:
     return con.execute("SELECT path, format, size, mtime_ns, inode, head_sha FROM import_sources").fetchall()
 
 
-def import_flush(con, batch_id: str, events: str, index_rows: str, index_states: str, sources: str) -> None:
+def import_flush(con, batch_id: str, events: str, index_rows: str, index_heap: str, index_pieces: str,
+                 index_states: str, sources: str, heap_dir: str) -> None:
     """One import batch in one transaction: events (read from the NDJSON file `events`; those already
-    stored skipped, by session and id), search-index rows (the file `index_rows`) and states of new
-    sessions, source file states. A retry of a batch that landed is recognised by its id."""
+    stored skipped, by session and id), search-index rows of new sessions (the file `index_rows`, their
+    texts in the file `index_heap`, appended to the search heap first) and their states, source file
+    states. A retry of a batch that landed is recognised by its id."""
     if con.execute("SELECT 1 FROM event_batches WHERE id = ?", [batch_id]).fetchone():
         return
+    pieces = json.loads(index_pieces)
+    base = textindex.heap_append(con, heap_dir, index_heap) if pieces else 0
     con.execute("BEGIN TRANSACTION")
     try:
         count = 0
@@ -515,15 +523,13 @@ def import_flush(con, batch_id: str, events: str, index_rows: str, index_states:
         states = json.loads(index_states)
         if states:
             slugs = [row[0] for row in states]
-            con.execute("DELETE FROM search_records WHERE list_contains(?, slug)", [slugs])
-            con.execute("DELETE FROM search_sessions WHERE list_contains(?, slug)", [slugs])
+            textindex.delete_sessions(con, slugs)
             con.execute("""INSERT INTO search_sessions
                 SELECT r[1], r[2], r[3], r[4]::BIGINT, r[5]::BIGINT, r[6]::INTEGER, r[7]::BIGINT, r[8], r[9]::INTEGER,
                        r[10] FROM (SELECT unnest(from_json($rows, '["VARCHAR[]"]')) AS r)""", {"rows": index_states})
-        if os.path.getsize(index_rows):
-            con.execute(f"""INSERT INTO search_records
-                SELECT r.s, r.q, r.i, r.y, r.u, r.t, r.x, lower(r.x) FROM read_ndjson($path, columns={_INDEX_ROW}) AS r""",
-                        {"path": index_rows})
+        if pieces:
+            textindex.insert_rows(con, f"SELECT r FROM read_ndjson($path, columns={textindex.ROW_COLUMNS}) AS r",
+                                  {"path": index_rows}, base, pieces)
         if sources != "[]":
             con.execute("""INSERT OR REPLACE INTO import_sources
                 SELECT r->>0, r->>1, (r->>2)::BIGINT, (r->>3)::BIGINT, (r->>4)::BIGINT, r->>5, (r->>6)::BIGINT,
@@ -535,6 +541,8 @@ def import_flush(con, batch_id: str, events: str, index_rows: str, index_states:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    if states:
+        textindex.compact_heap(con, heap_dir)  # sessions imported again left their old ranges behind
 
 
 @readonly

@@ -150,11 +150,12 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
 def _indexed_search(paths: Paths, db: Any, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
     textindex.sync(paths, db, warn=warn)
     textindex.report_problems(db, warn)
+    needle = text.lower()
     hits = []
-    for slug, state, record_id, kind, turn, ts, start, length, window in db.call(
-            textindex.index_search, text, int(limit), _MARGIN):
-        snippet = ("…" if start else "") + " ".join(window.split()) + ("…" if start + len(window) < length else "")
-        hits.append(SearchHit(slug, state, record_id, kind, turn, ts or "", snippet))
+    for hit in textindex.search(paths, db, text, int(limit)):
+        at = hit.text.lower().find(needle)
+        hits.append(SearchHit(hit.slug, hit.state, hit.record_id, hit.type, hit.turn, hit.ts or "",
+                              _snippet(hit.text, max(at, 0), len(needle))))
     return hits
 
 

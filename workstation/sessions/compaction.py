@@ -269,7 +269,7 @@ def with_plan(section: str, todo: list[dict] | None) -> str:
     others = [line for line in section.splitlines()
               if line.strip() and line.strip() != "(none)" and not any(t in line.lower() for t in texts)
               and not line.strip().lower().startswith("plan (")]
-    return "\n".join([f"Plan (todo, as last written):", _plan_lines(todo), *others])
+    return "\n".join(["Plan (todo, as last written):", _plan_lines(todo), *others])
 
 
 def render_summary(sections: dict[str, str]) -> str:

@@ -1,9 +1,24 @@
-"""The session search index: the text of every record, live and archived, in the store.
+"""The session search index: every record of every session, live and archived, searchable at once.
 
-Reading a gigabyte of logs per search cannot answer in under a second; scanning one column of
-a DuckDB table can. The index is derived from the logs and never the source of anything:
-`search_sessions` says how far each log was read, `search_records` holds each record's text
-and its lowercased copy (the only column a search scans).
+Reading a gigabyte of logs per search cannot answer in under a second; scanning their texts, kept
+apart and lowercased, can. The index is derived from the logs and never the source of anything.
+It has two parts:
+- in the store, `search_sessions` says how far each log was read, `search_records` holds each
+  record's id, type, turn and time and where its texts lie in the heap, `search_pieces` the heap
+  ranges in which a session's records were stored at once;
+- the heap, `search-<gen>.heap` in the state folder: per piece, the records' lowercased texts,
+  each ended by a NUL (what a search scans, through a memory map), then the texts themselves (what
+  snippets are cut from). Through DuckDB, a process that had just started spent most of a second
+  faulting 634 MB of strings into its buffers for one scan; a memory map reads the page cache in
+  place, and the texts of the hits are read without a query.
+
+Only the store's owner writes the heap: it appends a piece, syncs it, then commits the rows that
+point into it, so bytes after the committed size are a write that never committed (cut off by the
+next append). Dropped and re-read sessions leave ranges nothing points to; when they outweigh the
+rest the owner copies the live ranges, in list order, into the next generation's file and commits
+the new offsets before deleting the old file (a reader that mapped it keeps its map). A heap
+shorter than the store says (deleted, or restored from an older copy) resets the index, which the
+next sync rebuilds from the logs.
 
 `sync` brings it up to date before every search (and after every import): a live log that grew
 is read from where the last read stopped (complete lines only: a line being written waits); a
@@ -12,28 +27,72 @@ and is no shorter; an archived session keeps the rows of its live log when the a
 many bytes, else it is read from the .gz; the rows of a session that no longer exists are
 dropped. Two processes syncing at once cannot both add the same lines: each write names the
 offset it read from and the owner refuses it if the index moved on. DuckDB's full-text extension
-would have to be downloaded at run time, which nothing here may do; a substring scan of the
-lowercased column is what the old search did, only faster.
+would have to be downloaded at run time, which nothing here may do, and SQLite's trigram index
+builds at ~4 MB/s here: a substring scan of the lowercased texts is what search does.
 """
 
 from __future__ import annotations
 
-import json
+import mmap
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..paths import Paths
 from ..store.broker import readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
-from .log import TURN_TYPES, LogView, SessionError, live_slugs, parse_lines, record_text
+from .log import TURN_TYPES, LogView, SessionError, json_line, live_slugs, parse_lines, record_text
 
-_ROW_STRUCT = '{"q":"BIGINT","i":"VARCHAR","y":"VARCHAR","u":"INTEGER","t":"VARCHAR","x":"VARCHAR"}'
+# the shape of a search_records row as a piece gives it (offsets relative to the piece's start)
+ROW_COLUMNS = "{'s':'VARCHAR','q':'BIGINT','i':'VARCHAR','y':'VARCHAR','u':'INTEGER','t':'VARCHAR','a':'BIGINT','b':'BIGINT','n':'BIGINT'}"
 _PIECE_BYTES = 16 << 20  # log bytes indexed per call to the owner
+COMPACT_MIN_BYTES = 64 << 20  # garbage in the heap worth a rewrite, when it also outweighs the live ranges
+_END = b"\x00"  # ends each lowercased text: no match runs from one record into the next
+
+
+def fold(text: str) -> bytes:
+    """What search compares: the text lowercased, a NUL (the records' separator) read as a space."""
+    return text.lower().replace("\x00", " ").encode("utf-8", "surrogatepass")
+
+
+@dataclass
+class Piece:
+    """Records of one session, ready for the index: their rows and the heap bytes they point into."""
+
+    first_seq: int
+    last_turn: int  # the turn number reached after these records
+    rows: list[dict] = field(default_factory=list)  # search_records rows (ROW_COLUMNS without "s")
+    split: int = 0  # where the lowercased texts end and the texts begin in `data`
+    data: bytes = b""
+
+
+def make_piece(records: list[dict], *, first_seq: int = 0, first_turn: int = 0) -> Piece:
+    """The rows and heap bytes of `records`, the first being record `first_seq` of its log, after
+    `first_turn` turns."""
+    folded: list[bytes] = []
+    texts: list[bytes] = []
+    rows = []
+    turn, at = first_turn, 0
+    for seq, record in enumerate(records, start=first_seq):
+        is_turn = record["type"] in TURN_TYPES
+        turn += is_turn
+        text = record_text(record)
+        folded.append(fold(text))
+        texts.append(text.encode("utf-8", "surrogatepass"))
+        rows.append({"q": seq, "i": record["id"], "y": record["type"], "u": turn if is_turn else None,
+                     "t": record.get("ts"), "a": at, "n": len(texts[-1])})
+        at += len(folded[-1]) + 1
+    split = at
+    for row, text in zip(rows, texts):
+        row["b"] = at
+        at += len(text)
+    return Piece(first_seq, turn, rows, split, _END.join(folded) + _END + b"".join(texts) if folded else b"")
 
 
 def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Callable[[str], None] = no_warning) -> None:
     """Bring the index up to date with the logs (only the given slugs, when given)."""
+    _check_heap(paths, db, warn)
     if only is not None:
         slugs = sorted(set(only))
         if not slugs:
@@ -47,17 +106,31 @@ def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Call
         known = set(live)
         archived = [s for s in archived_slugs(paths) if s not in known]
     folder = str(paths.sessions)  # a str path per log, not a Path: thousands of logs are stat'ed per search
+    heap_dir = str(paths.state)
     for slug in live:
-        _sync_live(db, slug, states.get(slug), os.path.join(folder, f"{slug}.jsonl"))
+        _sync_live(db, heap_dir, slug, states.get(slug), os.path.join(folder, f"{slug}.jsonl"))
     for slug in archived:
         _sync_archived(paths, db, slug, states.get(slug), warn)
     present = set(live) | set(archived)
     gone = [slug for slug in states if slug not in present]
     if gone:
-        db.call(index_drop, gone)
+        db.call(index_drop, heap_dir, gone)
 
 
-def _sync_live(db: Any, slug: str, row: tuple | None, path: str) -> None:
+def _check_heap(paths: Paths, db: Any, warn: Callable[[str], None]) -> None:
+    """Reset the index when its heap holds less than the store says (deleted, or an older copy restored)."""
+    gen, size = db.call(heap_state)
+    try:
+        have = os.stat(heap_path(str(paths.state), gen)).st_size
+    except FileNotFoundError:
+        have = 0
+    if have < size:
+        warn(f"search index {heap_path(str(paths.state), gen)} holds {have} of {size} bytes; "
+             "it is rebuilt from the session logs")
+        db.call(index_reset, str(paths.state))
+
+
+def _sync_live(db: Any, heap_dir: str, slug: str, row: tuple | None, path: str) -> None:
     if row is not None and row[1] == "live":
         try:
             st = os.stat(path)
@@ -85,7 +158,7 @@ def _sync_live(db: Any, slug: str, row: tuple | None, path: str) -> None:
     end = data.rfind(b"\n") + 1
     if not end and start is not None and start[2] == identity:
         return  # only a line still being written
-    _store(db, slug, "live", identity, data[:end], start)
+    _store(db, heap_dir, slug, "live", identity, data[:end], start)
 
 
 def _sync_archived(paths: Paths, db: Any, slug: str, row: tuple | None, warn: Callable[[str], None]) -> None:
@@ -112,10 +185,10 @@ def _sync_archived(paths: Paths, db: Any, slug: str, row: tuple | None, warn: Ca
     except FileNotFoundError:
         return  # restored meanwhile
     end = data.rfind(b"\n") + 1 or len(data)
-    _store(db, slug, "archived", identity, data[:end], None)
+    _store(db, str(paths.state), slug, "archived", identity, data[:end], None)
 
 
-def _store(db: Any, slug: str, state: str, identity: str, data: bytes, start: tuple | None) -> None:
+def _store(db: Any, heap_dir: str, slug: str, state: str, identity: str, data: bytes, start: tuple | None) -> None:
     """Index the complete lines of `data`, read from where `start` (a state row) stopped, or from the top
     (replacing the session's rows), in pieces of whole lines, each with the state it leaves."""
     row = list(start) if start else None
@@ -124,7 +197,7 @@ def _store(db: Any, slug: str, state: str, identity: str, data: bytes, start: tu
         cut = len(data) if len(data) - offset <= _PIECE_BYTES else data.rfind(b"\n", offset, offset + _PIECE_BYTES) + 1
         if cut <= offset:
             cut = data.find(b"\n", offset + _PIECE_BYTES) + 1 or len(data)
-        row = _store_piece(db, slug, state, identity, data[offset:cut], row)
+        row = _store_piece(db, heap_dir, slug, state, identity, data[offset:cut], row)
         if row is None:
             return  # another process indexed these lines first
         offset = cut
@@ -132,22 +205,19 @@ def _store(db: Any, slug: str, state: str, identity: str, data: bytes, start: tu
             return
 
 
-def _store_piece(db: Any, slug: str, state: str, identity: str, data: bytes, start: list | None) -> list | None:
+def _store_piece(db: Any, heap_dir: str, slug: str, state: str, identity: str, data: bytes,
+                 start: list | None) -> list | None:
     size0, lines0, turns0, records0 = (start[3], start[4], start[5], start[6]) if start else (0, 0, 0, 0)
     view: LogView = parse_lines(data, first_line=lines0 + 1)
-    rows: list[str] = []
-    turn = turns0
-    for seq, record in enumerate(view.records, start=records0):
-        is_turn = record["type"] in TURN_TYPES
-        turn += is_turn
-        rows.append(json.dumps({"q": seq, "i": record["id"], "y": record["type"], "u": turn if is_turn else None,
-                                "t": record.get("ts"), "x": record_text(record)}, ensure_ascii=False))
+    piece = make_piece(view.records, first_seq=records0, first_turn=turns0)
     problems = [str(p) for p in view.problems]
     first_problem = (start[9] if start and start[9] else None) or (problems[0] if problems else None)
     first_id = (start[7] if start else None) or (view.records[0]["id"] if view.records else None)
-    new_state = [state, identity, size0 + len(data), lines0 + data.count(b"\n"), turn,
+    new_state = [state, identity, size0 + len(data), lines0 + data.count(b"\n"), piece.last_turn,
                  records0 + len(view.records), first_id, (start[8] if start else 0) + len(problems), first_problem]
-    if not db.call(index_append, slug, start[3] if start else None, new_state, "\n".join(rows)):
+    rows = b"".join(json_line({"s": slug, **row}) for row in piece.rows)[:-1].decode("utf-8", "surrogatepass")
+    if not db.call(index_append, heap_dir, slug, start[3] if start else None, new_state, rows,
+                   piece.first_seq, piece.split, piece.data):
         return None
     return [slug, *new_state]
 
@@ -157,6 +227,68 @@ def report_problems(db: Any, warn: Callable[[str], None]) -> None:
     for slug, count, first in db.call(index_problems):
         more = f" and {count - 1} more (workstation session show {slug} lists them)" if count > 1 else ""
         warn(f"{slug}: unreadable {first}{more}")
+
+
+# --------------------------------------------------------------------------- searching
+@dataclass(frozen=True)
+class Hit:
+    slug: str
+    state: str  # live | archived
+    record_id: str
+    type: str
+    turn: int | None
+    ts: str | None
+    text: str  # the record's whole text
+
+
+def search(paths: Paths, db: Any, text: str, limit: int) -> list[Hit]:
+    """Records whose text holds `text` (case-insensitively), in list order (live sessions, then archived;
+    each in log order), at most `limit`. Call `sync` first."""
+    needle = fold(text)
+    for attempt in (1, 2):
+        gen, pieces = db.call(index_pieces)
+        try:
+            with open(heap_path(str(paths.state), gen), "rb") as fh:
+                if not pieces or os.fstat(fh.fileno()).st_size == 0:
+                    return []
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as heap:
+                    return _search_heap(db, heap, pieces, needle, limit)
+        except FileNotFoundError:
+            if attempt == 2:  # rewritten twice in a row, or removed: the next sync finds out which
+                raise SessionError(f"search index {heap_path(str(paths.state), gen)} is gone; search again") from None
+    return []
+
+
+def _search_heap(db: Any, heap: mmap.mmap, pieces: list[tuple], needle: bytes, limit: int) -> list[Hit]:
+    found: list[tuple[str, str, int]] = []  # (slug, state, heap offset of the record's lowercased text)
+    width = len(needle)
+    for slug, state, start, split in pieces:
+        at = heap.find(needle, start, split)
+        while at >= 0:
+            record = heap.rfind(_END, start, at) + 1 or start
+            found.append((slug, state, record))
+            if len(found) >= limit:
+                break
+            end = heap.find(_END, at + width, split)  # one hit per record: go on from the next one
+            at = heap.find(needle, end + 1, split) if end >= 0 else -1
+        if len(found) >= limit:
+            break
+    if not found:
+        return []
+    rows = {row[0]: row[1:] for row in db.call(index_hits, [at for _, _, at in found])}
+    hits = []
+    for slug, state, at in found:
+        row = rows.get(at)
+        if row is None:
+            continue  # the session was dropped or read again since the pieces were listed
+        record_id, kind, turn, ts, text_at, text_len = row
+        hits.append(Hit(slug, state, record_id, kind, turn, ts,
+                        heap[text_at:text_at + text_len].decode("utf-8", "surrogatepass")))
+    return hits
+
+
+def heap_path(state_dir: str, gen: int) -> str:
+    return os.path.join(state_dir, f"search-{gen}.heap")
 
 
 # --------------------------------------------------------------------------- owner side
@@ -173,29 +305,118 @@ def index_problems(con) -> list[tuple]:
                        "ORDER BY slug").fetchall()
 
 
-def index_append(con, slug: str, expect: int | None, new_state: list, blob: str) -> bool:
+@readonly
+def heap_state(con) -> tuple[int, int]:
+    """(generation, committed size) of the heap."""
+    return con.execute("SELECT gen, size FROM search_heap").fetchone()
+
+
+@readonly
+def index_pieces(con) -> tuple[int, list[tuple]]:
+    """The heap's generation and the ranges of lowercased texts to scan, in list order:
+    (slug, state, start, split)."""
+    gen = con.execute("SELECT gen FROM search_heap").fetchone()[0]
+    return gen, con.execute("""
+        SELECT p.slug, s.state, p.start, p.split FROM search_pieces p JOIN search_sessions s USING (slug)
+        ORDER BY s.state = 'archived', p.slug, p.first_seq""").fetchall()
+
+
+@readonly
+def index_hits(con, offsets: list[int]) -> list[tuple]:
+    """(folded_at, record_id, type, turn, ts, text_at, text_len) of the records whose lowercased texts start at `offsets`."""
+    return con.execute("""SELECT folded_at, record_id, type, turn, ts, text_at, text_len FROM search_records
+                          WHERE folded_at IN (SELECT unnest($offsets))""", {"offsets": offsets}).fetchall()
+
+
+def heap_append(con, heap_dir: str, data: bytes | str) -> int:
+    """Append `data` (bytes, or the path of a file holding them) to the heap and sync it; returns the
+    offset it starts at. The caller commits rows pointing into it, and the new size, in its transaction
+    (the owner's write lock keeps appends one at a time)."""
+    gen, size = con.execute("SELECT gen, size FROM search_heap").fetchone()
+    _remove_other_heaps(heap_dir, gen)
+    fd = os.open(heap_path(heap_dir, gen), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_size < size:
+            raise SessionError(f"search index {heap_path(heap_dir, gen)} is shorter than the store says; "
+                               "search again to rebuild it")
+        os.ftruncate(fd, size)  # a write that never committed
+        if isinstance(data, str):
+            with open(data, "rb") as src:
+                length = os.fstat(src.fileno()).st_size
+                copied = 0
+                while copied < length:
+                    copied += os.copy_file_range(src.fileno(), fd, length - copied, copied, size + copied) or _short(data)
+        else:
+            length = len(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.pwrite(fd, view, size + length - len(view)):]
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    return size
+
+
+def _short(path: str) -> int:
+    raise SessionError(f"{path} ended while it was copied into the search index")
+
+
+def _remove_other_heaps(heap_dir: str, gen: int) -> None:
+    """Heap files of other generations: a rewrite that crashed before it committed, or after."""
+    mine = f"search-{gen}.heap"
+    for name in os.listdir(heap_dir):
+        if name.startswith("search-") and name.endswith(".heap") and name != mine:
+            try:
+                os.unlink(os.path.join(heap_dir, name))
+            except FileNotFoundError:
+                pass  # another cleanup got there first
+
+
+def insert_rows(con, rows: str, params: dict, base: int, pieces: list[tuple[str, int, int, int, int]]) -> None:
+    """Rows (`rows`: a SELECT yielding ROW_COLUMNS as `r`, with `params`) whose heap offsets are relative
+    to `base`, and their `pieces` (slug, first_seq, start, split, stop, relative too); the committed size
+    grows to the last piece's end. Inside the caller's transaction."""
+    con.execute(f"""INSERT INTO search_records
+        SELECT r.s, r.q, r.i, r.y, r.u, r.t, $base + r.a, $base + r.b, r.n FROM ({rows})""", {**params, "base": base})
+    con.executemany("INSERT INTO search_pieces VALUES (?, ?, ?, ?, ?)",
+                    [(slug, seq, base + start, base + split, base + stop) for slug, seq, start, split, stop in pieces])
+    end = max((stop for *_, stop in pieces), default=0)
+    con.execute("UPDATE search_heap SET size = greatest(size, ?)", [base + end])
+
+
+def index_append(con, heap_dir: str, slug: str, expect: int | None, new_state: list, rows: str,
+                 first_seq: int, split: int, data: bytes) -> bool:
     """Add rows for `slug` read from offset `expect` of its log (None: from the top, replacing the
     session's rows) and set its state row; False (nothing written) when the index moved on."""
+    row = con.execute("SELECT size FROM search_sessions WHERE slug = ?", [slug]).fetchone()
+    if expect is not None and (row is None or row[0] != expect):
+        return False
+    base = heap_append(con, heap_dir, data) if data else 0
     con.execute("BEGIN TRANSACTION")
     try:
-        row = con.execute("SELECT size FROM search_sessions WHERE slug = ?", [slug]).fetchone()
         if expect is None:
-            con.execute("DELETE FROM search_records WHERE slug = ?", [slug])
-            con.execute("DELETE FROM search_sessions WHERE slug = ?", [slug])
-        elif row is None or row[0] != expect:
-            con.execute("ROLLBACK")
-            return False
-        if blob:
-            con.execute(f"""INSERT INTO search_records
-                SELECT $slug, r.q, r.i, r.y, r.u, r.t, r.x, lower(r.x)
-                FROM (SELECT json_transform(unnest(string_split($blob, chr(10))), '{_ROW_STRUCT}') AS r)""",
-                        {"slug": slug, "blob": blob})
+            delete_sessions(con, [slug])
+        if data:
+            insert_rows(con, f"SELECT json_transform(unnest(string_split($rows, chr(10))), '{_struct()}') AS r",
+                        {"rows": rows}, base, [(slug, first_seq, 0, split, len(data))])
         con.execute("INSERT OR REPLACE INTO search_sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [slug, *new_state])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    if expect is None:
+        compact_heap(con, heap_dir)
     return True
+
+
+def _struct() -> str:
+    return ROW_COLUMNS.replace("'", '"')
+
+
+def delete_sessions(con, slugs: list[str]) -> None:
+    con.execute("DELETE FROM search_records WHERE list_contains(?, slug)", [slugs])
+    con.execute("DELETE FROM search_pieces WHERE list_contains(?, slug)", [slugs])
+    con.execute("DELETE FROM search_sessions WHERE list_contains(?, slug)", [slugs])
 
 
 def index_mark(con, slug: str, identity: str, state: str, new_identity: str) -> None:
@@ -203,33 +424,71 @@ def index_mark(con, slug: str, identity: str, state: str, new_identity: str) -> 
                 [state, new_identity, slug, identity])
 
 
-def index_drop(con, slugs: list[str]) -> None:
+def index_drop(con, heap_dir: str, slugs: list[str]) -> None:
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("DELETE FROM search_records WHERE list_contains(?, slug)", [slugs])
-        con.execute("DELETE FROM search_sessions WHERE list_contains(?, slug)", [slugs])
+        delete_sessions(con, slugs)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    compact_heap(con, heap_dir)
 
 
-@readonly
-def index_search(con, needle: str, limit: int, margin: int) -> list[tuple]:
-    """Hits in list order (live sessions, then archived; each in log order), each with a window
-    of the record's text around the first match: (slug, state, id, type, turn, ts, at, length, window)."""
-    return con.execute("""
-        WITH top AS (
-            SELECT r.rowid AS row, s.state
-            FROM search_records r JOIN search_sessions s USING (slug)
-            WHERE contains(r.folded, lower($needle))
-            ORDER BY s.state = 'archived', r.slug, r.seq LIMIT $limit),
-        hits AS (  -- the texts of the hits shown only: carrying every match's text through the sort
-                   -- read both columns whole (a third slower over 1 GB of logs)
-            SELECT r.slug, t.state, r.seq, r.record_id, r.type, r.turn, r.ts, r.text,
-                   instr(r.folded, lower($needle)) AS pos
-            FROM search_records r JOIN top t ON r.rowid = t.row)
-        SELECT slug, state, record_id, type, turn, ts, pos - 1 - least(pos - 1, $margin), length(text),
-               substr(text, greatest(1, pos - $margin), pos - greatest(1, pos - $margin) + length($needle) + $margin)
-        FROM hits ORDER BY state = 'archived', slug, seq""",
-                       {"needle": needle, "limit": limit, "margin": margin}).fetchall()
+def index_reset(con, heap_dir: str) -> None:
+    """Forget the whole index (its heap is gone or short): the next sync reads every log again."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM search_records")
+        con.execute("DELETE FROM search_pieces")
+        con.execute("DELETE FROM search_sessions")
+        con.execute("UPDATE search_heap SET gen = gen + 1, size = 0")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    _remove_other_heaps(heap_dir, con.execute("SELECT gen FROM search_heap").fetchone()[0])
+
+
+def compact_heap(con, heap_dir: str, *, min_garbage: int = COMPACT_MIN_BYTES) -> bool:
+    """Rewrite the heap without the ranges nothing points to, when they are at least `min_garbage`
+    bytes and outweigh the rest; True when it did. The live ranges go in list order, so a search
+    reads the new file front to back."""
+    gen, size = con.execute("SELECT gen, size FROM search_heap").fetchone()
+    live = con.execute("SELECT coalesce(sum(stop - start), 0) FROM search_pieces").fetchone()[0]
+    if size - live < max(min_garbage, live, 1):
+        return False
+    pieces = con.execute("""
+        SELECT p.slug, p.first_seq, p.start, p.stop FROM search_pieces p JOIN search_sessions s USING (slug)
+        ORDER BY s.state = 'archived', p.slug, p.first_seq""").fetchall()
+    moves = []
+    new = heap_path(heap_dir, gen + 1)
+    with open(heap_path(heap_dir, gen), "rb") as src, open(new, "wb") as dst:
+        at = 0
+        for slug, first_seq, start, stop in pieces:
+            copied = 0
+            while copied < stop - start:
+                copied += os.copy_file_range(src.fileno(), dst.fileno(), stop - start - copied, start + copied,
+                                             at + copied) or _short(heap_path(heap_dir, gen))
+            moves.append((slug, first_seq, at - start))
+            at += stop - start
+        dst.flush()
+        os.fsync(dst.fileno())
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("CREATE TEMP TABLE heap_moves (slug VARCHAR, first_seq BIGINT, delta BIGINT)")
+        con.executemany("INSERT INTO heap_moves VALUES (?, ?, ?)", moves)
+        con.execute("""UPDATE search_records r SET folded_at = r.folded_at + m.delta, text_at = r.text_at + m.delta
+            FROM search_pieces p JOIN heap_moves m USING (slug, first_seq)
+            WHERE r.slug = p.slug AND r.folded_at >= p.start AND r.folded_at < p.split""")
+        con.execute("""UPDATE search_pieces p SET start = p.start + m.delta, split = p.split + m.delta,
+            stop = p.stop + m.delta FROM heap_moves m WHERE p.slug = m.slug AND p.first_seq = m.first_seq""")
+        con.execute("UPDATE search_heap SET gen = gen + 1, size = ?", [at])
+        con.execute("DROP TABLE heap_moves")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        os.unlink(new)
+        raise
+    _remove_other_heaps(heap_dir, gen + 1)
+    return True

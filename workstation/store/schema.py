@@ -238,6 +238,41 @@ def _memory_003(con, s: str) -> None:
         )""")
 
 
+def _memory_004(con, s: str) -> None:
+    # The search index's texts move out of DuckDB into the search heap (sessions/textindex.py): a cold
+    # process scanning 634 MB of strings through DuckDB's buffers spent most of a second faulting pages
+    # in; the heap is read through a memory map. The index is derived from the logs, so the old rows
+    # are dropped, not converted: the next search reads every log once.
+    con.execute(f"DROP TABLE {s}.search_records")
+    con.execute(f"DELETE FROM {s}.search_sessions")
+    con.execute(f"""
+        CREATE TABLE {s}.search_records (
+            slug VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,              -- position of the record in its log
+            record_id VARCHAR NOT NULL,
+            type VARCHAR NOT NULL,
+            turn INTEGER,                     -- turn number (NULL for compact and redaction records)
+            ts VARCHAR,
+            folded_at BIGINT NOT NULL,        -- heap offset of the record's lowercased text (what search scans)
+            text_at BIGINT NOT NULL,          -- heap offset of its text (snippets are cut from it)
+            text_len BIGINT NOT NULL          -- bytes of its text
+        )""")
+    con.execute(f"""
+        CREATE TABLE {s}.search_pieces (     -- heap ranges, each the records of one session stored at once
+            slug VARCHAR NOT NULL,
+            first_seq BIGINT NOT NULL,
+            start BIGINT NOT NULL,            -- lowercased texts, each ended by a NUL, from start to split;
+            split BIGINT NOT NULL,            -- then the texts themselves, to stop
+            stop BIGINT NOT NULL
+        )""")
+    con.execute(f"""
+        CREATE TABLE {s}.search_heap (       -- one row: which heap file holds the ranges, and how much of it
+            gen INTEGER NOT NULL,             -- the file is search-<gen>.heap in the state folder
+            size BIGINT NOT NULL              -- bytes committed; anything after is a write that never committed
+        )""")
+    con.execute(f"INSERT INTO {s}.search_heap VALUES (1, 0)")
+
+
 def _index_003(con, s: str) -> None:
     # The parser version each file was parsed with (parse.PARSER_VERSIONS): an upgrade that
     # changes what the parser extracts re-parses the files it concerns. Rows from before this
@@ -266,7 +301,7 @@ def _index_005(con, s: str) -> None:
 
 
 INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002, _index_003, _index_004, _index_005]
-MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003]
+MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003, _memory_004]
 
 
 RETRY_RECORDS_KEPT_S = 24 * 3600
