@@ -23,15 +23,17 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..fsutil import atomic_write, fsync_dir
 from ..paths import Paths
-from .compaction import CompactResult, compact_now
 from .context import covered_count
 from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
 from .logview import changed_files
+
+if TYPE_CHECKING:
+    from .compaction import CompactResult
 
 GZ_SUFFIX = SUFFIX + ".gz"
 META_SUFFIX = ".meta.json"
@@ -114,6 +116,8 @@ def meta_for(slug: str, view: LogView, size: int) -> dict:
 
 def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> ArchiveResult:
     """Summarize the whole session (if a compact model answers), then move it to the archive."""
+    from .compaction import compact_now  # lazy: compaction and the model layer, ~15 ms of every search and listing
+
     session = Session.open(paths, slug)
     result = compact_now(session, config, episodic, keep=0)
     if result.status == "busy":
