@@ -101,7 +101,7 @@ def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Call
         live = [s for s in slugs if (paths.sessions / f"{s}.jsonl").exists()]
         archived = [s for s in slugs if s not in live and gz_path(paths, s).exists()]
     else:
-        states = {row[0]: row for row in db.call(index_states, None)}
+        states = {row[0]: row for row in db.call(index_identities)}  # the full row only of a log that grew
         live = live_slugs(paths)
         known = set(live)
         archived = [s for s in archived_slugs(paths) if s not in known]
@@ -138,6 +138,8 @@ def _sync_live(db: Any, heap_dir: str, slug: str, row: tuple | None, path: str) 
             return
         if row[2] == f"{st.st_dev}:{st.st_ino}" and row[3] == st.st_size:
             return  # nothing appended: known without opening the file
+    if row is not None and len(row) < 10:  # index_identities' row: the whole state is wanted now
+        row = next(iter(db.call(index_states, [slug])), None)
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
@@ -297,6 +299,13 @@ def index_states(con, slugs: list[str] | None) -> list[tuple]:
     return con.execute("SELECT slug, state, identity, size, lines, turns, records, first_id, problems, "
                        "first_problem FROM search_sessions WHERE $slugs IS NULL OR list_contains($slugs, slug)",
                        {"slugs": slugs}).fetchall()
+
+
+@readonly
+def index_identities(con) -> list[tuple]:
+    """(slug, state, identity, size) of every indexed session: what tells a log that grew (the first
+    four columns of index_states; 17,700 full rows took ~50 ms to fetch)."""
+    return con.execute("SELECT slug, state, identity, size FROM search_sessions").fetchall()
 
 
 @readonly
