@@ -12,7 +12,7 @@
    that is nowhere) over that history, in this process and as the command line a user runs
    (bench_commands.py: fresh processes, median wall and CPU time; targets: under 1 s once imported).
 
-On a 2-core machine it writes ~2.5 GB under DIR (sources, session logs, the store) and takes
+On a 2-core machine it writes ~3 GB under DIR (sources, session logs, the store, the search heap) and takes
 ~5-10 minutes for 1 GB; DIR is removed afterwards unless --keep.
 """
 
@@ -131,7 +131,9 @@ def main() -> None:
               f"this process {own:.1f} s)")
         print(f"   load average {load0:.1f} before the import, {os.getloadavg()[0]:.1f} after (other engineers' "
               f"work shares these cores: MB/s falls with it, CPU-ms per MB rises less)")
-        print(f"   session logs {logs / 1e6:,.0f} MB, store {paths.memory_db.stat().st_size / 1e6:,.0f} MB")
+        heap = sum(p.stat().st_size for p in paths.state.glob("search-*.heap"))
+        print(f"   session logs {logs / 1e6:,.0f} MB, store {paths.memory_db.stat().st_size / 1e6:,.0f} MB, "
+              f"search heap {heap / 1e6:,.0f} MB")
 
         print(f"\n3. queries over the imported history (target < {QUERY_TARGET_S:g} s each)")
         for by in ("session", "day", "month", "model"):

@@ -158,6 +158,20 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> None:
+    """Copy `count` bytes between open files, at the given offsets (the kernel copies them where it can:
+    copy_file_range on Linux; pread and pwrite elsewhere)."""
+    copied = 0
+    while copied < count:
+        if hasattr(os, "copy_file_range"):
+            n = os.copy_file_range(src, dst, count - copied, src_offset + copied, dst_offset + copied)
+        else:
+            n = os.pwrite(dst, os.pread(src, min(count - copied, 1 << 20), src_offset + copied), dst_offset + copied)
+        if n == 0:
+            raise OSError(errno.EIO, f"source ended {count - copied} bytes short while it was copied")
+        copied += n
+
+
 _CROSSING: set[tuple[int, int]] = set()  # (staging device, directory device) pairs a rename cannot cross
 
 

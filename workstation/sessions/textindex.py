@@ -37,10 +37,12 @@ import mmap
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import stringzilla
 
+from ..fsutil import copy_range, fsync_dir
 from ..paths import Paths
 from ..store.broker import readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
@@ -362,23 +364,15 @@ def heap_append(con, heap_dir: str, data: bytes | str) -> int:
         os.ftruncate(fd, size)  # a write that never committed
         if isinstance(data, str):
             with open(data, "rb") as src:
-                length = os.fstat(src.fileno()).st_size
-                copied = 0
-                while copied < length:
-                    copied += os.copy_file_range(src.fileno(), fd, length - copied, copied, size + copied) or _short(data)
+                copy_range(src.fileno(), fd, os.fstat(src.fileno()).st_size, 0, size)
         else:
-            length = len(data)
             view = memoryview(data)
             while view:
-                view = view[os.pwrite(fd, view, size + length - len(view)):]
-        os.fdatasync(fd)
+                view = view[os.pwrite(fd, view, size + len(data) - len(view)):]
+        os.fsync(fd)
     finally:
         os.close(fd)
     return size
-
-
-def _short(path: str) -> int:
-    raise SessionError(f"{path} ended while it was copied into the search index")
 
 
 def _remove_other_heaps(heap_dir: str, gen: int) -> None:
@@ -486,14 +480,11 @@ def compact_heap(con, heap_dir: str, *, min_garbage: int = COMPACT_MIN_BYTES) ->
     with open(heap_path(heap_dir, gen), "rb") as src, open(new, "wb") as dst:
         at = 0
         for slug, first_seq, start, stop in pieces:
-            copied = 0
-            while copied < stop - start:
-                copied += os.copy_file_range(src.fileno(), dst.fileno(), stop - start - copied, start + copied,
-                                             at + copied) or _short(heap_path(heap_dir, gen))
+            copy_range(src.fileno(), dst.fileno(), stop - start, start, at)
             moves.append((slug, first_seq, at - start))
             at += stop - start
-        dst.flush()
         os.fsync(dst.fileno())
+    fsync_dir(Path(heap_dir))
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute("CREATE TEMP TABLE heap_moves (slug VARCHAR, first_seq BIGINT, delta BIGINT)")
