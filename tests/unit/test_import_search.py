@@ -194,3 +194,15 @@ def test_a_lost_or_short_heap_is_rebuilt_and_a_torn_append_cut_off(paths, db):
     assert len(hits) == 6 and len(said) == 1 and "is rebuilt from the session logs" in said[0]
     assert [h[:6] for h in _hits(paths, "loader", db)][:4] == [h[:6] for h in expected]
     assert _rows(db) == (8, 8)
+
+
+def test_a_damaged_heap_gives_readable_snippets_not_a_traceback(paths, db):
+    _native(paths, "2025-01-31-native", 2)
+    textindex.sync(paths, db)
+    (gen, size), = run_sql(db, "SELECT gen, size FROM search_heap").rows
+    heap = paths.state / f"search-{gen}.heap"
+    data = heap.read_bytes()
+    split = data.rindex(b"\x00") + 1  # the texts come after the last lowercased one
+    heap.write_bytes(data[:split] + b"\xff\xfe" * ((len(data) - split) // 2) + b"\xff" * ((len(data) - split) % 2))
+    hits = _hits(paths, "loader", db)
+    assert len(hits) == 4 and all("\ufffd" in h[6] for h in hits)

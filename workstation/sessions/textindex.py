@@ -280,9 +280,15 @@ def _search_heap(db: Any, heap: mmap.mmap, pieces: list[tuple], needle: bytes, l
         if row is None:
             continue  # the session was dropped or read again since the pieces were listed
         record_id, kind, turn, ts, text_at, text_len = row
-        hits.append(Hit(slug, state, record_id, kind, turn, ts,
-                        heap[text_at:text_at + text_len].decode("utf-8", "surrogatepass")))
+        hits.append(Hit(slug, state, record_id, kind, turn, ts, _decode(heap[text_at:text_at + text_len])))
     return hits
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8", "surrogatepass")  # make_piece encodes a lone surrogate as it came
+    except UnicodeDecodeError:  # a heap damaged or replaced by another file of the same size
+        return data.decode("utf-8", "replace")
 
 
 def _scan(hay: Any, pieces: list[tuple], needle: bytes, limit: int) -> list[tuple[str, str, int]]:
