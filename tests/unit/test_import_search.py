@@ -134,6 +134,9 @@ def test_no_match_runs_from_one_record_into_the_next_and_odd_text_comes_back_who
     odd = _hits(paths, "lone surrogate", db)
     assert odd == _hits(paths, "lone surrogate") and len(odd) == 1 and "\ud800" in odd[0][6]
     assert _hits(paths, "nul \x00 inside", db) == _hits(paths, "nul   inside", db) == [odd[0][:6] + (odd[0][6],)]
+    session.assistant("Die Straße ist GROSS")
+    for needle in ("STRASSE", "straße", "groß"):  # full case folding, as str.casefold
+        assert len(_hits(paths, needle, db)) == 1 and _hits(paths, needle, db) == _hits(paths, needle), needle
 
 
 def test_the_heap_is_rewritten_without_what_nothing_points_to(paths, db):

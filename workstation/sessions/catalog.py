@@ -115,7 +115,7 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
     scanned; without it every log is read. `warn` gets a line for each archive that could not be
     searched and each session with unreadable lines.
     """
-    needle = text.lower()
+    needle = text.casefold()  # as the index folds: full Unicode case folding (Straße finds STRASSE)
     if not needle.strip():
         raise SessionError("search text is empty")
     recover(paths, warn=warn)
@@ -137,7 +137,7 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
             is_turn = record["type"] in ("user", "assistant", "tool", "system")
             turn += is_turn
             body = record_text(record)
-            at = body.lower().find(needle)
+            at = body.casefold().find(needle)
             if at < 0:
                 continue
             hits.append(SearchHit(slug, state, record["id"], record["type"], turn if is_turn else None,
@@ -150,10 +150,10 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
 def _indexed_search(paths: Paths, db: Any, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
     textindex.sync(paths, db, warn=warn)
     textindex.report_problems(db, warn)
-    needle = text.lower()
+    needle = text.casefold()
     hits = []
     for hit in textindex.search(paths, db, text, int(limit)):
-        at = hit.text.lower().find(needle)
+        at = hit.text.casefold().find(needle)
         hits.append(SearchHit(hit.slug, hit.state, hit.record_id, hit.type, hit.turn, hit.ts or "",
                               _snippet(hit.text, max(at, 0), len(needle))))
     return hits

@@ -253,7 +253,7 @@ def _memory_004(con, s: str) -> None:
             type VARCHAR NOT NULL,
             turn INTEGER,                     -- turn number (NULL for compact and redaction records)
             ts VARCHAR,
-            folded_at BIGINT NOT NULL,        -- heap offset of the record's lowercased text (what search scans)
+            folded_at BIGINT NOT NULL,        -- heap offset of the record's case-folded text (what search scans)
             text_at BIGINT NOT NULL,          -- heap offset of its text (snippets are cut from it)
             text_len BIGINT NOT NULL          -- bytes of its text
         )""")
@@ -261,7 +261,7 @@ def _memory_004(con, s: str) -> None:
         CREATE TABLE {s}.search_pieces (     -- heap ranges, each the records of one session stored at once
             slug VARCHAR NOT NULL,
             first_seq BIGINT NOT NULL,
-            start BIGINT NOT NULL,            -- lowercased texts, each ended by a NUL, from start to split;
+            start BIGINT NOT NULL,            -- case-folded texts, each ended by a NUL, from start to split;
             split BIGINT NOT NULL,            -- then the texts themselves, to stop
             stop BIGINT NOT NULL
         )""")
