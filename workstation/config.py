@@ -123,7 +123,7 @@ class AgentConfig(_Section):
     command_network: bool = False  # commands may reach the network (strict, as every bool here: no "yes")
     sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
     sandbox_hide: list[str] = field(default_factory=lambda: list(DEFAULT_HIDE))  # hidden from commands
-    command_timeout_s: Annotated[float, Meta(gt=0, le=DAY_S)] = 120.0
+    command_timeout_s: TimeLimit = 120.0
     max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000
     max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30
     auto_commit: bool = False  # commit the files each turn changed (git repositories only; never pushes)
