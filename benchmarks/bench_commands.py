@@ -46,7 +46,10 @@ def run_once(args: list[str], env: dict[str, str]) -> tuple[float, float, subpro
     """(wall s, CPU s of the process, the finished process) of `python -m workstation ARGS`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "workstation", *args], env=env, capture_output=True, text=True)
+    # -P: the package comes from PYTHONPATH (this repository), never from a `workstation` folder in the
+    # current directory (run from another worktree, `-m` alone would time that worktree's code)
+    done = subprocess.run([sys.executable, "-P", "-m", "workstation", *args], env=env, capture_output=True,
+                          text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -134,7 +134,7 @@ def _warm_command(root: Path, state: Path, home: Path, runs: int = 5) -> list[fl
     # bytecode cached, as an installed package runs (without it each run compiles our modules, ~0.1 s)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(WORKSTATION_HOME=str(home), PYTHONPATH=str(REPO))
-    command = [sys.executable, "-m", "workstation", "-C", str(root), "index"]
+    command = [sys.executable, "-P", "-m", "workstation", "-C", str(root), "index"]  # -P: as bench_commands.py
     times = []
     subprocess.run(command, env=env, capture_output=True)  # untimed: writes the bytecode cache
     for _ in range(runs):

@@ -191,7 +191,7 @@ def test_auto_commit_is_a_validated_config_key(tmp_path):
 
     assert config_mod.validate({}).agent.auto_commit is False
     assert config_mod.validate({"agent": {"auto_commit": True}}).agent.auto_commit is True
-    with pytest.raises(ConfigError, match="agent.auto_commit: Input should be a valid boolean"):
+    with pytest.raises(ConfigError, match="agent.auto_commit: Expected `bool`, got `str`"):
         config_mod.validate({"agent": {"auto_commit": "yes"}})
 
 

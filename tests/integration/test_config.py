@@ -107,14 +107,59 @@ def test_mcp_servers_are_checked_key_by_key(tmp_path):
     assert servers["gh"].env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"} and servers["web"].trusted
 
 
+def test_every_problem_is_reported_even_beside_a_bad_table(tmp_path):
+    write(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n[mcp.servers.bad]\ncommand = 1\n'
+                    '[model]\ntimeout_s = 0\nmax_retries = 99\n[memory]\nkeep_recent = "x"\n[import]\nwatch = [1]\n')
+    with pytest.raises(ConfigError) as err:
+        config.load(tmp_path)
+    assert [line.split(": ", 1)[1] for line in err.value.lines] == [
+        "mcp.servers.bad.command: Expected `str`, got `int`",
+        "mcp.servers: server name 'two__parts': use letters, digits, '-' or single '_' (at most 32)",
+        "model.timeout_s: Expected `float` > 0.0",
+        "model.max_retries: Expected `int` <= 10",
+        "memory.keep_recent: Expected `int`, got `str`",
+        "import.watch.0: Expected `str`, got `int`",
+    ]
+
+
+def test_a_changed_copy_is_checked_as_loading_checks_it(tmp_path):
+    """Code changes copies of the config (the verifier, compaction's model): a change that loading would
+    refuse is refused, and the setting keeps its value."""
+    import copy
+
+    cfg, _ = config.load(tmp_path)
+    changed = copy.deepcopy(cfg)
+    changed.model.name = changed.memory.compact_model = "openai/gpt-4o-mini"
+    changed.model.fallbacks = []
+    changed.memory = {"compact_threshold": 80, "keep_recent": 20}
+    assert changed.memory.keep_recent == 20 and cfg.model.name == "" and cfg.memory.keep_recent == 40
+    for section, key, value, says in (
+        (changed.memory, "keep_recent", 80, "MemoryConfig.keep_recent: keep_recent .80. must be below"),
+        (changed.model, "timeout_s", float("inf"), "ModelConfig.timeout_s: Expected `float` <= 86400.0"),
+        (changed.model, "timeout_s", float("nan"), "ModelConfig.timeout_s: Expected `float` > 0.0"),
+        (changed.agent, "auto_commit", "yes", "AgentConfig.auto_commit: Expected `bool`, got `str`"),
+        (changed.index, "ignore", ["build/", "\\"], "IndexConfig.ignore: entry 2"),
+        (changed.workspace, "state_dir", "a\x00b", "contains a NUL character"),
+        (changed, "mcp", {"servers": {"x": {"url": "ftp://h"}}}, "mcp.servers.x: url must be http"),
+    ):
+        before = getattr(section, key)
+        with pytest.raises(ConfigError, match=says):
+            setattr(section, key, value)
+        assert getattr(section, key) == before
+    with pytest.raises(AttributeError):
+        changed.model.nmae = "typo"
+
+
 @pytest.mark.parametrize("body, expected", [
     (b'[model]\nname = "\xff\xfe"\n', "not UTF-8 text (byte 0xff at offset 16)"),
     (b"[model]\nname = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
-    (b"[model]\ntimeout_s = nan\n", "model.timeout_s: Input should be a finite number"),
-    (b"[agent]\ncommand_timeout_s = inf\n", "agent.command_timeout_s: Input should be a finite number"),
-    (b"[model]\ntimeout_s = 1e300\n", "model.timeout_s: Input should be less than or equal to 86400"),
-    (b"[memory]\ncompact_threshold = 9999999999999999999\n", "memory.compact_threshold: Input should be less"),
-    (b"[index]\nworkers = 999999999\n", "index.workers: Input should be less than or equal to 256"),
+    (b"[model]\ntimeout_s = nan\n", "model.timeout_s: Expected `float` > 0.0"),
+    (b"[agent]\ncommand_timeout_s = inf\n", "agent.command_timeout_s: Expected `float` <= 86400.0"),
+    (b"[model]\ntimeout_s = 1e300\n", "model.timeout_s: Expected `float` <= 86400.0"),
+    (b"[memory]\ncompact_threshold = 9999999999999999999\n", "memory.compact_threshold: Expected `int` <= 1000000"),
+    (b"[index]\nworkers = 999999999\n", "index.workers: Expected `int` <= 256"),
+    (b'[mcp.servers.x]\ncommand = "x"\ntimeout_s = inf\n', "mcp.servers.x.timeout_s: Expected `float` <= 86400.0"),
+    (b'[agent]\nsandbox = "docker"\n', "agent.sandbox: Invalid enum value 'docker' (choose 'auto' or 'bwrap' or"),
     (b'[index]\nignore = ["build/", "\\\\"]\n', "index.ignore: entry 2: '\\\\' is not a gitignore pattern"),
     (b'[workspace]\nstate_dir = "a\\u0000b"\n', "workspace.state_dir: contains a NUL character"),
 ])

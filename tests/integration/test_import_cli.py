@@ -277,8 +277,8 @@ def test_the_sidecar_keeps_importing_what_the_config_names(ws, tmp_path):
     done = subprocess.run([WORKSTATION, "-C", str(ws), "sidecar", "--once"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        f"error: {ws.resolve() / '.workstation' / 'config.toml'}: import.watch.0: Input should be 'claude-code' "
-        "or 'codex'"]
+        f"error: {ws.resolve() / '.workstation' / 'config.toml'}: import.watch.0: Invalid enum value 'cursor' "
+        "(choose 'claude-code' or 'codex')"]
 
 
 def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):

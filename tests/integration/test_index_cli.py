@@ -87,6 +87,24 @@ def test_errors_are_one_line(repo: Path):
     assert proc.stderr == "error: no symbol NoSuchThing in the knowledge map\n"
 
 
+def test_a_warm_index_loads_no_pydantic_and_no_pathspec_without_patterns(repo: Path):
+    """What a warm `workstation index` must not pay for (benchmarks/bench_commands.py --index): pydantic
+    (the config is msgspec's; ~70 ms) nor, in a tree without ignore patterns, pathspec (~15 ms). The
+    process ends by os._exit (workstation.process.finish), after its exit handlers: one reports."""
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('loaded:', [m for m in ('pydantic', 'pathspec') if m in sys.modules]))\n"
+            f"sys.argv = ['workstation', '-C', {str(repo)!r}, 'index']\n"
+            "from workstation.cli import entry\n"
+            "entry()\n")
+    for _ in range(2):  # the first index, then the warm one
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        assert proc.stdout.splitlines()[-1] == "loaded: []", proc.stdout
+    (repo / ".gitignore").write_text("build/\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stdout.splitlines()[-1] == "loaded: ['pathspec']", proc.stdout  # the check can fail
+
+
 def test_impact_marks_name_only_matches_after_real_references(tmp_path: Path):
     write(tmp_path, {"a/core.py": "def run():\n    return 1\n", "b/core.py": "def run():\n    return 2\n",
                      "c.py": "from a.core import run\n\nrun()\n", "aa.py": "def go(job):\n    return job.run()\n"})

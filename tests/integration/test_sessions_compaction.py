@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 import warnings
@@ -318,7 +319,7 @@ def test_automatic_compaction_backs_off_from_a_failing_session_and_recovers(tmp_
     config, session = setup(tmp_path, server)
     fill(session, 12)
     now = [1000.0]
-    down = config.model_copy(deep=True)
+    down = copy.deepcopy(config)
     down.model.name = down.memory.compact_model = down.memory.compact_fallback_model = ""
     with real_episodic(session.paths) as episodic:
         auto = AutoCompactor(episodic, clock=lambda: now[0])

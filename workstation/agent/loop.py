@@ -28,6 +28,7 @@ masked in every record the loop writes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
@@ -406,7 +407,7 @@ class Agent:
         """The config compaction runs with: memory.compact_model, else the chat model."""
         if self.config.memory.compact_model or not self.model_name:
             return self.config if self.config.memory.compact_model else None
-        cfg = self.config.model_copy(deep=True)
+        cfg = copy.deepcopy(self.config)
         cfg.memory.compact_model = self.model_name
         return cfg
 

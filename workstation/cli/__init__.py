@@ -22,7 +22,7 @@ from .common import WorkstationGroup, run_main
 @click.pass_context
 def main(ctx: click.Context, workspace: str, model: str | None) -> None:
     """workstation: a terminal agent workstation with a live knowledge map and tiered memory."""
-    from ..runtime import Workspace  # lazy: the config (pydantic, ~80 ms), not read by --help
+    from ..runtime import Workspace  # lazy: the config (msgspec), not read by --help
 
     ctx.obj = Workspace(workspace, model=model, lazy=True,
                         on_warning=lambda line: click.echo(f"warning: {line}", err=True))

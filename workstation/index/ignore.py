@@ -35,11 +35,11 @@ def _read_lines(path: Path) -> list[str] | None:
 def _compile(lines: Iterable[str], where: str = "", problems: list[str] | None = None):
     """The patterns of an ignore file; a line that is no pattern is left out, as git does (and said in
     `problems`, for the user's own file)."""
-    from pathspec import GitIgnoreSpec  # lazy: pathspec, +15 ms; replay's verifier imports this module
-
     lines = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
         return None
+    from pathspec import GitIgnoreSpec  # lazy: pathspec, +15 ms, only for a tree with ignore patterns
+
     try:
         return GitIgnoreSpec.from_lines(lines)
     except Exception:  # pathspec's own error types and ValueError: find the lines that are not patterns

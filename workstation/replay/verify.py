@@ -12,6 +12,7 @@ agent's tools, the index and the store.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import shutil
@@ -184,7 +185,7 @@ def _edits_before_reads(episode: Episode) -> bool:
 
 def _verifier_config(config: Any) -> Any:
     """The workspace's config with no model (find stays in tier one; nothing leaves the machine)."""
-    cfg = config.model_copy(deep=True)
+    cfg = copy.deepcopy(config)
     cfg.model.name = ""
     cfg.model.fallbacks = []
     cfg.workspace.state_dir = ""
