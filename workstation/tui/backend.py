@@ -101,7 +101,7 @@ class LiveBackend:
     def start(self, app: WorkstationApp) -> None:
         from .. import llm  # lazy: the model client, +19 ms; start runs after the first paint
         from ..agent import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
-        from ..runtime import Workspace  # lazy: config and pydantic, +165 ms; start runs after the first paint
+        from ..runtime import Workspace  # lazy: the config and its validation, ~60 ms; start runs after the first paint
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
         from .mapfeed import MapFeed  # lazy: the index and watchdog, +40 ms; off the first paint
 

@@ -12,7 +12,7 @@ from .backend import LiveBackend
 def configured_theme(root: str) -> str | None:
     """The `ui.theme` the first frame needs, read without validating the whole config.
 
-    Validation (pydantic) costs ~150 ms that first paint should not wait for; the
+    Loading and validating the config costs ~60 ms that first paint should not wait for; the
     backend validates everything right after and closes the app on a bad config.
     """
     paths = Paths.for_root(root)
