@@ -209,3 +209,21 @@ def test_a_damaged_heap_gives_readable_snippets_not_a_traceback(paths, db):
     heap.write_bytes(data[:split] + b"\xff\xfe" * ((len(data) - split) // 2) + b"\xff" * ((len(data) - split) % 2))
     hits = _hits(paths, "loader", db)
     assert len(hits) == 4 and all("\ufffd" in h[6] for h in hits)
+
+
+def test_a_batch_read_from_where_the_index_no_longer_stands_is_refused_whole(paths, db):
+    grows = _native(paths, "2025-01-31-grows", 1)
+    _native(paths, "2025-02-01-steady", 1)
+    textindex.sync(paths, db)
+    grows.user("one more Loader question")
+    stale = {row[0]: row for row in db.call(textindex.index_states, None)}
+    log = str(paths.sessions / "2025-01-31-grows.jsonl")
+    first, second = textindex._Writes(db, str(paths.state)), textindex._Writes(db, str(paths.state))
+    textindex._sync_live(first, "2025-01-31-grows", stale["2025-01-31-grows"], log)
+    textindex._sync_live(second, "2025-01-31-grows", stale["2025-01-31-grows"], log)
+    _native(paths, "2025-02-02-new", 1)
+    textindex._sync_live(second, "2025-02-02-new", None, str(paths.sessions / "2025-02-02-new.jsonl"))
+    assert first.flush() == []
+    assert second.flush() == ["2025-01-31-grows"]  # the new session in the same batch is stored
+    assert _rows(db) == (10, 10)
+    assert len(_hits(paths, "loader", db)) == 7 and _hits(paths, "loader", db) == _hits(paths, "loader")
