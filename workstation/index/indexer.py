@@ -28,14 +28,13 @@ from typing import Callable, Iterable, Iterator
 from .. import scrub
 from .ignore import IgnoreRules
 from .languages import detect
-from .storage import join_names
+from .storage import deps_tsv, refs_tsv, symbols_tsv
 
 SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private",
                 "secrets")
 SECRETS_DETAIL = "an .env-style file: its values are secrets, kept out of the map"
 PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
-NULL = "\\N"
 
 Sig = tuple  # (size, mtime_ns, ctime_ns, inode): what freshness compares first
 
@@ -225,39 +224,6 @@ def _init_worker(known: frozenset[str], max_bytes: int, spool: str | None = None
     _worker_known, _worker_max_bytes, _worker_spool = known, max_bytes, spool
 
 
-Q, QQ = '"', '""'
-
-
-def _text(value: str | None) -> str:
-    """One text field of a bulk row (see storage.py): quoted, so that nothing in it can end
-    the field or the row, or pass for the NULL marker."""
-    return NULL if value is None else Q + value.replace(Q, QQ) + Q
-
-
-def _refs_tsv(fid: str, refs: list[tuple]) -> str:
-    """refs: (name, line, enclosing, kind) rows, as parser.parse_rows gives them."""
-    # References are most of the rows: written unquoted when that is exact (an unquoted field is
-    # read as is), which a few counts over the whole text prove; quoted otherwise.
-    text = "".join([f"{fid}\t{name}\t{line}\t{NULL if enc is None else enc}\t{kind}\n"
-                    for name, line, enc, kind in refs])
-    nulls = sum(1 for ref in refs if ref[2] is None)
-    if (text.count("\t") == 4 * len(refs) and text.count("\n") == len(refs) and text.count("\\") == nulls
-            and Q not in text and "\r" not in text):
-        return text
-    return "".join([f"{fid}\t{_text(name)}\t{line}\t{_text(enc)}\t{_text(kind)}\n"
-                    for name, line, enc, kind in refs])
-
-
-def _symbols_tsv(fid: str, symbols) -> str:
-    return "".join([f"{fid}\t{_text(s.name)}\t{_text(s.qualname)}\t{_text(s.kind)}\t{_text(s.parent)}\t"
-                    f"{_text(s.signature)}\t{s.start_line}\t{s.end_line}\n" for s in symbols])
-
-
-def _deps_tsv(fid: str, deps: list[tuple]) -> str:
-    return "".join([f"{fid}\t{_text(imp.module)}\t{_text(join_names(imp.names) if imp.names else None)}\t"
-                    f"{imp.line}\t{_text(target)}\n" for imp, target in deps])
-
-
 def text_purpose(text: str) -> str:
     """Purpose of a file the parser does not understand: its first meaningful line."""
     for raw in text.splitlines()[:50]:
@@ -354,8 +320,8 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
            purpose, "source", bool(result.has_errors), indexed_at, parser.parser_version(language))
-    return ("indexed", fid, row, _symbols_tsv(key, symbols), _refs_tsv(key, result.references),
-            _deps_tsv(key, deps), len(symbols))
+    return ("indexed", fid, row, symbols_tsv(key, symbols), refs_tsv(key, result.references),
+            deps_tsv(key, deps), len(symbols))
 
 
 # ---------------------------------------------------------------------------------------
@@ -409,7 +375,7 @@ def _serve(conn) -> None:
     # file's walk ends): the collector runs ~20x less often, and after the first chunk no longer scans
     # the modules that chunk imported (2% of a cold index's CPU).
     gc.set_threshold(20_000, 50, 100)
-    from . import parse  # noqa: F401  (a worker parses: imported while its caller still walks and plans)
+    from . import parse  # noqa: F401  # lazy: a worker parses, so now, while its caller still walks and plans
 
     try:
         setup = conn.recv()
