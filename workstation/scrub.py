@@ -218,23 +218,40 @@ def _mask(text: str) -> str:
 
 
 _prefilter_pattern = None
+_prefilter_text: str | None = None
 
 
-def may_hold_key(text: str) -> bool:
-    """Whether `text` may hold a key format the detectors find: one pass of RE2 (linear time, ~400 MB/s)
-    over an alternation of their patterns loosened into a superset (lookaheads dropped, upper bounds
-    opened), so the Python detectors (~5 MB/s) run only on text that has a candidate."""
-    global _prefilter_pattern
-    if _prefilter_pattern is None:
+def prefilter_source() -> str:
+    """The RE2 pattern `may_hold_key` runs: an alternation of the detectors' patterns loosened into a superset
+    (lookaheads dropped, upper bounds opened). Building it imports the detectors (~0.1 s); a process handed it
+    (`use_prefilter`) needs them only when some text is a candidate."""
+    global _prefilter_text
+    if _prefilter_text is None:
         parts = []
         for pattern in [*_load_detectors(), _PROVIDER_KEYS]:
             loose = re.sub(r"\{(\d+),\d+\}", r"{\1,}", pattern.pattern.replace("(?!\\w)", ""))
             parts.append(f"(?i:{loose})" if pattern.flags & re.IGNORECASE else f"(?:{loose})")
         parts.append("-----BEGIN [A-Z0-9 ]*PRIVATE KEY")
-        options = re2.Options()
-        options.log_errors = False
-        options.max_mem = 64 << 20
-        _prefilter_pattern = re2.compile("|".join(parts), options)  # a detector RE2 cannot read fails here
+        _prefilter_text = "|".join(parts)
+    return _prefilter_text
+
+
+def use_prefilter(source: str) -> None:
+    """Compile `source`, another process's `prefilter_source()`, as this process's `may_hold_key` pattern (the
+    index's worker processes: each would import the detectors for it otherwise)."""
+    global _prefilter_pattern
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 64 << 20
+    _prefilter_pattern = re2.compile(source, options)  # a detector RE2 cannot read fails here
+
+
+def may_hold_key(text: str) -> bool:
+    """Whether `text` may hold a key format the detectors find: one pass of RE2 (linear time, ~400 MB/s)
+    over `prefilter_source()`, a superset of their patterns, so the Python detectors (~5 MB/s) run only on
+    text that has a candidate."""
+    if _prefilter_pattern is None:
+        use_prefilter(prefilter_source())
     try:
         return _prefilter_pattern.search(text) is not None
     except UnicodeEncodeError:  # a lone surrogate, which RE2's UTF-8 cannot hold: let the detectors look

@@ -111,3 +111,60 @@ if __name__ == "__main__":
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == ["indexed"] * (indexer.POOL_MIN_FILES + 2)
+
+
+def test_workers_mask_what_their_caller_would(tmp_path: Path, monkeypatch):
+    """Workers are handed the secret prefilter and the values their caller holds as secrets: a key format
+    and a value registered only in the caller (not in the environment) are masked in what the map keeps."""
+    from kmap_helpers import open_map, write
+    from workstation import scrub
+
+    github = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    registered = "only-the-caller-knows-this-1234"
+    monkeypatch.setattr(scrub, "_registered", set())
+    scrub.register(registered)
+    files = {f"pkg/m{i:03}.py": f"def f{i}(x):\n    return x\n" for i in range(indexer.POOL_MIN_FILES + 2)}
+    files["pkg/keys.py"] = (f'def connect(token="{github}"):\n    return token\n\n'
+                            f'def login(secret="{registered}"):\n    return secret\n')
+    write(tmp_path, files)
+    pools = []
+    real_pool = indexer.Pool
+
+    def spy(*args, **kwargs):
+        pools.append(real_pool(*args, **kwargs))
+        return pools[-1]
+
+    monkeypatch.setattr(indexer, "Pool", spy)
+    with open_map(tmp_path, workers=2) as km:
+        km.index_all()
+        signatures = {s.qualname: s.signature for s in km.symbols("pkg/keys.py")}
+    assert pools  # the workers parsed the files
+    assert signatures == {"connect": 'def connect(token="***")', "login": 'def login(secret="***")'}
+
+
+def test_a_process_handed_the_prefilter_answers_alike_without_importing_the_detectors():
+    """The index's worker processes get may_hold_key's pattern from their parent (use_prefilter) rather
+    than import detect-secrets to build it (~0.1 s each): same answers, and no detector imported."""
+    import json
+    import subprocess
+    import sys
+
+    from workstation import scrub
+
+    key = "ghp_" + "A1b2C3d4E5" * 3 + "abcdef"
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo\n-----END RSA PRIVATE KEY-----"
+    texts = [key, "AKIAIOSFODNN7EXAMPLE", pem, f"x = '{key}'", "def f(x, y=2)", "plain words", "é" * 9]
+    script = (
+        "import json, sys\n"
+        "from workstation import scrub\n"
+        "data = json.load(sys.stdin)\n"
+        "scrub.use_prefilter(data['source'])\n"
+        "answers = [scrub.may_hold_key(t) for t in data['texts']]\n"
+        "print(json.dumps([answers, sorted(m for m in sys.modules if m.startswith('detect_secrets'))]))\n")
+    done = subprocess.run([sys.executable, "-c", script], input=json.dumps(
+        {"source": scrub.prefilter_source(), "texts": texts}), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    answers, imported = json.loads(done.stdout)
+    assert answers == [scrub.may_hold_key(t) for t in texts]
+    assert answers == [True] * 4 + [False] * 3
+    assert imported == []

@@ -28,14 +28,13 @@ from typing import Callable, Iterable, Iterator
 from .. import scrub
 from .ignore import IgnoreRules
 from .languages import detect
-from .storage import join_names
+from .storage import deps_tsv, refs_tsv, symbols_tsv
 
 SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private",
                 "secrets")
 SECRETS_DETAIL = "an .env-style file: its values are secrets, kept out of the map"
 PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
-NULL = "\\N"
 
 Sig = tuple  # (size, mtime_ns, ctime_ns, inode): what freshness compares first
 
@@ -225,39 +224,6 @@ def _init_worker(known: frozenset[str], max_bytes: int, spool: str | None = None
     _worker_known, _worker_max_bytes, _worker_spool = known, max_bytes, spool
 
 
-Q, QQ = '"', '""'
-
-
-def _text(value: str | None) -> str:
-    """One text field of a bulk row (see storage.py): quoted, so that nothing in it can end
-    the field or the row, or pass for the NULL marker."""
-    return NULL if value is None else Q + value.replace(Q, QQ) + Q
-
-
-def _refs_tsv(fid: str, refs: list[tuple]) -> str:
-    """refs: (name, line, enclosing, kind) rows, as parser.parse_rows gives them."""
-    # References are most of the rows: written unquoted when that is exact (an unquoted field is
-    # read as is), which a few counts over the whole text prove; quoted otherwise.
-    text = "".join([f"{fid}\t{name}\t{line}\t{NULL if enc is None else enc}\t{kind}\n"
-                    for name, line, enc, kind in refs])
-    nulls = sum(1 for ref in refs if ref[2] is None)
-    if (text.count("\t") == 4 * len(refs) and text.count("\n") == len(refs) and text.count("\\") == nulls
-            and Q not in text and "\r" not in text):
-        return text
-    return "".join([f"{fid}\t{_text(name)}\t{line}\t{_text(enc)}\t{_text(kind)}\n"
-                    for name, line, enc, kind in refs])
-
-
-def _symbols_tsv(fid: str, symbols) -> str:
-    return "".join([f"{fid}\t{_text(s.name)}\t{_text(s.qualname)}\t{_text(s.kind)}\t{_text(s.parent)}\t"
-                    f"{_text(s.signature)}\t{s.start_line}\t{s.end_line}\n" for s in symbols])
-
-
-def _deps_tsv(fid: str, deps: list[tuple]) -> str:
-    return "".join([f"{fid}\t{_text(imp.module)}\t{_text(join_names(imp.names) if imp.names else None)}\t"
-                    f"{imp.line}\t{_text(target)}\n" for imp, target in deps])
-
-
 def text_purpose(text: str) -> str:
     """Purpose of a file the parser does not understand: its first meaningful line."""
     for raw in text.splitlines()[:50]:
@@ -354,8 +320,8 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,
            purpose, "source", bool(result.has_errors), indexed_at, parser.parser_version(language))
-    return ("indexed", fid, row, _symbols_tsv(key, symbols), _refs_tsv(key, result.references),
-            _deps_tsv(key, deps), len(symbols))
+    return ("indexed", fid, row, symbols_tsv(key, symbols), refs_tsv(key, result.references),
+            deps_tsv(key, deps), len(symbols))
 
 
 # ---------------------------------------------------------------------------------------
@@ -402,13 +368,26 @@ def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
     return results, files, written
 
 
-def _serve(conn, known: frozenset[str], max_bytes: int, spool: str | None = None) -> None:
-    """A worker process: index the chunks it is sent until it is sent None."""
-    _init_worker(known, max_bytes, spool)
+def _serve(conn) -> None:
+    """A worker process: take the run's setup (see `Pool`), then index the chunks it is sent until it is
+    sent None."""
     # A parse allocates millions of short-lived objects and no cycles (a tree's nodes go when their
     # file's walk ends): the collector runs ~20x less often, and after the first chunk no longer scans
     # the modules that chunk imported (2% of a cold index's CPU).
     gc.set_threshold(20_000, 50, 100)
+    from . import parse  # noqa: F401  # lazy: a worker parses, so now, while its caller still walks and plans
+
+    try:
+        setup = conn.recv()
+    except (EOFError, OSError):
+        return
+    if setup is None:  # the pool was not needed after all
+        return
+    known, max_bytes, spool, prefilter, secrets = setup
+    scrub.use_prefilter(prefilter)  # rather than import the detectors to build it (~0.1 s a worker)
+    for value in secrets:  # values the caller holds as secrets (registered, not only in the environment)
+        scrub.register(value)
+    _init_worker(known, max_bytes, spool)
     frozen = False
     while True:
         try:
@@ -424,26 +403,30 @@ def _serve(conn, known: frozenset[str], max_bytes: int, spool: str | None = None
 
 
 class _Worker:
-    def __init__(self, ctx, known: frozenset[str], max_bytes: int, spool: str | None):
+    def __init__(self, ctx):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, known, max_bytes, spool), daemon=True,
-                                name="ws-kmap-worker")
+        # nothing big in the arguments: the parent writes them before start() returns, and stays blocked
+        # while they fill the pipe until the child reads them (the setup travels later, see Pool)
+        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="ws-kmap-worker")
         self.proc.start()
         child.close()
         self.inflight: deque[list[tuple]] = deque()  # sent, answered in this order
 
+    def send(self, message) -> None:
+        try:
+            self.conn.send(message)
+        except OSError:
+            pass  # it died: its sentinel fires and its chunks are retried
+
     def give(self, chunk: list[tuple]) -> None:
         self.inflight.append(chunk)
-        try:
-            self.conn.send(chunk)
-        except OSError:
-            pass  # it died: its sentinel fires and the chunk is retried
+        self.send(chunk)
 
     def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
+        self.send(None)
+        self.join()
+
+    def join(self) -> None:
         self.proc.join(timeout=2)
         if self.proc.is_alive():
             self.proc.kill()
@@ -451,12 +434,55 @@ class _Worker:
         self.conn.close()
 
 
+class Pool:
+    """The worker processes of one `run`, which may be started before the work is known (a first index
+    starts them right after its walk: their start and imports, ~0.1 s each, run while it plans). Each is
+    sent the run's setup (the paths known, the limits, the spool folder, the secret prefilter and values)
+    when the run begins; `close()` stops them, used or not."""
+
+    def __init__(self, workers: int):
+        import multiprocessing  # lazy: multiprocessing, +9 ms on refreshes that start no pool (most)
+
+        # No forkserver preload: Python 3.11's forkserver imports preloads before it applies our
+        # sys.path, so a `workstation` folder in the current directory would shadow this package.
+        self.ctx = multiprocessing.get_context("forkserver")
+        _start_fork_server()
+        self.workers = [_Worker(self.ctx) for _ in range(max(1, workers))]
+        # the prefilter the setup hands over imports the detectors (~0.1 s): beside the workers' start
+        self._prefilter = threading.Thread(target=scrub.prefilter_source, name="ws-kmap-prefilter", daemon=True)
+        self._prefilter.start()
+
+    def setup(self, known: frozenset[str], max_bytes: int, spool: str | None) -> tuple:
+        """What every worker of this pool is sent first (see _serve)."""
+        self._prefilter.join()
+        return (known, max_bytes, spool, scrub.prefilter_source(), scrub.known())
+
+    def replace(self, n: int, setup: tuple) -> _Worker:
+        """A new worker in place of worker `n` (which died), sent `setup`."""
+        self.workers[n].stop()
+        worker = self.workers[n] = _Worker(self.ctx)
+        worker.send(setup)
+        return worker
+
+    def close(self) -> None:
+        for worker in self.workers:  # all told first: they exit side by side
+            worker.send(None)
+        for worker in self.workers:
+            worker.join()
+
+
+def wants_pool(files: int, size: int, workers: int) -> bool:
+    """Whether `run` gives `files` files of `size` bytes in all to worker processes."""
+    return workers > 1 and (files >= POOL_MIN_FILES or size >= POOL_MIN_BYTES)
+
+
 def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
-        sizes: list[int] | None = None, spool: str | None = None) -> Iterator[tuple]:
+        sizes: list[int] | None = None, spool: str | None = None, pool: Pool | None = None) -> Iterator[tuple]:
     """Index `tasks` ((fid, rel, path, expected_sha) each), yielding results as they finish.
 
     Big batches go to `workers` processes (forkserver: they never inherit this
-    process's threads, DuckDB's or the database owner's), fed chunk by chunk.
+    process's threads, DuckDB's or the database owner's), fed chunk by chunk;
+    to those of `pool` if one is given (the caller closes it; one run a pool).
     With a `spool` folder the workers write their chunks' rows to files there:
     the results of such a chunk come after a (SPOOLED, {table: file}, bytes, n)
     item (n: how many results follow) and carry no rows themselves. The
@@ -467,37 +493,37 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
     calls this must guard its entry point with `if __name__ == "__main__":`.
     """
     total_bytes = sum(sizes) if sizes else 0
-    if workers <= 1 or (len(tasks) < POOL_MIN_FILES and total_bytes < POOL_MIN_BYTES):
+    if not wants_pool(len(tasks), total_bytes, workers):
         for task in tasks:
             yield index_file(*task, known=known, max_bytes=max_bytes)
         return
-    import multiprocessing  # lazy: multiprocessing, +9 ms on refreshes that start no pool (most)
-    from multiprocessing.connection import wait  # lazy: as above
+    from multiprocessing.connection import wait  # lazy: multiprocessing, +9 ms on refreshes that start no pool
 
-    # No forkserver preload: Python 3.11's forkserver imports preloads before it applies our
-    # sys.path, so a `workstation` folder in the current directory would shadow this package.
-    ctx = multiprocessing.get_context("forkserver")
-    _start_fork_server()
     if sizes:  # biggest first so no worker is left with a huge file at the end
         order = sorted(range(len(tasks)), key=sizes.__getitem__, reverse=True)
         tasks = [tasks[i] for i in order]
     size = max(1, min(16, len(tasks) // (workers * 16)))
     queue = deque(tasks[i:i + size] for i in range(0, len(tasks), size))
-    pool = [_Worker(ctx, known, max_bytes, spool) for _ in range(min(workers, len(queue)))]
+    own = pool is None
+    if pool is None:
+        pool = Pool(min(workers, len(queue)))
+    setup = pool.setup(known, max_bytes, spool)
+    live = pool.workers  # pool.replace swaps a dead worker for a new one in this list
 
     def feed(worker: _Worker) -> None:
         while queue and len(worker.inflight) < IN_FLIGHT:
             worker.give(queue.popleft())
 
     try:
-        for worker in pool:
+        for worker in live:
+            worker.send(setup)
             feed(worker)
         while True:
-            busy = [w for w in pool if w.inflight]
+            busy = [w for w in live if w.inflight]
             if not busy:
                 break
             ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
-            for n, worker in enumerate(pool):
+            for n, worker in enumerate(live):
                 if not worker.inflight or not ({worker.conn, worker.proc.sentinel} & ready):
                     continue
                 try:
@@ -521,12 +547,10 @@ def run(tasks: list[tuple], known: frozenset[str], max_bytes: int, workers: int,
                 else:
                     half = len(lost) // 2
                     queue.extendleft([lost[half:], lost[:half]])
-                worker.stop()
-                worker = pool[n] = _Worker(ctx, known, max_bytes, spool)
-                feed(worker)
+                feed(pool.replace(n, setup))
     finally:
-        for worker in pool:
-            worker.stop()
+        if own:
+            pool.close()
 
 
 _helpers_lock = threading.Lock()

@@ -250,14 +250,32 @@ class KnowledgeMap:
         started = time.perf_counter()
         self.rules.reload(gitignores=False)  # the walk reads each .gitignore that changed
         found = indexer.scan(self.root, self.rules, self.max_bytes)
-        files, skipped = self.db.call(storage.index_state)
-        indexed = _indexed(files)
-        was_skipped = {r[0]: (r[1], r[2]) for r in skipped}
-        todo = plan(found, indexed, was_skipped, self._skip_sigs, force=force)
-        scanned = time.perf_counter() - started
-        change = self._apply(todo, indexed, was_skipped, set(found.files), progress)
+        # No database file yet: nothing is indexed or skipped, and every file found is parsed. The
+        # database opens at the first write then (~0.2 s of a first index, beside the parse), and the
+        # worker processes start now. (A process that creates it meanwhile loses nothing: each write
+        # replaces its files' rows whole.)
+        first = not self.paths.index_db.exists()
+        pool = self._pool_ahead(found) if first or force else None
+        try:
+            files, skipped = ([], []) if first else self.db.call(storage.index_state)
+            indexed = _indexed(files)
+            was_skipped = {r[0]: (r[1], r[2]) for r in skipped}
+            todo = plan(found, indexed, was_skipped, self._skip_sigs, force=force)
+            scanned = time.perf_counter() - started
+            change = self._apply(todo, indexed, was_skipped, set(found.files), progress, pool)
+        finally:
+            if pool is not None:
+                pool.close()
         change.timings["scan"] = scanned
         return change
+
+    def _pool_ahead(self, found: indexer.Scan) -> indexer.Pool | None:
+        """The worker processes, started before the plan when every file found is going to be parsed and
+        they will be needed: they start and import while this process reads the database and plans."""
+        sizes = [sig[0] for _path, sig in found.files.values()]
+        if not indexer.wants_pool(len(sizes), sum(sizes), self.workers):
+            return None
+        return indexer.Pool(self.workers)
 
     def _refresh_paths(self, rels: list[str], force: bool = False) -> MapChange:
         found = indexer.Scan()
@@ -303,7 +321,7 @@ class KnowledgeMap:
         return self._known
 
     def _apply(self, todo: Plan, before: dict[str, Indexed], was_skipped: dict[str, tuple[str, str]],
-               known: set[str], progress) -> MapChange:
+               known: set[str], progress, pool: indexer.Pool | None = None) -> MapChange:
         started = time.perf_counter()
         change = MapChange()
         change.removed.extend(todo.remove)
@@ -328,7 +346,7 @@ class KnowledgeMap:
         writer = BatchWriter(self._flush, names)
         try:
             pending = 0  # results still to come whose rows are in a spooled file of this batch
-            for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool):
+            for result in indexer.run(tasks, frozen, self.max_bytes, self.workers, sizes, spool, pool):
                 if result[0] == indexer.SPOOLED:
                     _, files, size, pending = result
                     batch.add_spooled(files, size)

@@ -6,10 +6,10 @@ in one transaction). Bulk rows travel as tab-separated text that DuckDB's CSV
 reader loads far faster than bound parameters: the indexer's worker processes
 format it in parallel, and the owner only writes it to a temp file.
 
-TSV conventions (see indexer.py): every text field is quoted with `"` (a `"`
-inside doubled), so text may hold tabs, newlines or anything else; the bare,
-unquoted `\\N` is NULL and a quoted "\\N" is that text; the first column is a
-1-based index into the call's `paths`.
+TSV conventions (`refs_tsv`, `symbols_tsv`, `deps_tsv` write them): every text
+field is quoted with `"` (a `"` inside doubled), so text may hold tabs, newlines
+or anything else; the bare, unquoted `\\N` is NULL and a quoted "\\N" is that
+text; the first column is a 1-based index into the call's `paths`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ _TSV_SELECT = {
                                  FOR n IN string_split(names, chr(31))], []::VARCHAR[]), line, target""",
 }
 NAMES_SEP, NAMES_ESC = "\x1f", "\x1e"
+NULL = "\\N"
 
 
 def join_names(names) -> str:
@@ -46,6 +47,44 @@ def join_names(names) -> str:
     U+001E is written as U+001E '0' and U+001F as U+001E '1', which _TSV_SELECT undoes."""
     return NAMES_SEP.join(n.replace(NAMES_ESC, NAMES_ESC + "0").replace(NAMES_SEP, NAMES_ESC + "1")
                           for n in names)
+
+
+# ---------------------------------------------------------------------------------------
+# Rows as bulk text (formatted in the indexer's worker processes)
+
+Q, QQ = '"', '""'
+
+
+def _text(value: str | None) -> str:
+    """One text field of a bulk row: quoted, so that nothing in it can end the field or the row, or
+    pass for the NULL marker."""
+    return NULL if value is None else Q + value.replace(Q, QQ) + Q
+
+
+def refs_tsv(fid: str, refs: list[tuple]) -> str:
+    """refs: (name, line, enclosing, kind) rows, as parser.parse_rows gives them."""
+    # References are most of the rows: written unquoted when that is exact (an unquoted field is
+    # read as is), which a few counts over the whole text prove; quoted otherwise.
+    text = "".join([f"{fid}\t{name}\t{line}\t{NULL if enc is None else enc}\t{kind}\n"
+                    for name, line, enc, kind in refs])
+    nulls = sum(1 for ref in refs if ref[2] is None)
+    if (text.count("\t") == 4 * len(refs) and text.count("\n") == len(refs) and text.count("\\") == nulls
+            and Q not in text and "\r" not in text):
+        return text
+    return "".join([f"{fid}\t{_text(name)}\t{line}\t{_text(enc)}\t{_text(kind)}\n"
+                    for name, line, enc, kind in refs])
+
+
+def symbols_tsv(fid: str, symbols) -> str:
+    """symbols: parser Symbols."""
+    return "".join([f"{fid}\t{_text(s.name)}\t{_text(s.qualname)}\t{_text(s.kind)}\t{_text(s.parent)}\t"
+                    f"{_text(s.signature)}\t{s.start_line}\t{s.end_line}\n" for s in symbols])
+
+
+def deps_tsv(fid: str, deps: list[tuple]) -> str:
+    """deps: (Import, resolved target or None) pairs."""
+    return "".join([f"{fid}\t{_text(imp.module)}\t{_text(join_names(imp.names) if imp.names else None)}\t"
+                    f"{imp.line}\t{_text(target)}\n" for imp, target in deps])
 
 
 def _load_tsv(con, table: str, tsv: str, files: list[str], paths: list[str]) -> None:
