@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -121,11 +122,16 @@ def test_file_map_takes_a_budget(repo: Path):
         assert tokens.count(large.render()) <= 4000 and len(large.render()) >= len(small.render())
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C reaches a command run from a terminal; a test suite started in the background (`cmd &` in a
+    script) ignores SIGINT, and the command would inherit that, never stop, and hang the test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_watch_prints_reindex_events_until_interrupted(repo: Path):
-    import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(repo), "watch"],
+    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(repo), "watch"], preexec_fn=_as_in_a_terminal,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()
@@ -146,10 +152,9 @@ def test_watch_prints_reindex_events_until_interrupted(repo: Path):
 
 
 def test_watch_json_prints_one_object_per_line_per_event(repo: Path):
-    import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(repo), "watch", "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(repo), "watch", "--json"], preexec_fn=_as_in_a_terminal,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     events = []
     try:
