@@ -3,6 +3,7 @@ what was appended, rebuilt when missing, right across archive and restore, never
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -227,3 +228,28 @@ def test_a_batch_read_from_where_the_index_no_longer_stands_is_refused_whole(pat
     assert second.flush() == ["2025-01-31-grows"]  # the new session in the same batch is stored
     assert _rows(db) == (10, 10)
     assert len(_hits(paths, "loader", db)) == 7 and _hits(paths, "loader", db) == _hits(paths, "loader")
+
+
+def test_a_link_or_fifo_planted_as_the_heap_is_removed_never_written_through(paths, db, tmp_path):
+    """A state folder can come with a cloned repository: a link in it must not make the owner truncate,
+    write or read what it names, and a FIFO must not hang a search."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's file\n")
+    (gen,) = run_sql(db, "SELECT gen FROM search_heap").rows[0]
+    (paths.state / f"search-{gen}.heap").symlink_to(precious)
+    (paths.state / f"search-{gen + 1}.heap").symlink_to(precious)  # where a rewrite would write
+    _native(paths, "2025-01-31-native", 2)
+    said = []
+    hits = search(paths, "loader", db=db, warn=said.append)
+    assert len(hits) == 4 and precious.read_text() == "the user's file\n"
+    assert any("not a regular file" in line for line in said)
+    (now,) = run_sql(db, "SELECT gen FROM search_heap").rows[0]
+    assert _heap_files(paths) == [f"search-{now}.heap"] and not any(p.is_symlink() for p in paths.state.iterdir())
+    assert db.call(textindex.compact_heap, str(paths.state), min_garbage=0) is False  # nothing to reclaim
+    Path(paths.sessions / "2025-01-31-native.jsonl").unlink()
+    _native(paths, "2025-02-01-other", 1)
+    textindex.sync(paths, db)
+    (gen,) = run_sql(db, "SELECT gen FROM search_heap").rows[0]
+    os.mkfifo(paths.state / f"search-{gen + 1}.heap")
+    assert db.call(textindex.compact_heap, str(paths.state), min_garbage=0)  # the FIFO is replaced, not opened
+    assert precious.read_text() == "the user's file\n" and len(_hits(paths, "loader", db)) == 2

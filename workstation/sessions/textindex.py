@@ -33,8 +33,10 @@ builds at ~4 MB/s here: a substring scan of the case-folded texts is what search
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,10 +164,17 @@ class _Writes:
 def _check_heap(paths: Paths, db: Any, warn: Callable[[str], None]) -> None:
     """Reset the index when its heap holds less than the store says (deleted, or an older copy restored)."""
     gen, size = db.call(heap_state)
+    path = heap_path(str(paths.state), gen)
     try:
-        have = os.stat(heap_path(str(paths.state), gen)).st_size
+        st = os.lstat(path)
     except FileNotFoundError:
         have = 0
+    else:
+        have = st.st_size
+        if not stat.S_ISREG(st.st_mode):  # a link or a FIFO planted there (a cloned repository's state folder)
+            warn(f"search index {path} is not a regular file; it is removed and rebuilt from the session logs")
+            os.unlink(path)  # the link itself, never what it points to
+            have, size = 0, max(size, 1)
     if have < size:
         warn(f"search index {heap_path(str(paths.state), gen)} holds {have} of {size} bytes; "
              "it is rebuilt from the session logs")
@@ -287,7 +296,7 @@ def search(paths: Paths, db: Any, text: str, limit: int) -> list[Hit]:
     for attempt in (1, 2):
         gen, pieces = db.call(index_pieces)
         try:
-            with open(heap_path(str(paths.state), gen), "rb") as fh:
+            with os.fdopen(_open_heap(heap_path(str(paths.state), gen), os.O_RDONLY), "rb") as fh:
                 if not pieces or os.fstat(fh.fileno()).st_size == 0:
                     return []
                 with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as heap:
@@ -395,7 +404,7 @@ def heap_append(con, heap_dir: str, data: bytes | str) -> int:
     (the owner's write lock keeps appends one at a time)."""
     gen, size = con.execute("SELECT gen, size FROM search_heap").fetchone()
     _remove_other_heaps(heap_dir, gen)
-    fd = os.open(heap_path(heap_dir, gen), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_heap(heap_path(heap_dir, gen), os.O_RDWR | os.O_CREAT)
     try:
         if os.fstat(fd).st_size < size:
             raise SessionError(f"search index {heap_path(heap_dir, gen)} is shorter than the store says; "
@@ -412,6 +421,21 @@ def heap_append(con, heap_dir: str, data: bytes | str) -> int:
     finally:
         os.close(fd)
     return size
+
+
+def _open_heap(path: str, flags: int) -> int:
+    """A heap file's descriptor, never through a symbolic link and only for a regular file: a state folder
+    can come with a cloned repository, and a link there must not make the owner truncate what it names."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)  # NONBLOCK: a FIFO must not hang the open
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise SessionError(f"search index {path} is a symbolic link; remove it") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SessionError(f"search index {path} is not a regular file; remove it")
+    return fd
 
 
 def _remove_other_heaps(heap_dir: str, gen: int) -> None:
@@ -523,7 +547,10 @@ def index_reset(con, heap_dir: str) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    _remove_other_heaps(heap_dir, con.execute("SELECT gen FROM search_heap").fetchone()[0])
+    gen = con.execute("SELECT gen FROM search_heap").fetchone()[0]
+    _remove_other_heaps(heap_dir, gen)
+    if os.path.lexists(heap_path(heap_dir, gen)):
+        os.unlink(heap_path(heap_dir, gen))  # the new generation starts empty: whatever lies there is not ours
 
 
 def compact_heap(con, heap_dir: str, *, min_garbage: int = COMPACT_MIN_BYTES) -> bool:
@@ -539,7 +566,10 @@ def compact_heap(con, heap_dir: str, *, min_garbage: int = COMPACT_MIN_BYTES) ->
         ORDER BY s.state = 'archived', p.slug, p.first_seq""").fetchall()
     moves = []
     new = heap_path(heap_dir, gen + 1)
-    with open(heap_path(heap_dir, gen), "rb") as src, open(new, "wb") as dst:
+    if os.path.lexists(new):
+        os.unlink(new)  # a rewrite that crashed, or something planted: never written through
+    with os.fdopen(_open_heap(heap_path(heap_dir, gen), os.O_RDONLY), "rb") as src, \
+            os.fdopen(_open_heap(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as dst:
         at = 0
         for slug, first_seq, start, stop in pieces:
             copy_range(src.fileno(), dst.fileno(), stop - start, start, at)
