@@ -7,13 +7,15 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from workstation.config import Config
 from workstation.importers.engine import Importer
 from workstation.memory.reflect import run_sql
 from workstation.sessions import textindex
 from workstation.sessions.archive import archive, restore
 from workstation.sessions.catalog import search
-from workstation.sessions.log import Session
+from workstation.sessions.log import Session, SessionError
 
 FIX = Path(__file__).parents[1] / "fixtures" / "import"
 
@@ -253,3 +255,8 @@ def test_a_link_or_fifo_planted_as_the_heap_is_removed_never_written_through(pat
     os.mkfifo(paths.state / f"search-{gen + 1}.heap")
     assert db.call(textindex.compact_heap, str(paths.state), min_garbage=0)  # the FIFO is replaced, not opened
     assert precious.read_text() == "the user's file\n" and len(_hits(paths, "loader", db)) == 2
+    (now,) = run_sql(db, "SELECT gen FROM search_heap").rows[0]
+    (paths.state / f"search-{now}.heap").unlink()
+    (paths.state / f"search-{now}.heap").mkdir()
+    with pytest.raises(SessionError, match="is a folder; move it aside"):
+        search(paths, "loader", db=db)

@@ -172,6 +172,8 @@ def _check_heap(paths: Paths, db: Any, warn: Callable[[str], None]) -> None:
     else:
         have = st.st_size
         if not stat.S_ISREG(st.st_mode):  # a link or a FIFO planted there (a cloned repository's state folder)
+            if stat.S_ISDIR(st.st_mode):
+                raise SessionError(f"search index {path} is a folder; move it aside and search again")
             warn(f"search index {path} is not a regular file; it is removed and rebuilt from the session logs")
             os.unlink(path)  # the link itself, never what it points to
             have, size = 0, max(size, 1)
