@@ -42,7 +42,7 @@ from ..sessions import textindex
 from ..sessions.compaction import touched_paths
 from ..sessions.context import covered_count
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
-                            fsync_paths, json_line, new_record_id, record_text)
+                            fsync_paths, new_record_id, record_text)
 from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
@@ -229,10 +229,10 @@ class Importer:
             with open(rows, "wb") as rows_fh, open(heap, "wb") as heap_fh:
                 at = 0
                 for slug, (_, piece) in batch.index.items():
-                    rows_fh.writelines(json_line({**row, "s": slug, "a": at + row["a"], "b": at + row["b"]})
-                                       for row in piece.rows)
+                    lines, placed = piece.placed(slug, at)
+                    rows_fh.writelines(lines)
                     heap_fh.write(piece.data)
-                    pieces.append((slug, piece.first_seq, at, at + piece.split, at + len(piece.data)))
+                    pieces.append(placed)
                     at += len(piece.data)
             states = [[slug, *state] for slug, (state, _) in batch.index.items()]
             self.db.call(import_flush, stem.name, str(events), str(rows), str(heap), json.dumps(pieces),

@@ -79,6 +79,12 @@ class Piece:
     split: int = 0  # where the case-folded texts end and the texts begin in `data`
     data: bytes = b""
 
+    def placed(self, slug: str, at: int) -> tuple[list[bytes], tuple[str, int, int, int, int]]:
+        """Its rows as JSON lines and its (slug, first_seq, start, split, stop), for `data` stored at `at`
+        in a file of pieces (what insert_rows reads)."""
+        rows = [json_line({**row, "s": slug, "a": at + row["a"], "b": at + row["b"]}) for row in self.rows]
+        return rows, (slug, self.first_seq, at, at + self.split, at + len(self.data))
+
 
 def make_piece(records: list[dict], *, first_seq: int = 0, first_turn: int = 0) -> Piece:
     """The rows and heap bytes of `records`, the first being record `first_seq` of its log, after
@@ -143,9 +149,9 @@ class _Writes:
         self._size = 0
 
     def add(self, slug: str, expect: int | None, new_state: list, piece: Piece) -> None:
-        at = self._size
-        self._items.append([slug, expect, new_state, piece.first_seq, at, at + piece.split, at + len(piece.data)])
-        self._rows += [json_line({**row, "s": slug, "a": at + row["a"], "b": at + row["b"]}) for row in piece.rows]
+        rows, (_, first_seq, start, split, stop) = piece.placed(slug, self._size)
+        self._items.append([slug, expect, new_state, first_seq, start, split, stop])
+        self._rows += rows
         self._data.append(piece.data)
         self._size += len(piece.data)
         if self._size >= _PIECE_BYTES:
