@@ -1,7 +1,8 @@
 """Configuration: TOML files validated strictly, workspace over user over defaults.
 
 Precedence (highest first): environment (WORKSTATION_MODEL), the workspace's
-`.workstation/config.toml`, the user's `config.toml`, the defaults below.
+`.workstation/config.toml` (as far as workstation.trust lets it), the user's `config.toml`, the
+defaults below.
 
 Each section is a msgspec Struct whose annotations carry the types and bounds (msgspec rather than
 pydantic: ~70 ms less at every start of the command line). msgspec stops at the first problem, so
@@ -27,7 +28,9 @@ from msgspec import Meta, field
 
 from .errors import ConfigError
 from .paths import Paths
+from . import trust as trust_mod
 from .sandbox import DEFAULT_HIDE
+from .trust import Split, Trust
 
 
 class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -349,18 +352,39 @@ def validate(data: dict[str, Any], source: str = "config") -> Config:
     return config
 
 
-def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[Config, Paths]:
-    """Load and validate configuration for a workspace; returns it with its paths."""
+def _layers(root: str | os.PathLike) -> tuple[Paths, dict[str, Any], dict[str, Any], list[str]]:
+    """The workspace's probe paths, the user's config layer, the workspace's, and the files read; each
+    layer validated alone so that an error names the file it is in."""
     probe = Paths.for_root(root)
-    data: dict[str, Any] = {}
-    sources = []
-    for path in (probe.user_config_file, probe.config_file):
-        layer = _read_toml(path)
-        if layer:
-            sources.append(str(path))
-            # validate each layer alone so an error names the file it is in
-            validate(_merge(data, layer), str(path))
-            data = _merge(data, layer)
+    user = _read_toml(probe.user_config_file)
+    if user:
+        validate(user, str(probe.user_config_file))
+    own = _read_toml(probe.config_file)
+    if own:
+        validate(_merge(user, own), str(probe.config_file))
+    sources = [str(path) for path, layer in ((probe.user_config_file, user), (probe.config_file, own)) if layer]
+    return probe, user, own, sources
+
+
+def inspect(root: str | os.PathLike) -> tuple[Trust, Split]:
+    """What trust decides for the workspace at `root`, and its config's keys split (workstation trust)."""
+    probe, _, own, _ = _layers(root)
+    return trust_mod.decide(probe.root, own)
+
+
+def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[Config, Paths]:
+    """Load and validate configuration for a workspace; returns it with its paths.
+
+    The workspace's own config applies as far as trust allows (workstation.trust): its safe keys
+    always, its trust-gated keys once the user trusts the folder, its endpoint and key names never.
+    What was left out is one warning line."""
+    probe, data, own, sources = _layers(root)
+    verdict, parts = trust_mod.decide(probe.root, own)
+    data = _merge(data, parts.safe)
+    if verdict.trusted:
+        data = _merge(data, parts.gated)
+    if notice := verdict.notice():
+        warnings.warn(notice, stacklevel=2)
     if env_model := os.environ.get("WORKSTATION_MODEL"):
         data = _merge(data, {"model": {"name": env_model}})
     if overrides:
@@ -368,5 +392,5 @@ def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tu
     config = validate(data, " + ".join(sources) or "config")
     if warning := config.memory.reclaim_warning:
         warnings.warn(warning, stacklevel=2)
-    paths = Paths.for_root(probe.root, config.workspace.state_dir or None)
+    paths = Paths.for_root(probe.root, config.workspace.state_dir or None, trusted=verdict.trusted)
     return config, paths

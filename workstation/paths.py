@@ -37,9 +37,11 @@ def _check_state_dir(root: Path, state: Path) -> None:
 class Paths:
     root: Path  # workspace root, a resolved real path
     state: Path  # per-workspace state: databases, sessions
+    # the user trusts this folder (workstation.trust): its own instructions.md and ignore file are read
+    trusted: bool = False
 
     @classmethod
-    def for_root(cls, root: str | os.PathLike, state_dir: str | None = None) -> "Paths":
+    def for_root(cls, root: str | os.PathLike, state_dir: str | None = None, *, trusted: bool = False) -> "Paths":
         real = Path(os.path.realpath(os.path.expanduser(str(root))))
         if not real.is_dir():
             raise WorkstationError(f"workspace {root} is not a directory")
@@ -48,7 +50,7 @@ class Paths:
             state = real / state
         if state_dir:
             _check_state_dir(real, state)
-        return cls(real, state)
+        return cls(real, state, trusted)
 
     # configuration lives beside the default state folder even when state_dir moves
     @property

@@ -3,6 +3,7 @@ import warnings
 import pytest
 
 from workstation import config
+from trust_support import trust
 from workstation.errors import ConfigError
 
 
@@ -24,7 +25,11 @@ def test_workspace_over_user(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSTATION_HOME", str(home))
     ws = tmp_path / "ws"
     ws.mkdir()
-    write(ws, '[model]\nname = "ws-model"\n')
+    write(ws, '[model]\nname = "ws-model"\ncontext_window = 4096\n')
+    with pytest.warns(UserWarning, match=r"not trusted: ignored model.name .*workstation trust"):
+        cfg, _ = config.load(ws)
+    assert cfg.model.name == "user-model" and cfg.model.context_window == 4096  # a safe key applies untrusted
+    trust(ws)
     cfg, _ = config.load(ws)
     assert cfg.model.name == "ws-model" and cfg.model.timeout_s == 5
     monkeypatch.setenv("WORKSTATION_MODEL", "env-model")
@@ -66,6 +71,7 @@ def test_small_gap_warns(tmp_path):
 
 def test_state_dir_override(tmp_path):
     write(tmp_path, '[workspace]\nstate_dir = "elsewhere/state"\n')
+    trust(tmp_path)
     _, paths = config.load(tmp_path)
     assert paths.state == tmp_path.resolve() / "elsewhere" / "state"
     assert paths.config_file == tmp_path.resolve() / ".workstation" / "config.toml"
@@ -103,6 +109,7 @@ def test_mcp_servers_are_checked_key_by_key(tmp_path):
     write(tmp_path, '[mcp.servers.gh]\ncommand = "npx"\nenv = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }\n'
                     '[mcp.servers.web]\nurl = "https://example.com/mcp"\nheaders = { Authorization = "Bearer ${TOKEN}" }\n'
                     'trusted = true\n')
+    trust(tmp_path)
     servers = config.load(tmp_path)[0].mcp.servers
     assert servers["gh"].env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"} and servers["web"].trusted
 
@@ -181,6 +188,7 @@ def test_state_dir_may_not_swallow_the_workspace_or_git(tmp_path, state_dir, exp
     from workstation.errors import WorkstationError
 
     write(tmp_path, f'[workspace]\nstate_dir = "{state_dir}"\n')
+    trust(tmp_path)
     with pytest.raises(WorkstationError, match=expected):
         config.load(tmp_path)
 
@@ -193,6 +201,7 @@ def test_state_dir_that_cannot_be_a_folder_is_one_line(tmp_path):
     for state_dir, expected in (("afile", "exists and is not a folder"),
                                 ("afile/sub", "cannot be created: Not a directory")):
         write(tmp_path, f'[workspace]\nstate_dir = "{state_dir}"\n')
+        trust(tmp_path)
         with pytest.raises(WorkstationError, match=expected):
             runtime.Workspace(tmp_path)
     assert (tmp_path / "afile").read_text() == "x"
@@ -206,6 +215,7 @@ def test_a_line_of_the_ignore_file_that_is_no_pattern_is_named_and_left_out(tmp_
     (tmp_path / "build").mkdir()
     (tmp_path / "build" / "out.py").write_text("x = 1\n")
     (tmp_path / "keep.py").write_text("y = 2\n")
+    trust(tmp_path)  # the folder's own ignore file is read only in a trusted workspace
     said = []
     ws = Workspace(tmp_path, on_warning=said.append)
     try:

@@ -16,7 +16,8 @@ MAX_FILE_CHARS with a note, and scrubbed of secrets (workstation.scrub.mask). Th
 bounded by a token budget; files past it are named, not shown.
 
 `.workstation/instructions.md` is in the state folder, which the file tools refuse: it is the
-user's (the agent cannot write it), read here directly.
+user's (the agent cannot write it), read here directly, and only in a trusted workspace
+(workstation.trust): one that came with a cloned repository would pose as the user's own.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class ProjectInstructions:
     def __init__(self, paths: "Paths"):
         self.root = Path(os.path.realpath(paths.root))
         self.private = (paths.state,)
+        self.own_file = paths.trusted  # .workstation/instructions.md is the user's only in a trusted folder
         self._cache: dict[str, tuple[tuple, Instruction | None, str]] = {}  # rel -> (signature, file, sha)
         self._worked: dict[str, None] = {}  # files the session's tools touched, oldest first
         self._seen = 0  # records of the session log already looked at
@@ -116,7 +118,7 @@ class ProjectInstructions:
         folders = folders_of(files)
         if len(folders) > MAX_FOLDERS:
             folders = sorted(folders[-MAX_FOLDERS:], key=lambda f: (f.count("/"), f))
-        out = [(USER_FILE, self.root / USER_FILE)]
+        out = [(USER_FILE, self.root / USER_FILE)] if self.own_file else []
         for folder in ["", *folders]:
             for name in NAMES:
                 rel = f"{folder}/{name}" if folder else name

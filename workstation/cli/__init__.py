@@ -10,7 +10,7 @@ import click
 
 from ..process import exit_on_sigterm, finish
 from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds, replay_cmds,
-               session_cmds)
+               session_cmds, trust_cmds)
 from .common import WorkstationGroup, run_main
 
 
@@ -24,13 +24,20 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
     """workstation: a terminal agent workstation with a live knowledge map and tiered memory."""
     from ..runtime import Workspace  # lazy: the config (msgspec), not read by --help
 
-    ctx.obj = Workspace(workspace, model=model, lazy=True,
-                        on_warning=lambda line: click.echo(f"warning: {line}", err=True))
+    said: set[str] = set()
+
+    def warn(line: str) -> None:  # once each: a command's own --model loads the config again
+        if line not in said:
+            said.add(line)
+            click.echo(f"warning: {line}", err=True)
+
+    ctx.obj = Workspace(workspace, model=model, lazy=True, on_warning=warn)
     ctx.call_on_close(ctx.obj.close)
 
 
 def _register() -> None:
-    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds):
+    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds,
+                   trust_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 

@@ -1,8 +1,9 @@
 """Which paths the knowledge map leaves out, with git's rules.
 
 Sources, highest precedence first:
-1. `.workstation/ignore` and the config's `index.ignore` patterns (the user's
-   explicit word for workstation, so they may also re-include with `!`);
+1. `.workstation/ignore` (read only in a trusted workspace: workstation.trust) and the config's
+   `index.ignore` patterns (the user's explicit word for workstation, so they may also re-include
+   with `!`);
 2. `.gitignore` files, a deeper one overriding a shallower one, each relative
    to its own folder (as git reads them);
 3. `.git/info/exclude`.
@@ -57,8 +58,10 @@ def _compile(lines: Iterable[str], where: str = "", problems: list[str] | None =
 class IgnoreRules:
     """Decides whether a repo-relative path is ignored; `.gitignore` files are read lazily."""
 
-    def __init__(self, root: Path, state_dir: Path | None = None, extra_patterns: Sequence[str] = ()):
+    def __init__(self, root: Path, state_dir: Path | None = None, extra_patterns: Sequence[str] = (),
+                 user_file: bool = True):
         self.root = Path(root)
+        self.user_file = user_file  # read `.workstation/ignore` (a trusted workspace)
         always = {".git", STATE_DIRNAME}
         if state_dir is not None:
             try:
@@ -84,7 +87,8 @@ class IgnoreRules:
     def reload(self, gitignores: bool = True) -> None:
         """Read every ignore file again (they may have changed since). A walk that reports each
         folder's `.gitignore` through `saw_gitignore` may keep the ones it finds unchanged."""
-        user_lines = list(_read_lines(self.root / STATE_DIRNAME / "ignore") or []) + self.extra_patterns
+        own = _read_lines(self.root / STATE_DIRNAME / "ignore") if self.user_file else None
+        user_lines = list(own or []) + self.extra_patterns
         self.problems: list[str] = []  # lines of the user's ignore file that are no patterns
         self._user = _compile(user_lines, f"{STATE_DIRNAME}/ignore", self.problems)
         self._exclude = _compile(_read_lines(self.root / ".git" / "info" / "exclude") or [])

@@ -122,7 +122,7 @@ class KnowledgeMap:
         self.root = paths.root
         self.max_bytes = config.index.max_file_bytes
         self.workers = indexer.default_workers(config.index.workers)
-        self.rules = IgnoreRules(paths.root, paths.state, config.index.ignore)
+        self.rules = IgnoreRules(paths.root, paths.state, config.index.ignore, user_file=paths.trusted)
         self._lock = threading.RLock()
         self._skip_sigs: dict[str, tuple] = {}  # signatures at which files were found unindexable
         self._known: frozenset[str] | None = None  # indexed paths, for resolving imports (a snapshot:

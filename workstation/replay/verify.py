@@ -289,10 +289,10 @@ class _ScratchTree:
         self.tmp = Path(tempfile.mkdtemp(prefix="ws-verify-"))
         root = self.tmp / "tree"
         root.mkdir()
-        rules = IgnoreRules(src.root, src.state, config.index.ignore)
+        rules = IgnoreRules(src.root, src.state, config.index.ignore, user_file=src.trusted)
         found = indexer.scan(src.root, rules, config.index.max_file_bytes)
         wanted = {rel: read_from for rel, (read_from, _sig) in found.files.items()}
-        for rel in (f"{STATE_DIRNAME}/ignore", ".git/info/exclude"):
+        for rel in (f"{STATE_DIRNAME}/ignore", ".git/info/exclude")[0 if src.trusted else 1:]:
             if (src.root / rel).is_file():
                 wanted[rel] = str(src.root / rel)
         for rel in self._named_files(src.root):
@@ -301,7 +301,7 @@ class _ScratchTree:
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(read_from, target)
-        paths = Paths.for_root(root)
+        paths = Paths.for_root(root, trusted=src.trusted)
         self.db = Database(paths)
         kmap = KnowledgeMap(self.db, paths, _verifier_config(config))
         kmap.index_all()

@@ -107,8 +107,9 @@ class LiveBackend:
 
         self.app = app
         threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
+        config_notices: list[str] = []  # an untrusted workspace's ignored settings (workstation.trust), ...
         try:
-            self.ws = ws = Workspace(self.root, model=self.model)
+            self.ws = ws = Workspace(self.root, model=self.model, on_warning=config_notices.append)
         except WorkstationError as err:  # bad config, unreadable store: the CLI prints it after exit
             self.fatal = err
             self._ui(app.exit)
@@ -141,7 +142,9 @@ class LiveBackend:
             return
         self.agent = self._agent_on(session, self.model)
         self._ready.set()
-        self._show_session([Turn("notice", line) for line in mcp_notices])
+        self._show_session([Turn("notice", line) for line in [*config_notices, *mcp_notices]])
+        for line in config_notices:
+            self._warn(line)
         self.refresh_git()
         self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing,
                                 job=lambda text: self._ui(app.chat.set_job, text))

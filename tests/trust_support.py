@@ -1,0 +1,26 @@
+"""Trusting a test's workspace as `workstation trust` does (workstation.trust), for tests whose workspace
+config sets trust-gated keys (MCP servers, the allow-list, the sandbox, models)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def trust(root: str | os.PathLike, home: str | os.PathLike | None = None) -> None:
+    """Record trust in `root` as it is now, in the user config home `home` (default: this process's)."""
+    from workstation import config as config_mod
+    from workstation import trust as trust_mod
+
+    before = os.environ.get("WORKSTATION_HOME")
+    if home is not None:
+        os.environ["WORKSTATION_HOME"] = str(home)
+    try:
+        verdict, _ = config_mod.inspect(Path(root))
+        trust_mod.grant(verdict.root, verdict.digest)
+    finally:
+        if home is not None:
+            if before is None:
+                os.environ.pop("WORKSTATION_HOME", None)
+            else:
+                os.environ["WORKSTATION_HOME"] = before

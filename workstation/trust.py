@@ -1,0 +1,204 @@
+"""Workspace trust: what a workspace's own `.workstation/` may decide before the user trusts the folder.
+
+A workspace's `.workstation/config.toml`, `instructions.md` and `ignore` may come with a cloned
+repository. Until the user trusts the folder (`workstation trust PATH`), only the SAFE keys of its
+config apply: look, limits, compaction knobs and index exclusions that only narrow. Everything else
+(programs to run, MCP servers, models, the allow-list and the sandbox, the state folder, watched agent
+sessions, index patterns that re-include with `!`) is left out, as are its `instructions.md` (which
+would pose as the user's own) and its `ignore` file. NEVER keys (model endpoints and key names) are
+left out even then: they come from the user's own config and environment only, so a repository can
+never send the user's key to an endpoint of its choosing.
+
+The trust record lives in the user's config home (paths.user_dir()/trust.json, never in a repository):
+the folder's real path and a digest of the trust-gated settings it had when trusted. A changed config
+(a `git pull` bringing an MCP server) no longer matches and asks again. The record is written
+atomically; a record that cannot be read is an error naming it, never a silent "trusted".
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import WorkstationError
+from .paths import STATE_DIRNAME, user_dir
+
+# Keys a workspace's config may set before it is trusted (section -> keys). Any key not named here is
+# trust-gated, so a new key is gated until someone argues it safe here.
+SAFE: dict[str, frozenset[str]] = {
+    "model": frozenset({"timeout_s", "max_retries", "context_window"}),
+    "index": frozenset({"max_file_bytes", "workers", "ignore"}),  # ignore: entries that narrow (no "!")
+    "memory": frozenset({"compact_threshold", "keep_recent", "compact_token_ratio", "redact_every",
+                         "redact_min_chars"}),
+    "agent": frozenset({"command_timeout_s", "max_output_chars", "max_steps"}),
+    "ui": frozenset({"theme"}),
+}
+# Keys a workspace's config never sets, trusted or not: endpoints and the names of key variables.
+NEVER: dict[str, frozenset[str]] = {
+    "model": frozenset({"api_base", "api_key_env"}),
+}
+# The workspace's own files that pose as the user's (instructions) or hide files (ignore).
+FILES = (f"{STATE_DIRNAME}/instructions.md", f"{STATE_DIRNAME}/ignore")
+RECORD_VERSION = 1
+
+
+def record_file() -> Path:
+    return user_dir() / "trust.json"
+
+
+@dataclass
+class Split:
+    """A workspace config's keys as trust sees them (each a nested dict like the file's)."""
+
+    safe: dict[str, Any] = field(default_factory=dict)
+    gated: dict[str, Any] = field(default_factory=dict)
+    never: dict[str, Any] = field(default_factory=dict)
+
+
+def _put(into: dict, section: str, key: str, value: Any) -> None:
+    into.setdefault(section, {})[key] = value
+
+
+def split(layer: dict[str, Any]) -> Split:
+    """`layer` (a parsed workspace config.toml) split into what applies untrusted, what needs trust and
+    what never applies."""
+    out = Split()
+    for section, body in layer.items():
+        if not isinstance(body, dict):
+            out.gated[section] = body  # a top-level value: validation names it
+            continue
+        for key, value in body.items():
+            if key in NEVER.get(section, ()):
+                _put(out.never, section, key, value)
+            elif (section, key) == ("index", "ignore") and isinstance(value, list):
+                narrow = [p for p in value if not (isinstance(p, str) and p.startswith("!"))]
+                widen = [p for p in value if p not in narrow]
+                _put(out.safe, section, key, narrow)
+                if widen:
+                    _put(out.gated, section, key, widen)
+            elif key in SAFE.get(section, ()):
+                _put(out.safe, section, key, value)
+            else:
+                _put(out.gated, section, key, value)
+    return out
+
+
+def dotted(tree: dict[str, Any]) -> list[str]:
+    """The keys of a nested dict as `section.key` (a table of servers as `mcp.servers.NAME`)."""
+    names = []
+    for section, body in tree.items():
+        if not isinstance(body, dict):
+            names.append(section)
+            continue
+        for key, value in body.items():
+            if section == "mcp" and key == "servers" and isinstance(value, dict) and value:
+                names.extend(f"mcp.servers.{name}" for name in value)
+            else:
+                names.append(f"{section}.{key}")
+    return names
+
+
+def digest(gated: dict[str, Any]) -> str:
+    """What a trust record pins: the trust-gated settings, canonical."""
+    text = json.dumps(gated, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- the record
+
+def _read() -> dict[str, dict[str, Any]]:
+    path = record_file()
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read().decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        raise WorkstationError(f"trust record {path} cannot be read ({err}): fix or remove it") from None
+    if not isinstance(data, dict) or not isinstance(data.get("workspaces"), dict):
+        raise WorkstationError(f"trust record {path} is not a trust record: fix or remove it")
+    return {k: v for k, v in data["workspaces"].items() if isinstance(v, dict)}
+
+
+def _write(entries: dict[str, dict[str, Any]]) -> None:
+    from .fsutil import atomic_write  # lazy: fsutil imports process
+
+    path = record_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = json.dumps({"version": RECORD_VERSION, "workspaces": entries}, indent=1, sort_keys=True)
+        atomic_write(path, body.encode() + b"\n", 0o600)
+    except OSError as err:
+        raise WorkstationError(f"trust record {path} cannot be written: {err.strerror}") from None
+
+
+def entries() -> dict[str, dict[str, Any]]:
+    """Every trusted folder: real path -> {"digest", "at"}."""
+    return _read()
+
+
+def recorded(root: Path) -> str | None:
+    """The digest the user trusted `root` with, or None."""
+    entry = _read().get(str(root))
+    value = entry.get("digest") if entry else None
+    return value if isinstance(value, str) else None
+
+
+def grant(root: Path, pinned: str) -> None:
+    found = _read()
+    found[str(root)] = {"digest": pinned, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds")}
+    _write(found)
+
+
+def revoke(root: Path) -> bool:
+    found = _read()
+    if found.pop(str(root), None) is None:
+        return False
+    _write(found)
+    return True
+
+
+# ---------------------------------------------------------------- the verdict
+
+@dataclass(frozen=True)
+class Trust:
+    """What trust decided for one workspace: whether it is trusted, and what was left out."""
+
+    root: Path
+    trusted: bool
+    digest: str
+    changed: bool = False  # trusted once, with other settings
+    ignored: tuple[str, ...] = ()  # trust-gated keys and files left out (untrusted)
+    never: tuple[str, ...] = ()  # endpoint and key settings left out (always)
+
+    def notice(self) -> str | None:
+        """One line naming what was left out and how to trust the folder; None when nothing was."""
+        parts = []
+        if self.ignored:
+            why = "changed since you trusted it" if self.changed else "not trusted"
+            parts.append(f"workspace {self.root} is {why}: ignored {', '.join(self.ignored)} "
+                         f"(review them and run `workstation trust {self.root}` to apply them)")
+        if self.never:
+            parts.append(f"ignored {', '.join(self.never)} from the workspace config: model endpoints and key "
+                         "names come only from your own config and environment")
+        return "; ".join(parts) or None
+
+
+def decide(root: Path, layer: dict[str, Any]) -> tuple[Trust, Split]:
+    """The trust verdict on workspace `root` whose config.toml parsed to `layer`."""
+    parts = split(layer)
+    pinned = digest(parts.gated)
+    known = recorded(root)
+    trusted = known == pinned
+    ignored: list[str] = []
+    if not trusted:
+        ignored = dotted(parts.gated)
+        ignored += [rel for rel in FILES if os.path.lexists(root / rel)]
+    return Trust(root, trusted, pinned, changed=known is not None and not trusted,
+                 ignored=tuple(ignored), never=tuple(dotted(parts.never))), parts
