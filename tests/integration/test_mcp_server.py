@@ -46,10 +46,14 @@ def stdio(root, tmp_path, *flags):
                                  env=server_env(tmp_path))
 
 
-def client(server, name: str, mode: str = "legacy"):
+def client(server, name: str, mode: str = "legacy", token: str | None = None):
     from mcp import Client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
     from mcp.types import Implementation
 
+    if token is not None:  # an HTTP server: the bearer token its start printed
+        server = streamable_http_client(server, http_client=create_mcp_http_client(
+            headers={"Authorization": f"Bearer {token}"}))
     return Client(server, client_info=Implementation(name=name, version="9.9"), mode=mode)
 
 
@@ -247,14 +251,18 @@ def test_several_stdio_servers_share_one_workspace(repo, tmp_path):
 
 
 # --------------------------------------------------------------------------- HTTP, several clients at once
-def start_http(repo, tmp_path, *flags) -> tuple[subprocess.Popen, str]:
+def start_http(repo, tmp_path, *flags) -> tuple[subprocess.Popen, str, str]:
+    """(the server, its URL, its bearer token) as its start printed them on stderr."""
     proc = subprocess.Popen([WORKSTATION, "-C", str(repo), "mcp", "--http", "0", *flags], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **server_env(tmp_path)})
     deadline = time.monotonic() + 60
+    url = None
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         if "http://127.0.0.1:" in line:
-            return proc, line.split(" on ")[-1].strip()
+            url = line.split(" on ")[-1].strip()
+        elif url and "Authorization: Bearer " in line:
+            return proc, url, line.split("Authorization: Bearer ", 1)[1].split("`", 1)[0]
         if not line and proc.poll() is not None:
             break
     proc.kill()
@@ -264,7 +272,7 @@ def start_http(repo, tmp_path, *flags) -> tuple[subprocess.Popen, str]:
 def test_http_serves_many_clients_each_with_its_own_reads(repo, tmp_path):
     import httpx
 
-    proc, url = start_http(repo, tmp_path)
+    proc, url, token = start_http(repo, tmp_path)
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
 
@@ -272,7 +280,8 @@ def test_http_serves_many_clients_each_with_its_own_reads(repo, tmp_path):
             await call(c, "read_lines", path="pkg/core.py", start=1, end=3)
 
         async def session():
-            async with client(url, "reader-agent") as a, client(url, "editor-agent", mode="auto") as b:
+            async with (client(url, "reader-agent", token=token) as a,
+                        client(url, "editor-agent", mode="auto", token=token) as b):
                 await asyncio.gather(reader(a), call(b, "find", query="fetch"),
                                      *(call(a, "grep", pattern="def ") for _ in range(4)))
                 # b never read pkg/core.py: a's read is not b's
@@ -288,6 +297,7 @@ def test_http_serves_many_clients_each_with_its_own_reads(repo, tmp_path):
         assert (repo / "pkg/core.py").read_text().startswith('"""Core helpers, edited by a."""')
         # a page elsewhere cannot drive it through the user's browser (DNS rebinding)
         forged = httpx.post(url, headers={"Host": "evil.example", "Content-Type": "application/json",
+                                          "Authorization": f"Bearer {token}",
                                           "Accept": "application/json, text/event-stream"},
                             content=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
         assert forged.status_code in (400, 403, 421)

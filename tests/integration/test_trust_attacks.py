@@ -199,3 +199,46 @@ def test_a_trust_record_that_cannot_be_read_is_one_line(tmp_path):
     out = run(root, home, "index")
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith(f"error: trust record {home / 'trust.json'}")
+
+
+# --------------------------------------------------------------------------- MCP over HTTP
+def test_mcp_http_answers_only_requests_with_this_starts_token(tmp_path):
+    import asyncio
+    import stat
+
+    import httpx
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_mcp_server import call, client, start_http
+
+    root = tmp_path / "repo"
+    write_repo(root)
+    proc, url, token = start_http(root, tmp_path)
+    try:
+        token_file = root / ".workstation" / f"mcp-http-{url.split(':')[-1].split('/')[0]}.token"
+        assert token_file.read_text().strip() == token and len(token) >= 40
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+        head = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        for auth in (None, "Bearer", "Bearer x", f"Bearer {token[:-1]}", f"bearer {token}x", f"Basic {token}", token):
+            headers = head if auth is None else {**head, "Authorization": auth}
+            answer = httpx.post(url, headers=headers, content=body)
+            assert answer.status_code == 401, (auth, answer.status_code)
+        before = (root / "pkg" / "core.py").read_text()
+
+        async def clients():
+            # two clients claiming one name: the second may not edit on the first's read
+            async with client(url, "claude-code", mode="auto", token=token) as a, \
+                    client(url, "claude-code", mode="auto", token=token) as b:
+                read = await call(a, "read_lines", path="pkg/core.py", start=1, end=3)
+                edit = await call(b, "replace_lines", path="pkg/core.py", start=1, end=1, content='"""pwned"""')
+                return read, edit
+
+        read, edit = asyncio.run(clients())
+        assert read[0] and "Core helpers" in read[1]
+        assert not edit[0] and "read it before" in edit[1]
+        assert (root / "pkg" / "core.py").read_text() == before
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert not token_file.exists()  # the token dies with the server

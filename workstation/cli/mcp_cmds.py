@@ -35,8 +35,12 @@ def mcp_command(ws, port: int | None, read_only: bool, check: bool, as_json: boo
             click.echo(f"workstation: serving {what} of {ws.root} over stdio", err=True)
             serve_stdio(service)
         else:
-            serve_http(service, port, on_ready=lambda url: click.echo(
-                f"workstation: serving {what} of {ws.root} on {url}", err=True))
+            def ready(url: str, token: str, token_file: str) -> None:
+                click.echo(f"workstation: serving {what} of {ws.root} on {url}", err=True)
+                click.echo(f"workstation: every request needs the header `Authorization: Bearer {token}` "
+                           f"(also in {token_file}, readable by you only; a new one at each start)", err=True)
+
+            serve_http(service, port, on_ready=ready)
     finally:
         service.close()
 

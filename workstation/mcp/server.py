@@ -15,8 +15,15 @@ A client gets what the agent gets, the same way:
 * secrets masked (`scrub.mask`) in every result before it is returned or logged, and in the
   arguments before they are logged.
 
+Over HTTP every request must carry `Authorization: Bearer <token>`, a random token made at each start
+(printed with the URL, and kept 0600 in the state folder as `mcp-http-PORT.token`); any other request
+gets 401 (compared in constant time), so another user of the machine cannot reach the workspace
+through the port.
+
 A client session is the stdio connection (one client per process), an HTTP session (its
-Mcp-Session-Id), or, for the stateless 2026 protocol over HTTP, the client's name and version.
+Mcp-Session-Id, which the server issued), or, for the stateless 2026 protocol over HTTP, the TCP
+connection the request came on: never the name a request claims, which any client could copy to
+borrow another's reads for the hash guard.
 Its first call creates a session log named for the client (`2025-01-31-mcp-claude-code`, made unique),
 and every call is written twice, as the agent's calls are:
 * to the episodic log: an operation (op_start, then the tool_call event with the arguments, outcome
@@ -30,6 +37,7 @@ and every call is written twice, as the agent's calls are:
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import re
@@ -266,7 +274,10 @@ def _client_identity(ctx, transport: str) -> tuple[str, str, str]:
         return f"http:{session_id}", name, version
     if transport == "stdio":
         return "stdio", name, version
-    return f"client:{name}/{version}", name, version
+    peer = getattr(getattr(ctx, "request", None), "client", None)
+    if peer is not None:  # a stateless request: its connection, never the name it claims
+        return f"conn:{peer.host}:{peer.port}", name, version
+    return f"request:{secrets.token_hex(8)}", name, version  # nothing to tie it to: a ledger of its own
 
 
 def _in_git(root, path: Any) -> bool:
@@ -342,11 +353,38 @@ def serve_stdio(service: Service) -> None:
     anyio.run(main)
 
 
-def serve_http(service: Service, port: int, on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve streamable HTTP on 127.0.0.1:port (0: a free port) until interrupted; on_ready gets the URL."""
+class BearerAuth:
+    """ASGI middleware: an HTTP request without `Authorization: Bearer <token>` gets 401."""
+
+    def __init__(self, app, token: str):
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = b""
+            for key, value in scope.get("headers") or ():
+                if key.lower() == b"authorization":
+                    given = value
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                        (b"www-authenticate", b'Bearer realm="workstation"')]})
+                await send({"type": "http.response.body",
+                            "body": b"401: send the token workstation mcp --http printed (Authorization: Bearer ...)\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve_http(service: Service, port: int, on_ready: Callable[[str, str, str], None] | None = None) -> None:
+    """Serve streamable HTTP on 127.0.0.1:port (0: a free port) until interrupted, to requests carrying this
+    start's bearer token; on_ready gets the URL, the token and the file the token is kept in (0600)."""
     import uvicorn  # lazy: uvicorn (and click), +120 ms; only --http
 
-    app = service.mcp_server().streamable_http_app(host="127.0.0.1")  # also refuses other Host headers
+    from ..fsutil import atomic_write
+
+    token = secrets.token_urlsafe(32)
+    app = BearerAuth(service.mcp_server().streamable_http_app(host="127.0.0.1"), token)  # also refuses other Hosts
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -355,11 +393,23 @@ def serve_http(service: Service, port: int, on_ready: Callable[[str], None] | No
     except OSError as err:
         sock.close()
         raise WorkstationError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    if on_ready is not None:
-        on_ready(url)
+    bound = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{bound}/mcp"
+    token_file = service.ws.paths.state / f"mcp-http-{bound}.token"
     try:
+        atomic_write(token_file, token.encode() + b"\n", 0o600)  # a planted link is replaced, not followed
+    except OSError as err:
+        sock.close()
+        raise WorkstationError(f"cannot write the token file {token_file}: {err.strerror or err}") from None
+    try:
+        if on_ready is not None:
+            on_ready(url, token, str(token_file))
         uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)).run(
             sockets=[sock])
     finally:
         sock.close()
+        try:
+            if token_file.read_text().strip() == token:
+                token_file.unlink()
+        except OSError:
+            pass
