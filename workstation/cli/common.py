@@ -12,6 +12,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import ConfigError, WorkstationError
+from ..terminal import safe
 
 
 class WorkstationGroup(click.Group):
@@ -103,10 +104,10 @@ def run_main(main: Callable) -> None:
         sys.exit(err.exit_code)
     except ConfigError as err:
         for line in err.lines:
-            click.echo(f"error: {line}", err=True)
+            click.echo(safe(f"error: {line}"), err=True)
         sys.exit(2)
-    except WorkstationError as err:
-        click.echo(f"error: {err}", err=True)
+    except WorkstationError as err:  # may name what we did not write (a model's error, a file name)
+        click.echo(safe(f"error: {err}"), err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ..errors import WorkstationError
+from ..terminal import safe
 from .common import json_option, pass_workspace, print_json
 
 EXIT_DIFFERS = 3  # --verify found a result that differs (0: the episode still applies; 1/2: errors)
@@ -52,7 +53,7 @@ def _verify(ws, episode, as_json: bool) -> None:
     if as_json:
         print_json(report.to_dict())
     else:
-        click.echo(report.render())
+        click.echo(safe(report.render()))
     if not report.ok:
         sys.exit(EXIT_DIFFERS)  # SystemExit: click's Exit is swallowed by main(standalone_mode=False)
 
@@ -72,12 +73,12 @@ def _print(episode, step: int | None, as_json: bool) -> None:
             out["state"] = episode.state_at(index).to_dict()
         print_json(out)
         return
-    click.echo(f"episode {episode.name} ({episode.source}): {len(episode.steps)} steps, "
-               f"{episode.duration_s:.1f} s recorded")
-    click.echo(render_steps(episode, upto))
+    click.echo(safe(f"episode {episode.name} ({episode.source}): {len(episode.steps)} steps, "
+                    f"{episode.duration_s:.1f} s recorded"))
+    click.echo(safe(render_steps(episode, upto)))
     if index is not None:
         click.echo()
-        click.echo(render_state(episode, episode.state_at(index)))
+        click.echo(safe(render_state(episode, episode.state_at(index))))
 
 
 COMMANDS = [replay]

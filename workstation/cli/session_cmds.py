@@ -9,6 +9,7 @@ import time
 import click
 
 from ..errors import WorkstationError
+from ..terminal import safe
 from .common import json_option, pass_workspace, print_json, print_table
 
 
@@ -85,7 +86,7 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
             print_json({"slug": slug, "state": where, "records": view.records,
                         "problems": [str(p) for p in view.problems]})
         else:
-            click.echo(export_markdown(slug, view, where), nl=False)
+            click.echo(safe(export_markdown(slug, view, where)), nl=False)
         return
     context = assemble(view, ws.config)
     if as_json:
@@ -99,9 +100,9 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     for message in context.messages:
         click.echo(f"\n[{message['role']}]")
         if message.get("content"):
-            click.echo(message["content"])
+            click.echo(safe(str(message["content"])))
         for call in message.get("tool_calls") or ():
-            click.echo(f"-> {call['function']['name']}({call['function']['arguments']})")
+            click.echo(safe(f"-> {call['function']['name']}({call['function']['arguments']})"))
 
 
 @session_group.command("compact")
@@ -191,7 +192,8 @@ def export_cmd(ws, slug: str, fmt: str) -> None:
     """Print every record of SLUG as markdown or JSON (archived sessions too)."""
     from ..sessions.catalog import export  # lazy: the sessions package, ~60 ms on --help
 
-    click.echo(export(ws.paths, slug, fmt), nl=False)
+    text = export(ws.paths, slug, fmt)
+    click.echo(text if fmt == "json" else safe(text), nl=False)  # JSON stays exact: its encoder escapes controls
 
 
 @session_group.command("search")
@@ -208,10 +210,10 @@ def search_cmd(ws, text: str, limit: int, as_json: bool) -> None:
         print_json(hits)
         return
     if not hits:
-        click.echo(f"no session mentions {text!r}")
+        click.echo(f"no session mentions {safe(repr(text))}")
         return
     print_table([{"slug": h.slug, "state": h.state, "turn": h.turn or "-", "type": h.type,
-                  "record": h.record_id, "snippet": h.snippet} for h in hits],
+                  "record": h.record_id, "snippet": safe(h.snippet)} for h in hits],
                 ["slug", "state", "turn", "type", "record", "snippet"])
 
 

@@ -27,6 +27,7 @@ from textual.content import Content
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
+from ...terminal import safe
 from ..messages import BackendRequest
 from ..viewdata import SlashCommand, Turn, coerce, human_count
 from .bar import MIN_LEFT, StatusBar
@@ -403,7 +404,7 @@ class ChatPane(Vertical):
             await self.begin_reply()
         assert self._stream is not None
         self._reply_parts.append(fragment)
-        await self._stream.write(fragment)
+        await self._stream.write(safe(fragment))  # an escape in a reply is shown, never obeyed
 
     async def end_reply(self, *, id: str = "", tokens: int | None = None, ts: float | None = None,
                         text: str | None = None) -> Turn | None:

@@ -9,6 +9,7 @@ transcript loads it with `warm()` in a thread after the frame, then renders agai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -21,6 +22,7 @@ from rich.style import Style
 from rich.text import Text
 from rich.theme import Theme
 
+from ...terminal import safe
 from ..viewdata import Turn, human_count
 
 EXPANDABLE = frozenset({"tool", "compaction", "redaction"})
@@ -61,6 +63,7 @@ class TurnStyles(NamedTuple):
 
 
 def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark: bool) -> RenderableType:
+    turn = shown(turn)
     role = turn.role
     parts: list[RenderableType] = [Text("")] if role in SEPARATED else []
     if role in LABELS:
@@ -93,6 +96,16 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
     else:  # notice
         parts.append(Text(f"· {turn.text}", styles.notice))
     return Group(*parts)
+
+
+def shown(turn: Turn) -> Turn:
+    """`turn` with every control sequence in its text shown, never obeyed (an OSC 52 in an imported
+    transcript would set the clipboard: Rich and Textual strip BEL and CR, not ESC)."""
+    fields = {name: safe(value) for name in ("text", "result", "diff", "tool")
+              if isinstance(value := getattr(turn, name), str) and safe(value) is not value}
+    if isinstance(turn.args, str) and safe(turn.args) is not turn.args:
+        fields["args"] = safe(turn.args)
+    return dataclasses.replace(turn, **fields) if fields else turn
 
 
 def estimate_height(turn: Turn, expanded: bool, width: int) -> int:
@@ -190,7 +203,7 @@ def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles) -> Text:
     line.append(f"{'▾' if expanded else '▸'} ", styles.meta)
     line.append("✓ " if turn.ok else "✗ ", styles.tool if turn.ok else styles.tool_error)
     line.append(turn.tool, styles.tool)
-    line.append(f"({args_summary(turn.args)})", styles.meta)
+    line.append(f"({safe(args_summary(turn.args))})", styles.meta)
     summary = turn.text or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
     line.append(f" → {summary}", styles.meta if turn.ok else styles.tool_error)
     return line
@@ -244,7 +257,7 @@ def _tool_details(turn: Turn) -> str:
         args = json.dumps(turn.args, indent=2, ensure_ascii=False, default=str)
     else:
         args = "" if turn.args is None else str(turn.args)
-    return f"arguments:\n{args}\nresult:\n{_cut(turn.result)}"
+    return safe(f"arguments:\n{args}\nresult:\n{_cut(turn.result)}")
 
 
 def _cut(text: str) -> str:
