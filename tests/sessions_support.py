@@ -28,15 +28,20 @@ def make_config(root: Path, url: str | None = None, **memory):
     return config_mod.load(root, overrides)
 
 
-def write_config_file(root: Path, url: str, **memory) -> None:
-    """The same settings as a config.toml, for subprocesses (the sidecar, the CLI)."""
+def write_config_file(root: Path, url: str, **memory) -> Path:
+    """The same settings as a config.toml, for subprocesses (the sidecar, the CLI): the user's own (in
+    WORKSTATION_HOME, which subprocesses inherit), since a workspace's config never names an endpoint or
+    a key (workstation.trust). Returns the file."""
     memory.setdefault("compact_model", "openai/compact")
     memory.setdefault("compact_fallback_model", "openai/fallback")
     lines = ["[model]", 'name = "openai/chat"', f'api_base = "{url}"', f'api_key_env = "{KEY_ENV}"',
              "timeout_s = 5.0", "max_retries = 0", "context_window = 1000000", "", "[memory]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in memory.items()]
-    (root / ".workstation").mkdir(exist_ok=True)
-    (root / ".workstation" / "config.toml").write_text("\n".join(lines) + "\n")
+    from workstation.paths import user_dir
+
+    user_dir().mkdir(parents=True, exist_ok=True)
+    (user_dir() / "config.toml").write_text("\n".join(lines) + "\n")
+    return user_dir() / "config.toml"
 
 
 def fill(session: Session, turns: int, *, start: int = 0, tools: bool = False, big: int = 0) -> list[dict]:

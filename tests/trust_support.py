@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def trust(root: str | os.PathLike, home: str | os.PathLike | None = None) -> None:
-    """Record trust in `root` as it is now, in the user config home `home` (default: this process's)."""
+    """Record trust in `root` as it is now, in the user config home `home` (default: this process's); a
+    folder not made yet is trusted as it will be with no config of its own."""
     from workstation import config as config_mod
     from workstation import trust as trust_mod
 
@@ -16,8 +17,11 @@ def trust(root: str | os.PathLike, home: str | os.PathLike | None = None) -> Non
     if home is not None:
         os.environ["WORKSTATION_HOME"] = str(home)
     try:
-        verdict, _ = config_mod.inspect(Path(root))
-        trust_mod.grant(verdict.root, verdict.digest)
+        if Path(root).is_dir():
+            verdict, _ = config_mod.inspect(Path(root))
+            trust_mod.grant(verdict.root, verdict.digest)
+        else:
+            trust_mod.grant(Path(os.path.realpath(root)), trust_mod.digest({}))
     finally:
         if home is not None:
             if before is None:

@@ -10,6 +10,7 @@ import os
 from agent_support import agent, module_server, records, requests_since, tool_results, workspace
 from conftest_llm import FAKE_API_KEY
 from fakellm import Reply
+from trust_support import trust
 from workstation.agent import slash
 from workstation.agent.instructions import MAX_FILE_CHARS, ProjectInstructions, folders_of
 
@@ -116,6 +117,7 @@ def test_a_folders_instructions_apply_once_its_files_are_worked_on(tmp_path, ser
 
 
 def test_user_instructions_in_the_state_folder_are_read_directly(tmp_path, server):
+    trust(tmp_path / "repo", tmp_path / "user-home")  # the folder's own instructions.md is read once trusted
     ws = workspace(tmp_path, server.url)
     (ws.root / ".workstation/instructions.md").write_text("Answer in French.\n")
     a = agent(ws)
@@ -126,6 +128,15 @@ def test_user_instructions_in_the_state_folder_are_read_directly(tmp_path, serve
     assert out.ok and out.text.startswith("--- .workstation/instructions.md (18 chars) ---\nAnswer in French.")
     a.close()
     ws.close()
+    (tmp_path / "other").mkdir()
+    untrusted = workspace(tmp_path / "other", server.url)  # the same file in a folder not trusted: not read
+    (untrusted.root / ".workstation/instructions.md").write_text("Answer in French.\n")
+    b = agent(untrusted)
+    server.push(Reply(text="ok"))
+    b.run("hello")
+    assert "Answer in French." not in system_of(requests_since(server)[-1])
+    b.close()
+    untrusted.close()
 
 
 def test_huge_secret_bearing_and_escaping_files(tmp_path, server):

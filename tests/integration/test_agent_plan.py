@@ -66,7 +66,8 @@ def test_workstation_chat_prints_the_plan_as_it_is_written(tmp_path, server, mon
     ws = workspace(tmp_path, None)
     ws.close()
     model = config_overrides(server.url)["model"]
-    (ws.root / ".workstation/config.toml").write_text(
+    (tmp_path / "user-home").mkdir(exist_ok=True)  # the user's own config: a workspace never names endpoints
+    (tmp_path / "user-home" / "config.toml").write_text(
         "[model]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in model.items()))
     monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path / "user-home"))
     monkeypatch.delenv("WORKSTATION_MODEL", raising=False)

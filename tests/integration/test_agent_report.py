@@ -128,11 +128,12 @@ def _config_file(root: Path, url: str) -> None:
     model = config_overrides(url)["model"]
     del model["name"]  # the model comes from --model
     lines = ["[model]"] + [f"{k} = {json.dumps(v)}" for k, v in model.items()]
-    (root / ".workstation").mkdir(exist_ok=True)
-    (root / ".workstation" / "config.toml").write_text("\n".join(lines) + "\n")
+    home = root.parent / "home"  # the user's own config (as _cli's WORKSTATION_HOME): never a workspace's
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text("\n".join(lines) + "\n")
 
 
-def test_chat_runs_one_headless_turn(tmp_path, server):
+def test_chat_runs_one_headless_turn(tmp_path, server, monkeypatch):
     ws = workspace(tmp_path, None)
     ws.close()
     _config_file(ws.root, server.url)
@@ -149,6 +150,7 @@ def test_chat_runs_one_headless_turn(tmp_path, server):
     assert FAKE_API_KEY not in session.path.read_text()
     # plain text (in this process: litellm is imported already): the reply streams to stdout
     server.push(Reply(text="Still there."))
+    monkeypatch.setenv("WORKSTATION_HOME", str(ws.root.parent / "home"))  # the user config _config_file wrote
     again = CliRunner().invoke(main, ["-C", str(ws.root), "--model", "openai/test-model", "chat", "and now?",
                                       "--session", out["session"]])
     assert again.exit_code == 0, again.output

@@ -17,6 +17,7 @@ import pytest
 
 from agent_support import agent, module_server, records, workspace
 from fakellm import Reply
+from trust_support import trust
 from workstation import sandbox
 from workstation.sandbox import Policy
 
@@ -92,6 +93,7 @@ def test_the_model_as_attacker_gets_nowhere(tmp_path, server, listener, capsys):
     marker = tmp_path / "fsmonitor-ran"
     ws.paths.config_file.parent.mkdir(exist_ok=True)
     ws.paths.config_file.write_text("[agent]\nsandbox = \"auto\"\n")
+    trust(root)  # the user's own config: `session show` below says nothing about trust
     watched = {"config": ws.paths.config_file, "git config": root / ".git" / "config"}
     before = {name: _digest(path) for name, path in watched.items()}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from trust_support import trust
 from workstation.sessions.log import Session
 
 FIX = Path(__file__).parents[1] / "fixtures" / "import"
@@ -268,6 +269,7 @@ def test_the_sidecar_keeps_importing_what_the_config_names(ws, tmp_path):
     _claude_for(ws.resolve(), source)
     (ws / ".workstation").mkdir()
     (ws / ".workstation" / "config.toml").write_text('[import]\nwatch = ["claude-code"]\n')
+    trust(ws)  # reading another agent's sessions needs the user's trust
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
     done = subprocess.run([WORKSTATION, "-C", str(ws), "sidecar", "--once"], env=env, capture_output=True,
                           text=True, timeout=120)

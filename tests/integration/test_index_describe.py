@@ -11,6 +11,7 @@ import pytest
 
 from fakellm import Reply, ScriptedLLM
 from kmap_helpers import write
+from trust_support import trust
 from workstation.index.describe import DescribeReport, clean_purpose
 
 FILES = {
@@ -159,18 +160,20 @@ def test_index_describe_prints_progress_and_cost(repo: Path, monkeypatch, tmp_pa
 
     from workstation.cli import main
 
-    monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path_factory.mktemp("home")))
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("WORKSTATION_HOME", str(home))
     monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
     with ScriptedLLM(lambda body: Reply(text="Holds a small helper function.")) as llm:
         (repo / ".workstation").mkdir()
-        config = (f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\napi_key_env = "WS_TEST_KEY"\n'
-                  'max_retries = 0\n')
-        (repo / ".workstation/config.toml").write_text(config)
+        config = ""  # the model is the user's own: a workspace's config never names an endpoint or key
+        (home / "config.toml").write_text(f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\n'
+                                          'api_key_env = "WS_TEST_KEY"\nmax_retries = 0\n')
         off = CliRunner().invoke(main, ["-C", str(repo), "index", "--describe", "10"])
         assert off.exit_code == 0, off.output
         assert "described 0 of 0 files" in off.output and "describe_with_model = true" in off.output
         assert llm.requests == []
         (repo / ".workstation/config.toml").write_text(config + "\n[index]\ndescribe_with_model = true\n")
+        trust(repo)  # describing files with a model is the user's call for this folder
         on = CliRunner().invoke(main, ["-C", str(repo), "index", "--describe", "2"])
         assert on.exit_code == 0, on.output
         assert on.stderr.count("described ") == 2  # a progress line per file

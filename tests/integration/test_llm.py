@@ -295,8 +295,10 @@ def test_fallbacks_and_model_switches_keep_each_provider_to_its_own_endpoint_and
     assert (same.api_base, same.api_key_env) == ("http://127.0.0.1:9/v1", "OPENAI_API_KEY")
     assert (other.model, other.api_base, other.api_key_env) == ("anthropic/claude-3-5-haiku", None, None)
 
-    (tmp_path / ".workstation").mkdir()
-    (tmp_path / ".workstation" / "config.toml").write_text(
+    from workstation.paths import user_dir
+
+    user_dir().mkdir(parents=True, exist_ok=True)  # the user's own config: a workspace never names endpoints
+    (user_dir() / "config.toml").write_text(
         '[model]\nname = "openai/gpt-4o"\napi_base = "http://127.0.0.1:9/v1"\napi_key_env = "OPENAI_API_KEY"\n')
     with Workspace(tmp_path) as ws:
         assert ws.model_spec().api_base == "http://127.0.0.1:9/v1"

@@ -17,6 +17,7 @@ import pytest
 from agent_support import agent, events, module_server, requests_since, tool_results, workspace
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply
+from trust_support import trust
 from workstation.agent import slash
 from workstation.mcp.client import open_toolset
 
@@ -189,9 +190,12 @@ def test_the_agent_uses_workstation_itself_over_http(tmp_path, server, monkeypat
         line = proc.stderr.readline()
         url = line.split(" on ")[-1].strip()
         assert url.startswith("http://127.0.0.1:"), line
+        token = proc.stderr.readline().split("Authorization: Bearer ", 1)[1].split("`", 1)[0]
         monkeypatch.setenv("WS_HEADER_SOURCE", "header-value-42")
+        monkeypatch.setenv("WS_OTHER_TOKEN", token)
         ws = workspace(tmp_path, server.url, mcp={"servers": {"other": {
-            "url": url, "headers": {"X-Test": "${WS_HEADER_SOURCE}"}, "trusted_tools": ["find"]}}})
+            "url": url, "headers": {"X-Test": "${WS_HEADER_SOURCE}", "Authorization": "Bearer ${WS_OTHER_TOKEN}"},
+            "trusted_tools": ["find"]}}})
         with open_toolset(ws) as toolset:
             assert [s.state for s in toolset.servers()] == ["ready"]
             assert "other__replace_lines" not in toolset.tools and "other__file_meta" in toolset.tools
@@ -217,6 +221,7 @@ def test_check_lists_servers_and_their_tools(tmp_path):
         f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
         f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\ntrusted_tools = [\"echo\"]\n"
         "[mcp.servers.missing]\ncommand = \"/no/such/program\"\n")
+    trust(root, tmp_path / "home")
     env = {**os.environ, "WORKSTATION_HOME": str(tmp_path / "home")}
     run = subprocess.run([WORKSTATION, "-C", str(root), "mcp", "--check", "--json"], capture_output=True, text=True,
                          timeout=120, env=env)
@@ -241,6 +246,7 @@ def test_chat_starts_the_servers_and_stops_them_when_it_ends(tmp_path):
         f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
         f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\n"
         "[mcp.servers.missing]\ncommand = \"/no/such/program\"\n")
+    trust(root, tmp_path / "home")
     run = subprocess.run([WORKSTATION, "-C", str(root), "chat", "/help"], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "WORKSTATION_HOME": str(tmp_path / "home")})
     assert run.returncode == 0, run.stderr
@@ -258,12 +264,15 @@ def test_a_terminated_chat_stops_its_servers_mid_call(tmp_path, server):
     root = tmp_path / "repo"
     (root / ".workstation").mkdir(parents=True)
     fx = fixture(tmp_path)
-    (root / ".workstation" / "config.toml").write_text(
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text(  # endpoints come from the user's own config only
         f"[model]\nname = {json.dumps(MODEL)}\napi_base = {json.dumps(server.url)}\n"
-        f"api_key_env = {json.dumps(TEST_KEY_ENV)}\nmax_retries = 0\n"
+        f"api_key_env = {json.dumps(TEST_KEY_ENV)}\nmax_retries = 0\n")
+    (root / ".workstation" / "config.toml").write_text(
         "[mcp.servers.fx]\n"
         f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
         f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\ntrusted = true\n")
+    trust(root, tmp_path / "home")
     server.push(Reply(tool_calls=[("fx__slow", {"seconds": 60})]))
     proc = subprocess.Popen([WORKSTATION, "-C", str(root), "chat", "be slow"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from trust_support import trust
 from workstation import sandbox
 from workstation.agent.commands import CommandDenied, run_command
 from workstation.config import AgentConfig
@@ -37,6 +38,7 @@ def ws(tmp_path):
     (root / "a.py").write_text("x = 1\n")
     (root / ".workstation").mkdir()
     (root / ".workstation" / "config.toml").write_text(CONFIG)
+    trust(root)  # the user's own config
     git(root, "init", "-q")
     git(root, "add", "a.py")
     git(root, "commit", "-q", "-m", "one")
@@ -325,6 +327,7 @@ def test_the_command_line_says_which_sandbox_commands_get(ws):
     assert str(ws.resolve() / ".workstation") in found["hidden"]
     (ws / ".workstation").mkdir(exist_ok=True)
     (ws / ".workstation" / "config.toml").write_text('[agent]\nsandbox = "off"\n')
+    trust(ws)
     off = CliRunner().invoke(main, ["-C", str(ws), "sandbox"])
     assert off.exit_code == 0 and off.output == 'no sandbox: agent.sandbox = "off"; every command asks\n'
 

@@ -96,9 +96,8 @@ def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
 def test_a_sidecar_compacts_with_the_model_its_app_was_given_on_the_command_line(tmp_path):
     """`workstation --model M PATH`: the config names no model, the sidecar must still have one."""
     with ScriptedLLM(summarizer()) as server:
-        write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4, compact_model="",
-                          compact_fallback_model="")
-        config_file = tmp_path / ".workstation" / "config.toml"
+        config_file = write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4, compact_model="",
+                                        compact_fallback_model="")
         config_file.write_text(config_file.read_text().replace('name = "openai/chat"', 'name = ""'))
         config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
         session = Session.create(paths, "due")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kmap_helpers import db_paths, open_map, write
+from trust_support import trust
 
 
 @pytest.fixture
@@ -90,6 +91,7 @@ def test_ignored_paths_are_silent(tmp_path: Path):
         ".workstation/ignore": "vendor/\n",
         ".git/config": "[core]\n",
     })
+    trust(tmp_path)  # the folder's own .workstation/ignore is read in a trusted workspace only
     with open_map(tmp_path, ignore=["notes/"]) as km:
         report = km.index_all()
         assert report.skipped_files == []
