@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for, write_config
+from trust_support import trust
 from tui_support import started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend
@@ -57,6 +58,7 @@ async def test_the_agent_gets_the_mcp_servers_tools_and_the_palette_lists_them(t
             fh.write(f'\n[mcp.servers.fx]\ncommand = "{sys.executable}"\nargs = ["{FIXTURE}"]\ntrusted = true\n'
                      f'env = {{ PIDFILE = "{pidfile}" }}\n'
                      f'[mcp.servers.broken]\ncommand = "{sys.executable}"\nargs = ["{FIXTURE}", "--crash"]\n')
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -102,6 +104,7 @@ async def test_servers_started_for_a_session_that_cannot_open_stop_at_once(tmp_p
     pidfile = tmp_path / "fx.pid"
     (tmp_path / ".workstation" / "config.toml").write_text(
         f'[mcp.servers.fx]\ncommand = "{sys.executable}"\nargs = ["{FIXTURE}"]\nenv = {{ PIDFILE = "{pidfile}" }}\n')
+    trust(tmp_path)  # the test's own workspace config
     backend = LiveBackend(str(tmp_path), sidecar=False, session="no-such-session")
     app = WorkstationApp(backend)
     async with started(app) as pilot:
@@ -136,6 +139,7 @@ async def test_the_status_line_shows_branch_and_dirty_count_read_off_the_ui_thre
     monkeypatch.setattr(git_mod, "status", status)
     with ScriptedLLM([Reply(text="fine")]) as llm:
         write_config(tmp_path, llm.url)
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -156,6 +160,7 @@ async def test_the_status_line_shows_branch_and_dirty_count_read_off_the_ui_thre
 
 async def test_outside_a_repository_the_status_line_has_no_branch(tmp_path):
     make_repo(tmp_path)
+    trust(tmp_path)  # the test's own workspace config
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
     async with started(app) as pilot:
@@ -180,6 +185,7 @@ async def test_the_plan_shows_as_the_agent_writes_it_and_updates_in_place(tmp_pa
                       Reply(tool_calls=[("todo", {"items": PLAN_2})], delay_s=1.5),
                       Reply(text="half way", delay_s=1.5)]) as llm:
         write_config(tmp_path, llm.url)
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -214,6 +220,7 @@ async def test_a_plan_carried_out_leaves_the_screen_when_the_turn_ends(tmp_path)
                       Reply(tool_calls=[("todo", {"items": PLAN_3})]),
                       Reply(text="all done")]) as llm:
         write_config(tmp_path, llm.url)
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -248,6 +255,7 @@ async def test_describing_files_shows_its_progress_and_cost_in_the_status_line(t
         write_config(tmp_path, llm.url)
         with open(tmp_path / ".workstation" / "config.toml", "a") as fh:
             fh.write("\n[index]\ndescribe_with_model = true\n")
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -271,6 +279,7 @@ async def test_describing_files_stops_when_the_app_closes(tmp_path):
         write_config(tmp_path, llm.url)
         with open(tmp_path / ".workstation" / "config.toml", "a") as fh:
             fh.write("\n[index]\ndescribe_with_model = true\n")
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:

@@ -13,7 +13,7 @@ import time
 from fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for
 from tui_support import settle, started
-from workstation.paths import Paths
+from workstation.paths import Paths, user_dir
 from workstation.sessions.log import Session
 from workstation.tui.app import MIN_CHAT, WorkstationApp, column_widths
 from workstation.tui.backend import LiveBackend
@@ -21,10 +21,11 @@ from workstation.tui.screens.confirm import ConfirmScreen
 
 
 def write_config(root, url: str = "", *, extra: str = "") -> None:
-    """A workspace config: the scripted model (if any), no model-written purposes (they would eat replies)."""
+    """The user's config: the scripted model (if any), no model-written purposes (they would eat replies)."""
     model = (f'[model]\nname = "openai/test-model"\napi_base = "{url}"\ntimeout_s = 60\nmax_retries = 0\n'
              if url else "")
-    (root / ".workstation" / "config.toml").write_text(f"{model}[index]\ndescribe_with_model = false\n{extra}")
+    user_dir().mkdir(parents=True, exist_ok=True)  # the user's own: a workspace's never names an endpoint
+    (user_dir() / "config.toml").write_text(f"{model}[index]\ndescribe_with_model = false\n{extra}")
 
 
 def long_session(root, slug: str = "long-work", turns: int = 30) -> Session:

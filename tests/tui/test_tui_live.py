@@ -6,7 +6,9 @@ import asyncio
 import time
 
 from fakellm import Reply, ScriptedLLM
+from trust_support import trust
 from tui_support import started
+from workstation.paths import user_dir
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend
 
@@ -20,8 +22,12 @@ def make_repo(root):
 
 
 def write_config(root, url):
-    (root / ".workstation" / "config.toml").write_text(
+    """The scripted model in the user's own config (a workspace's never names an endpoint), and an empty
+    workspace config that a test may add to (and then trust)."""
+    user_dir().mkdir(parents=True, exist_ok=True)
+    (user_dir() / "config.toml").write_text(
         f'[model]\nname = "openai/test-model"\napi_base = "{url}"\ntimeout_s = 10\nmax_retries = 0\n')
+    (root / ".workstation" / "config.toml").write_text("")
 
 
 async def wait_for(pilot, predicate, timeout=60.0):
@@ -39,6 +45,7 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
     with ScriptedLLM([Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"})]),
                       Reply(text="`twice` calls **add** twice.")]) as llm:
         write_config(tmp_path, llm.url)
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -76,6 +83,7 @@ async def test_the_app_says_at_start_which_sandbox_commands_run_in(tmp_path):
 
     make_repo(tmp_path)
     (tmp_path / ".workstation" / "config.toml").write_text('[agent]\nsandbox = "off"\n')
+    trust(tmp_path)  # the test's own workspace config
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
     async with started(app) as pilot:
@@ -89,6 +97,7 @@ async def test_the_app_says_at_start_which_sandbox_commands_run_in(tmp_path):
 
 async def test_live_app_without_a_model_says_how_to_set_one(tmp_path):
     make_repo(tmp_path)
+    trust(tmp_path)  # the test's own workspace config
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
     async with started(app) as pilot:
@@ -109,6 +118,7 @@ async def test_live_app_resumes_another_session_from_the_sessions_screen(tmp_pat
     old = Session.create(Paths.for_root(tmp_path), "earlier-work")
     old.user("remember the parser change")
     old.assistant("noted: the parser change")
+    trust(tmp_path)  # the test's own workspace config
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
     async with started(app) as pilot:
@@ -120,6 +130,7 @@ async def test_live_app_resumes_another_session_from_the_sessions_screen(tmp_pat
 
 async def test_an_unused_session_leaves_nothing_behind(tmp_path):
     make_repo(tmp_path)
+    trust(tmp_path)  # the test's own workspace config
     backend = LiveBackend(str(tmp_path), sidecar=False)
     app = WorkstationApp(backend)
     async with started(app) as pilot:
@@ -135,6 +146,7 @@ async def test_files_without_a_stated_purpose_get_one_from_the_model_in_the_back
         write_config(tmp_path, llm.url)
         with open(tmp_path / ".workstation" / "config.toml", "a") as fh:
             fh.write("\n[index]\ndescribe_with_model = true\n")  # opt-in (issue 12)
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
@@ -153,6 +165,7 @@ async def test_live_app_undo_and_fork(tmp_path):
     with ScriptedLLM([Reply(tool_calls=[("write_file", {"path": "pkg/new.py", "content": "X = 1\n"})]),
                       Reply(text="created pkg/new.py")]) as llm:
         write_config(tmp_path, llm.url)
+        trust(tmp_path)  # the test's own workspace config
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
