@@ -52,7 +52,8 @@ def _check(ws, as_json: bool) -> None:
         if as_json:
             print_json([])
         else:
-            click.echo("no MCP servers configured ([mcp.servers.NAME] in .workstation/config.toml)")
+            click.echo("no MCP servers configured ([mcp.servers.NAME] in ~/.config/workstation/config.toml, or in "
+                       "the .workstation/config.toml of a workspace you trust)")
         return
     with open_toolset(ws) as toolset:
         servers = toolset.servers()

@@ -4,6 +4,8 @@ revoke that trust, or list the trusted folders (workstation.trust)."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import click
 
@@ -37,15 +39,17 @@ def trust_command(ws, path: str | None, revoke: bool, list_all: bool, as_json: b
             for folder, entry in sorted(found.items()):
                 click.echo(f"{folder}  (trusted {entry.get('at', '?')})")
         return
-    verdict, parts = config_mod.inspect(path if path is not None else ws.requested_root)
-    root = verdict.root
-    if revoke:
+    where = path if path is not None else ws.requested_root
+    if revoke:  # the folder may be gone: its record goes all the same
+        root = Path(os.path.realpath(os.path.expanduser(where)))
         done = trust.revoke(root)
         if as_json:
             print_json({"path": str(root), "revoked": done})
         else:
             click.echo(f"no longer trusted: {root}" if done else f"{root} was not trusted")
         return
+    verdict, parts = config_mod.inspect(where)
+    root = verdict.root
     files = [rel for rel in trust.FILES if (root / rel).exists()]
     trust.grant(root, verdict.digest)
     if as_json:

@@ -242,8 +242,8 @@ class LiveBackend:
         ready = sum(1 for server in servers if server.state == "ready")
         mcp = f" · MCP {ready} of {len(servers)} servers" if servers else ""
         self._ui(chat.set_status, f"session {agent.session.slug} · model {model}{mcp}" if model else
-                 f"session {agent.session.slug}{mcp} · no model: set [model] name in .workstation/config.toml "
-                 "or WORKSTATION_MODEL (slash commands work without one)")
+                 f"session {agent.session.slug}{mcp} · no model: set [model] name in ~/.config/workstation/"
+                 "config.toml or WORKSTATION_MODEL (slash commands work without one)")
         self.refresh_memory()
         self.refresh_timeline()
 
