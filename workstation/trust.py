@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import WorkstationError
+from .fsutil import atomic_write
 from .paths import STATE_DIRNAME, user_dir
 
 # Keys a workspace's config may set before it is trusted (section -> keys). Any key not named here is
@@ -126,8 +127,6 @@ def _read() -> dict[str, dict[str, Any]]:
 
 
 def _write(entries: dict[str, dict[str, Any]]) -> None:
-    from .fsutil import atomic_write  # lazy: fsutil imports process
-
     path = record_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ def trust_command(ws, path: str | None, revoke: bool, list_all: bool, as_json: b
 
     The record is kept in your config home (trust.json), never in the repository."""
     from .. import config as config_mod  # lazy: msgspec, not read by --help
-    from .. import trust
+    from .. import trust  # lazy: with the config, not read by --help
 
     if list_all:
         if revoke or path:

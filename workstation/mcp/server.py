@@ -381,7 +381,7 @@ def serve_http(service: Service, port: int, on_ready: Callable[[str, str, str], 
     start's bearer token; on_ready gets the URL, the token and the file the token is kept in (0600)."""
     import uvicorn  # lazy: uvicorn (and click), +120 ms; only --http
 
-    from ..fsutil import atomic_write
+    from ..fsutil import atomic_write  # lazy: as uvicorn, only --http writes a token file
 
     token = secrets.token_urlsafe(32)
     app = BearerAuth(service.mcp_server().streamable_http_app(host="127.0.0.1"), token)  # also refuses other Hosts
