@@ -1,5 +1,5 @@
-"""The app on a hostile repository (issue 19): its MCP server never starts, and the app says in a notice
-what it ignored and how to trust the folder; a transcript's escapes are shown as text."""
+"""The app on a hostile repository (issue 19): its MCP server never starts, the app says in a notice what
+it ignored and how to trust the folder, and asks whether to trust it; a trusted folder is not asked about."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import sys
 
 from test_tui_live import make_repo, wait_for
 from tui_support import started
+from workstation import config as config_mod
+from workstation import trust
 from workstation.paths import Paths
 from workstation.sessions.log import Session
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend
+from workstation.tui.screens.confirm import ConfirmScreen
 
 
 async def test_an_untrusted_repository_is_named_in_a_notice_and_runs_nothing(tmp_path):
@@ -31,4 +34,27 @@ async def test_an_untrusted_repository_is_named_in_a_notice_and_runs_nothing(tmp
         assert "mcp.servers.evil" in line.text and "agent.command_network" in line.text
         await wait_for(pilot, lambda: any("workstation trust" in str(n.message) for n in app._notifications))
         assert backend.ws.config.mcp.servers == {} and backend.ws.config.agent.command_network is False
-    assert not marker.exists()
+        # the app asks whether to trust the folder; the focus starts on "Not now"
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "mcp.servers.evil" in app.screen.question and trust.recorded(tmp_path.resolve()) is None
+        await pilot.press("y")
+        await wait_for(pilot, lambda: trust.recorded(tmp_path.resolve()) is not None)
+        assert not isinstance(app.screen, ConfirmScreen)
+    assert not marker.exists()  # trusting runs nothing now: the servers start when the folder opens again
+    verdict, _ = config_mod.inspect(tmp_path)
+    assert verdict.trusted and trust.recorded(tmp_path.resolve()) == verdict.digest
+
+
+async def test_a_trusted_folder_is_not_asked_about(tmp_path):
+    make_repo(tmp_path)
+    (tmp_path / ".workstation" / "config.toml").write_text('[agent]\ncommand_network = true\n')
+    verdict, _ = config_mod.inspect(tmp_path)
+    trust.grant(verdict.root, verdict.digest)
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        await wait_for(pilot, lambda: backend._ready.is_set())
+        await pilot.pause(0.5)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert backend.ws.config.agent.command_network is True
+        assert not [t for t in app.chat.transcript.turns if "workstation trust" in t.text]

@@ -145,12 +145,40 @@ class LiveBackend:
         self._show_session([Turn("notice", line) for line in [*config_notices, *mcp_notices]])
         for line in config_notices:
             self._warn(line)
+        self._offer_trust()
         self.refresh_git()
         self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing,
                                 job=lambda text: self._ui(app.chat.set_job, text))
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+
+    def _offer_trust(self) -> None:
+        """A workspace whose own settings were ignored (workstation.trust): ask whether to trust it. They
+        apply the next time it opens (its MCP servers, allow-list and sandbox are set up at start)."""
+        from .. import config as config_mod  # lazy: loaded already by the workspace; here for the verdict
+        from .. import trust  # lazy: as above
+        from .screens.confirm import ConfirmScreen  # lazy: the backend loads no widget (module docstring)
+
+        verdict, _ = config_mod.inspect(self.root)
+        if verdict.trusted or not verdict.ignored:
+            return
+        why = "changed since you trusted it" if verdict.changed else "came with settings of its own"
+        question = (f"{verdict.root} {why}, ignored until you trust it:\n{', '.join(verdict.ignored)}\n\n"
+                    "Trust this folder? They apply the next time you open it (model endpoints and keys never "
+                    "come from a workspace; `workstation trust --revoke` undoes it).")
+
+        def answered(ok: bool | None) -> None:
+            if not ok:
+                return
+            try:
+                trust.grant(verdict.root, verdict.digest)
+            except WorkstationError as err:
+                self.app.notify(str(err), severity="error")
+                return
+            self.app.notify(f"trusted {verdict.root}: its settings apply when you open it again", timeout=10)
+
+        self._ui(self.app.push_screen, ConfirmScreen(question, yes="Trust", no="Not now"), answered)
 
     def _open_mcp(self, opened: list, notices: list[str]) -> None:
         """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
