@@ -26,9 +26,9 @@ from typing import Annotated, Any, Callable, Literal, get_args, get_origin
 import msgspec
 from msgspec import Meta, field
 
+from . import trust as trust_mod
 from .errors import ConfigError
 from .paths import Paths
-from . import trust as trust_mod
 from .sandbox import DEFAULT_HIDE
 from .trust import Split, Trust
 
@@ -380,9 +380,8 @@ def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tu
     What was left out is one warning line."""
     probe, data, own, sources = _layers(root)
     verdict, parts = trust_mod.decide(probe.root, own)
-    data = _merge(data, parts.safe)
-    if verdict.trusted:
-        data = _merge(data, parts.gated)
+    user_ignore = data.get("index", {}).get("ignore", []) if isinstance(data.get("index"), dict) else []
+    data = _merge(data, parts.applied(verdict.trusted, user_ignore))
     if notice := verdict.notice():
         warnings.warn(notice, stacklevel=2)
     if env_model := os.environ.get("WORKSTATION_MODEL"):

@@ -59,6 +59,21 @@ class Split:
     safe: dict[str, Any] = field(default_factory=dict)
     gated: dict[str, Any] = field(default_factory=dict)
     never: dict[str, Any] = field(default_factory=dict)
+    ignore: list | None = None  # index.ignore as written (its order matters: a later line wins)
+
+    def applied(self, trusted: bool, user_ignore: list) -> dict[str, Any]:
+        """What of the workspace's config applies over the user's. Untrusted, its narrowing index.ignore
+        entries come after the user's own instead of replacing them (an empty list must not re-include
+        what the user left out); trusted, its keys apply as written, endpoints and key names excepted."""
+        layer = {section: dict(body) for section, body in self.safe.items()}
+        if trusted:
+            for section, body in self.gated.items():
+                layer[section] = {**layer.get(section, {}), **body} if isinstance(body, dict) else body
+            if self.ignore is not None:
+                layer.setdefault("index", {})["ignore"] = list(self.ignore)
+        elif "ignore" in layer.get("index", {}):
+            layer["index"]["ignore"] = [*user_ignore, *layer["index"]["ignore"]]
+        return layer
 
 
 def _put(into: dict, section: str, key: str, value: Any) -> None:
@@ -77,6 +92,7 @@ def split(layer: dict[str, Any]) -> Split:
             if key in NEVER.get(section, ()):
                 _put(out.never, section, key, value)
             elif (section, key) == ("index", "ignore") and isinstance(value, list):
+                out.ignore = value
                 narrow = [p for p in value if not (isinstance(p, str) and p.startswith("!"))]
                 widen = [p for p in value if p not in narrow]
                 _put(out.safe, section, key, narrow)

@@ -6,6 +6,7 @@ a changed config asks again (workstation.trust)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -311,3 +312,20 @@ def test_the_app_shows_a_transcripts_escapes_as_text():
             with console.capture() as captured:
                 console.print(render_turn(turn, expanded, 100, styles, dark=True))
             assert not any(raw in captured.get() for raw in ("\x07", "\x9b", "]52;c;Y3Vy\x07", "\x1b]")), turn.role
+
+
+def test_the_repositorys_index_patterns_add_to_the_users_never_replace_them(tmp_path):
+    from workstation import config as config_mod
+    from trust_support import trust
+
+    home = Path(os.environ["WORKSTATION_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('[index]\nignore = ["secrets/"]\n')
+    root = tmp_path / "repo"
+    (root / ".workstation").mkdir(parents=True)
+    for planted, untrusted in (("[]", ["secrets/"]), ('["build/", "!secrets/"]', ["secrets/", "build/"])):
+        (root / ".workstation" / "config.toml").write_text(f"[index]\nignore = {planted}\n")
+        with pytest.warns(UserWarning) if "!" in planted else contextlib.nullcontext():
+            assert config_mod.load(root)[0].index.ignore == untrusted
+    trust(root)  # trusted, the folder's list applies as written
+    assert config_mod.load(root)[0].index.ignore == ["build/", "!secrets/"]
