@@ -350,9 +350,11 @@ class RequestIdPolicy:
     @staticmethod
     def _decision(messages: list[dict]) -> tuple[str, str]:
         """(id, text) of the request_id convention in the context's decision log."""
-        for did, text in _DECISION.findall(messages[0]["content"]):
-            if "request_id" in text:
-                return did, text
+        for message in messages:  # the head's decision log, or an update appended since
+            if message["role"] in ("system", "user"):
+                for did, text in _DECISION.findall(str(message.get("content") or "")):
+                    if "request_id" in text:
+                        return did, text
         raise PolicyError("no request_id decision in the context's decision log")
 
     @staticmethod
@@ -369,7 +371,7 @@ class RequestIdPolicy:
 
     def _answer(self, body: dict) -> Reply:
         messages = body["messages"]
-        if messages[0]["content"].startswith(_COMPACT_MARK):
+        if is_compaction(messages):
             return Reply(text=summarize(messages))
         if messages[-1]["role"] == "user":
             if self.phase == "start":
@@ -574,10 +576,27 @@ class RequestIdPolicy:
         return Reply(text=f"Verified: all {self.checked} public functions take request_id, per [D:{did}].")
 
 
+def is_compaction(messages: list[dict]) -> bool:
+    """A compaction request: a transcript sent cold (the prompt first) or the conversation itself with the
+    prompt appended (a compaction by the chat model, over its cached history)."""
+    return any(str(m.get("content") or "").startswith(_COMPACT_MARK) for m in (messages[0], messages[-1]))
+
+
 def summarize(messages: list[dict]) -> str:
     """A compaction answer in the five sections, from the turns in the request."""
-    prompt = messages[-1]["content"]
-    task = re.findall(r"\[turn \d+\] user: (.*)", prompt)
+    if messages[0]["content"].startswith(_COMPACT_MARK):
+        prompt = messages[-1]["content"]
+        task = re.findall(r"\[turn \d+\] user: (.*)", prompt)
+    else:  # the conversation, then the prompt naming the first message it keeps verbatim
+        kept = re.search(r"that begins: «(.*?)»", messages[-1]["content"])
+        folded = messages[:-1]
+        if kept:
+            at = max(i for i, m in enumerate(folded)
+                     if " ".join(str(m.get("content") or "").split()).startswith(kept.group(1)))
+            folded = folded[:at]
+        prompt = "\n".join(str(m.get("content") or "") for m in folded)
+        task = [m["content"].splitlines()[0] for m in folded
+                if m["role"] == "user" and not m["content"].startswith("[workstation]")]
     decisions = re.findall(r"(decision d[0-9a-f]{12} logged)", prompt)
     previous = re.search(r"## Task & instructions\n(.*?)\n\n## Decisions & conventions\n(.*?)\n\n", prompt, re.S)
     task_text = "\n".join(f"- {t}" for t in task) or (previous.group(1) if previous else "(none)")

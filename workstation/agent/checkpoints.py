@@ -166,6 +166,15 @@ class Restored:
         return f"{verb} user turn {self.turn}: " + "; ".join(what)
 
 
+    def update_text(self) -> str:
+        """What the model is told (agent.updates): which files are back as they were, and since when."""
+        listed = ", ".join(self.files[:20]) + (f" and {len(self.files) - 20} more" if len(self.files) > 20 else "")
+        what = "undid the file changes of" if self.how == "undo" else "rewound the files to before"
+        return (f"The user {what} user turn {self.turn}: {listed} {'is' if len(self.files) == 1 else 'are'} back "
+                f"as {'it was' if len(self.files) == 1 else 'they were'} before that turn. What you changed in "
+                "them since no longer stands; read them again before relying on their content.")
+
+
 class Checkpoints:
     """A session's checkpoints over one workspace: taken by the live agent, used by /undo and the CLI."""
 
@@ -286,8 +295,11 @@ class Checkpoints:
         self._taken.clear()  # a file changed again in this turn needs a checkpoint of its restored bytes
         self.session.append("rewind", to=to, turn=number, files=restored if files else None,
                             conversation=conversation or None, how=how, tokens=0)
+        done = Restored(to, number, restored, conversation, how)
+        if restored:  # the model learns of it at the end of its next request, not by an edit of what it saw
+            self.session.system(done.update_text(), update={"restored": restored, "turn": number, "how": how})
         self._rewinds = sum(1 for r in self.session.read().records if r["type"] == "rewind")
-        return Restored(to, number, restored, conversation, how)
+        return done
 
     # ------------------------------------------------------------------ looking
     def diff(self, path: str | None = None) -> list[dict]:

@@ -44,17 +44,17 @@ from ..llm import LLMError
 from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sandbox import Policy
-from ..sessions.compaction import AutoCompactor
-from ..sessions.context import fetch_original
-from ..sessions.log import new_record_id
+from ..sessions.compaction import AutoCompactor, Conversation
+from ..sessions.context import due_redactions, fetch_original, seen
+from ..sessions.log import new_record_id, ts_seconds
 from ..tokens import count
-from . import context, memoryfirst, tools
+from . import context, memoryfirst, tools, updates
 from .approval import Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
 from .context import ContextOverflow, Request
 from .filetools import ReadLedger
-from .instructions import ProjectInstructions, budget_for
+from .instructions import ProjectInstructions, budget_for, section_of
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 
@@ -150,8 +150,9 @@ class Agent:
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._turn = memoryfirst.TurnMemory()
         self._excerpt: str | None = None
-        self._map_changed = threading.Event()
-        self.kmap.add_listener(self._on_map_change)
+        self._last_messages: list[dict] | None = None  # the previous request's, to tell why a prefix broke
+        self._last_model: str | None = None  # the model of the previous request in this process
+        self._decisions_omitted = 0
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
         self._compactor: threading.Thread | None = None
@@ -171,7 +172,6 @@ class Agent:
         if self._compactor is not None:
             self._closing.set()
             self._compactor.join()
-        self.kmap.remove_listener(self._on_map_change)
         self.memory.close()
 
     def model_spec(self):
@@ -214,14 +214,16 @@ class Agent:
         self._events = events
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
+        self._turn = turn
+        self._excerpt = None
+        # what this message's lookups found reaches the model before the message (or in a new epoch's head)
+        self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
         self._turn_id = user["id"]
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
-        self._turn = turn
-        self._excerpt = None
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
         self._running = True
         try:
@@ -268,6 +270,7 @@ class Agent:
         window = self.context_window(spec.model)
         self._maybe_compact(window, events)
         try:
+            started_epoch = self._sync_context(window)
             request = self._request(window, spec.model)
         except ContextOverflow as err:
             self.memory.record(ERROR, "context", ok=False, error=str(err))
@@ -280,6 +283,9 @@ class Agent:
                 events.on_notice(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left "
                                  "out of this request (the log keeps them; /compact summarizes them)")
             result.trimmed = request.trimmed
+        cache_break = self._cache_break(spec.model, request.messages, started_epoch)
+        if cache_break in ("model switch", "tools changed") and events.on_notice:
+            events.on_notice(f"{cache_break}: this request starts without the provider's prompt cache")
         if events.on_step:
             events.on_step(self.step, request.tokens, request.window)
         self.ranges.new_request(request.visible_calls)
@@ -331,7 +337,8 @@ class Agent:
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
             cache_read_tokens=completion.cache_read_tokens or None,
             cache_creation_tokens=completion.cache_creation_tokens or None,
-            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
+            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None,
+            cache_break=cache_break))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
             result.text = text
@@ -351,25 +358,93 @@ class Agent:
 
     # ------------------------------------------------------------------ context
     def _request(self, window: int, model: str) -> Request:
-        budget = window - context.reply_reserve(window)
+        """The next request, from the log alone: the current epoch's head and the turns after it."""
         view = self.session.read()
-        sections = []
-        if pins := context.pins_of(view):
-            sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in pins))
-        sections.append(context.decision_section(self.memory.decisions(limit=1000), budget // 10, self._count))
-        sections.append(self.instructions.section(self._worked_on(view), budget_for(budget), self._count))
-        return context.build(view, self.config, base=SYSTEM_PROMPT.format(root=self.ws.root), sections=sections,
-                             excerpt=self._map_excerpt(min(1024, max(128, budget // 10))), window=window,
-                             model=model, tools_tokens=self._tool_schema_tokens(), count=self._count,
+        epoch = updates.current_epoch(seen(view))
+        if epoch is None:
+            raise WorkstationError("no epoch in force: _sync_context comes first")  # a bug, not the user's
+        return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
+                             tools_tokens=self._tool_schema_tokens(), count=self._count,
                              counter=self.session.counter)
 
+    def _base(self) -> str:
+        return SYSTEM_PROMPT.format(root=self.ws.root)
+
+    def _sync_context(self, window: int) -> bool:
+        """Bring the log's context up to date before a request: a new epoch (its head written once) when the
+        session has none for the summary in force, else one update with whatever changed since the model was
+        last told (agent.updates). True when a new epoch began."""
+        budget = window - context.reply_reserve(window)
+        view = self.session.read()
+        model_view = seen(view)
+        now, blocks = self._state(view, budget)
+        epoch = updates.current_epoch(model_view)
+        if epoch is None:
+            now.redacted = due_redactions(view, self.config)
+            sections = []
+            if now.pins:
+                sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in now.pins))
+            sections.append(context.decision_section(now.decisions, self._decisions_omitted))
+            sections.append(section_of(blocks))
+            compact = model_view.last_compact()
+            self._wrote(self.session.append("epoch", system=context.head_text(self._base(), sections, now.excerpt),
+                                excerpt=now.excerpt, state=now.as_record(), tools=self._tools_digest(),
+                                summary=compact["id"] if compact else None, model=self.model_name))
+            return True
+        told = updates.known(model_view, epoch)
+        update = updates.difference(told, now, blocks)
+        if update is not None:
+            self._wrote(self.session.system(update.text, update=update.data))
+        return False
+
+    def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
+        """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
+        decisions, self._decisions_omitted = context.decision_lines(self.memory.decisions(limit=1000),
+                                                                   budget // 10, self._count)
+        blocks = self.instructions.blocks(self._worked_on(view), budget_for(budget), self._count)
+        state = updates.State(decisions={k: scrub.mask(v) for k, v in decisions.items()},
+                              pins=context.pins_of(view),
+                              instructions={p: updates.digest(b) for p, b in blocks.items()},
+                              excerpt=self._map_excerpt(min(1024, max(128, budget // 10))))
+        return state, blocks
+
     def _map_excerpt(self, budget: int) -> str:
+        """The map excerpt of the files the turn's message named (else the repository map), masked: made once
+        per user message, since an update or a new epoch is the only way it reaches the model."""
         if self._turn.files:
-            self.kmap.ensure_fresh(self._turn.files)  # staleness gate each step; a change fires the listener
-        if self._excerpt is None or self._map_changed.is_set():
-            self._map_changed.clear()
-            self._excerpt = memoryfirst.excerpt(self.kmap, self._turn.files, budget)
+            self.kmap.ensure_fresh(self._turn.files)  # the staleness gate; a change re-indexes the file
+        if self._excerpt is None:
+            self._excerpt = scrub.mask(memoryfirst.excerpt(self.kmap, self._turn.files, budget))
         return self._excerpt
+
+    def _tools_digest(self) -> str:
+        return updates.digest(json.dumps(self.toolset.schemas(), sort_keys=True))
+
+    def _cache_break(self, model: str, messages: list[dict], started_epoch: bool) -> str | None:
+        """Why this request's prefix is not (all) in the provider's cache, if it is not: for the status line
+        and the figures. None when the request extends the previous one within the cache's lifetime."""
+        view = self.session.read()
+        previous = next((r for r in reversed(view.records) if r["type"] == "assistant" and r.get("model")), None)
+        last, self._last_messages = self._last_messages, messages
+        last_model, self._last_model = self._last_model, model
+        if previous is None:
+            return "first request"
+        since = view.records[view.records.index(previous) + 1:]
+        if any(r["type"] == "rewind" and r.get("conversation") for r in since):
+            return "rewind"
+        if started_epoch:
+            return "compaction" if any(r["type"] == "compact" for r in since) else "system changed"
+        if last_model is not None and model != last_model:
+            return "model switch"
+        epoch = updates.current_epoch(seen(view))
+        if epoch is not None and epoch.get("tools") != self._tools_digest():
+            return "tools changed"
+        if last is not None and last != messages[: len(last)]:
+            return "history changed"
+        idle = time.time() - (ts_seconds(previous.get("ts")) or time.time())
+        if idle > cache_ttl_s(self.config):
+            return "idle past TTL"
+        return None
 
     def _worked_on(self, view) -> list[str]:
         """Files whose folders' instructions apply: the turn's memory lookups found them or a tool touched them."""
@@ -381,9 +456,6 @@ class Agent:
         window = self.configured_window()  # (else litellm would say, but that import costs seconds)
         budget = budget_for(window - context.reply_reserve(window)) if window else budget_for(10 ** 9)
         return self.instructions.fitted(self._worked_on(self.session.read()), budget, self._count)
-
-    def _on_map_change(self, _change) -> None:
-        self._map_changed.set()
 
     def _tool_schema_tokens(self) -> int:
         if self._tools_tokens is None:
@@ -426,8 +498,21 @@ class Agent:
                                                name=f"compact-{self.session.slug}")
             self._compactor.start()
 
+    def conversation(self) -> Conversation | None:
+        """What the chat model was last sent, grown to now (the same bytes with what followed at the end): a
+        compaction by that model reads it from the provider's cache (sessions.compaction.Conversation).
+        None before the session's first request."""
+        if not self.model_name or updates.current_epoch(seen(self.session.read())) is None:
+            return None
+        window = self.context_window(self.model_name)
+        try:
+            request = self._request(window, self.model_name)
+        except ContextOverflow:
+            return None
+        return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
+
     def _compact(self, cfg, window: int, events: AgentEvents) -> None:
-        outcome = self._auto.run(self.session, cfg, window, cancel=self._closing)
+        outcome = self._auto.run(self.session, cfg, window, cancel=self._closing, conversation=self.conversation)
         # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
         # user on every turn helps no one: /compact, asked for, reports its failure
         if outcome is not None and outcome.ok and events.on_notice:
@@ -522,6 +607,11 @@ class Agent:
         line = " ".join(scrub.redact(text).split())
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
+
+
+def cache_ttl_s(config) -> float:
+    """How long the provider keeps a cached prefix unused (agent.cache_ttl)."""
+    return 3600.0 if getattr(config.agent, "cache_ttl", "5m") == "1h" else 300.0
 
 
 def _activity_label(name: str, args: dict) -> str:

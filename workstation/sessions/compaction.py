@@ -28,7 +28,7 @@ from typing import Any
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
-from .context import assemble, covered_count, memory_of, seen
+from .context import assemble, covered_count, memory_of, seen, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
 
@@ -322,6 +322,78 @@ def _spec(config: Any, model: str):
     return ModelSpec(model) if chat is None else spec_for(chat, model, fallbacks=False)
 
 
+@dataclass
+class Conversation:
+    """What the chat model was last sent (or would be sent now: the same bytes, grown at the end), so a
+    compaction by that model reads it from the provider's prompt cache instead of a transcript sent cold."""
+
+    model: str
+    messages: list[dict]
+    tools: list[dict] | None
+    cache_key: str | None = None
+
+
+def kept_from(view: LogView, plan: CompactPlan) -> dict | None:
+    """The first record the compaction keeps verbatim (None: it folds in everything)."""
+    turns = seen(view).turns
+    ids = [t["id"] for t in turns]
+    last = plan.turns[-1]["id"]
+    at = ids.index(last) + 1 if last in ids else len(turns)
+    return turns[at] if at < len(turns) else None
+
+
+def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: dict | None) -> list[dict]:
+    """The conversation, then one user message asking for the summary of all of it but its newest part."""
+    parts = [PROMPT]
+    if keep_first is not None:
+        is_update = keep_first["type"] == "system" and keep_first.get("update") is not None
+        role = ("your message" if keep_first["type"] == "assistant" else
+                "the user message" if is_update else f"the {keep_first['type']} message")
+        text = update_text(keep_first) if is_update else str(keep_first.get("content") or "")
+        start = " ".join(text.split())[:160]
+        parts.append(f"Summarize the conversation above up to, not including, {role} that begins: «{start}»; "
+                     "that message and everything after it stay verbatim, so leave them out. The previous "
+                     "summary above (if any) is yours to fold in.")
+    else:
+        parts.append("Summarize the whole conversation above; fold in the previous summary above, if any.")
+    if plan.focus:
+        parts.append(f"The user asks this summary to focus on: {plan.focus}\nKeep everything about that in full "
+                     "detail (exact names, paths, errors, decisions); shorten the rest.")
+    if plan.todo:
+        parts.append("The agent's plan, as it last wrote it with its todo tool. \"Open to-dos\" must list every "
+                     f"item of it with its status, in this order:\n{_plan_lines(plan.todo)}")
+    parts.append("Answer with the summary only, without calling any tool.")
+    return [*conversation.messages, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _cached_summary(plan: CompactPlan, config: Any, conversation: Conversation, keep_first: dict | None,
+                    cancel: threading.Event | None) -> tuple[dict, dict]:
+    spec = _spec(config, conversation.model)
+    answer = llm.complete(spec, cached_messages(conversation, plan, keep_first), tools=conversation.tools,
+                          cancel=cancel)
+    if answer.tool_calls and not answer.text.strip():
+        raise SummaryFormatError("the model called a tool instead of writing the summary")
+    usage = {"tokens_in": answer.tokens_in, "tokens_out": answer.tokens_out, "cost_usd": answer.cost_usd,
+             "calls": 1, "cache_read_tokens": answer.cache_read_tokens,
+             "cache_creation_tokens": answer.cache_creation_tokens, "cached_history": True}
+    return parse_sections(answer.text), usage
+
+
+def cheaper_with_cache(conversation: Conversation, model: str, transcript_tokens: int,
+                       history_tokens: int) -> bool:
+    """Whether summarizing with the chat model over its cached history costs less than sending `model`
+    a transcript of `transcript_tokens` cold: computed from the price map (cache reads at the chat
+    model's cache-read price); unknown prices keep the configured compaction model."""
+    from ..importers.pricing import prices
+
+    chat, cheap = prices(conversation.model), prices(model)
+    if chat is None or cheap is None:
+        return False
+    read = chat.get("cache_read_input_token_cost")
+    read = read if isinstance(read, (int, float)) else chat["input_cost_per_token"]
+    return history_tokens * read < transcript_tokens * cheap["input_cost_per_token"]
+
+
 def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
               cancel: threading.Event | None = None) -> tuple[dict, dict]:
     """Fold plan.turns (in prompt-sized chunks) into the previous summary with one model.
@@ -351,7 +423,8 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
 
 def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
             keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0,
-            cancel: threading.Event | None = None, focus: str = "") -> CompactResult | None:
+            cancel: threading.Event | None = None, focus: str = "",
+            conversation: Callable[[], Conversation | None] | None = None) -> CompactResult | None:
     """Compact now if due (or forced). None when nothing is due, or when `cancel` was set meanwhile
     (the model call stops; nothing is written).
 
@@ -360,7 +433,8 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
     nothing happened; an unforced one returns None: the holder does the work.
     Model failures never raise: the result says `failed`, the raw turns stay as
     they were, and the episodic recorder (duck-typed `.record(...)`) gets why. `focus`: what the
-    user asked the summary to keep in detail (/compact FOCUS).
+    user asked the summary to keep in detail (/compact FOCUS). `conversation`: what the chat model was
+    last sent, grown to now (an agent's; see Conversation), asked for once a compaction is due.
     """
     if window_tokens is None and not force:
         window_tokens = context_window_of(config)
@@ -375,15 +449,17 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
         if plan is None:
             return None
         plan.focus = " ".join(focus.split())[:500]
-        return _run(session, config, plan, episodic, cancel)
+        return _run(session, config, plan, episodic, cancel, conversation() if conversation else None)
 
 
 def compact_now(session: Session, config: Any, episodic: Any = None, *, keep: int | None = None,
-                focus: str = "", wait: float = CLAIM_WAIT_S) -> CompactResult:
+                focus: str = "", wait: float = CLAIM_WAIT_S,
+                conversation: Callable[[], Conversation | None] | None = None) -> CompactResult:
     """Compact because a person asked: whatever the threshold, keeping the newest `keep` turns
     (memory.keep_recent when None), waiting up to `wait` seconds for another process's claim.
     Always a result to show: `nothing` when every older turn is summarized already."""
-    result = compact(session, config, episodic, force=True, keep=keep, wait=wait, focus=focus)
+    result = compact(session, config, episodic, force=True, keep=keep, wait=wait, focus=focus,
+                     conversation=conversation)
     if result is None:
         kept = memory_of(config).keep_recent if keep is None else keep
         return CompactResult("nothing", session.slug, f"every turn but the newest {kept} is summarized already")
@@ -410,12 +486,14 @@ class AutoCompactor:
         return not self.waiting(session.slug) and needs_compaction(session, config, window_tokens=window_tokens)
 
     def run(self, session: Session, config: Any, window_tokens: int | None = None,
-            cancel: threading.Event | None = None) -> CompactResult | None:
+            cancel: threading.Event | None = None,
+            conversation: Callable[[], Conversation | None] | None = None) -> CompactResult | None:
         """Compact if due and not backing off; None when nothing happened."""
         slug = session.slug
         if self.waiting(slug):
             return None
-        result = compact(session, config, self.episodic, window_tokens=window_tokens, cancel=cancel)
+        result = compact(session, config, self.episodic, window_tokens=window_tokens, cancel=cancel,
+                         conversation=conversation)
         if result is None:
             return None
         if result.ok:
@@ -431,16 +509,26 @@ def _context_tokens(session: Session, config: Any) -> int:
 
 
 def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
-         cancel: threading.Event | None = None) -> CompactResult | None:
+         cancel: threading.Event | None = None, conversation: Conversation | None = None) -> CompactResult | None:
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
     models = compact_models(config)
+    if conversation is not None and conversation.model not in models[:1]:
+        # a separate compaction model: whichever costs less, its transcript cold or the chat model's cache
+        history = sum(session.counter(str(m.get("content") or "")) for m in conversation.messages)
+        transcript = sum(session.counter(render_turn(0, t)) for t in plan.turns)
+        if models and cheaper_with_cache(conversation, models[0], transcript, history):
+            models = [conversation.model, *models]
     errors: list[str] = []
     if not models:
         errors.append("no model to compact with: set model.name or memory.compact_model")
+    keep_first = kept_from(session.read(), plan) if conversation is not None else None
     for model in models:
         try:
-            sections, usage = summarize(plan, config, model, session.counter, cancel)
+            if conversation is not None and model == conversation.model:
+                sections, usage = _cached_summary(plan, config, conversation, keep_first, cancel)
+            else:
+                sections, usage = summarize(plan, config, model, session.counter, cancel)
         except LLMCancelled:
             return None  # the process is closing: the turns stay as they were, for the next run
         except (LLMError, SummaryFormatError) as err:
@@ -488,7 +576,10 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
         still_uncovered, "compact", summary=summary, sections=sections, files=files, covers=covers,
         folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
         tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"], calls=usage["calls"],
-        duration_ms=int(elapsed * 1000), focus=plan.focus or None)
+        duration_ms=int(elapsed * 1000), focus=plan.focus or None,
+        cache_read_tokens=usage.get("cache_read_tokens") or None,
+        cache_creation_tokens=usage.get("cache_creation_tokens") or None,
+        cached_history=usage.get("cached_history"))
 
 
 def _record_event(episodic: Any, result: CompactResult, usage: dict | None, before: int, after: int) -> None:
@@ -497,6 +588,8 @@ def _record_event(episodic: Any, result: CompactResult, usage: dict | None, befo
     if result.ok:
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000),
                         tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
-                        ok=True, model=result.model, record_id=result.record["id"], **data)
+                        ok=True, model=result.model, record_id=result.record["id"],
+                        cache_read_tokens=usage.get("cache_read_tokens") or None,
+                        cache_creation_tokens=usage.get("cache_creation_tokens") or None, **data)
     else:
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000), ok=False, **data)

@@ -139,10 +139,33 @@ def seen(view: LogView) -> LogView:
     return LogView(kept, list(view.problems), view.size)
 
 
+def due_redactions(view: LogView, config: Any) -> list[str]:
+    """Ids of the tool outputs rolling redaction would replace by a marker now (an epoch freezes them)."""
+    view = seen(view)
+    turns = view.turns
+    start = covered_count(turns, view.last_compact())
+    calls = {c["id"]: c for r in turns[start:] if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    return [r.record_id for r in planned_redactions(turns, start, memory_of(config), calls)]
+
+
+def update_text(record: dict) -> str:
+    """How a context update (a `system` record with `update`) reads to the model."""
+    return UPDATE_PREFIX + str(record.get("content") or "")
+
+
+UPDATE_PREFIX = "[workstation] "
+
+
 def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
-             counter: TokenCounter | None = None) -> ContextView:
+             counter: TokenCounter | None = None, epoch: dict | None = None) -> ContextView:
     """The messages a model sees for this log (pure: no I/O); turns a rewind took back are not among
-    them (`seen`)."""
+    them (`seen`).
+
+    With `epoch` (the `epoch` record the request's head comes from), rolling redaction is the one
+    frozen when that epoch began (its state's `redacted` ids), so the messages of one epoch only ever
+    grow at the end and a provider's prefix cache serves every earlier byte; without it, as due now.
+    Context updates (system records with `update`) are user messages at their place in the log:
+    a system message there would be moved into the provider's system block and change the prefix."""
     view = seen(view)
     memory = memory_of(config)
     counter = counter or default_counter()
@@ -152,7 +175,17 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
     live = conversation_turns(turns[start:])  # without abandoned branches and subagents (imported sessions)
     calls = {c["id"]: c for r in live if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
 
-    redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
+    if epoch is None:
+        redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
+    else:
+        frozen = set((epoch.get("state") or {}).get("redacted") or ())
+        redactions = {}
+        for record in live:
+            if record["id"] in frozen and record["type"] == "tool":
+                content = str(record.get("content") or "")
+                redactions[record["id"]] = Redaction(
+                    record["id"], record.get("name") or "tool", len(content),
+                    key_context(calls.get(record.get("tool_call_id", "")), content))
     for record_id in _persisted_redactions(view) - set(redactions):
         record = next((t for t in live if t["id"] == record_id and t["type"] == "tool"), None)
         if record is not None:
@@ -189,6 +222,11 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
             messages.append({"role": "tool", "tool_call_id": call_id, "name": record.get("name", ""),
                              "content": content})
             tokens += counter(content) if redaction else _tokens(record, counter)
+            continue
+        if kind == "system" and record.get("update") is not None:
+            text = update_text(record)
+            messages.append({"role": "user", "content": text})
+            tokens += counter(text)
             continue
         message: dict[str, Any] = {"role": kind, "content": str(record.get("content") or "")}
         if kind == "assistant" and record.get("tool_calls"):
