@@ -104,11 +104,27 @@ class Reply:
     model: Optional[str] = None  # "model" field of the response; default: the requested model
 
 
+class Headers(dict):
+    """Request headers, looked up whatever their case (clients differ: "Authorization", "authorization")."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__((str(k).lower(), v) for k, v in dict(items).items())
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(str(key).lower())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
 @dataclass
 class RecordedRequest:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: Headers
     body: Any  # parsed JSON (or None / raw text)
 
 
@@ -383,7 +399,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
         # -- routes
         def do_GET(self) -> None:
-            owner._record(RecordedRequest("GET", self.path, dict(self.headers), None), is_chat=False)
+            owner._record(RecordedRequest("GET", self.path, Headers(self.headers.items()), None), is_chat=False)
             if self.path.rstrip("/").endswith("/models"):
                 self._send_json(200, {"object": "list", "data": [
                     {"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in owner.model_ids]})
@@ -406,7 +422,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     chat_body = anthropic.to_chat_body(body)
                 except (AttributeError, KeyError, TypeError) as e:
                     chat_body = {"_unreadable": f"{type(e).__name__}: {e}"}
-            owner._record(RecordedRequest("POST", self.path, dict(self.headers), body), is_chat=is_chat or is_messages,
+            owner._record(RecordedRequest("POST", self.path, Headers(self.headers.items()), body), is_chat=is_chat or is_messages,
                           chat_body=chat_body)
             if not (is_chat or is_messages):
                 self._send_json(404, _error_body(404, f"no route POST {self.path}"))

@@ -361,7 +361,7 @@ def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cach
         lit = _litellm()
         extra: dict[str, Any] = {}
         if cache_creation_1h:  # only a usage object carries the split of the writes by lifetime
-            from litellm.types.utils import CacheCreationTokenDetails, PromptTokensDetailsWrapper  # noqa: PLC0415
+            from litellm.types.utils import CacheCreationTokenDetails, PromptTokensDetailsWrapper  # lazy: litellm
 
             split = CacheCreationTokenDetails(ephemeral_5m_input_tokens=cache_creation - cache_creation_1h,
                                               ephemeral_1h_input_tokens=cache_creation_1h)
