@@ -66,14 +66,15 @@ def to_chat_body(body: dict) -> dict:
             continue
         for b in content or ():
             if b.get("type") == "tool_result":
-                messages.append({"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": _text_of(b.get("content"))})
+                messages.append({"role": "tool", "tool_call_id": b.get("tool_use_id"),
+                                 "content": _text_of(b.get("content"))})
             elif b.get("type") == "text":
                 messages.append({"role": role, "content": b.get("text", "")})
     chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
     if body.get("tools"):
-        chat["tools"] = [{"type": "function", "function": {"name": t.get("name"), "description": t.get("description", ""),
-                                                           "parameters": t.get("input_schema") or {}}}
-                         for t in body["tools"]]
+        chat["tools"] = [{"type": "function", "function": {
+            "name": t.get("name"), "description": t.get("description", ""), "parameters": t.get("input_schema") or {}}}
+            for t in body["tools"]]
     for key in ("stream", "max_tokens", "temperature"):
         if key in body:
             chat[key] = body[key]
@@ -123,8 +124,8 @@ def events(model: str, text: str, calls: Sequence[tuple[str, str, str]], stop: s
         out.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     for cid, name, args in calls:
-        out.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                            "content_block": {"type": "tool_use", "id": cid, "name": name, "input": {}}}))
+        block = {"type": "tool_use", "id": cid, "name": name, "input": {}}
+        out.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
         pieces = [args] if whole_args else _split(args, args_chunk)
         out += [("content_block_delta", {"type": "content_block_delta", "index": index,
                                          "delta": {"type": "input_json_delta", "partial_json": piece}})

@@ -422,8 +422,8 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     chat_body = anthropic.to_chat_body(body)
                 except (AttributeError, KeyError, TypeError) as e:
                     chat_body = {"_unreadable": f"{type(e).__name__}: {e}"}
-            owner._record(RecordedRequest("POST", self.path, Headers(self.headers.items()), body), is_chat=is_chat or is_messages,
-                          chat_body=chat_body)
+            owner._record(RecordedRequest("POST", self.path, Headers(self.headers.items()), body),
+                          is_chat=is_chat or is_messages, chat_body=chat_body)
             if not (is_chat or is_messages):
                 self._send_json(404, _error_body(404, f"no route POST {self.path}"))
                 return
@@ -443,7 +443,9 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 time.sleep(reply.delay_s)
             if reply.status != 200:
                 headers = {}
-                retry_after = reply.retry_after if reply.retry_after is not None else (0 if reply.status == 429 else None)
+                retry_after = reply.retry_after
+                if retry_after is None and reply.status == 429:
+                    retry_after = 0
                 if retry_after is not None:
                     headers["Retry-After"] = f"{retry_after:g}"
                 fail(reply.status, reply.error_message or f"scripted error {reply.status}", headers)
@@ -454,8 +456,9 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     return
                 usage = owner._sent(_usage(body, reply, owner.openai_cache))
                 if body.get("stream"):
-                    self._stream([b"data: " + json.dumps(ch).encode() + b"\n\n" for ch in _stream_chunks(body, reply, usage)],
-                                 reply, done=b"data: [DONE]\n\n")
+                    chunks = _stream_chunks(body, reply, usage)
+                    self._stream([b"data: " + json.dumps(ch).encode() + b"\n\n" for ch in chunks], reply,
+                                 done=b"data: [DONE]\n\n")
                 else:
                     self._send_json(200, _full_response(body, reply, usage))
             except (BrokenPipeError, ConnectionResetError):

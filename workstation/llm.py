@@ -780,8 +780,9 @@ def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Complet
     else:
         tokens_in = count_tokens(spec.model, messages=messages)
         tokens_out = count_tokens(spec.model, text=text + "".join(c.name + c.arguments for c in calls))
+    cost = _cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation, hour)
     return Completion(text=text, tool_calls=calls, model=spec.model, tokens_in=tokens_in, tokens_out=tokens_out,
-                      latency_s=0.0, cost_usd=_cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation, hour),
+                      latency_s=0.0, cost_usd=cost,
                       finish_reason=acc.finish_reason, tokens_estimated=estimated, cache_read_tokens=cache_read,
                       cache_creation_tokens=cache_creation, cache_creation_1h_tokens=hour)
 

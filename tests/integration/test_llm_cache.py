@@ -204,7 +204,8 @@ def test_anthropic_endpoint_errors_and_drops() -> None:
 
 
 def test_anthropic_endpoint_refuses_markers_the_api_refuses() -> None:
-    too_many = [{"role": "user", "content": [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
+    marked = {"type": "ephemeral"}
+    too_many = [{"role": "user", "content": [{"type": "text", "text": f"part {i}", "cache_control": marked}
                                              for i in range(5)]}]
     with ScriptedLLM([Reply(text="never")]) as server:
         import urllib.request
