@@ -1,4 +1,5 @@
-"""A scripted model server for tests: OpenAI chat completions and Anthropic Messages (stdlib only).
+"""A scripted model server for tests: OpenAI chat completions and Anthropic Messages (the standard
+library, and workstation.tokens to count tokens for the cache accounting).
 
 Usage::
 
@@ -53,7 +54,7 @@ Prompt caches, as the providers bill them (fake_cache has the rules and the toke
 
 Everything the server received is recorded: ``requests`` (JSON bodies of the chat calls, in order, in
 OpenAI chat shape), ``anthropic_requests`` (the raw Messages bodies), ``usages`` (the usage object of
-each answer sent) and ``request_log`` (method, path, headers, raw body).
+each answer sent) and ``request_log`` (method, path, headers looked up in any case, raw body).
 """
 
 from __future__ import annotations
