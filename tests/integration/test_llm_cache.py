@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from conftest_llm import CLAUDE_MODEL, FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply, ScriptedLLM
 from workstation import llm
 from workstation.llm import LLMError, ModelSpec
 
-CLAUDE = "anthropic/claude-sonnet-4-5-20250929"  # litellm's price map has its cache prices
+CLAUDE = CLAUDE_MODEL
 PRICE_IN, PRICE_OUT, PRICE_READ, PRICE_WRITE, PRICE_WRITE_1H = 3e-6, 15e-6, 3e-7, 3.75e-6, 6e-6
 HEAD = "You are the workstation agent. " + " ".join(f"rule{i}" for i in range(1500))  # over 1,024 tokens
 TOOLS = [
@@ -216,3 +216,23 @@ def test_anthropic_endpoint_refuses_markers_the_api_refuses() -> None:
             urllib.request.urlopen(request)
     assert info.value.code == 400
     assert json.load(info.value)["error"]["message"].startswith("A maximum of 4 blocks with cache_control")
+
+
+def test_bedrock_converse_gets_cache_points_in_the_same_places(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fake has no Bedrock route: it records the request and answers 404, which is all this needs
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret")
+    monkeypatch.setenv("AWS_REGION_NAME", "us-east-1")
+    with ScriptedLLM() as server:
+        bedrock = ModelSpec("bedrock/converse/us.anthropic.claude-sonnet-4-20250514-v1:0", api_base=server.url,
+                            timeout_s=10, max_retries=0)
+        with pytest.raises(LLMError):
+            llm.complete(bedrock, conversation(), TOOLS)
+        body = server.request_log[0].body
+    point = {"cachePoint": {"type": "default"}}
+    assert server.request_log[0].path.endswith("/converse-stream")
+    assert body["toolConfig"]["tools"][-1] == point and point not in body["toolConfig"]["tools"][:-1]
+    assert body["system"][-1] == point
+    first, _, results = body["messages"]
+    assert first["content"][-1] == point and results["content"][-1] == point
+    assert json.dumps(body).count("cachePoint") == 4
