@@ -32,6 +32,9 @@ Anthropic (`AnthropicPromptCache`), as documented for prompt caching:
   `ephemeral_1h_input_tokens`). Entries are only ever made at breakpoints; a shorter prefix is never
   written and so never read (no error: the usage just shows no cache).
 * `input_tokens` is the rest: total - read - written.
+* Not modelled: a top-level `cache_control` (automatic caching), other request fields (tool_choice,
+  thinking) in the prefix's identity, and any leniency of the real service about equivalent JSON (a
+  string content and the same text as one text block are different bytes here).
 """
 
 from __future__ import annotations
