@@ -127,6 +127,8 @@ class AgentConfig(_Section):
     max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000
     max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30
     auto_commit: bool = False  # commit the files each turn changed (git repositories only; never pushes)
+    # how long a provider keeps the prompt cached (Anthropic's cache_control ttl; a 1h write costs 2x, 5m 1.25x)
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
     @staticmethod
     def _check_command_allow(entries: list[str]) -> None:

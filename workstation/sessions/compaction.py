@@ -319,7 +319,8 @@ def compact_models(config: Any) -> list[str]:
 def _spec(config: Any, model: str):
     """The compaction model's spec: the chat model's endpoint and key only if it is the same provider."""
     chat = getattr(config, "model", None)
-    return ModelSpec(model) if chat is None else spec_for(chat, model, fallbacks=False)
+    ttl = getattr(getattr(config, "agent", None), "cache_ttl", "5m")
+    return ModelSpec(model, cache_ttl=ttl) if chat is None else spec_for(chat, model, fallbacks=False, cache_ttl=ttl)
 
 
 @dataclass
