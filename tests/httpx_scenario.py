@@ -14,8 +14,8 @@ through Client and AsyncClient. Shared by benchmarks/bench_agent.py and tests/in
     in the request's extensions["request_id"] (left out when None), where transports and event hooks read
     it. `send` takes a Request already built, which carries the id, so it is left as it is.
 * `HttpxRequestIdPolicy` is the scripted model (a ScriptedLLM responder) doing it as a memory-first agent
-  would, deciding each step from the request's messages: it takes the files from the map the context shows,
-  maps them (file_meta, with the larger budget when the context's map of a file was cut), logs the
+  would, deciding each step from the request's messages: it maps the files the task names (file_meta, with
+  the larger budget when the context's map of a file is cut, or again with it when a map comes back cut), logs the
   convention once (log_decision) and cites [D:id] whenever it applies it, greps each file for the
   definitions, the calls and the closing parentheses of the targets (a grep is not a file read), reads only
   build_request's body (the one edit beyond a line insertion) and edits bottom-up with replace_lines and
@@ -262,27 +262,35 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
         return out
 
     def _map(self, messages, purpose: str) -> Reply:
-        """file_meta of the task's files: the larger budget for those whose map in the context was cut."""
-        context = context_text(messages)
+        """file_meta of the files the task names: the larger budget for those whose map the context shows
+        cut (with no map in the context, the default budget first)."""
         task = next(content(m) for m in reversed(messages) if m["role"] == "user" and not is_note(m))
-        shown = map_blocks(context)
-        files = [p for p in (API, CLIENT) if p in task]
-        if not files or any(p not in shown for p in files):
-            raise PolicyError(f"the context shows no map of {files or 'the files the task names'}")
-        self.files = files
-        calls = [("file_meta", {"path": p, **({"tokens": BIG_MAP} if _CUT.search(shown[p]) else {})})
-                 for p in files]
+        self.files = sorted(set(re.findall(r"httpx/[\w/]+\.py", task)))
+        if API not in self.files or CLIENT not in self.files:
+            raise PolicyError(f"the task does not name {API} and {CLIENT}")
+        shown = map_blocks(context_text(messages))
+        calls = [("file_meta", {"path": p, **({"tokens": BIG_MAP} if _CUT.search(shown.get(p, "")) else {})})
+                 for p in self.files]
         larger = sum("tokens" in args for _, args in calls)
-        self.log.append(f"{purpose}: map {len(files)} files ({larger} with a larger budget)")
-        return Reply(text="The context's maps of these files are cut: asking for their whole skeletons.",
-                     tool_calls=calls)
+        self.log.append(f"{purpose}: map {len(calls)} files ({larger} with a larger budget)")
+        self.collected: dict[str, str] = {}
+        return Reply(text="Their maps first, not the files" + (
+            ": the context's maps are cut, so with a larger budget." if larger else "."), tool_calls=calls)
 
-    def _maps(self, results) -> dict[str, str]:
-        self._expect(results, "file_meta")
-        maps = {args["path"]: text for _, args, text in results}
-        if any(_CUT.search(text) for text in maps.values()):
+    def _maps(self, results) -> dict[str, str] | Reply:
+        """The maps of every file once none is cut; until then a reply asking again with the larger budget."""
+        asked = {args["path"]: args for name, args, _ in results if name == "file_meta"}
+        self.collected.update({args["path"]: text for name, args, text in results if name == "file_meta"})
+        cut = [p for p in asked if _CUT.search(self.collected[p])]
+        if any(asked[p].get("tokens") == BIG_MAP for p in cut):
             raise PolicyError(f"a map is cut even at {BIG_MAP} tokens")
-        return maps
+        if cut:
+            self.log.append(f"map {len(cut)} files again with a larger budget")
+            return Reply(text="Some maps were cut to fit; asking for the whole skeletons.",
+                         tool_calls=[("file_meta", {"path": p, "tokens": BIG_MAP}) for p in cut])
+        if missing := [p for p in self.files if p not in self.collected]:
+            raise PolicyError(f"no map of {missing}")
+        return dict(self.collected)
 
     # -- turn 1
     def _start(self, messages) -> Reply:
@@ -290,7 +298,10 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
         return self._map(messages, "start")
 
     def _after_mapped(self, messages, results) -> Reply:
+        self._expect(results, "file_meta")
         maps = self._maps(results)
+        if isinstance(maps, Reply):
+            return maps
         self.ranges = {path: map_functions(text) for path, text in maps.items()}
         api = sorted(n for n in self.ranges[API] if "." not in n and not n.startswith("_"))
         client = sorted(f"{c}.{n}" for c in CLASSES for n in api if f"{c}.{n}" in self.ranges[CLIENT])
@@ -406,13 +417,17 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
         reply.text = f"Checking against [D:{did}] from fresh maps (the edits re-indexed them) and one grep."
         reply.tool_calls = list(reply.tool_calls) + [("grep", {"pattern": "request_id", "path": "httpx"})]
         self.phase = "verifying"
+        self.greps: list[str] = []
         return reply
 
     def _after_verifying(self, messages, results) -> Reply:
         self._expect(results, "file_meta", "grep")
-        maps = self._maps([r for r in results if r[0] == "file_meta"])
+        self.greps += [out for name, _, out in results if name == "grep"]
+        maps = self._maps(results)
+        if isinstance(maps, Reply):
+            return maps
         hits: dict[str, dict[int, str]] = {}
-        for _, _, out in (r for r in results if r[0] == "grep"):
+        for out in self.greps:
             for row in out.splitlines():
                 if m := _GREP.match(row):
                     hits.setdefault(m.group(1), {})[int(m.group(2))] = m.group(3)

@@ -65,3 +65,19 @@ def test_both_forms_of_a_compaction_request_get_a_summary():
         assert text == summarize(messages)
         assert "## Task & instructions\n- add request_id\n## Decisions & conventions\n" \
                f"- decision {DID} logged\n## Files touched" in text
+
+
+def test_the_httpx_policy_maps_the_named_files_and_asks_again_for_a_cut_map():
+    from httpx_scenario import API, BIG_MAP, CLIENT, TASK, HttpxRequestIdPolicy
+
+    policy = HttpxRequestIdPolicy()
+    messages = [{"role": "system", "content": "base"}, {"role": "user", "content": TASK}]  # no map in the context
+    first = policy({"messages": messages})
+    assert first.tool_calls == [("file_meta", {"path": API}), ("file_meta", {"path": CLIENT})]
+    messages += [{"role": "assistant", "content": "", "tool_calls": [
+        call("m1", "file_meta", f'{{"path": "{API}"}}'), call("m2", "file_meta", f'{{"path": "{CLIENT}"}}')]},
+        {"role": "tool", "tool_call_id": "m1", "content": f"{API} (python, 438 lines)\n39-120 def request("},
+        {"role": "tool", "tool_call_id": "m2", "content": f"{CLIENT} (python, 2019 lines)\n(+83 more symbols)"},
+        {"role": "user", "content": NOTE}]
+    again = policy({"messages": messages})
+    assert again.tool_calls == [("file_meta", {"path": CLIENT, "tokens": BIG_MAP})] and policy.phase == "mapped"
