@@ -92,7 +92,7 @@ def scenario(name: str, size: str) -> Scenario:
     return Scenario("httpx", f"httpx {httpx_version()} sources (installed beside litellm, copied), seed 003's task",
                     httpx_scenario.make_repo, httpx_scenario.HttpxRequestIdPolicy,
                     (httpx_scenario.TASK, httpx_scenario.CHECK), httpx_scenario.check_repo,
-                    "the 28 functions take request_id, every call between them passes it, and requests through "
+                    "every function in scope takes request_id, every call between them passes it, and requests through "
                     "httpx.MockTransport carry it (sync, async and the module API)")
 
 

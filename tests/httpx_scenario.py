@@ -173,8 +173,8 @@ def check_repo(root: Path, *, run: bool = True) -> list[str]:
     src = source_package()
     before = targets((src / "_api.py").read_text(), (src / "_client.py").read_text())
     problems = []
-    if sorted(found) != sorted(before) or len(found) != 28:
-        problems.append(f"targets changed: {sorted(set(before) ^ set(found))} (found {len(found)})")
+    if sorted(found) != sorted(before):
+        problems.append(f"the functions in scope changed: {sorted(set(before) ^ set(found))}")
     for key, fn in found.items():
         args = fn.args
         last = args.kwonlyargs[-1] if args.kwonlyargs else None
