@@ -299,7 +299,7 @@ class Agent:
             streamed = scrub.StreamMasker(events.on_text) if events.on_text else None
             try:
                 completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=streamed,
-                                          on_retry=events.on_retry, cancel=cancel)
+                                          on_retry=events.on_retry, cancel=cancel, cache_key=self.session.slug)
             except llm.LLMCancelled:
                 op.set(ok=False, error="cancelled")
             except llm.LLMError as err:
@@ -311,7 +311,9 @@ class Agent:
                        cost_usd=completion.cost_usd, model=completion.model, attempts=completion.attempts,
                        fallback_from=spec.model if completion.model != spec.model else None,
                        cache_read_tokens=completion.cache_read_tokens or None,
-                       cache_creation_tokens=completion.cache_creation_tokens or None)
+                       cache_creation_tokens=completion.cache_creation_tokens or None,
+                       cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
+                       cache_break=cache_break)
             if streamed:
                 streamed.flush()  # what was held back in case a key was arriving, masked
         if failure is not None:
@@ -337,6 +339,7 @@ class Agent:
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
             cache_read_tokens=completion.cache_read_tokens or None,
             cache_creation_tokens=completion.cache_creation_tokens or None,
+            cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None,
             cache_break=cache_break))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
@@ -611,7 +614,7 @@ class Agent:
 
 def cache_ttl_s(config) -> float:
     """How long the provider keeps a cached prefix unused (agent.cache_ttl)."""
-    return 3600.0 if getattr(config.agent, "cache_ttl", "5m") == "1h" else 300.0
+    return 3600.0 if config.agent.cache_ttl == "1h" else 300.0
 
 
 def _activity_label(name: str, args: dict) -> str:

@@ -20,7 +20,7 @@ from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
 from ..sessions.catalog import load as load_session
-from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text
+from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text, update_line
 from ..sessions.log import TURN_TYPES, LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
 from ..textdiff import record_diff
 
@@ -111,6 +111,8 @@ class Step:
         if kind == "system":
             if r.get("pin"):
                 return f"pinned: {clip(r.get('content') or '', 100)}"
+            if r.get("update") is not None:
+                return update_line(str(r.get("content") or ""))
             if r.get("notice"):
                 return f"notice ({r['notice']}): {clip(r.get('content') or '', 100)}"
             return f"system: {clip(r.get('content') or '', 100)}"
@@ -351,6 +353,8 @@ def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
         text = str(r.get("content") or "")
         if r.get("pin"):
             return [{**base, "role": "system", "text": f"Pinned: {text}"}]
+        if r.get("update") is not None:
+            return [{**base, "role": "notice", "text": update_line(text)}]
         if r.get("notice"):
             return [{**base, "role": "error" if r["notice"] == "error" else "notice", "text": text}]
         return [{**base, "role": "system", "text": text}]

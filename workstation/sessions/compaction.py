@@ -371,12 +371,13 @@ def _cached_summary(plan: CompactPlan, config: Any, conversation: Conversation, 
                     cancel: threading.Event | None) -> tuple[dict, dict]:
     spec = _spec(config, conversation.model)
     answer = llm.complete(spec, cached_messages(conversation, plan, keep_first), tools=conversation.tools,
-                          cancel=cancel)
+                          cancel=cancel, cache_key=conversation.cache_key)
     if answer.tool_calls and not answer.text.strip():
         raise SummaryFormatError("the model called a tool instead of writing the summary")
     usage = {"tokens_in": answer.tokens_in, "tokens_out": answer.tokens_out, "cost_usd": answer.cost_usd,
              "calls": 1, "cache_read_tokens": answer.cache_read_tokens,
-             "cache_creation_tokens": answer.cache_creation_tokens, "cached_history": True}
+             "cache_creation_tokens": answer.cache_creation_tokens,
+             "cache_creation_1h_tokens": answer.cache_creation_1h_tokens, "cached_history": True}
     return parse_sections(answer.text), usage
 
 
@@ -580,6 +581,7 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
         duration_ms=int(elapsed * 1000), focus=plan.focus or None,
         cache_read_tokens=usage.get("cache_read_tokens") or None,
         cache_creation_tokens=usage.get("cache_creation_tokens") or None,
+        cache_creation_1h_tokens=usage.get("cache_creation_1h_tokens") or None,
         cached_history=usage.get("cached_history"))
 
 
@@ -591,6 +593,7 @@ def _record_event(episodic: Any, result: CompactResult, usage: dict | None, befo
                         tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
                         ok=True, model=result.model, record_id=result.record["id"],
                         cache_read_tokens=usage.get("cache_read_tokens") or None,
-                        cache_creation_tokens=usage.get("cache_creation_tokens") or None, **data)
+                        cache_creation_tokens=usage.get("cache_creation_tokens") or None,
+                        cache_creation_1h_tokens=usage.get("cache_creation_1h_tokens") or None, **data)
     else:
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000), ok=False, **data)

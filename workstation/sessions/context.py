@@ -156,6 +156,13 @@ def update_text(record: dict) -> str:
 UPDATE_PREFIX = "[workstation] "
 
 
+def update_line(content: str) -> str:
+    """A context update in one line for people (the transcript, replay): what it told the model about."""
+    first = next((line for line in content.splitlines() if line.strip()), "")
+    first = first.rstrip(":")
+    return f"context update for the model: {first[:160]}" + ("…" if len(first) > 160 else "")
+
+
 def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
              counter: TokenCounter | None = None, epoch: dict | None = None) -> ContextView:
     """The messages a model sees for this log (pure: no I/O); turns a rewind took back are not among

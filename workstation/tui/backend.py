@@ -498,7 +498,8 @@ class _LiveTurn:
             on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
-        from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.context import update_line  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.log import tool_call_arguments
         from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
@@ -523,6 +524,8 @@ class _LiveTurn:
             notice = record.get("notice")
             if record.get("pin"):
                 ui(chat.add_turn, Turn("system", f"Pinned: {content}", id=rid, ts=ts))
+            elif record.get("update") is not None:  # what the model was told (agent.updates), in one line
+                ui(chat.add_turn, Turn("notice", update_line(content), id=rid, ts=ts))
             elif notice:
                 ui(chat.add_turn, Turn("error" if notice == "error" else "notice", content, id=rid, ts=ts))
             else:
