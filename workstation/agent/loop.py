@@ -45,7 +45,7 @@ from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
-from ..sessions.context import due_redactions, fetch_original, seen
+from ..sessions.context import due_redactions, epoch_redactions, fetch_original, seen
 from ..sessions.log import new_record_id, ts_seconds
 from ..tokens import count
 from . import context, memoryfirst, tools, updates
@@ -78,6 +78,7 @@ NO_MODEL = ("no model configured: set [model] name in .workstation/config.toml, 
 _CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
 _ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
 COMPACTION_MODES = ("background", "sync", "off")
+REDACTION_MARKER_TOKENS = 40  # about what a "[REDACTED: ...]" marker costs in place of the output
 
 
 class NoModel(WorkstationError):
@@ -394,11 +395,35 @@ class Agent:
                                 excerpt=now.excerpt, state=now.as_record(), tools=self._tools_digest(),
                                 summary=compact["id"] if compact else None, model=self.model_name))
             return True
+        self._redact_if_it_pays(model_view, epoch, window)
         told = updates.known(model_view, epoch)
         update = updates.difference(told, now, blocks)
         if update is not None:
             self._wrote(self.session.system(update.text, update=update.data))
         return False
+
+    def _redact_if_it_pays(self, view, epoch: dict, window: int) -> None:
+        """Rolling redaction within an epoch, only when the tokens it frees are worth more than re-caching
+        what follows them (updates.redaction_pays); otherwise it waits for the next epoch."""
+        hidden = epoch_redactions(view, epoch)
+        due = [i for i in due_redactions(view, self.config) if i not in hidden]
+        if not due:
+            return
+        turns = view.turns
+        at = {t["id"]: n for n, t in enumerate(turns)}
+        first = min(at[i] for i in due if i in at)
+        freed = sum(int(turns[at[i]].get("tokens") or 0) - REDACTION_MARKER_TOKENS for i in due if i in at)
+        after = sum(int(t.get("tokens") or 0) for t in turns[first:])
+        start = view.records.index(epoch) if epoch in view.records else 0
+        sizes = [int(r.get("context_tokens") or 0) for r in view.records[start:] if r["type"] == "assistant"]
+        if not sizes:
+            return  # nothing sent in this epoch yet: nothing cached to lose
+        guard = self.config.memory.compact_token_ratio * window
+        growth = (sizes[-1] - sizes[0]) / (len(sizes) - 1) if len(sizes) > 1 else 0
+        horizon = max(1.0, (guard - sizes[-1]) / growth) if growth > 0 else 1.0
+        if updates.redaction_pays(freed, after, horizon, self.model_name):
+            self.session.append("redaction", targets=[{"id": i} for i in due], at_turn=len(turns),
+                                epoch=epoch["id"])
 
     def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""

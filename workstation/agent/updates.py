@@ -152,3 +152,17 @@ def excerpt_update(before: str, now: str) -> str:
         shown.append(line)
     return "Knowledge map, changed lines (the rest as shown before):\n" + "\n".join(shown)
 
+
+
+def redaction_pays(freed: int, after: int, horizon: float, model: str) -> bool:
+    """Whether hiding `freed` tokens of old tool output mid-epoch costs less than keeping them: keeping, each
+    of the `horizon` requests until the next compaction reads them from the cache; hiding, the `after`
+    tokens that follow them are no longer a cached prefix and are written to the cache again once. Priced
+    from the model's cache prices (litellm's price map), else Anthropic's multipliers (read 0.1, write 1.25)."""
+    from ..importers.pricing import prices
+
+    entry = prices(model) or {}
+    base = entry.get("input_cost_per_token") or 1.0
+    read = entry.get("cache_read_input_token_cost") or 0.1 * base
+    write = entry.get("cache_creation_input_token_cost") or 1.25 * base
+    return freed * read * horizon > after * (write - read)

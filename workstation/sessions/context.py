@@ -140,12 +140,25 @@ def seen(view: LogView) -> LogView:
 
 
 def due_redactions(view: LogView, config: Any) -> list[str]:
-    """Ids of the tool outputs rolling redaction would replace by a marker now (an epoch freezes them)."""
+    """Ids of the tool outputs rolling redaction hides now, by rule or by a `redaction` record (an epoch
+    freezes them)."""
     view = seen(view)
     turns = view.turns
     start = covered_count(turns, view.last_compact())
     calls = {c["id"]: c for r in turns[start:] if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
-    return [r.record_id for r in planned_redactions(turns, start, memory_of(config), calls)]
+    live = {t["id"] for t in turns[start:] if t["type"] == "tool"}
+    due = [r.record_id for r in planned_redactions(turns, start, memory_of(config), calls)]
+    return [*due, *sorted((_persisted_redactions(view) & live) - set(due))]
+
+
+def epoch_redactions(view: LogView, epoch: dict) -> set[str]:
+    """What an epoch hides: what was due when it began, and what the agent redacted within it since
+    (`redaction` records naming the epoch: worth more than re-caching what follows them)."""
+    hidden = set((epoch.get("state") or {}).get("redacted") or ())
+    for record in view.records:
+        if record["type"] == "redaction" and record.get("epoch") == epoch.get("id"):
+            hidden.update(t.get("id") for t in record.get("targets") or () if t.get("id"))
+    return hidden
 
 
 def update_text(record: dict) -> str:
@@ -185,7 +198,7 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
     if epoch is None:
         redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
     else:
-        frozen = set((epoch.get("state") or {}).get("redacted") or ())
+        frozen = epoch_redactions(view, epoch)
         redactions = {}
         for record in live:
             if record["id"] in frozen and record["type"] == "tool":

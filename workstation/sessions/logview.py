@@ -89,7 +89,7 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
                 "calls": _NUMBER, "duration_ms": _NUMBER, "cache_read_tokens": _NUMBER,
                 "cache_creation_tokens": _NUMBER, "cache_creation_1h_tokens": _NUMBER, "cached_history": bool},
-    "redaction": {"targets": list, "at_turn": int},
+    "redaction": {"targets": list, "at_turn": int, "epoch": str},
     "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
     "intent": {"turn": str, "path": str, "exists": bool, "after": str},
     "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
