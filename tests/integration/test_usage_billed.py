@@ -34,3 +34,35 @@ def test_cache_prices_and_the_hit_column(db):
     assert want == pytest.approx(0.0375 + 0.0015 + 0.0015 + 0.003 + 0.001875 + 0.006 + 0.003 + 0.009 + 0.0045)
     totals = usage(db, "model").meta["totals"]
     assert totals["cache_hit"] == row["cache_hit"] and totals["cost_usd"] == pytest.approx(want, abs=1e-6)
+
+
+def test_session_show_says_what_the_session_cost_as_billed(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from workstation import config as config_mod
+    from workstation.cli import main
+    from workstation.sessions import Session
+
+    _, paths = config_mod.load(tmp_path)
+    s = Session.create(paths, "billed")
+    s.user("hi")
+    model = "claude-sonnet-4-5"
+    s.assistant("a", model=model, tokens_in=10_000, tokens_out=210, cache_read_tokens=8_000,
+                cache_creation_tokens=1_500, cache_creation_1h_tokens=500)
+    s.append("compact", summary="so far", sections={}, files=[], covers={}, model=model, tokens_in=4_000,
+             tokens_out=100, calls=1)
+    s.assistant("b", model=model, tokens_in=5_000, tokens_out=100, cache_read_tokens=4_000, cache_break="compaction")
+    sonnet = rates(model)
+    want = (500 * sonnet.input + 8_000 * sonnet.cache_read + 1_000 * sonnet.cache_write + 500 * sonnet.cache_write_1h
+            + 210 * sonnet.output + 4_000 * sonnet.input + 100 * sonnet.output
+            + 1_000 * sonnet.input + 4_000 * sonnet.cache_read + 100 * sonnet.output)
+    shown = CliRunner().invoke(main, ["-C", str(tmp_path), "session", "show", "billed"])
+    assert shown.exit_code == 0, shown.output
+    # 12,000 of 19,000 prompt tokens read from the cache; the steps 12,000 of 15,000
+    assert want == pytest.approx(0.0138 + 0.0135 + 0.0057)  # at Sonnet 4.5's $3 / $15 per million
+    assert f"# 3 model calls billed ${want:.4f}, cache hit 63.2% (steps 80.0%, 1 compaction calls 0.0%)" in shown.output
+    data = json.loads(CliRunner().invoke(main, ["-C", str(tmp_path), "session", "show", "billed", "--json"]).output)
+    assert data["billed"]["total"]["cost_usd"] == pytest.approx(want)
+    assert (data["billed"]["last_hit"], data["billed"]["last_break"]) == (0.8, "compaction")
