@@ -239,22 +239,28 @@ class LiveBackend:
         servers = servers_of(self.toolset)
         ready = sum(1 for server in servers if server.state == "ready")
         mcp = f" · MCP {ready} of {len(servers)} servers" if servers else ""
-        self._ui(chat.set_status, f"session {agent.session.slug} · model {model}{mcp}" if model else
-                 f"session {agent.session.slug}{mcp} · no model: set [model] name in .workstation/config.toml "
-                 "or WORKSTATION_MODEL (slash commands work without one)")
-        self.refresh_bill(records)
+        line = self._billed(records)
+        status = (f"session {agent.session.slug} · model {model}{mcp}" if model else
+                  f"session {agent.session.slug}{mcp} · no model: set [model] name in .workstation/config.toml "
+                  "or WORKSTATION_MODEL (slash commands work without one)")
+        self._ui(lambda: (chat.set_bill(line), chat.set_status(status)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
 
-    def refresh_bill(self, records: list[dict] | None = None) -> None:
+    def _billed(self, records: list[dict]) -> str:
+        """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
+        from ..sessions import billing  # lazy: the sessions stack and the importers' base, +100 ms; off the first paint
+
+        self._bill = billing.bill(records)
+        return self._bill.line()
+
+    def refresh_bill(self) -> None:
         """The session's cost as billed and its last request's cache hit in the status line, from its whole
         log (compactions included); worker threads only. A turn's steps add to it as they are recorded."""
-        from ..sessions import billing  # lazy: the price map is read at the first priced call; off the first paint
-
-        if records is None:
-            records = self.agent.session.read().records
-        self._bill = billing.bill(records)
-        self._ui(self.app.chat.set_bill, self._bill.line())
+        before = self._bill.line() if self._bill is not None else None
+        line = self._billed(self.agent.session.read().records)
+        if line != before:
+            self._ui(self.app.chat.set_bill, line)
 
     def count_call(self, record: dict) -> None:
         """A model call the running turn recorded: its cost and cache hit into the status line at once."""
