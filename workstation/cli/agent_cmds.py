@@ -108,8 +108,8 @@ def report(ws, session: str, as_json: bool) -> None:
         print_table(bill.rows(), title=f"billed with an ideal prefix cache, in {bill.unit}")
         for line in [bill.priced_by, *bill.lines()]:
             click.echo(line)
-        click.echo("An ideal prefix cache serves what an earlier request sent before; naive and naive* are append-only. "
-                   "Method: workstation/agent/billed.py")
+        click.echo("An ideal prefix cache serves what an earlier request sent before; naive and naive* are "
+                   "append-only. Method: workstation/agent/billed.py")
 
 
 @click.command("sandbox")
