@@ -30,7 +30,7 @@ class Tally:
     cache_creation: int = 0
     cache_creation_1h: int = 0
     cost_usd: float = 0.0  # over the priced calls
-    unpriced: int = 0  # calls with tokens and no price (a model the price map does not know)
+    unpriced: int = 0  # of the calls, those with tokens and no price (a model the price map does not know)
 
     @property
     def hit(self) -> float | None:
@@ -88,10 +88,9 @@ def add(bill: Bill, record: dict) -> None:
     read, written = _int(record.get("cache_read_tokens")), _int(record.get("cache_creation_tokens"))
     long = _int(record.get("cache_creation_1h_tokens"))
     tally = bill.kinds[kind]
-    if kind == "compaction":
-        tally.calls += _int(record.get("calls")) or 1
-    elif not record.get("continues"):  # an imported answer's later part is the same call
-        tally.calls += 1
+    # a compaction's record sums its calls; an imported answer's later part is the same call as the first
+    calls = (_int(record.get("calls")) or 1) if kind == "compaction" else 0 if record.get("continues") else 1
+    tally.calls += calls
     tally.tokens_in += tokens_in
     tally.tokens_out += tokens_out
     tally.cache_read += read
@@ -100,7 +99,7 @@ def add(bill: Bill, record: dict) -> None:
     price = call_cost(str(record.get("model") or ""), tokens_in, tokens_out, read, written, long,
                       recorded=recorded, imported="source" in record)
     if price is None:
-        tally.unpriced += 1
+        tally.unpriced += calls
     else:
         tally.cost_usd += price
     if kind == "step":
