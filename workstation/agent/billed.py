@@ -10,7 +10,7 @@ for a model the map gives no write price, as plain input). It never expires. Req
                   first request is all cache write. A different `base_tokens` (system prompt and tool
                   schemas) from the request before reads nothing.
   agent steps     from the log: each request reads the previous request (`context_tokens`) unless
-                  its history was rewritten since: a compact, redaction or rewind record in between,
+                  its history was rewritten since: a compact, redaction, rewind or epoch record in between,
                   fewer tokens than the request before, or a `cache_break` of compaction or rewind
                   recorded on it: then only its base (`base_tokens`, the head every request starts
                   with) is read, or nothing when the base changed. A `cache_break` of "system changed",
@@ -40,7 +40,8 @@ from ..importers.pricing import UNIT, Rates, hit_share, rates
 from ..sessions import billing
 from ..sessions.log import LogView
 
-REWRITES = frozenset({"compact", "redaction", "rewind"})  # records after which the history is not the same
+# records after which the history is not the same ("epoch": a head written anew, the layout's own record)
+REWRITES = frozenset({"compact", "redaction", "rewind", "epoch"})
 RESTARTS = frozenset({"compaction", "rewind"})  # cache_break causes that keep only the base
 COLD = frozenset({"system changed", "model switch", "tools changed"})  # causes that keep nothing
 
