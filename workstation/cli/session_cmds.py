@@ -76,6 +76,7 @@ def list_cmd(ws, archived: bool, as_json: bool) -> None:
 def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions import billing  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
 
     view, where = load(ws.paths, slug)
@@ -88,20 +89,35 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
             click.echo(export_markdown(slug, view, where), nl=False)
         return
     context = assemble(view, ws.config)
+    bill = billing.bill(view.records)
     if as_json:
         print_json({"slug": slug, "state": where, "turns": context.turn_count,
                     "covered_turns": context.covered_turns, "summary_id": context.summary_id,
                     "tokens": context.tokens, "redacted": [r.record_id for r in context.redactions],
-                    "messages": context.messages})
+                    "billed": bill.to_dict(), "messages": context.messages})
         return
     click.echo(f"# {slug} ({where}): {context.turn_count} turns, "
                f"{context.covered_turns} summarized, ~{context.tokens:,} tokens in context")
+    if bill.total.calls:
+        click.echo(f"# {_billed(bill)}")
     for message in context.messages:
         click.echo(f"\n[{message['role']}]")
         if message.get("content"):
             click.echo(message["content"])
         for call in message.get("tool_calls") or ():
             click.echo(f"-> {call['function']['name']}({call['function']['arguments']})")
+
+
+def _billed(bill) -> str:
+    """'12 model calls billed $0.4210, cache hit 93.5% (steps 95.1%, 2 compaction calls 41.0%)'."""
+    total, steps, compactions = bill.total, bill.kinds["step"], bill.kinds["compaction"]
+    cost = f"${total.cost_usd:.4f}" + (f" (+{total.unpriced} calls with no price)" if total.unpriced else "") \
+        if total.calls > total.unpriced else "with no price"
+    hit = "" if total.hit is None else f", cache hit {total.hit:.1%}"
+    if compactions.calls and total.hit is not None:
+        hit += (f" (steps {steps.hit:.1%}" if steps.hit is not None else " (") + \
+            f", {compactions.calls} compaction calls {compactions.hit:.1%})"
+    return f"{total.calls} model calls billed {cost}{hit}"
 
 
 @session_group.command("compact")

@@ -467,12 +467,14 @@ def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
     grown = Usage(tokens_in=max(0, usage.tokens_in - int(earlier.get("tokens_in") or 0)),
                   tokens_out=max(0, usage.tokens_out - int(earlier.get("tokens_out") or 0)),
                   cache_read=max(0, usage.cache_read - int(earlier.get("cache_read_tokens") or 0)),
-                  cache_creation=max(0, usage.cache_creation - int(earlier.get("cache_creation_tokens") or 0)))
+                  cache_creation=max(0, usage.cache_creation - int(earlier.get("cache_creation_tokens") or 0)),
+                  cache_creation_1h=max(0, usage.cache_creation_1h - int(earlier.get("cache_creation_1h_tokens") or 0)))
     return grown if (grown.tokens_in or grown.tokens_out) else None
 
 
 def _price(model: str, usage: Usage) -> float | None:
-    return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
+    return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation,
+                usage.cache_creation_1h)
 
 
 def _masked(records: list[dict], secrets: list[str]) -> list[dict]:
