@@ -10,13 +10,15 @@ answered from memory; edits (replace_lines) are refused on stale reads and
 re-index the file at once; decisions are logged and shown in every later
 context, and each later answer citing one counts as a reuse.
 
-Context of each model call, in order: the system prompt, pinned instructions,
-the decision log, the project's instruction files (AGENTS.md, CLAUDE.md: see
-instructions.py) and a map excerpt (one system message); the newest compact
-summary; the recent turns with rolling redaction (sessions.context). If that
-is over the window, the oldest turns are left out of the request (never out
-of the log); if even the system part and the latest message cannot fit, the
-turn stops with one clear line and no request is sent.
+Context of each model call, in order: the epoch's head (the system prompt,
+pinned instructions, the decision log, the project's instruction files
+(AGENTS.md, CLAUDE.md: see instructions.py) and a map excerpt, as they stood
+when the epoch began); the newest compact summary; the turns, with the context
+updates written since among them (updates.py: a request only grows at its end,
+so the provider's prompt cache serves the one before it). If that is over the
+window, the oldest turns are left out of the request (never out of the log);
+if even the head and the latest message cannot fit, the turn stops with one
+clear line and no request is sent.
 
 Every operation lands in the episodic log (each model call and tool call as
 an operation: op_start, then the model_call or tool_call event that ends it),
@@ -45,8 +47,8 @@ from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
-from ..sessions.context import due_redactions, epoch_redactions, fetch_original, seen
-from ..sessions.log import new_record_id, ts_seconds
+from ..sessions.context import fetch_original, seen
+from ..sessions.log import new_record_id
 from ..tokens import count
 from . import context, memoryfirst, tools, updates
 from .approval import Approver
@@ -78,7 +80,6 @@ NO_MODEL = ("no model configured: set [model] name in .workstation/config.toml, 
 _CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
 _ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
 COMPACTION_MODES = ("background", "sync", "off")
-REDACTION_MARKER_TOKENS = 40  # about what a "[REDACTED: ...]" marker costs in place of the output
 
 
 class NoModel(WorkstationError):
@@ -375,55 +376,22 @@ class Agent:
         return SYSTEM_PROMPT.format(root=self.ws.root)
 
     def _sync_context(self, window: int) -> bool:
-        """Bring the log's context up to date before a request: a new epoch (its head written once) when the
-        session has none for the summary in force, else one update with whatever changed since the model was
-        last told (agent.updates). True when a new epoch began."""
+        """Bring the log's context up to date before a request (agent.updates.sync): a new epoch when the session
+        has none for the summary in force, else an update with whatever changed; True when an epoch began."""
         budget = window - context.reply_reserve(window)
         view = self.session.read()
-        model_view = seen(view)
         now, blocks = self._state(view, budget)
-        epoch = updates.current_epoch(model_view)
-        if epoch is None:
-            now.redacted = due_redactions(view, self.config)
-            sections = []
-            if now.pins:
-                sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in now.pins))
-            sections.append(context.decision_section(now.decisions, self._decisions_omitted))
-            sections.append(section_of(blocks))
-            compact = model_view.last_compact()
-            self._wrote(self.session.append("epoch", system=context.head_text(self._base(), sections, now.excerpt),
-                                excerpt=now.excerpt, state=now.as_record(), tools=self._tools_digest(),
-                                summary=compact["id"] if compact else None, model=self.model_name))
-            return True
-        self._redact_if_it_pays(model_view, epoch, window)
-        told = updates.known(model_view, epoch)
-        update = updates.difference(told, now, blocks)
-        if update is not None:
-            self._wrote(self.session.system(update.text, update=update.data))
-        return False
 
-    def _redact_if_it_pays(self, view, epoch: dict, window: int) -> None:
-        """Rolling redaction within an epoch, only when the tokens it frees are worth more than re-caching
-        what follows them (updates.redaction_pays); otherwise it waits for the next epoch."""
-        hidden = epoch_redactions(view, epoch)
-        due = [i for i in due_redactions(view, self.config) if i not in hidden]
-        if not due:
-            return
-        turns = view.turns
-        at = {t["id"]: n for n, t in enumerate(turns)}
-        first = min(at[i] for i in due if i in at)
-        freed = sum(int(turns[at[i]].get("tokens") or 0) - REDACTION_MARKER_TOKENS for i in due if i in at)
-        after = sum(int(t.get("tokens") or 0) for t in turns[first:])
-        start = view.records.index(epoch) if epoch in view.records else 0
-        sizes = [int(r.get("context_tokens") or 0) for r in view.records[start:] if r["type"] == "assistant"]
-        if not sizes:
-            return  # nothing sent in this epoch yet: nothing cached to lose
-        guard = self.config.memory.compact_token_ratio * window
-        growth = (sizes[-1] - sizes[0]) / (len(sizes) - 1) if len(sizes) > 1 else 0
-        horizon = max(1.0, (guard - sizes[-1]) / growth) if growth > 0 else 1.0
-        if updates.redaction_pays(freed, after, horizon, self.model_name):
-            self.session.append("redaction", targets=[{"id": i} for i in due], at_turn=len(turns),
-                                epoch=epoch["id"])
+        def head(state: updates.State) -> str:
+            sections = []
+            if state.pins:
+                sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in state.pins))
+            sections.append(context.decision_section(state.decisions, self._decisions_omitted))
+            sections.append(section_of(blocks))
+            return context.head_text(self._base(), sections, state.excerpt)
+
+        return updates.sync(self.session, view, self.config, now, blocks, head, tools=self._tools_digest(),
+                            model=self.model_name, window=window, wrote=self._wrote)
 
     def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
@@ -449,30 +417,11 @@ class Agent:
         return updates.digest(json.dumps(self.toolset.schemas(), sort_keys=True))
 
     def _cache_break(self, model: str, messages: list[dict], started_epoch: bool) -> str | None:
-        """Why this request's prefix is not (all) in the provider's cache, if it is not: for the status line
-        and the figures. None when the request extends the previous one within the cache's lifetime."""
-        view = self.session.read()
-        previous = next((r for r in reversed(view.records) if r["type"] == "assistant" and r.get("model")), None)
+        """Why this request's prefix is not (all) in the provider's cache (agent.updates.cache_break)."""
         last, self._last_messages = self._last_messages, messages
         last_model, self._last_model = self._last_model, model
-        if previous is None:
-            return "first request"
-        since = view.records[view.records.index(previous) + 1:]
-        if any(r["type"] == "rewind" and r.get("conversation") for r in since):
-            return "rewind"
-        if started_epoch:
-            return "compaction" if any(r["type"] == "compact" for r in since) else "system changed"
-        if last_model is not None and model != last_model:
-            return "model switch"
-        epoch = updates.current_epoch(seen(view))
-        if epoch is not None and epoch.get("tools") != self._tools_digest():
-            return "tools changed"
-        if last is not None and last != messages[: len(last)]:
-            return "history changed"
-        idle = time.time() - (ts_seconds(previous.get("ts")) or time.time())
-        if idle > cache_ttl_s(self.config):
-            return "idle past TTL"
-        return None
+        return updates.cache_break(self.session.read(), messages, last, model, last_model, started_epoch,
+                                   tools=self._tools_digest(), ttl_s=updates.cache_ttl_s(self.config))
 
     def _worked_on(self, view) -> list[str]:
         """Files whose folders' instructions apply: the turn's memory lookups found them or a tool touched them."""
@@ -635,11 +584,6 @@ class Agent:
         line = " ".join(scrub.redact(text).split())
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
-
-
-def cache_ttl_s(config) -> float:
-    """How long the provider keeps a cached prefix unused (agent.cache_ttl)."""
-    return 3600.0 if config.agent.cache_ttl == "1h" else 300.0
 
 
 def _activity_label(name: str, args: dict) -> str:

@@ -11,15 +11,22 @@ as a user message at its place in the log (sessions.context.assemble), never as 
 sent before.
 
 `State` is what the model has been told; `known(view, epoch)` folds the epoch's state and every
-update after it; `difference(known, now)` is the update to append, or None.
+update after it; `difference(known, now)` is the update to append, or None; `sync` writes whichever
+is due. Rolling redaction is frozen per epoch and happens within one only when it pays
+(`paying_redactions`). `cache_break` names why a request's prefix was not cached, when it was not.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from ..sessions.log import LogView
+from ..sessions.context import due_redactions, epoch_redactions, seen
+from ..sessions.log import LogView, Session, ts_seconds
+
+REDACTION_MARKER_TOKENS = 40  # about what a "[REDACTED: ...]" marker costs in place of the output
 
 
 @dataclass
@@ -159,10 +166,81 @@ def redaction_pays(freed: int, after: int, horizon: float, model: str) -> bool:
     of the `horizon` requests until the next compaction reads them from the cache; hiding, the `after`
     tokens that follow them are no longer a cached prefix and are written to the cache again once. Priced
     from the model's cache prices (litellm's price map), else Anthropic's multipliers (read 0.1, write 1.25)."""
-    from ..importers.pricing import prices
+    from ..importers.pricing import UNIT, rates
 
-    entry = prices(model) or {}
-    base = entry.get("input_cost_per_token") or 1.0
-    read = entry.get("cache_read_input_token_cost") or 0.1 * base
-    write = entry.get("cache_creation_input_token_cost") or 1.25 * base
-    return freed * read * horizon > after * (write - read)
+    price = rates(model) or UNIT
+    return freed * price.cache_read * horizon > after * (price.cache_write - price.cache_read)
+
+
+def sync(session: Session, view: LogView, config: Any, now: State, blocks: dict[str, str],
+         head: Callable[[State], str], *, tools: str, model: str, window: int,
+         wrote: Callable[[dict], dict]) -> bool:
+    """Before a request: write a new epoch (its head, `head(now)`, once) when the log has none for the summary
+    in force, else the update that tells the model what changed since (and a redaction, if it pays). `view` is
+    the whole log, `now` what the model should know; `wrote` hears of every record written. True when an
+    epoch began."""
+    model_view = seen(view)
+    epoch = current_epoch(model_view)
+    if epoch is None:
+        now.redacted = due_redactions(view, config)
+        compact = model_view.last_compact()
+        wrote(session.append("epoch", system=head(now), excerpt=now.excerpt, state=now.as_record(), tools=tools,
+                             summary=compact["id"] if compact else None, model=model))
+        return True
+    if due := paying_redactions(model_view, epoch, config, window, model):
+        session.append("redaction", targets=[{"id": i} for i in due], at_turn=len(model_view.turns),
+                       epoch=epoch["id"])
+    update = difference(known(model_view, epoch), now, blocks)
+    if update is not None:
+        wrote(session.system(update.text, update=update.data))
+    return False
+
+
+def paying_redactions(view: LogView, epoch: dict, config: Any, window: int, model: str) -> list[str]:
+    """Rolling redaction within an epoch: the outputs now due, but only when hiding them pays
+    (redaction_pays), the horizon being the requests until the token guard compacts at this epoch's
+    growth per request; otherwise they wait for the next epoch. `view` is the model's view."""
+    hidden = epoch_redactions(view, epoch)
+    turns = view.turns
+    at = {t["id"]: n for n, t in enumerate(turns)}
+    due = [i for i in due_redactions(view, config) if i not in hidden and i in at]
+    start = view.records.index(epoch) if epoch in view.records else 0
+    sizes = [int(r.get("context_tokens") or 0) for r in view.records[start:] if r["type"] == "assistant"]
+    if not due or not sizes:  # nothing sent in this epoch yet: nothing cached to lose
+        return []
+    freed = sum(int(turns[at[i]].get("tokens") or 0) - REDACTION_MARKER_TOKENS for i in due)
+    after = sum(int(t.get("tokens") or 0) for t in turns[min(at[i] for i in due):])
+    growth = (sizes[-1] - sizes[0]) / (len(sizes) - 1) if len(sizes) > 1 else 0
+    guard = config.memory.compact_token_ratio * window
+    horizon = max(1.0, (guard - sizes[-1]) / growth) if growth > 0 else 1.0
+    return due if redaction_pays(freed, after, horizon, model) else []
+
+
+def cache_ttl_s(config: Any) -> float:
+    """How long the provider keeps a cached prefix unused (agent.cache_ttl)."""
+    return 3600.0 if config.agent.cache_ttl == "1h" else 300.0
+
+
+def cache_break(view: LogView, messages: list[dict], last: list[dict] | None, model: str, last_model: str | None,
+                started_epoch: bool, *, tools: str, ttl_s: float) -> str | None:
+    """Why a request's prefix is not (all) in the provider's cache, for the status line and the figures; None
+    when it extends the previous request within the cache's lifetime. `last` and `last_model`: the previous
+    request's messages and model in this process (None after a restart: not compared)."""
+    previous = next((r for r in reversed(view.records) if r["type"] == "assistant" and r.get("model")), None)
+    if previous is None:
+        return "first request"
+    since = view.records[view.records.index(previous) + 1:]
+    if any(r["type"] == "rewind" and r.get("conversation") for r in since):
+        return "rewind"
+    if started_epoch:
+        return "compaction" if any(r["type"] == "compact" for r in since) else "system changed"
+    if last_model is not None and model != last_model:
+        return "model switch"
+    epoch = current_epoch(seen(view))
+    if epoch is not None and epoch.get("tools") != tools:
+        return "tools changed"
+    if last is not None and last != messages[: len(last)]:
+        return "history changed"
+    if time.time() - (ts_seconds(previous.get("ts")) or time.time()) > ttl_s:
+        return "idle past TTL"
+    return None

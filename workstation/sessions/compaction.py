@@ -386,14 +386,12 @@ def cheaper_with_cache(conversation: Conversation, model: str, transcript_tokens
     """Whether summarizing with the chat model over its cached history costs less than sending `model`
     a transcript of `transcript_tokens` cold: computed from the price map (cache reads at the chat
     model's cache-read price); unknown prices keep the configured compaction model."""
-    from ..importers.pricing import prices
+    from ..importers.pricing import rates
 
-    chat, cheap = prices(conversation.model), prices(model)
+    chat, cheap = rates(conversation.model, history_tokens), rates(model, transcript_tokens)
     if chat is None or cheap is None:
         return False
-    read = chat.get("cache_read_input_token_cost")
-    read = read if isinstance(read, (int, float)) else chat["input_cost_per_token"]
-    return history_tokens * read < transcript_tokens * cheap["input_cost_per_token"]
+    return history_tokens * chat.cache_read < transcript_tokens * cheap.input
 
 
 def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
