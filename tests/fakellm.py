@@ -31,7 +31,9 @@ Supported:
 * GET /v1/models lists ``model_ids``.
 
 Everything the server received is recorded: ``requests`` (JSON bodies of the
-chat calls, in order) and ``request_log`` (method, path, headers, body).
+chat calls, in order) and ``request_log`` (method, path, headers, body). Headers are
+found whatever their case, as HTTP defines them (newer openai clients send
+``authorization``, older ones ``Authorization``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -83,7 +86,7 @@ class Reply:
 class RecordedRequest:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: Message  # the request's own headers: any case finds a name, a missing one is None
     body: Any  # parsed JSON (or None / raw text)
 
 
@@ -326,7 +329,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
         # -- routes
         def do_GET(self) -> None:
-            owner._record(RecordedRequest("GET", self.path, dict(self.headers), None), is_chat=False)
+            owner._record(RecordedRequest("GET", self.path, self.headers, None), is_chat=False)
             if self.path.rstrip("/").endswith("/models"):
                 self._send_json(200, {"object": "list", "data": [
                     {"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in owner.model_ids]})
@@ -341,7 +344,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             is_chat = self.path.rstrip("/").endswith("/chat/completions")
-            owner._record(RecordedRequest("POST", self.path, dict(self.headers), body), is_chat=is_chat)
+            owner._record(RecordedRequest("POST", self.path, self.headers, body), is_chat=is_chat)
             if not is_chat:
                 self._send_json(404, _error_body(404, f"no route POST {self.path}"))
                 return
