@@ -199,7 +199,9 @@ async def test_the_plan_shows_as_the_agent_writes_it_and_updates_in_place(tmp_pa
             assert chat.plan == PLAN_2
             slug = backend.session_slug
             app.post_message(NewSessionRequested())
-            await wait_for(pilot, lambda: backend.session_slug != slug)
+            # the backend refuses a second change while this one still shows the chat (WORKING, then try again)
+            await wait_for(pilot, lambda: backend.session_slug != slug and not backend._changing.is_set())
+            await pilot.pause()
             assert chat.plan == [] and not chat.has_class("-plan")
             from workstation.tui.screens.sessions import SessionsScreen
 
