@@ -154,7 +154,9 @@ class ScriptedLLM:
         cache: bool = False,
         min_cache_tokens: int = 1024,
         clock: Optional[Clock] = None,
+        port: int = 0,  # 0: any free port
     ) -> None:
+        self._port = port
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._responder: Optional[Responder] = None
@@ -199,7 +201,7 @@ class ScriptedLLM:
         if self._server is not None:
             return self
         handler = _make_handler(self)
-        server = _Server(("127.0.0.1", 0), handler)
+        server = _Server(("127.0.0.1", self._port), handler)
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="ScriptedLLM", daemon=True)
