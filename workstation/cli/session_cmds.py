@@ -77,6 +77,7 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.turns import of_log
 
     view, where = load(ws.paths, slug)
     _warn_problems(view)
@@ -88,14 +89,15 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
             click.echo(export_markdown(slug, view, where), nl=False)
         return
     context = assemble(view, ws.config)
+    turns, covered = of_log(view)
     if as_json:
-        print_json({"slug": slug, "state": where, "turns": context.turn_count,
-                    "covered_turns": context.covered_turns, "summary_id": context.summary_id,
+        print_json({"slug": slug, "state": where, "turns": turns.count,
+                    "covered_turns": covered.last_turn, "partial": covered.partial, "summary_id": context.summary_id,
                     "tokens": context.tokens, "redacted": [r.record_id for r in context.redactions],
                     "messages": context.messages})
         return
-    click.echo(f"# {slug} ({where}): {context.turn_count} turns, "
-               f"{context.covered_turns} summarized, ~{context.tokens:,} tokens in context")
+    summarized = f"turns {covered.describe()} summarized" if covered.last_turn else "none summarized"
+    click.echo(f"# {slug} ({where}): {turns.count} turns, {summarized}, ~{context.tokens:,} tokens in context")
     for message in context.messages:
         click.echo(f"\n[{message['role']}]")
         if message.get("content"):
@@ -107,7 +109,8 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
 @session_group.command("compact")
 @click.argument("slug")
 @click.option("--keep", type=click.IntRange(min=0), default=None,
-              help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
+              help="Turns (user messages with all that answered them) to keep verbatim (default "
+                   "memory.keep_recent; 0 summarizes everything).")
 @click.option("--focus", default="", help="What the summary keeps in detail (e.g. 'the retry logic').")
 @json_option
 @pass_workspace
@@ -127,10 +130,11 @@ def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> N
         raise WorkstationError(result.describe())
     if as_json:
         print_json({"slug": slug, "status": result.status, "first_turn": result.first_turn,
-                    "last_turn": result.last_turn, "model": result.model, "record_id": result.record["id"],
+                    "last_turn": result.last_turn, "partial": result.partial, "model": result.model,
+                    "record_id": result.record["id"],
                     "duration_s": round(result.duration_s, 3)})
         return
-    click.echo(f"compacted turns {result.first_turn}–{result.last_turn} of {slug} with {result.model} "
+    click.echo(f"compacted {result.span()} of {slug} with {result.model} "
                f"in {result.duration_s:.1f}s (record {result.record['id']})")
 
 

@@ -102,7 +102,7 @@ class Sidecar:
         if result is None:
             return None
         if result.ok:
-            self.report(f"{slug}: compacted turns {result.first_turn}–{result.last_turn} "
+            self.report(f"{slug}: compacted {result.span()} "
                         f"with {result.model} in {result.duration_s:.1f}s ({result.reason})")
         else:
             self.report(f"{slug}: compaction skipped: {result.reason} (retry in {self._auto.waiting(slug):.0f}s)")
