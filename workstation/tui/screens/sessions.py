@@ -163,7 +163,7 @@ class SessionsScreen(Screen):
         info = self.selected
         if info is None:
             return
-        facts = [f"{info.slug} · {info.state} · {info.turns} turns"]
+        facts = [f"{info.slug} · {info.state} · {info.turns} turn{'' if info.turns == 1 else 's'}"]
         if info.covered_turns:
             facts.append(f"turns {info.compacted} summarized")
         if info.problems:
@@ -250,7 +250,8 @@ class SessionsScreen(Screen):
         turns = number_turns(view.records).count
         if covers(0) is None:
             self._done(f"nothing to compact in {slug}: " + (
-                f"all {turns} turns are summarized already" if turns else "it has no turns yet"), reload=False)
+                f"all {turns} turns are summarized already" if turns > 1 else
+                "its turn is summarized already" if turns else "it has no turns yet"), reload=False)
             return
 
         def ask() -> None:
