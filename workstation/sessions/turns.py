@@ -17,12 +17,10 @@ long turn, always at a step boundary, so a tool call is never separated from its
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
-from .logview import TURN_TYPES
-
-if TYPE_CHECKING:
-    from .logview import LogView
+from .context import covered_count, seen
+from .logview import TURN_TYPES, LogView
 
 
 def starts_turn(record: dict) -> bool:
@@ -146,11 +144,9 @@ def coverage(turns: Turns, live: list[dict], compact: dict | None, covered: int)
     return Coverage(turns.of(last), partial and turns.of(last) > 0)
 
 
-def of_log(view: "LogView") -> tuple[Turns, Coverage]:
+def of_log(view: LogView) -> tuple[Turns, Coverage]:
     """A whole log's turns, and how far the summary the model is given reaches (turns a rewind took
     back keep their numbers; a summary that covered them no longer stands, as sessions.context.seen says)."""
-    from .context import covered_count, seen  # context reads the log; it never needs this module
-
     turns = number(view.records)
     model = seen(view)
     live = model.turns
