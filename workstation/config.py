@@ -87,6 +87,7 @@ class IndexConfig(_Section):
 
 
 class MemoryConfig(_Section):
+    # both count turns as sessions.turns defines them: one user message and everything that answered it
     compact_threshold: Annotated[int, Meta(ge=2, le=1_000_000)] = 60
     keep_recent: Annotated[int, Meta(ge=1)] = 40
     compact_model: str = ""

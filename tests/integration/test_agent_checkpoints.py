@@ -150,7 +150,7 @@ def test_a_change_between_turns_refuses_a_rewind_across_it(setup, server):
 
 
 def test_conversation_rewind_across_a_compaction(tmp_path, server):
-    knobs = {"compact_threshold": 6, "keep_recent": 2, "compact_model": "openai/test-model"}
+    knobs = {"compact_threshold": 4, "keep_recent": 2, "compact_model": "openai/test-model"}  # in turns
     w = workspace(tmp_path, server.url, memory=knobs)
     a = agent(w, compaction="sync")
 

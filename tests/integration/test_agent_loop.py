@@ -385,7 +385,7 @@ def test_pins_are_reinjected_after_compaction(tmp_path, server):
     server.push(Reply(text="## Task & instructions\nchat\n## Decisions & conventions\n(none)\n## Files touched\n"
                            "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)"))
     out = slash.run(a, "/compact")
-    assert out.ok and out.text.startswith("compacted turns 1–9"), out.text
+    assert out.ok and out.text.startswith("compacted turns 1–2"), out.text  # 6 turns, keep 4
     compact = records(a.session, "compact")[0]
     pin = next(r for r in records(a.session) if r.get("pin"))
     turn_ids = [r["id"] for r in records(a.session) if r["type"] in ("user", "assistant", "system", "tool")]
@@ -401,9 +401,9 @@ def test_pins_are_reinjected_after_compaction(tmp_path, server):
 
 
 def test_the_context_window_uses_compaction_when_due(tmp_path, server):
-    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 6, "keep_recent": 2})
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
     a = agent(ws, compaction="sync")
-    _fill(a.session, 3, 2)
+    _fill(a.session, 3, 2)  # and "new": 4 turns
 
     def respond(body):
         if is_compaction(body):
@@ -416,10 +416,10 @@ def test_the_context_window_uses_compaction_when_due(tmp_path, server):
     from workstation.agent.loop import AgentEvents
 
     assert a.run("new", AgentEvents(on_notice=notes.append)).error is None
-    assert notes and notes[0].startswith("compacted turns 1–5")
+    assert notes and notes[0].startswith("compacted turns 1–2")
     sent = requests_since(server)[-1]["messages"]
     assert sent[1]["content"].startswith("Summary of the earlier conversation")
-    assert [m["role"] for m in sent[2:]] == ["assistant", "user"]
+    assert [m["role"] for m in sent[2:]] == ["user", "assistant", "user"]  # the newest 2 turns
     assert "compaction" in [e["type"] for e in events(ws, a.session.slug)]
     a.close()
     ws.close()
@@ -427,7 +427,7 @@ def test_the_context_window_uses_compaction_when_due(tmp_path, server):
 
 def test_closing_stops_a_background_compaction_mid_call(tmp_path, server):
     """Quitting must not wait for a slow summary: the call is cancelled and nothing is written."""
-    ws = workspace(tmp_path, server.url, model={"timeout_s": 60.0}, memory={"compact_threshold": 6, "keep_recent": 2})
+    ws = workspace(tmp_path, server.url, model={"timeout_s": 60.0}, memory={"compact_threshold": 4, "keep_recent": 2})
     a = agent(ws, compaction="background")  # as in the app
     _fill(a.session, 3, 2)
 
@@ -453,9 +453,9 @@ def test_a_failed_automatic_compaction_is_logged_not_announced(tmp_path, server)
     from workstation.agent import slash
     from workstation.agent.loop import AgentEvents
 
-    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 6, "keep_recent": 2})
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
     a = agent(ws, compaction="sync")
-    _fill(a.session, 3, 2)
+    _fill(a.session, 3, 2)  # and "new": 4 turns
 
     def respond(body):
         if is_compaction(body):

@@ -161,10 +161,10 @@ def test_compact_passes_the_users_focus_to_the_summarizer(tmp_path, server):
         a.session.assistant(f"answer {n}")
     server.push(Reply(text=SUMMARY))
     out = slash.run(a, "/compact 2 the retry logic")
-    assert out.ok and out.text.startswith("compacted turns 1–6")
+    assert out.ok and out.text.startswith("compacted turns 1–2")
     prompt = requests_since(server)[-1]["messages"][1]["content"]
     assert prompt.startswith("The user asks this summary to focus on: the retry logic\n")
-    assert "question 2" in prompt and "question 3" not in prompt  # keep 2: turns 7-8 stay verbatim
+    assert "answer 1" in prompt and "question 2" not in prompt  # keep 2: turns 3-4 stay verbatim
     assert records(a.session, "compact")[0]["focus"] == "the retry logic"
     a.session.user("question 4")
     a.session.assistant("answer 4")

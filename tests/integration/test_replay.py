@@ -40,8 +40,8 @@ DEMO_REPO = REPO_TOP / "sessions" / "demo-repo"
 TASK = "Look at fetch in pkg/core.py and how it cleans its input."
 FOLLOW_UP = "Now look at pkg/util.py."
 PIN = "Always cite the decision you follow."
-MEMORY_KNOBS = {"compact_threshold": 12, "keep_recent": 8, "compact_model": "openai/test-model",
-                "redact_every": 4, "redact_min_chars": 100}
+MEMORY_KNOBS = {"compact_threshold": 2, "keep_recent": 1, "compact_model": "openai/test-model",
+                "redact_every": 2, "redact_min_chars": 100}
 
 
 class ReadingPolicy:
@@ -133,8 +133,11 @@ def test_one_step_per_record_in_log_order(recorded, episode):
     assert not episode.problems
     kinds = [s.kind for s in episode.steps]
     assert {"user", "assistant", "tool", "system", "compact", "redaction"} <= set(kinds)
+    # each step knows its turn (sessions.turns): the user message that started it, numbered from 1
     turns = [s.turn for s in episode.steps if s.turn is not None]
-    assert turns == list(range(1, len(turns) + 1))
+    assert turns == sorted(turns) and set(turns) == {1, 2}
+    users = [s for s in episode.steps if s.kind == "user"]
+    assert [s.turn for s in users] == [1, 2] and users[1].label().startswith("user (turn 2): Now look")
     for step in _tool_steps(episode, "read_lines"):  # every result knows the call that asked for it
         assert step.call["id"] == step.record["tool_call_id"]
         assert step.args["path"] in ("pkg/core.py", "pkg/util.py")
@@ -169,7 +172,7 @@ def test_compaction_marker_and_context_after_a_compaction(episode):
     assert before.compaction is None and before.context.summary_id is None
     assert after.compaction["id"] == first.id
     assert after.context.summary_id == first.id
-    assert after.context.covered_turns == first.record["covers"]["last_turn"]
+    assert after.covered.last_turn == first.record["covers"]["last_turn"] == 1 and after.turns == 2
     assert after.context.messages[0]["role"] == "system"
     assert first.record["summary"] in after.context.messages[0]["content"]
     marker = after.transcript[-1]

@@ -98,7 +98,9 @@ def test_claude_compaction_becomes_a_compact_record_covering_every_turn_before_i
     turns_before = [r for r in records[: records.index(compact)] if r["type"] in ("user", "assistant", "tool", "system")]
     assert compact["summary"].startswith("This session is being continued")
     assert compact["covers"]["last_id"] == turns_before[-1]["id"] == _by_source(records)["a8"]["id"]
-    assert compact["covers"]["last_turn"] == len(turns_before)
+    # covers names turns (sessions.turns): every user message before the compaction
+    assert compact["covers"]["last_turn"] == sum(1 for r in turns_before if r["type"] == "user"
+                                                  and not r.get("sidechain")) == 3
     assert compact["reason"] == "manual" and compact["source"]["pre_tokens"] == 48000
     assert not any(r["type"] == "user" and r["content"].startswith("This session is being") for r in records)
     context = assemble(LogView(records), Config())
@@ -144,8 +146,9 @@ def test_codex_077_counts_after_their_call_custom_tools_and_compaction(paths):
     assert (records[7]["tokens_in"], records[7]["tokens_out"]) == (1200, 15)  # its call has no output yet
     assert records[2]["content"] == "Done!" and records[4]["ok"] is False
     compact = records[5]
-    assert compact["summary"] == "Summary: the patch did not fix test_x." and compact["covers"]["last_turn"] == 5
-    assert assemble(LogView(records), Config()).covered_turns == 5
+    # the five records before it are turn 1 (one user message)
+    assert compact["summary"] == "Summary: the patch did not fix test_x." and compact["covers"]["last_turn"] == 1
+    assert assemble(LogView(records), Config()).covered_turns == 5  # records, as the model's context counts them
 
 
 # --------------------------------------------------------------------------- SWE-agent

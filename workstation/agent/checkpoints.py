@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..errors import WorkstationError
 from ..fsutil import atomic_write, confine_write, sha256_bytes
 from ..sessions.log import LogView, Session, SessionError
+from ..sessions.turns import starts_turn
 from ..textdiff import file_diff
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class UndoRefused(WorkstationError):
 @dataclass(frozen=True)
 class Checkpoint:
     turn: str  # id of the user record of the turn
-    number: int  # that turn's number among the log's user records (1-based)
+    number: int  # that turn's number (sessions.turns: the log's user messages, 1-based)
     path: str
     before: str | None  # sha256 of the content, None: the file did not exist
     mode: int | None
@@ -87,7 +88,7 @@ def history(view: "LogView") -> History:
     h = History()
     for record in view.records:
         kind = record["type"]
-        if kind == "user":
+        if starts_turn(record):  # user turn N is turn N as sessions.turns numbers them
             h.users.append(record["id"])
         elif kind == "checkpoint":
             path = record.get("path")

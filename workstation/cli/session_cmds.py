@@ -78,6 +78,7 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
     from ..sessions import billing  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.turns import of_log  # lazy: the sessions package, ~60 ms on --help
 
     view, where = load(ws.paths, slug)
     _warn_problems(view)
@@ -90,14 +91,15 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
         return
     context = assemble(view, ws.config)
     bill = billing.bill(view.records)
+    turns, covered = of_log(view)
     if as_json:
-        print_json({"slug": slug, "state": where, "turns": context.turn_count,
-                    "covered_turns": context.covered_turns, "summary_id": context.summary_id,
+        print_json({"slug": slug, "state": where, "turns": turns.count,
+                    "covered_turns": covered.last_turn, "partial": covered.partial, "summary_id": context.summary_id,
                     "tokens": context.tokens, "redacted": [r.record_id for r in context.redactions],
                     "billed": bill.to_dict(), "messages": context.messages})
         return
-    click.echo(f"# {slug} ({where}): {context.turn_count} turns, "
-               f"{context.covered_turns} summarized, ~{context.tokens:,} tokens in context")
+    summarized = f"turns {covered.describe()} summarized" if covered.last_turn else "none summarized"
+    click.echo(f"# {slug} ({where}): {turns.count} turns, {summarized}, ~{context.tokens:,} tokens in context")
     if bill.total.calls:
         click.echo(f"# {_billed(bill)}")
     for message in context.messages:
@@ -123,7 +125,8 @@ def _billed(bill) -> str:
 @session_group.command("compact")
 @click.argument("slug")
 @click.option("--keep", type=click.IntRange(min=0), default=None,
-              help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
+              help="Turns (user messages with all that answered them) to keep verbatim (default "
+                   "memory.keep_recent; 0 summarizes everything).")
 @click.option("--focus", default="", help="What the summary keeps in detail (e.g. 'the retry logic').")
 @json_option
 @pass_workspace
@@ -143,10 +146,11 @@ def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> N
         raise WorkstationError(result.describe())
     if as_json:
         print_json({"slug": slug, "status": result.status, "first_turn": result.first_turn,
-                    "last_turn": result.last_turn, "model": result.model, "record_id": result.record["id"],
+                    "last_turn": result.last_turn, "partial": result.partial, "model": result.model,
+                    "record_id": result.record["id"],
                     "duration_s": round(result.duration_s, 3)})
         return
-    click.echo(f"compacted turns {result.first_turn}–{result.last_turn} of {slug} with {result.model} "
+    click.echo(f"compacted {result.span()} of {slug} with {result.model} "
                f"in {result.duration_s:.1f}s (record {result.record['id']})")
 
 

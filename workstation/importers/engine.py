@@ -41,6 +41,7 @@ from ..paths import Paths
 from ..sessions import textindex
 from ..sessions.compaction import touched_paths
 from ..sessions.context import covered_count
+from ..sessions.turns import number as number_turns
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
                             fsync_paths, new_record_id, record_text)
 from ..store.broker import readonly
@@ -396,6 +397,7 @@ class Importer:
     def _finish(self, records: list[dict], view: LogView) -> None:
         """Compact records' `covers` (every turn before them) and every record's `tokens`."""
         turns = list(view.turns)
+        numbered = number_turns([*view.records, *records])  # turns as sessions.turns counts them
         previous = view.last_compact()
         for record in records:
             if record["type"] in TURN_TYPES:
@@ -404,7 +406,8 @@ class Importer:
                 done = covered_count(turns, previous)
                 first_new = min(done, len(turns) - 1)
                 record["covers"] = {"first_id": turns[0]["id"], "last_id": turns[-1]["id"], "first_turn": 1,
-                                    "last_turn": len(turns), "new_first_turn": first_new + 1,
+                                    "last_turn": numbered.of(turns[-1]),
+                                    "new_first_turn": max(1, numbered.of(turns[first_new])),
                                     "new_first_id": turns[first_new]["id"]} if turns else {}
                 record["files"] = list(dict.fromkeys((previous or {}).get("files", []) +
                                                      touched_paths(turns[done:])))

@@ -1,11 +1,12 @@
 """Compaction: two knobs, a token guard, a structured summary appended as a record.
 
-`memory.compact_threshold` says when: once the live context (turns not yet
-covered by a summary) holds that many turns. `memory.keep_recent` says how
-much stays verbatim: everything older than the newest keep_recent turns is
-folded into one `compact` record. The token guard starts compaction early
-when the assembled context passes `memory.compact_token_ratio` of the chat
-model's window.
+Both knobs count turns as sessions.turns defines them (a user message and everything the agent did in
+answer to it). `memory.compact_threshold` says when: once the live context (turns not yet covered by a
+summary) holds that many turns. `memory.keep_recent` says how much stays verbatim: everything older than
+the newest keep_recent turns is folded into one `compact` record, cut at a user message. The token guard
+starts compaction early when the assembled context passes `memory.compact_token_ratio` of the chat
+model's window: it keeps the newest records that fit in half that budget, so one long turn is compacted
+too, cut before one of its steps (an assistant message), never between a tool call and its result.
 
 Never called on the reply's hot path. Two drivers, one rule of when a compaction is due
 (`plan_compaction`): `AutoCompactor` for compaction nobody asked for (the agent between turns, in a
@@ -31,6 +32,7 @@ from ..providers import spec_for
 from .context import assemble, covered_count, memory_of, seen, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
+from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
 
 SECTIONS = (
     ("task", "Task & instructions"),
@@ -76,13 +78,15 @@ class SummaryFormatError(Exception):
 
 @dataclass
 class CompactPlan:
-    turns: list[dict]  # the turns to fold in (not yet covered)
-    first_turn: int  # 1-based number of turns[0]
-    last_turn: int  # 1-based number of the last turn covered after this compaction
+    turns: list[dict]  # the records to fold in (not yet covered): whole turns, or up to a step boundary
+    first_turn: int  # the turn (sessions.turns) turns[0] belongs to
+    last_turn: int  # the turn the last record folded in belongs to: the summary reaches that far
     previous: dict | None  # the compact record being folded in
     reason: str  # threshold | tokens | manual
     todo: list[dict] | None = None  # the agent's plan in force at the cut (sessions.plan); None: none written
     focus: str = ""  # what the user asked the summary to focus on (/compact FOCUS)
+    partial: bool = False  # the cut falls inside last_turn (the token guard): its newest steps stay verbatim
+    numbers: list[int] = field(default_factory=list)  # the turn of each record in `turns`
 
 
 @dataclass
@@ -91,20 +95,26 @@ class CompactResult:
     slug: str
     reason: str = ""  # why it failed, is busy or had nothing to do, or why it ran (threshold | tokens | manual)
     record: dict | None = None
-    first_turn: int = 0  # range newly folded in
+    first_turn: int = 0  # range newly folded in, in turns (sessions.turns)
     last_turn: int = 0
     model: str = ""
     duration_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    partial: bool = False  # last_turn was folded in only in part (its newest steps stay verbatim)
 
     @property
     def ok(self) -> bool:
         return self.status == "compacted"
 
+    def span(self) -> str:
+        """`turns 3–7`, `turn 4`, or with a cut inside the last one `turns 3–7 (7 up to its newest steps)`."""
+        first, last = self.first_turn, self.last_turn
+        text = f"turn {last}" if first == last else f"turns {first}–{last}"
+        return text + (f" ({last} up to its newest steps)" if self.partial else "")
+
     def describe(self) -> str:
         if self.ok:
-            return (f"compacted turns {self.first_turn}–{self.last_turn} of {self.slug} with {self.model} "
-                    f"in {self.duration_s:.1f}s")
+            return f"compacted {self.span()} of {self.slug} with {self.model} in {self.duration_s:.1f}s"
         if self.status == "nothing":
             return f"nothing to compact in {self.slug}: {self.reason}"
         if self.status == "busy":
@@ -127,30 +137,37 @@ def context_window_of(config: Any) -> int | None:
 
 def plan_compaction(view: LogView, config: Any, *, force: bool = False, keep: int | None = None,
                     window_tokens: int | None = None, counter: TokenCounter | None = None) -> CompactPlan | None:
-    """What a compaction would cover now, or None when nothing is due."""
+    """What a compaction would cover now, or None when nothing is due. Turns as sessions.turns defines
+    them: due once the live part (not yet summarized) holds compact_threshold turns; everything older
+    than the newest keep_recent turns is folded in, cut at a user message. The token guard keeps the
+    newest records that fit in half its budget, cut inside a long turn only when it must, and then
+    before one of the agent's steps (turns.cut_fitting)."""
     memory = memory_of(config)
+    numbered = turns_of(view.records)  # numbers count every user message, also those a rewind took back
     view = seen(view)  # turns a rewind took back are neither summarized nor counted
-    turns = view.turns
+    records = view.turns
     previous = view.last_compact()
-    start = covered_count(turns, previous)
+    start = covered_count(records, previous)
+    live = records[start:]
     keep_n = memory.keep_recent if keep is None else max(0, keep)
+    cut = cut_keeping(live, keep_n)
     if force:
         reason = "manual"
-    elif len(turns) - start >= memory.compact_threshold:
+    elif count_turns(live) >= memory.compact_threshold:
         reason = "threshold"
     elif window_tokens and _over_token_guard(view, config, window_tokens, counter):
         reason = "tokens"
-        keep_n = min(keep_n, _turns_fitting(turns[start:], memory.compact_token_ratio * window_tokens / 2))
+        cut = max(cut, cut_fitting(live, memory.compact_token_ratio * window_tokens / 2))
     else:
         return None
-    cut = len(turns) - keep_n
-    # never separate tool results from the assistant turn that called them
-    while 0 < cut < len(turns) and turns[cut]["type"] == "tool":
-        cut -= 1
-    if cut <= start:
-        return None
-    return CompactPlan(turns[start:cut], start + 1, cut, previous if start else None, reason,
-                       todo=_plan_at(view, turns[cut - 1]["id"]))
+    folded = live[:cut]
+    if not folded or not any(numbered.of(r) for r in folded):
+        return None  # nothing, or only what came before the first user message
+    last = numbered.of(folded[-1])
+    partial = cut < len(live) and not starts_turn(live[cut])
+    return CompactPlan(folded, max(1, numbered.of(folded[0])), last, previous if start else None, reason,
+                       todo=_plan_at(view, folded[-1]["id"]), partial=partial,
+                       numbers=[numbered.of(r) for r in folded])
 
 
 def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
@@ -162,16 +179,6 @@ def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
 def _over_token_guard(view: LogView, config: Any, window_tokens: int, counter: TokenCounter | None) -> bool:
     tokens = assemble(view, config, counter=counter).tokens
     return tokens > memory_of(config).compact_token_ratio * window_tokens
-
-
-def _turns_fitting(turns: list[dict], budget: float) -> int:
-    """How many of the newest turns fit in `budget` tokens (at least one)."""
-    used = 0
-    for n, record in enumerate(reversed(turns), start=1):
-        used += int(record.get("tokens") or 0)
-        if used > budget:
-            return max(1, n - 1)
-    return len(turns)
 
 
 def needs_compaction(session: Session, config: Any, *, window_tokens: int | None = None) -> bool:
@@ -402,8 +409,10 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
     """
     spec = _spec(config, model)
     running = plan.previous.get("summary") if plan.previous else None
-    covered_before = plan.first_turn - 1
-    lines = [(plan.first_turn + i, render_turn(plan.first_turn + i, r)) for i, r in enumerate(plan.turns)]
+    # the previous summary reached into plan.first_turn when its first record is not the turn's user message
+    covered_before = plan.first_turn - (1 if plan.turns and starts_turn(plan.turns[0]) else 0)
+    numbers = plan.numbers or [plan.first_turn] * len(plan.turns)
+    lines = [(n, render_turn(n, r)) for n, r in zip(numbers, plan.turns)]
     budget = max(2000, int(llm.context_window(model) * 0.5) - counter(running or "") - counter(PROMPT))
     usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
     sections: dict[str, str] = {}
@@ -538,12 +547,12 @@ def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
         if record is None:  # another worker's compact landed first (only without the claim): theirs stands
             return None
         result = CompactResult("compacted", session.slug, plan.reason, record, plan.first_turn,
-                               plan.last_turn, model, time.monotonic() - started, errors)
+                               plan.last_turn, model, time.monotonic() - started, errors, plan.partial)
         if episodic is not None:
             _record_event(episodic, result, usage, before, _context_tokens(session, config))
         return result
     result = CompactResult("failed", session.slug, "; ".join(errors), None, plan.first_turn, plan.last_turn,
-                           "", time.monotonic() - started, errors)
+                           "", time.monotonic() - started, errors, plan.partial)
     if episodic is not None:
         _record_event(episodic, result, None, before, before)
     return result
