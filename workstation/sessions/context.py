@@ -54,7 +54,9 @@ def memory_of(config: Any):
 
 
 def covered_count(turns: list[dict], compact: dict | None) -> int:
-    """How many leading turns a compact record covers (found by id, by number if that line is lost)."""
+    """How many leading turn records (`turns`: the log's records of TURN_TYPES) a compact record covers:
+    found by id, or, if that line is lost, every record before the turn after its `last_turn`
+    (sessions.turns: the N-th user message opens turn N)."""
     if compact is None:
         return 0
     covers = compact.get("covers") or {}
@@ -62,7 +64,9 @@ def covered_count(turns: list[dict], compact: dict | None) -> int:
     for index in range(len(turns) - 1, -1, -1):
         if turns[index]["id"] == last_id:
             return index + 1
-    return min(int(covers.get("last_turn") or 0), len(turns))
+    opens = [i for i, t in enumerate(turns) if t["type"] == "user" and not t.get("sidechain")]
+    last_turn = max(0, int(covers.get("last_turn") or 0))
+    return opens[last_turn] if last_turn < len(opens) else len(turns)
 
 
 def key_context(call: dict | None, output: str) -> str:
@@ -219,7 +223,7 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
         messages.append({"role": "system", "content": system_prompt})
         tokens += counter(system_prompt)
     if compact is not None and start:
-        text = summary_turn_text(compact, start)
+        text = summary_turn_text(compact)
         messages.append({"role": "system", "content": text})
         tokens += counter(text)
 
@@ -269,11 +273,11 @@ def _tokens(record: dict, counter: TokenCounter) -> int:
     return counter(record_text(record))
 
 
-def summary_turn_text(compact: dict, covered: int | None = None) -> str:
+def summary_turn_text(compact: dict) -> str:
+    """The summary as the model reads it (part of the requests' head until the next compaction)."""
     covers = compact.get("covers") or {}
-    last = covered if covered is not None else covers.get("last_turn", "?")
-    return (f"Summary of the earlier conversation (turns 1–{last}, compacted by {compact.get('model', '?')}; "
-            f"the raw turns stay on disk):\n\n{compact.get('summary', '')}")
+    return (f"Summary of the earlier conversation (turns 1–{covers.get('last_turn', '?')}, compacted by "
+            f"{compact.get('model', '?')}; the raw turns stay on disk):\n\n{compact.get('summary', '')}")
 
 
 class SessionContext:
