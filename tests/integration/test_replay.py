@@ -23,13 +23,12 @@ from pathlib import Path
 import pytest
 
 from agent_scenario import summarize
-from agent_support import agent, module_server, tool_results, workspace
+from agent_support import agent, is_compaction, is_update, module_server, tool_results, workspace
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply
 from workstation.agent.tools import RECOMPUTE, TOOLS
 from workstation.replay import Episode, Player, ReplayError
 from workstation.replay.verify import verify
-from workstation.sessions.compaction import PROMPT as COMPACT_PROMPT
 from workstation.sessions.log import LogView, Session, SessionError
 
 server_module, server = module_server()
@@ -50,9 +49,9 @@ class ReadingPolicy:
 
     def __call__(self, body: dict) -> Reply:
         messages = body["messages"]
-        if messages[0]["content"] == COMPACT_PROMPT:
+        if is_compaction(body):
             return Reply(text=summarize(messages))
-        last = messages[-1]
+        last = [m for m in messages if not is_update(m)][-1]
         if last["role"] == "user":
             path = "pkg/core.py" if "fetch" in last["content"] else "pkg/util.py"
             return Reply(text="The map first.", tool_calls=[("file_meta", {"path": path})])
@@ -112,7 +111,7 @@ def recorded(tmp_path_factory, server_module):
             server_module.dispatch.fn = None
         session = Session.open(ws.paths, "episode")
         assert persist_redactions(session, ws.config) is not None  # the sidecar's record of rolling redaction
-        chat = [b for b in server_module.requests[mark:] if b["messages"][0]["content"] != COMPACT_PROMPT]
+        chat = [b for b in server_module.requests[mark:] if not is_compaction(b)]
         yield Recorded(ws, session, chat, ws.root)
     ws.close()
 

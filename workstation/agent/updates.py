@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..sessions.context import due_redactions, epoch_redactions, seen
+from ..sessions.context import due_redactions, epoch_redactions, redaction_targets, seen
 from ..sessions.log import LogView, Session, ts_seconds
+from ..sessions.turns import count as count_turns
 
 REDACTION_MARKER_TOKENS = 40  # about what a "[REDACTED: ...]" marker costs in place of the output
 
@@ -188,7 +189,7 @@ def sync(session: Session, view: LogView, config: Any, now: State, blocks: dict[
                              summary=compact["id"] if compact else None, model=model))
         return True
     if due := paying_redactions(model_view, epoch, config, window, model):
-        session.append("redaction", targets=[{"id": i} for i in due], at_turn=len(model_view.turns),
+        session.append("redaction", targets=redaction_targets(model_view, due), at_turn=count_turns(view.records),
                        epoch=epoch["id"])
     update = difference(known(model_view, epoch), now, blocks)
     if update is not None:

@@ -155,6 +155,20 @@ def due_redactions(view: LogView, config: Any) -> list[str]:
     return [*due, *sorted((_persisted_redactions(view) & live) - set(due))]
 
 
+def redaction_targets(view: LogView, ids: list[str]) -> list[dict]:
+    """The `targets` of a `redaction` record hiding these tool outputs: id, tool name, chars, key context."""
+    calls = {c["id"]: c for r in view.records if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    by_id = {r["id"]: r for r in view.records if r["type"] == "tool"}
+    targets = []
+    for record_id in ids:
+        record = by_id.get(record_id)
+        if record is not None:
+            content = str(record.get("content") or "")
+            targets.append({"id": record_id, "name": record.get("name") or "tool", "chars": len(content),
+                            "key": key_context(calls.get(record.get("tool_call_id", "")), content)})
+    return targets
+
+
 def epoch_redactions(view: LogView, epoch: dict) -> set[str]:
     """What an epoch hides: what was due when it began, and what the agent redacted within it since
     (`redaction` records naming the epoch: worth more than re-caching what follows them)."""
