@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from fakellm import Reply, ScriptedLLM  # noqa: E402
 from pty_support import Terminal  # noqa: E402
 from sessions_support import SUMMARY  # noqa: E402
+from trust_support import user_config  # noqa: E402
 
 SLUG = "thirty-turns"
 TARGETS = {"resume: last message drawn": None, "resume: first message after Home": None,
@@ -65,9 +66,9 @@ def workspace(root: Path, url: str) -> None:
     (root / "core.py").write_text(CORE)
     (root / "README.md").write_text("# tiny\n")
     (root / ".workstation").mkdir()
-    (root / ".workstation" / "config.toml").write_text(
-        f'[model]\nname = "openai/test-model"\napi_base = "{url}"\napi_key_env = "BENCH_DAILY_KEY"\n'
-        'timeout_s = 600\nmax_retries = 0\n[index]\ndescribe_with_model = false\n')
+    # the endpoint in a user config home of the benchmark's own (a workspace's config never names one)
+    user_config(f'[model]\nname = "openai/test-model"\napi_base = "{url}"\napi_key_env = "BENCH_DAILY_KEY"\n'
+                'timeout_s = 600\nmax_retries = 0\n[index]\ndescribe_with_model = false\n', root.with_name(root.name + "-user-home"))
     session = Session.create(Paths.for_root(root), SLUG)
     for n in range(15):
         session.user(f"question {n}: what about part {n}?")

@@ -2,11 +2,11 @@
 
     /tmp/wsvenv/bin/python benchmarks/bench_sessions.py [--turns 1000] [--replies 200]
 
-1. The reply path: append one turn + SessionContext.build on a 1,000-turn
-   session, alone and while a compaction runs in the background (in another
+1. The reply path: append one record + SessionContext.build on a session of
+   1,000 records (--turns counts records here: user, assistant and tool alike), alone and while a compaction runs in the background (in another
    process, as the sidecar does it, and in a thread of the same process).
    The two should not differ: build only reads and takes no lock.
-2. Compaction of a 1,000-turn session against the scripted OpenAI-compatible
+2. Compaction of a 1,000-record session against the scripted OpenAI-compatible
    server, through the real litellm path.
 3. Raw log costs: append (write + fsync) and a cold full read.
 """
@@ -32,6 +32,7 @@ from sessions_support import KEY, KEY_ENV, fill, make_config, summarizer  # noqa
 
 from workstation import llm  # noqa: E402
 from workstation.sessions import Session, SessionContext, compact  # noqa: E402
+from workstation.sessions.turns import count as count_turns  # noqa: E402
 
 
 def percentiles(samples: list[float]) -> str:
@@ -75,7 +76,7 @@ def bench_reply_path(root: Path, url: str, turns: int, replies: int) -> None:
     fill(session, turns, tools=True, big=3000)
     compact(session, config)  # a realistic state: a summary plus the live window
     SessionContext.build(session, config)  # warm the reader and the token counter
-    print(f"\n1. reply path: append a turn + SessionContext.build, {turns}-turn session, {replies} replies")
+    print(f"\n1. reply path: append a record + SessionContext.build, {turns}-record session, {replies} replies")
     print(f"   idle                               {percentiles(reply_loop(session, config, replies))}")
 
     ctx = multiprocessing.get_context("spawn")
@@ -109,7 +110,8 @@ def bench_compaction(root: Path, server: ScriptedLLM, turns: int) -> None:
     result = compact(session, config)
     elapsed = time.perf_counter() - started
     sent = sum(len(m["content"]) for body in server.requests[already:] for m in body["messages"])
-    print(f"\n2. compaction of a {turns}-turn session ({view.size / 1e6:.1f} MB log) against the scripted server")
+    print(f"\n2. compaction of a {turns}-record session ({count_turns(view.records)} turns, {view.size / 1e6:.1f} MB log) "
+          "against the scripted server")
     print(f"   {elapsed:.2f} s wall for turns {result.first_turn}–{result.last_turn}: {result.record['calls']} model "
           f"calls (prompt-sized chunks), {sent / 1e3:.0f} k chars of prompt sent")
     started = time.perf_counter()
@@ -134,7 +136,7 @@ def bench_log(root: Path, turns: int) -> None:
         started = time.perf_counter()
         Session(paths, "cold").read()
         cold.append(time.perf_counter() - started)
-    print(f"   cold read of {turns} turns            {percentiles(cold)}")
+    print(f"   cold read of {turns} records          {percentiles(cold)}")
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from agent_scenario import CHECK, TASK, RequestIdPolicy, check_repo, make_repo  # noqa: E402
 from fakellm import ScriptedLLM  # noqa: E402
+from trust_support import user_config  # noqa: E402
 
 from workstation.agent import report as report_mod  # noqa: E402
 from workstation.agent.loop import Agent  # noqa: E402
@@ -48,9 +49,9 @@ def main() -> None:
         shutil.copytree(root, pristine)
         with ScriptedLLM(RequestIdPolicy()) as server:
             (root / ".workstation").mkdir()
-            (root / ".workstation" / "config.toml").write_text(
-                f'[model]\nname = "openai/test-model"\napi_base = "{server.url}"\nmax_retries = 0\n'
-                "context_window = 32768\n")
+            # the endpoint in a user config home of the recording's own (a workspace's config never names one)
+            user_config(f'[model]\nname = "openai/test-model"\napi_base = "{server.url}"\nmax_retries = 0\n'
+                        "context_window = 32768\n", Path(tmp) / "user-home")
             with Workspace(root) as ws:
                 session = Session.create(ws.paths, SLUG)
                 agent = Agent(ws, session, compaction="sync")

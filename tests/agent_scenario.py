@@ -9,10 +9,12 @@
   convention once (log_decision), then per module grep the definitions and
   call sites, read only the multi-line signatures it cannot see whole, and
   edit bottom-up (replace_lines), citing the decision [D:id] it finds in the
-  context's decision log. It never looks at the files itself: line numbers and
-  line texts come from tool results in the request, the parameter text and the
-  function list from the decision log, so what it can do depends on what the
-  loop put in its context. It also answers compaction requests with a summary.
+  context (the decision log or a note appended later: tests/scenario_common.py
+  reads the request for both scenarios). It never looks at the files itself:
+  line numbers and line texts come from tool results in the request, the
+  parameter text and the function list from the decision, so what it can do
+  depends on what the loop put in its context. It also answers compaction
+  requests with a summary.
 * `check_repo(root)` proves the edit: every public function takes
   `request_id: str | None = None`, every call between them passes
   `request_id=request_id`, and the package still runs.
@@ -21,7 +23,6 @@
 from __future__ import annotations
 
 import ast
-import json
 import re
 import subprocess
 import sys
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fakellm import Reply
+from scenario_common import PolicyError, ScriptedPolicy, context_text, decision, numbered_rows
+from scenario_common import summarize  # noqa: F401  (tests import it from here)
 
 TASK = ("Add a `request_id: str | None = None` parameter to every public function in the shop/ package and "
         "pass it through every call between them, so that one request can be traced end to end.")
@@ -279,17 +282,10 @@ def check_repo(root: Path, size: str = "full", *, run: bool = True) -> list[str]
 # --------------------------------------------------------------------------- the scripted model
 
 _MAP_DEF = re.compile(r"^(\d+)(?:-(\d+))? (?:async )?def ([A-Za-z]\w*)\((.*)$")
-_GREP = re.compile(r"^([^:\n]+):(\d+): (.*)$")
-_NUMBERED = re.compile(r"^\s*(\d+)\| ?(.*)$")
-_DECISION = re.compile(r"\[D:(d[0-9a-f]{12})\] (.*)")
-_COMPACT_MARK = "You compact the older part"
+GREP = re.compile(r"^([^:\n]+):(\d+): (.*)$")
 
 
-class PolicyError(Exception):
-    """The scripted model met a request it cannot answer: the scenario fails loudly."""
-
-
-def _close_paren(text: str, open_index: int) -> int:
+def close_paren(text: str, open_index: int) -> int:
     depth = 0
     for i in range(open_index, len(text)):
         if text[i] == "(":
@@ -305,7 +301,7 @@ def add_call_argument(line: str, names: set[str]) -> str:
     """`f(a)` -> `f(a, request_id=request_id)` for every call of a public function on the line."""
     spots = [m for m in re.finditer(r"\b([A-Za-z_]\w*)\(", line) if m.group(1) in names]
     for match in reversed(spots):
-        close = _close_paren(line, match.end() - 1)
+        close = close_paren(line, match.end() - 1)
         inner = line[match.end():close].strip()
         insert = "request_id=request_id" if not inner else ", request_id=request_id"
         line = line[:close] + insert + line[close:]
@@ -315,45 +311,25 @@ def add_call_argument(line: str, names: set[str]) -> str:
 def add_parameter(line: str, name: str, param: str) -> str:
     """`def f(a: int) -> dict:` -> `def f(a: int, request_id: str | None = None) -> dict:`."""
     start = line.index(f"def {name}(") + len(f"def {name}")
-    close = _close_paren(line, start)
+    close = close_paren(line, start)
     inner = line[start + 1:close].strip()
     return line[:close] + (param if not inner else f", {param}") + line[close:]
 
 
-class RequestIdPolicy:
+class RequestIdPolicy(ScriptedPolicy):
     """The scripted model of the scenario; pass it as ScriptedLLM's responder (see the module doc)."""
 
     def __init__(self) -> None:
-        self.phase = "start"
+        super().__init__()
         self.modules: list[str] = []
         self.index = 0
         self.pending_defs: list[tuple[int, str]] = []  # multi-line definitions awaiting a read
         self.grep_lines: dict[int, str] = {}
-        self.log: list[str] = []  # what it did, for the benchmark's trace
-
-    # -- reading the request
-    @staticmethod
-    def _latest_results(messages: list[dict]) -> list[tuple[str, dict, str]]:
-        """(tool name, arguments, content) of the results after the last assistant message."""
-        calls = {}
-        for m in messages:
-            for c in m.get("tool_calls") or ():
-                calls[c["id"]] = (c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
-        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
-        out = []
-        for m in messages[last + 1:]:
-            if m["role"] == "tool":
-                name, args = calls.get(m["tool_call_id"], ("?", {}))
-                out.append((name, args, m.get("content") or ""))
-        return out
 
     @staticmethod
     def _decision(messages: list[dict]) -> tuple[str, str]:
-        """(id, text) of the request_id convention in the context's decision log."""
-        for did, text in _DECISION.findall(messages[0]["content"]):
-            if "request_id" in text:
-                return did, text
-        raise PolicyError("no request_id decision in the context's decision log")
+        """(id, text) of the request_id convention the context shows (its decision log or a note)."""
+        return decision(messages, "request_id")
 
     @staticmethod
     def _names_from(decision: str) -> set[str]:
@@ -362,33 +338,10 @@ class RequestIdPolicy:
             raise PolicyError("the decision does not list the public functions")
         return set(re.findall(r"[A-Za-z_]\w*", listed[1].split("(why:")[0]))
 
-    def __call__(self, body: dict) -> Reply:
-        reply = self._answer(body)
-        reply.args_chunk_size, reply.text_chunk_size = 64, 32  # streamed still, in fewer chunks
-        return reply
-
-    def _answer(self, body: dict) -> Reply:
-        messages = body["messages"]
-        if messages[0]["content"].startswith(_COMPACT_MARK):
-            return Reply(text=summarize(messages))
-        if messages[-1]["role"] == "user":
-            if self.phase == "start":
-                return self._start(messages)
-            if self.phase == "done":
-                return self._verify(messages)
-            raise PolicyError(f"unexpected user message in phase {self.phase}")
-        handler = getattr(self, "_after_" + self.phase.replace("-", "_"))
-        return handler(messages, self._latest_results(messages))
-
-    def _expect(self, results, name: str) -> None:
-        bad = [(n, c) for n, _, c in results if n != name or c.startswith("error:")]
-        if bad or not results:
-            raise PolicyError(f"phase {self.phase}: expected {name} results, got {bad or 'none'}")
-
     # -- turn 1
     def _start(self, messages: list[dict]) -> Reply:
-        system = messages[0]["content"]
-        self.modules = sorted(set(re.findall(r"^(shop/(?!__init__)\w+\.py):", system, re.M)))
+        context = context_text(messages)
+        self.modules = sorted(set(re.findall(r"^(shop/(?!__init__)\w+\.py):", context, re.M)))
         if not self.modules:
             raise PolicyError("no shop/ module in the repository map of the context")
         self.phase = "mapped"
@@ -451,7 +404,7 @@ class RequestIdPolicy:
         self._expect(results, "grep")
         self.grep_lines = {}
         for line in results[0][2].splitlines():
-            m = _GREP.match(line)
+            m = GREP.match(line)
             if m and m.group(1) == self.modules[self.index]:
                 self.grep_lines[int(m.group(2))] = m.group(3)
         if not self.grep_lines:
@@ -469,13 +422,7 @@ class RequestIdPolicy:
 
     def _after_reading(self, messages, results) -> Reply:
         self._expect(results, "read_lines")
-        seen: dict[int, str] = {}
-        for _, _, content in results:
-            for line in content.splitlines():
-                m = _NUMBERED.match(line)
-                if m:
-                    seen[int(m.group(1))] = m.group(2)
-        return self._edit(messages, seen)
+        return self._edit(messages, numbered_rows(results))
 
     def _edit(self, messages, seen: dict[int, str]) -> Reply:
         did, decision = self._decision(messages)
@@ -573,18 +520,3 @@ class RequestIdPolicy:
             return Reply(text=f"Not done: {', '.join(self.missing)} lack request_id ([D:{did}]).")
         return Reply(text=f"Verified: all {self.checked} public functions take request_id, per [D:{did}].")
 
-
-def summarize(messages: list[dict]) -> str:
-    """A compaction answer in the five sections, from the turns in the request."""
-    prompt = messages[-1]["content"]
-    task = re.findall(r"\[turn \d+\] user: (.*)", prompt)
-    decisions = re.findall(r"(decision d[0-9a-f]{12} logged)", prompt)
-    previous = re.search(r"## Task & instructions\n(.*?)\n\n## Decisions & conventions\n(.*?)\n\n", prompt, re.S)
-    task_text = "\n".join(f"- {t}" for t in task) or (previous.group(1) if previous else "(none)")
-    decision_text = "\n".join(f"- {d}" for d in decisions) or (previous.group(2) if previous else "(none)")
-    return "\n".join([
-        "## Task & instructions", task_text,
-        "## Decisions & conventions", decision_text,
-        "## Files touched", "(listed from the tool calls)",
-        "## Open to-dos", "- finish threading request_id through the remaining modules",
-        "## Errors seen", "(none)"])

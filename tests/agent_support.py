@@ -128,6 +128,18 @@ def module_server():
     return server_module, server
 
 
+def is_compaction(body: dict) -> bool:
+    """A compaction request: a transcript sent cold (the prompt first), or the chat model's conversation
+    with the prompt appended (read from the provider's cache)."""
+    messages = body["messages"]
+    return any(str(m.get("content") or "").startswith("You compact") for m in (messages[0], messages[-1]))
+
+
+def is_update(message: dict) -> bool:
+    """A context update the loop appended (agent.updates): not the user's words."""
+    return message["role"] == "user" and str(message.get("content") or "").startswith("[workstation] ")
+
+
 def requests_since(server) -> list[dict]:
     return server.requests[server.mark:]
 

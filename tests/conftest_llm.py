@@ -6,7 +6,8 @@ or directly into a test module.
 * ``scripted_llm`` -- a running ``fakellm.ScriptedLLM`` (empty script; ``push()`` replies).
 * ``llm_spec``     -- factory: ``llm_spec(**overrides) -> ModelSpec('openai/test-model',
   api_base=<fake url>, api_key_env='WS_TEST_KEY', ...)`` with WS_TEST_KEY set to ``FAKE_API_KEY``
-  and test-friendly timeouts/backoff (override any ModelSpec field by keyword).
+  and test-friendly timeouts/backoff (override any ModelSpec field by keyword);
+  ``llm_spec(model=CLAUDE_MODEL)`` talks to the same server's Anthropic Messages endpoint.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from fakellm import Reply, ScriptedLLM  # noqa: E402
 
-__all__ = ["scripted_llm", "llm_spec", "FAKE_API_KEY", "TEST_KEY_ENV", "TEST_MODEL", "Reply", "ScriptedLLM"]
+__all__ = ["scripted_llm", "llm_spec", "FAKE_API_KEY", "TEST_KEY_ENV", "TEST_MODEL", "CLAUDE_MODEL", "Reply",
+           "ScriptedLLM"]
 
 FAKE_API_KEY = "sk-wstest-FAKE0123456789abcdefDONOTLEAK"
 TEST_KEY_ENV = "WS_TEST_KEY"
 TEST_MODEL = "openai/test-model"
+CLAUDE_MODEL = "anthropic/claude-sonnet-4-5-20250929"  # litellm's price map has its cache prices
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""A scripted, OpenAI-compatible HTTP server for tests (stdlib only).
+"""A scripted model server for tests: OpenAI chat completions and Anthropic Messages (the standard
+library, and workstation.tokens to count tokens for the cache accounting).
 
 Usage::
 
@@ -9,8 +10,10 @@ Usage::
         ...
         assert llm.requests[0]["messages"][-1]["content"] == "hi"
 
-Each POST /v1/chat/completions consumes the next queued ``Reply`` (or calls the
-responder function given instead of a list).  When nothing is left the server
+Each POST /v1/chat/completions (OpenAI) or POST .../messages (Anthropic: point litellm's
+``anthropic/...`` models at ``api_base=llm.url``) consumes the next queued ``Reply`` (or calls the
+responder function given instead of a list, with the request in OpenAI chat shape on both endpoints:
+fake_anthropic.to_chat_body).  When nothing is left the server
 answers ``500 script exhausted`` so a test that makes one call too many fails
 loudly instead of hanging.
 
@@ -30,8 +33,28 @@ Supported:
   ``chunk_delay_s`` sleeps between stream chunks (for cancellation / slow streams).
 * GET /v1/models lists ``model_ids``.
 
-Everything the server received is recorded: ``requests`` (JSON bodies of the
-chat calls, in order) and ``request_log`` (method, path, headers, body).
+The Anthropic endpoint answers the same scripting in Anthropic's format (fake_anthropic): streaming
+events (message_start ... message_stop; ``drop_stream_after`` counts events), a ``message`` object
+otherwise, ``{"type": "error", ...}`` bodies for ``status`` != 200 (529 is ``overloaded_error``).
+
+Prompt caches, as the providers bill them (fake_cache has the rules and the token counting):
+
+* Anthropic, always: breakpoints are the ``cache_control`` markers; the longest live prefix ending at a
+  breakpoint, or at one of the 20 blocks before it, is read; each breakpoint's prefix of at least
+  ``min_cache_tokens`` (1,024) is written with its TTL (5 min, or 1 h), refreshed on a hit. Usage:
+  ``input_tokens`` (uncached), ``cache_read_input_tokens``, ``cache_creation_input_tokens`` and its
+  ``cache_creation`` split by TTL. Markers the API refuses (more than 4, a longer TTL after a shorter)
+  get a 400.
+* OpenAI, with ``ScriptedLLM(cache=True)``: a request of at least 1,024 tokens gets the longest prefix
+  an earlier request of the same model and ``prompt_cache_key`` sent, in 128-token steps, as
+  ``usage.prompt_tokens_details.cached_tokens``; prompt and completion tokens are counted with the
+  tokenizer. Without ``cache=True`` the usage is the old rough estimate (len // 4).
+* Time moves only by ``llm.advance(seconds)`` (``llm.clock``); a ``Reply.usage`` or
+  ``Reply.cached_tokens`` replaces the accounted figures (the cache state is still kept).
+
+Everything the server received is recorded: ``requests`` (JSON bodies of the chat calls, in order, in
+OpenAI chat shape), ``anthropic_requests`` (the raw Messages bodies), ``usages`` (the usage object of
+each answer sent) and ``request_log`` (method, path, headers looked up in any case, raw body).
 """
 
 from __future__ import annotations
@@ -45,6 +68,9 @@ from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Optional, Sequence, Union
+
+import fake_anthropic as anthropic
+from fake_cache import AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, count_tokens
 
 __all__ = ["Reply", "ScriptedLLM", "RecordedRequest"]
 
@@ -79,11 +105,27 @@ class Reply:
     model: Optional[str] = None  # "model" field of the response; default: the requested model
 
 
+class Headers(dict):
+    """Request headers, looked up whatever their case (clients differ: "Authorization", "authorization")."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__((str(k).lower(), v) for k, v in dict(items).items())
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(str(key).lower())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
 @dataclass
 class RecordedRequest:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: Headers
     body: Any  # parsed JSON (or None / raw text)
 
 
@@ -109,7 +151,12 @@ class ScriptedLLM:
         script: Union[Sequence[Reply], Responder, None] = None,
         *,
         model_ids: Sequence[str] = ("test-model",),
+        cache: bool = False,
+        min_cache_tokens: int = 1024,
+        clock: Optional[Clock] = None,
+        port: int = 0,  # 0: any free port
     ) -> None:
+        self._port = port
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._responder: Optional[Responder] = None
@@ -120,6 +167,11 @@ class ScriptedLLM:
         self.model_ids = list(model_ids)
         self.requests: list[dict] = []
         self.request_log: list[RecordedRequest] = []
+        self.anthropic_requests: list[dict] = []
+        self.usages: list[dict] = []
+        self.clock = clock or Clock()
+        self.openai_cache: Optional[OpenAIPrefixCache] = OpenAIPrefixCache(self.clock) if cache else None
+        self.anthropic_cache = AnthropicPromptCache(self.clock, min_tokens=min_cache_tokens)
         self._server: Optional[ThreadingHTTPServer] = None
         self._thread: Optional[threading.Thread] = None
 
@@ -128,6 +180,10 @@ class ScriptedLLM:
         """Queue more replies (consumed before the responder function, if any)."""
         with self._lock:
             self._queue.extend(replies)
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` pass for the prompt caches."""
+        self.clock.advance(seconds)
 
     @property
     def remaining(self) -> int:
@@ -145,7 +201,7 @@ class ScriptedLLM:
         if self._server is not None:
             return self
         handler = _make_handler(self)
-        server = _Server(("127.0.0.1", 0), handler)
+        server = _Server(("127.0.0.1", self._port), handler)
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="ScriptedLLM", daemon=True)
@@ -179,11 +235,19 @@ class ScriptedLLM:
             return responder(body)
         return None
 
-    def _record(self, rec: RecordedRequest, is_chat: bool) -> None:
+    def _record(self, rec: RecordedRequest, is_chat: bool, chat_body: Optional[dict] = None) -> None:
         with self._lock:
             self.request_log.append(rec)
-            if is_chat:
+            if chat_body is not None:
+                self.anthropic_requests.append(rec.body)
+                self.requests.append(chat_body)
+            elif is_chat:
                 self.requests.append(rec.body if isinstance(rec.body, dict) else {"_raw": rec.body})
+
+    def _sent(self, usage: dict) -> dict:
+        with self._lock:
+            self.usages.append(usage)
+        return usage
 
 
 # ---------------------------------------------------------------------- payloads
@@ -196,12 +260,15 @@ def _args_text(args: Union[dict, str]) -> str:
     return args if isinstance(args, str) else json.dumps(args)
 
 
+def _output_text(reply: Reply) -> str:
+    return reply.text + "".join(n + _args_text(a) for n, a in reply.tool_calls)
+
+
 def _estimate_usage(body: dict, reply: Reply) -> tuple[int, int]:
     if reply.usage is not None:
         return reply.usage
     prompt = json.dumps(body.get("messages", []))
-    out = reply.text + "".join(n + _args_text(a) for n, a in reply.tool_calls)
-    return max(1, len(prompt) // 4), max(1, len(out) // 4)
+    return max(1, len(prompt) // 4), max(1, len(_output_text(reply)) // 4)
 
 
 def _finish_reason(reply: Reply) -> str:
@@ -214,7 +281,7 @@ def _call_id(i: int) -> str:
     return f"call_{i}_{uuid.uuid4().hex[:8]}"
 
 
-def _stream_chunks(body: dict, reply: Reply) -> list[dict]:
+def _stream_chunks(body: dict, reply: Reply, usage: dict) -> list[dict]:
     cid = "chatcmpl-" + uuid.uuid4().hex[:12]
     created = int(time.time())
     model = reply.model or body.get("model", "test-model")
@@ -250,20 +317,29 @@ def _stream_chunks(body: dict, reply: Reply) -> list[dict]:
     chunks.append(chunk({}, _finish_reason(reply)))
     chunks.append({
         "id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
-        "usage": _usage(body, reply),
+        "usage": usage,
     })
     return chunks
 
 
-def _usage(body: dict, reply: Reply) -> dict:
-    p, c = _estimate_usage(body, reply)
+def _usage(body: dict, reply: Reply, cache: Optional[OpenAIPrefixCache]) -> dict:
+    """The usage of one answer: scripted, else accounted by `cache` (tokenizer counts), else estimated."""
+    cached = reply.cached_tokens
+    if cache is not None:
+        p, accounted = cache.account(body)
+        c = max(1, count_tokens(_output_text(reply)))
+        if reply.usage is not None:
+            p, c = reply.usage
+        cached = accounted if cached is None else cached
+    else:
+        p, c = _estimate_usage(body, reply)
     usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-    if reply.cached_tokens is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     return usage
 
 
-def _full_response(body: dict, reply: Reply) -> dict:
+def _full_response(body: dict, reply: Reply, usage: dict) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = [
@@ -274,7 +350,7 @@ def _full_response(body: dict, reply: Reply) -> dict:
         "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()),
         "model": reply.model or body.get("model", "test-model"),
         "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply), "logprobs": None}],
-        "usage": _usage(body, reply),
+        "usage": usage,
     }
 
 
@@ -326,7 +402,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 
         # -- routes
         def do_GET(self) -> None:
-            owner._record(RecordedRequest("GET", self.path, dict(self.headers), None), is_chat=False)
+            owner._record(RecordedRequest("GET", self.path, Headers(self.headers.items()), None), is_chat=False)
             if self.path.rstrip("/").endswith("/models"):
                 self._send_json(200, {"object": "list", "data": [
                     {"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in owner.model_ids]})
@@ -340,48 +416,98 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 body: Any = json.loads(raw or b"{}")
             except ValueError:
                 body = raw.decode("utf-8", "replace")
-            is_chat = self.path.rstrip("/").endswith("/chat/completions")
-            owner._record(RecordedRequest("POST", self.path, dict(self.headers), body), is_chat=is_chat)
-            if not is_chat:
+            path = self.path.rstrip("/")
+            is_chat, is_messages = path.endswith("/chat/completions"), path.endswith("/messages")
+            fail = self._anthropic_error if is_messages else self._openai_error
+            chat_body = None
+            if is_messages and isinstance(body, dict):
+                try:
+                    chat_body = anthropic.to_chat_body(body)
+                except (AttributeError, KeyError, TypeError) as e:
+                    chat_body = {"_unreadable": f"{type(e).__name__}: {e}"}
+            owner._record(RecordedRequest("POST", self.path, Headers(self.headers.items()), body),
+                          is_chat=is_chat or is_messages, chat_body=chat_body)
+            if not (is_chat or is_messages):
                 self._send_json(404, _error_body(404, f"no route POST {self.path}"))
                 return
-            if not isinstance(body, dict):
-                self._send_json(400, _error_body(400, "request body is not a JSON object"))
+            if not isinstance(body, dict) or (chat_body is not None and "_unreadable" in chat_body):
+                fail(400, "request body is not a JSON object" if not isinstance(body, dict)
+                     else f"malformed Messages request: {chat_body['_unreadable']}")
                 return
             try:
-                reply = owner._next_reply(body)
+                reply = owner._next_reply(chat_body if is_messages else body)
             except Exception as e:  # a broken responder should fail the test visibly
-                self._send_json(500, _error_body(500, f"scripted responder raised {type(e).__name__}: {e}"))
+                fail(500, f"scripted responder raised {type(e).__name__}: {e}")
                 return
             if reply is None:
-                self._send_json(500, _error_body(500, "script exhausted: no scripted reply left for this request"))
+                fail(500, "script exhausted: no scripted reply left for this request")
                 return
             if reply.delay_s:
                 time.sleep(reply.delay_s)
             if reply.status != 200:
                 headers = {}
-                retry_after = reply.retry_after if reply.retry_after is not None else (0 if reply.status == 429 else None)
+                retry_after = reply.retry_after
+                if retry_after is None and reply.status == 429:
+                    retry_after = 0
                 if retry_after is not None:
                     headers["Retry-After"] = f"{retry_after:g}"
-                msg = reply.error_message or f"scripted error {reply.status}"
-                self._send_json(reply.status, _error_body(reply.status, msg), headers)
+                fail(reply.status, reply.error_message or f"scripted error {reply.status}", headers)
                 return
             try:
+                if is_messages:
+                    self._answer_messages(body, reply)
+                    return
+                usage = owner._sent(_usage(body, reply, owner.openai_cache))
                 if body.get("stream"):
-                    self._stream(body, reply)
+                    chunks = _stream_chunks(body, reply, usage)
+                    self._stream([b"data: " + json.dumps(ch).encode() + b"\n\n" for ch in chunks], reply,
+                                 done=b"data: [DONE]\n\n")
                 else:
-                    self._send_json(200, _full_response(body, reply))
+                    self._send_json(200, _full_response(body, reply, usage))
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True  # client went away (timeout / cancel)
 
-        def _stream(self, body: dict, reply: Reply) -> None:
+        def _openai_error(self, status: int, message: str, headers: Optional[dict] = None) -> None:
+            self._send_json(status, _error_body(status, message), headers)
+
+        def _anthropic_error(self, status: int, message: str, headers: Optional[dict] = None) -> None:
+            self._send_json(status, anthropic.error_body(status, message), headers)
+
+        def _answer_messages(self, body: dict, reply: Reply) -> None:
+            try:
+                accounted = owner.anthropic_cache.account(body)
+            except CacheError as e:
+                self._anthropic_error(400, str(e))
+                return
+            output = reply.usage[1] if reply.usage is not None else max(1, count_tokens(_output_text(reply)))
+            usage = accounted.as_usage(output)
+            if reply.usage is not None or reply.cached_tokens is not None:  # scripted figures win
+                read = reply.cached_tokens or 0
+                created = 0 if reply.usage is not None else accounted.cache_creation_input_tokens
+                total = reply.usage[0] if reply.usage is not None else accounted.total
+                usage.update(input_tokens=max(0, total - read - created), cache_read_input_tokens=read)
+                if reply.usage is not None:
+                    usage.update(cache_creation_input_tokens=0,
+                                 cache_creation={"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0})
+            owner._sent(usage)
+            model = reply.model or body.get("model", "test-model")
+            calls = [(anthropic.tool_id(i), n, _args_text(a)) for i, (n, a) in enumerate(reply.tool_calls)]
+            stop = anthropic.stop_reason(_finish_reason(reply))
+            if not body.get("stream"):
+                self._send_json(200, anthropic.message(model, reply.text, calls, stop, usage))
+                return
+            stream = anthropic.events(model, reply.text, calls, stop, usage, text_chunk=reply.text_chunk_size,
+                                      args_chunk=reply.args_chunk_size, whole_args=reply.tool_call_style == "whole")
+            self._stream([anthropic.sse(name, data) for name, data in stream], reply, done=None)
+
+        def _stream(self, payloads: list[bytes], reply: Reply, done: Optional[bytes]) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             sent = 0
-            for ch in _stream_chunks(body, reply):
+            for payload in payloads:
                 if reply.drop_stream_after is not None and sent >= reply.drop_stream_after:
                     if reply.clean_eof:
                         self._write_chunk(b"")
@@ -390,12 +516,13 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     return
                 if reply.chunk_delay_s and sent:
                     time.sleep(reply.chunk_delay_s)
-                self._write_chunk(b"data: " + json.dumps(ch).encode() + b"\n\n")
+                self._write_chunk(payload)
                 sent += 1
             if reply.drop_stream_after is not None and sent >= reply.drop_stream_after:
                 self._abort()
                 return
-            self._write_chunk(b"data: [DONE]\n\n")
+            if done is not None:
+                self._write_chunk(done)
             self._write_chunk(b"")  # terminating zero-length chunk
 
     return Handler

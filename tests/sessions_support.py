@@ -45,8 +45,9 @@ def write_config_file(root: Path, url: str, **memory) -> Path:
 
 
 def fill(session: Session, turns: int, *, start: int = 0, tools: bool = False, big: int = 0) -> list[dict]:
-    """Append `turns` turns. Plain: user/assistant alternating. With tools: user, assistant calling
-    read_file, tool result (`big` chars when big), assistant. Turn text names its number."""
+    """Append `turns` turn records (user, assistant, tool: not turns as sessions.turns counts them; see
+    fill_turns). Plain: user/assistant alternating. With tools: user, assistant calling read_file, tool
+    result (`big` chars when big), assistant. Record text names its position."""
     records = []
     n = start
     while len(records) < turns:
@@ -65,6 +66,22 @@ def fill(session: Session, turns: int, *, start: int = 0, tools: bool = False, b
     return records
 
 
+def fill_turns(session: Session, turns: int, *, start: int = 0, steps: int = 1, big: int = 0) -> list[dict]:
+    """Append `turns` turns as sessions.turns counts them, numbered from start + 1: a user message, then
+    `steps` - 1 steps of an assistant calling read_file and its result (`big` chars when big), then the
+    assistant's answer. Every record's text starts with `turn N:`."""
+    records = []
+    for n in range(start + 1, start + turns + 1):
+        records.append(session.user(f"turn {n}: please keep going (user message {n})"))
+        for step in range(1, steps):
+            call = {"id": f"call_{n}_{step}", "name": "read_file", "arguments": {"path": f"src/mod_{n}_{step}.py"}}
+            records.append(session.assistant(f"turn {n}: step {step}, reading src/mod_{n}_{step}.py", [call]))
+            body = (f"turn {n}: # src/mod_{n}_{step}.py\n" + "x = 1\n" * (big // 6 + 1))[: max(big, 40)]
+            records.append(session.tool(f"call_{n}_{step}", "read_file", body))
+        records.append(session.assistant(f"turn {n}: done"))
+    return records
+
+
 SUMMARY = """## Task & instructions
 {task}
 ## Decisions & conventions
@@ -78,10 +95,11 @@ SUMMARY = """## Task & instructions
 
 
 def turns_in_prompt(body: dict) -> list[int]:
-    """The [turn N] numbers a compaction request asked to fold in (not those of a previous summary)."""
+    """The [turn N] numbers a compaction request asked to fold in (not those of a previous summary), each
+    once (a turn's records share its number)."""
     text = body["messages"][-1]["content"]
     new_part = text.split("to fold in:", 1)[1]
-    return [int(n) for n in re.findall(r"^\[turn (\d+)\]", new_part, flags=re.M)]
+    return list(dict.fromkeys(int(n) for n in re.findall(r"^\[turn (\d+)\]", new_part, flags=re.M)))
 
 
 def summarizer(fail: Iterable[str] = (), *, files: str = "- src/loader.py") -> Callable[[dict], Reply]:

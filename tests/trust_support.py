@@ -28,3 +28,14 @@ def trust(root: str | os.PathLike, home: str | os.PathLike | None = None) -> Non
                 os.environ.pop("WORKSTATION_HOME", None)
             else:
                 os.environ["WORKSTATION_HOME"] = before
+
+
+def user_config(text: str, home: str | os.PathLike) -> Path:
+    """Give this process (and the processes it starts) a user config home of its own, `home`, whose
+    config.toml holds `text`: where a model's endpoint and key variable come from, since a workspace's
+    config never names them (workstation.trust). For benchmarks and demos; tests get a home from conftest."""
+    os.environ["WORKSTATION_HOME"] = str(home)
+    Path(home).mkdir(parents=True, exist_ok=True)
+    path = Path(home) / "config.toml"
+    path.write_text(text)
+    return path

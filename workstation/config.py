@@ -90,6 +90,7 @@ class IndexConfig(_Section):
 
 
 class MemoryConfig(_Section):
+    # both count turns as sessions.turns defines them: one user message and everything that answered it
     compact_threshold: Annotated[int, Meta(ge=2, le=1_000_000)] = 60
     keep_recent: Annotated[int, Meta(ge=1)] = 40
     compact_model: str = ""
@@ -130,6 +131,8 @@ class AgentConfig(_Section):
     max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000
     max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30
     auto_commit: bool = False  # commit the files each turn changed (git repositories only; never pushes)
+    # how long a provider keeps the prompt cached (Anthropic's cache_control ttl; a 1h write costs 2x, 5m 1.25x)
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
     @staticmethod
     def _check_command_allow(entries: list[str]) -> None:

@@ -22,6 +22,10 @@ Design notes
 * API keys come from the environment variable named in the spec, are registered
   as known secrets (workstation.scrub) and redacted from every error message
   and from litellm's / the OpenAI SDK's log records.
+* Prompt caching, one rule per provider (providers.cache_style): Claude models (Anthropic, Bedrock,
+  Vertex) get ``cache_control`` breakpoints (providers.with_cache_breakpoints) with the spec's
+  ``cache_ttl``; OpenAI models get ``prompt_cache_key`` = the caller's ``cache_key`` (the session);
+  others nothing. Usage reports what the cache served and wrote (Completion.cache_*_tokens).
 * ``timeout_s`` is an *inactivity* timeout: the time allowed until the response
   starts and between two stream chunks (a long answer that keeps streaming is
   not cut).  A watchdog raises at ``max(1.5 * timeout_s, timeout_s + 2)`` if the
@@ -47,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 from . import scrub
-from .providers import shares_endpoint
+from .providers import CACHE_TTLS, cache_style, shares_endpoint, with_cache_breakpoints
 
 __all__ = [
     "LLMError",
@@ -61,6 +65,7 @@ __all__ = [
     "set_context_window",
     "warm_import",
     "DEFAULT_CONTEXT_WINDOW",
+    "CACHE_TTLS",
 ]
 
 log = logging.getLogger(__name__)
@@ -178,6 +183,7 @@ class Completion:
     tokens_estimated: bool = False  # True when the provider sent no usage and we counted ourselves
     cache_read_tokens: int = 0  # of tokens_in, read from the provider's prompt cache
     cache_creation_tokens: int = 0  # of tokens_in, written to the provider's prompt cache
+    cache_creation_1h_tokens: int = 0  # of cache_creation_tokens, written for an hour (billed 2x, not 1.25x)
 
 
 @dataclass
@@ -193,6 +199,7 @@ class ModelSpec:
     fallbacks: tuple[Union[str, "ModelSpec"], ...] = ()
     backoff_s: float = 1.0  # first retry delay; doubles each retry (+-20 % jitter), capped at MAX_BACKOFF_S
     extra_params: dict[str, Any] = field(default_factory=dict)  # passed to litellm.completion (temperature, ...)
+    cache_ttl: str = "5m"  # lifetime of the prompt-cache breakpoints (CACHE_TTLS; agent.cache_ttl)
 
 
 # ============================================================================ secrets
@@ -346,14 +353,27 @@ def context_window(model: str) -> int:
     return result
 
 
-def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_creation: int = 0
-          ) -> Optional[float]:
-    """The call's cost from litellm's bundled price map (cached input priced as such); None when it has
-    no price for the model."""
+def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_creation: int = 0,
+          cache_creation_1h: int = 0) -> Optional[float]:
+    """The call's cost from litellm's bundled price map (cached input priced as such, 1-hour writes at
+    their own price); None when it has no price for the model."""
     try:
-        p, c = _litellm().cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out,
-                                         cache_read_input_tokens=cache_read,
-                                         cache_creation_input_tokens=cache_creation)
+        lit = _litellm()
+        extra: dict[str, Any] = {}
+        if cache_creation_1h:  # only a usage object carries the split of the writes by lifetime
+            from litellm.types.utils import CacheCreationTokenDetails, PromptTokensDetailsWrapper  # lazy: litellm
+
+            split = CacheCreationTokenDetails(ephemeral_5m_input_tokens=cache_creation - cache_creation_1h,
+                                              ephemeral_1h_input_tokens=cache_creation_1h)
+            extra["usage_object"] = lit.Usage(
+                prompt_tokens=tokens_in, completion_tokens=tokens_out, total_tokens=tokens_in + tokens_out,
+                cache_read_input_tokens=cache_read, cache_creation_input_tokens=cache_creation,
+                prompt_tokens_details=PromptTokensDetailsWrapper(cached_tokens=cache_read,
+                                                                 cache_creation_tokens=cache_creation,
+                                                                 cache_creation_token_details=split))
+        p, c = lit.cost_per_token(model=model, prompt_tokens=tokens_in, completion_tokens=tokens_out,
+                                  cache_read_input_tokens=cache_read, cache_creation_input_tokens=cache_creation,
+                                  **extra)
         return float(p) + float(c)
     except Exception:  # an unknown model, or a litellm without these arguments: no price rather than a guess
         return None
@@ -406,7 +426,7 @@ class _Accumulator:
         self._remap: dict[int, int] = {}  # provider index -> slot (only differs for index reuse)
         self._last: Optional[int] = None
         self.finish_reason: Optional[str] = None
-        self.usage: Optional[tuple[int, int, int, int]] = None  # prompt, completion, cache read, cache creation
+        self.usage: Optional[tuple[int, int, int, int, int]] = None  # prompt, completion, cache read, written, 1h
 
     @property
     def text(self) -> str:
@@ -502,6 +522,8 @@ def _clean_detail(text: str) -> str:
             break
         s = new
     s = s.strip()
+    if len(s) > 3 and s[0] == "b" and s[1] in "'\"" and s.endswith(s[1]):  # a body litellm printed as bytes
+        s = s[2:-1]
     if s.startswith("{"):
         try:
             body = json.loads(s)
@@ -625,19 +647,29 @@ def _stream_was_truncated(resp: Any) -> bool:
 
 
 def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]], stream: bool,
-             on_text: Optional[Callable[[str], None]], cancel: Optional[threading.Event]) -> Completion:
+             on_text: Optional[Callable[[str], None]], cancel: Optional[threading.Event],
+             cache_key: Optional[str] = None) -> Completion:
     lit = _litellm()
     api_key = _resolve_api_key(spec)
     kwargs: dict[str, Any] = dict(spec.extra_params)
-    kwargs.update(model=spec.model, messages=[dict(m) for m in messages], stream=stream, timeout=spec.timeout_s,
+    sent, sent_tools = [dict(m) for m in messages], tools
+    style = cache_style(spec.model)
+    if style == "anthropic":
+        if spec.cache_ttl not in CACHE_TTLS:
+            raise LLMError(f"cache_ttl {spec.cache_ttl!r} of {spec.model} is not one of {', '.join(CACHE_TTLS)}",
+                           kind="config", model=spec.model)
+        sent, sent_tools = with_cache_breakpoints(sent, tools, spec.cache_ttl)
+    elif style == "openai" and cache_key:
+        kwargs["prompt_cache_key"] = cache_key
+    kwargs.update(model=spec.model, messages=sent, stream=stream, timeout=spec.timeout_s,
                   max_retries=0,  # the OpenAI SDK would otherwise retry twice on its own
                   drop_params=True)
     if spec.api_base:
         kwargs["api_base"] = spec.api_base
     if api_key:
         kwargs["api_key"] = api_key
-    if tools:
-        kwargs["tools"] = tools
+    if sent_tools:
+        kwargs["tools"] = sent_tools
     if stream:
         kwargs["stream_options"] = {"include_usage": True}
 
@@ -718,34 +750,41 @@ def _fold_response(acc: _Accumulator, resp: Any) -> None:
         acc.usage = _usage_of(usage) or acc.usage
 
 
-def _usage_of(usage: Any) -> Optional[tuple[int, int, int, int]]:
-    """(prompt, completion, cache read, cache creation) tokens of a provider's usage, as litellm maps it:
-    Anthropic's cache_read_input_tokens / cache_creation_input_tokens, OpenAI's
+def _usage_of(usage: Any) -> Optional[tuple[int, int, int, int, int]]:
+    """(prompt, completion, cache read, cache creation, of it for 1 hour) tokens of a provider's usage, as
+    litellm maps it: Anthropic's cache_read_input_tokens / cache_creation_input_tokens (the 1-hour share in
+    prompt_tokens_details.cache_creation_token_details, from Anthropic's cache_creation split), OpenAI's
     prompt_tokens_details.cached_tokens. None when the usage names no token counts."""
     pt, ct = _get(usage, "prompt_tokens"), _get(usage, "completion_tokens")
     if pt is None and ct is None:
         return None
+    details = _get(usage, "prompt_tokens_details")
     read = _get(usage, "cache_read_input_tokens")
     if not read:
-        read = _get(_get(usage, "prompt_tokens_details"), "cached_tokens")
+        read = _get(details, "cached_tokens")
     created = _get(usage, "cache_creation_input_tokens")
-    return int(pt or 0), int(ct or 0), int(read or 0), int(created or 0)
+    hour = _get(_get(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")
+    if hour is None:
+        hour = _get(_get(usage, "cache_creation"), "ephemeral_1h_input_tokens")
+    created = int(created or 0)
+    return int(pt or 0), int(ct or 0), int(read or 0), created, min(int(hour or 0), created)
 
 
 def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Completion:
     calls = acc.tool_calls()
     text = acc.text
     estimated = acc.usage is None
-    cache_read = cache_creation = 0
+    cache_read = cache_creation = hour = 0
     if acc.usage is not None:
-        tokens_in, tokens_out, cache_read, cache_creation = acc.usage
+        tokens_in, tokens_out, cache_read, cache_creation, hour = acc.usage
     else:
         tokens_in = count_tokens(spec.model, messages=messages)
         tokens_out = count_tokens(spec.model, text=text + "".join(c.name + c.arguments for c in calls))
+    cost = _cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation, hour)
     return Completion(text=text, tool_calls=calls, model=spec.model, tokens_in=tokens_in, tokens_out=tokens_out,
-                      latency_s=0.0, cost_usd=_cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation),
+                      latency_s=0.0, cost_usd=cost,
                       finish_reason=acc.finish_reason, tokens_estimated=estimated, cache_read_tokens=cache_read,
-                      cache_creation_tokens=cache_creation)
+                      cache_creation_tokens=cache_creation, cache_creation_1h_tokens=hour)
 
 
 # ============================================================================ public entry
@@ -763,7 +802,8 @@ def _chain(spec: ModelSpec) -> list[ModelSpec]:
         out.append(ModelSpec(model=fb, api_base=spec.api_base if same else None,
                              api_key_env=spec.api_key_env if same else None,
                              timeout_s=spec.timeout_s, max_retries=spec.max_retries,
-                             backoff_s=spec.backoff_s, extra_params=dict(spec.extra_params)))
+                             backoff_s=spec.backoff_s, extra_params=dict(spec.extra_params),
+                             cache_ttl=spec.cache_ttl))
     return out
 
 
@@ -783,8 +823,12 @@ def complete(
     on_text: Optional[Callable[[str], None]] = None,
     cancel: Optional[threading.Event] = None,
     on_retry: Optional[Callable[[str], None]] = None,
+    cache_key: Optional[str] = None,
 ) -> Completion:
     """Call the model (streaming by default) and return the complete answer.
+
+    ``cache_key`` names the conversation (the session id) for providers whose prompt cache is routed by
+    a key (OpenAI's ``prompt_cache_key``); Claude models get cache breakpoints whatever it is.
 
     ``on_text(fragment)`` receives text as it streams (non-streaming: once, the whole text).
     ``on_retry(reason)`` is called before each retry / fallback; text already delivered through
@@ -803,7 +847,7 @@ def complete(
                 raise LLMCancelled(f"request to {current.model} cancelled", model=current.model)
             attempts += 1
             try:
-                result = _attempt(current, messages, tools, stream, on_text, cancel)
+                result = _attempt(current, messages, tools, stream, on_text, cancel, cache_key)
             except LLMCancelled:
                 raise
             except LLMError as e:

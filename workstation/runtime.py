@@ -103,7 +103,7 @@ class Workspace:
     def model_spec(self, name: str | None = None) -> "ModelSpec | None":
         """The configured model (or `name`) as an llm.ModelSpec, None if unset (providers.spec_for:
         the configured endpoint and key go only to the same provider)."""
-        return spec_for(self.config.model, name)
+        return spec_for(self.config.model, name, cache_ttl=self.config.agent.cache_ttl)
 
     def close(self) -> None:
         if "db" in self.__dict__:

@@ -36,7 +36,7 @@ SAFE: dict[str, frozenset[str]] = {
     "index": frozenset({"max_file_bytes", "workers", "ignore"}),  # ignore: entries that narrow (no "!")
     "memory": frozenset({"compact_threshold", "keep_recent", "compact_token_ratio", "redact_every",
                          "redact_min_chars"}),
-    "agent": frozenset({"command_timeout_s", "max_output_chars", "max_steps"}),
+    "agent": frozenset({"command_timeout_s", "max_output_chars", "max_steps", "cache_ttl"}),  # cost, not reach
     "ui": frozenset({"theme"}),
 }
 # Keys a workspace's config never sets, trusted or not: endpoints and the names of key variables.

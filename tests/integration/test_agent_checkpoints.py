@@ -13,13 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from agent_scenario import summarize
-from agent_support import agent, module_server, records, workspace
+from agent_support import agent, is_compaction, is_update, module_server, records, workspace
 from fakellm import Reply
 from workstation.agent import slash
 from workstation.agent.loop import Agent
 from workstation.fsutil import sha256_bytes
 from workstation.sessions import Session
-from workstation.sessions.compaction import PROMPT as COMPACT_PROMPT
 
 server_module, server = module_server()
 
@@ -151,13 +150,13 @@ def test_a_change_between_turns_refuses_a_rewind_across_it(setup, server):
 
 
 def test_conversation_rewind_across_a_compaction(tmp_path, server):
-    knobs = {"compact_threshold": 6, "keep_recent": 2, "compact_model": "openai/test-model"}
+    knobs = {"compact_threshold": 4, "keep_recent": 2, "compact_model": "openai/test-model"}  # in turns
     w = workspace(tmp_path, server.url, memory=knobs)
     a = agent(w, compaction="sync")
 
     def policy(body):
         messages = body["messages"]
-        if messages[0]["content"] == COMPACT_PROMPT:
+        if is_compaction(body):
             return Reply(text=summarize(messages))
         if messages[-1]["role"] == "user":
             word = messages[-1]["content"].split()[-1]
@@ -179,8 +178,10 @@ def test_conversation_rewind_across_a_compaction(tmp_path, server):
     assert (w.root / "notes/alpha.txt").read_bytes() == b"alpha\n" and not (w.root / "notes/bravo.txt").exists()
     mark = len(server.requests)
     assert a.run("note foxtrot").error is None
-    sent = [b for b in server.requests[mark:] if b["messages"][0]["content"] != COMPACT_PROMPT][0]["messages"]
-    text = json.dumps(sent)
+    sent = [b for b in server.requests[mark:] if not is_compaction(b)][0]["messages"]
+    told = [m["content"] for m in sent if is_update(m)]  # what the rewind restored is said once, at the end
+    assert "The user rewound the files to before user turn 2: notes/bravo.txt" in told[-1]
+    text = json.dumps([m for m in sent if not is_update(m)])
     assert "note alpha" in text and "note foxtrot" in text
     for gone in ("bravo", "charlie", "delta", "echo"):
         assert gone not in text, gone  # neither the turns nor a summary of them

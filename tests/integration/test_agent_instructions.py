@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from agent_support import agent, module_server, records, requests_since, tool_results, workspace
+from agent_support import agent, is_update, module_server, records, requests_since, tool_results, workspace
 from conftest_llm import FAKE_API_KEY
 from fakellm import Reply
 from trust_support import trust
@@ -22,6 +22,15 @@ SUMMARY = ("## Task & instructions\nchat\n## Decisions & conventions\n(none)\n##
 
 def system_of(request: dict) -> str:
     return request["messages"][0]["content"]
+
+
+def context_of(request: dict) -> str:
+    """The head and every context update appended since (agent.updates): what the model was told."""
+    return "\n\n".join([system_of(request), *(m["content"] for m in request["messages"] if is_update(m))])
+
+
+def updates_of(request: dict) -> list[str]:
+    return [m["content"] for m in request["messages"] if is_update(m)]
 
 
 def test_agents_md_reaches_the_model_and_survives_compaction(tmp_path, server):
@@ -66,13 +75,16 @@ def test_instructions_are_reread_when_they_change_and_only_then(tmp_path, server
     os.utime(rules, ns=(rules.stat().st_atime_ns, rules.stat().st_mtime_ns + 10**9))
     a.run("third")
     sent = requests_since(server)
-    assert "Use tabs." in system_of(sent[1]) and "Use tabs." not in system_of(sent[2])
-    assert "Use four spaces, never tabs." in system_of(sent[2])
+    assert system_of(sent[2]) == system_of(sent[1]) and "Use tabs." in system_of(sent[1])  # the head stays...
+    assert updates_of(sent[1]) == []
+    (changed,) = updates_of(sent[2])  # ...and the new text follows, replacing it
+    assert changed.startswith("[workstation] Project instructions changed; these replace")
+    assert "--- AGENTS.md ---\nUse four spaces, never tabs." in changed
     assert loads == ["AGENTS.md", "AGENTS.md"]
     rules.unlink()
     server.push(Reply(text="four"))
     a.run("fourth")
-    assert "Project instructions" not in system_of(requests_since(server)[-1])
+    assert "\n\nNo longer in effect: AGENTS.md" in updates_of(requests_since(server)[-1])[-1]
     a.close()
     ws.close()
 
@@ -98,20 +110,22 @@ def test_a_folders_instructions_apply_once_its_files_are_worked_on(tmp_path, ser
     server.dispatch.fn = respond
     a.run("look at the utilities")
     sent = requests_since(server)
-    assert "Package rule" not in system_of(sent[1])  # not yet worked on
-    second = system_of(sent[2])  # after read_lines of pkg/util.py
+    assert "Package rule" not in context_of(sent[1])  # not yet worked on
+    second = context_of(sent[2])  # after read_lines of pkg/util.py
     assert second.index("--- AGENTS.md ---") < second.index("--- pkg/AGENTS.md ---")  # root first, deeper wins
     assert "Other folder rule" not in second
+    assert "Root rule" not in updates_of(sent[2])[-1]  # the update holds what changed only
     server.dispatch.fn = None
     server.push(Reply(text="ok"))
     a.run("and again")
-    assert "Package rule: no new dependencies." in system_of(requests_since(server)[-1])  # it stays
-    # a turn naming a file brings its folder's rules in from the first request
+    assert "Package rule: no new dependencies." in context_of(requests_since(server)[-1])  # it stays
+    # a turn naming a file brings its folder's rules in before the message
     server.push(Reply(text="ok"))
     (ws.root / "other/mod.py").write_text("x = 1\n")
     a.kmap.index_all()
     a.run("what is in other/mod.py?")
-    assert "Other folder rule." in system_of(requests_since(server)[-1])
+    last = requests_since(server)[-1]["messages"]
+    assert "Other folder rule." in last[-2]["content"] and last[-1]["content"] == "what is in other/mod.py?"
     a.close()
     ws.close()
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from agent_support import (MODEL, agent, events, module_server, records, requests_since, tool_results,
-                           workspace)
+from agent_support import (MODEL, agent, events, is_compaction, is_update, module_server, records, requests_since,
+                           tool_results, workspace)
 from conftest_llm import FAKE_API_KEY
 from fakellm import Reply
 from workstation.agent import report as report_mod
@@ -25,12 +25,12 @@ def edit_policy(state: dict):
     in a later turn: cite the logged decision found in the context's decision log."""
 
     def respond(body: dict) -> Reply:
-        messages = body["messages"]
+        messages = [m for m in body["messages"] if not is_update(m)]
         last = messages[-1]
         if last["role"] == "user" and "request_id" in last["content"]:
             return Reply(text="Mapping the file first.", tool_calls=[("file_meta", {"path": "pkg/core.py"})])
-        if last["role"] == "user":  # the later turn
-            found = re.search(r"\[D:(d[0-9a-f]{12})\]", messages[0]["content"])
+        if last["role"] == "user":  # the later turn: the decision is in the update appended after it was logged
+            found = re.search(r"\[D:(d[0-9a-f]{12})\]", json.dumps(body["messages"]))
             return Reply(text=f"parse should follow the same convention [D:{found.group(1)}].")
         (name, args, content), *more = tool_results(messages)
         if name == "file_meta":
@@ -77,14 +77,22 @@ def test_multi_step_session_end_to_end(tmp_path, server):
     assert result2.error is None and f"[D:{state['decision']}]" in result2.text
     sent = requests_since(server)
     assert len(sent) == 5
-    assert f"[D:{state['decision']}] request_id: str | None = None is the last parameter" in sent[4]["messages"][0]["content"]
+    decision = f"[D:{state['decision']}] request_id: str | None = None is the last parameter"
+    assert decision not in sent[4]["messages"][0]["content"]  # not an edit of the head...
+    assert [m for m in sent[4]["messages"] if decision in str(m.get("content"))] == [  # ...but an update, once
+        m for m in sent[4]["messages"] if is_update(m) and "Decisions logged since" in m["content"]]
     assert {t["function"]["name"] for t in sent[0]["tools"]} == set(TOOLS)
     # the task named pkg/core.py: its map is in every request of the turn (memory first)
     assert all("pkg/core.py (python" in r["messages"][0]["content"] for r in sent[:4])
     a.close()
 
-    # the session log records every step
-    log = records(a.session)
+    # the session log records every step; the epoch (the requests' head) and the context updates appended
+    # since (agent.updates: the decision, the edited map) are looked at apart
+    everything = records(a.session)
+    assert [r["type"] for r in everything].count("epoch") == 1
+    told = [r["content"] for r in everything if r.get("update")]
+    assert told[0].startswith("Decisions logged since") and "request_id" in told[0]
+    log = [r for r in everything if r["type"] != "epoch" and not r.get("update")]
     # before the edit, a checkpoint of what the file held, then the intent naming what it will hold
     # (agent/checkpoints.py)
     assert [r["type"] for r in log] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "checkpoint",
@@ -290,7 +298,7 @@ def test_a_context_over_the_window_is_trimmed(tmp_path, server):
     assert len(sent) < 2 + 24
     reply = records(a.session, "assistant")[-1]
     assert reply["context_tokens"] <= 4000 - 1000 and reply["trimmed"] == result.trimmed
-    assert len(records(a.session)) == before + 2  # nothing left the log
+    assert len(records(a.session)) == before + 3  # nothing left the log (the epoch, the message, the reply)
     a.close()
     ws.close()
 
@@ -303,7 +311,7 @@ def test_a_context_that_cannot_fit_gives_a_clear_message(tmp_path, server):
     assert "\n" not in result.error
     assert requests_since(server) == []  # no request was sent
     log = records(a.session)
-    assert [r["type"] for r in log] == ["user", "system"] and log[1]["notice"] == "error"
+    assert [r["type"] for r in log] == ["epoch", "user", "system"] and log[2]["notice"] == "error"
     assert [e["type"] for e in events(ws, a.session.slug)].count("error") == 1
     a.close()
     ws.close()
@@ -377,7 +385,7 @@ def test_pins_are_reinjected_after_compaction(tmp_path, server):
     server.push(Reply(text="## Task & instructions\nchat\n## Decisions & conventions\n(none)\n## Files touched\n"
                            "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)"))
     out = slash.run(a, "/compact")
-    assert out.ok and out.text.startswith("compacted turns 1–9"), out.text
+    assert out.ok and out.text.startswith("compacted turns 1–2"), out.text  # 6 turns, keep 4
     compact = records(a.session, "compact")[0]
     pin = next(r for r in records(a.session) if r.get("pin"))
     turn_ids = [r["id"] for r in records(a.session) if r["type"] in ("user", "assistant", "system", "tool")]
@@ -393,12 +401,12 @@ def test_pins_are_reinjected_after_compaction(tmp_path, server):
 
 
 def test_the_context_window_uses_compaction_when_due(tmp_path, server):
-    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 6, "keep_recent": 2})
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
     a = agent(ws, compaction="sync")
-    _fill(a.session, 3, 2)
+    _fill(a.session, 3, 2)  # and "new": 4 turns
 
     def respond(body):
-        if body["messages"][0]["content"].startswith("You compact"):
+        if is_compaction(body):
             return Reply(text="## Task & instructions\nold\n## Decisions & conventions\n(none)\n## Files touched\n"
                               "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)")
         return Reply(text="fresh")
@@ -408,10 +416,10 @@ def test_the_context_window_uses_compaction_when_due(tmp_path, server):
     from workstation.agent.loop import AgentEvents
 
     assert a.run("new", AgentEvents(on_notice=notes.append)).error is None
-    assert notes and notes[0].startswith("compacted turns 1–5")
+    assert notes and notes[0].startswith("compacted turns 1–2")
     sent = requests_since(server)[-1]["messages"]
     assert sent[1]["content"].startswith("Summary of the earlier conversation")
-    assert [m["role"] for m in sent[2:]] == ["assistant", "user"]
+    assert [m["role"] for m in sent[2:]] == ["user", "assistant", "user"]  # the newest 2 turns
     assert "compaction" in [e["type"] for e in events(ws, a.session.slug)]
     a.close()
     ws.close()
@@ -419,14 +427,14 @@ def test_the_context_window_uses_compaction_when_due(tmp_path, server):
 
 def test_closing_stops_a_background_compaction_mid_call(tmp_path, server):
     """Quitting must not wait for a slow summary: the call is cancelled and nothing is written."""
-    ws = workspace(tmp_path, server.url, model={"timeout_s": 60.0}, memory={"compact_threshold": 6, "keep_recent": 2})
+    ws = workspace(tmp_path, server.url, model={"timeout_s": 60.0}, memory={"compact_threshold": 4, "keep_recent": 2})
     a = agent(ws, compaction="background")  # as in the app
     _fill(a.session, 3, 2)
 
     summarizing = threading.Event()
 
     def respond(body):
-        if body["messages"][0]["content"].startswith("You compact"):
+        if is_compaction(body):
             summarizing.set()
             return Reply(text="## Task & instructions\nslow\n", delay_s=30)
         return Reply(text="fresh")
@@ -445,12 +453,12 @@ def test_a_failed_automatic_compaction_is_logged_not_announced(tmp_path, server)
     from workstation.agent import slash
     from workstation.agent.loop import AgentEvents
 
-    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 6, "keep_recent": 2})
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
     a = agent(ws, compaction="sync")
-    _fill(a.session, 3, 2)
+    _fill(a.session, 3, 2)  # and "new": 4 turns
 
     def respond(body):
-        if body["messages"][0]["content"].startswith("You compact"):
+        if is_compaction(body):
             return Reply(status=400, error_message="summaries are off today")
         return Reply(text="fresh")
 
@@ -479,7 +487,7 @@ def test_the_ui_hears_of_every_record_and_of_what_the_agent_is_doing(tmp_path, s
                                                   on_activity=lambda kind, what: doing.append((kind, what))))
     assert result.error is None
     assert [r["id"] for r in written] == [r["id"] for r in records(a.session)]  # every record, in order, with ids
-    assert [r["type"] for r in written] == ["user", "assistant", "tool", "assistant"]
+    assert [r["type"] for r in written] == ["epoch", "user", "assistant", "tool", "assistant"]
     assert doing == [("model", MODEL), ("tool", "file_meta: pkg/core.py"), ("model", MODEL), ("idle", "")]
     a.close()
     ws.close()

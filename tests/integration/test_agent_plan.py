@@ -8,7 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from agent_support import agent, config_overrides, module_server, records, requests_since, tool_results, workspace
+from agent_support import (agent, config_overrides, is_compaction, module_server, records, requests_since, tool_results,
+                           workspace)
 from fakellm import Reply
 from workstation.agent import slash, tools
 from workstation.agent.loop import AgentEvents
@@ -32,7 +33,7 @@ def planning_model(plans: list[list[dict]]):
     queue = list(plans)
 
     def respond(body):
-        if body["messages"][0]["content"].startswith("You compact"):
+        if is_compaction(body):
             return Reply(text=SUMMARY)
         if body["messages"][-1]["role"] == "tool" and not queue:
             return Reply(text="planned")
@@ -116,7 +117,7 @@ def test_the_plan_survives_a_compaction_as_the_open_todos(tmp_path, server):
         a.session.assistant(f"ok {n}")
     out = slash.run(a, "/compact")
     assert out.ok, out.text
-    summarizer = requests_since(server)[-1]["messages"][1]["content"]
+    summarizer = requests_since(server)[-1]["messages"][-1]["content"]  # the chat model's history, then this
     assert ("\"Open to-dos\" must list every item of it with its status, in this order:\n- [x] map pkg/core.py\n"
             "- [>] add request_id to fetch\n- [ ] update the tests") in summarizer
     compact = records(a.session, "compact")[0]
@@ -161,10 +162,10 @@ def test_compact_passes_the_users_focus_to_the_summarizer(tmp_path, server):
         a.session.assistant(f"answer {n}")
     server.push(Reply(text=SUMMARY))
     out = slash.run(a, "/compact 2 the retry logic")
-    assert out.ok and out.text.startswith("compacted turns 1–6")
+    assert out.ok and out.text.startswith("compacted turns 1–2")
     prompt = requests_since(server)[-1]["messages"][1]["content"]
     assert prompt.startswith("The user asks this summary to focus on: the retry logic\n")
-    assert "question 2" in prompt and "question 3" not in prompt  # keep 2: turns 7-8 stay verbatim
+    assert "answer 1" in prompt and "question 2" not in prompt  # keep 2: turns 3-4 stay verbatim
     assert records(a.session, "compact")[0]["focus"] == "the retry logic"
     a.session.user("question 4")
     a.session.assistant("answer 4")

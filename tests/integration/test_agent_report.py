@@ -17,6 +17,7 @@ from agent_support import agent, config_overrides, module_server, records, reque
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply
 from workstation import config as config_mod
+from workstation.agent import billed as billed_mod
 from workstation.agent import report as report_mod
 from workstation.agent.report import Figures, agent_figures, baseline_figures
 from workstation.cli import main
@@ -87,6 +88,12 @@ def test_the_report_command(tmp_path):
     table = CliRunner().invoke(main, ["-C", str(tmp_path), "report", str(s.path)])
     assert table.exit_code == 0 and "memory agent vs naive baseline" in table.output
     assert "file reads" in table.output and "33.3%" in table.output
+    ideal = data["billed"]["ideal_prefix_cache"]  # (counted with cl100k here: the figures are the test above's)
+    assert data["billed"]["unit"] == "units" and ideal["naive"]["cost"] > ideal["naive_once"]["cost"] > 0
+    assert ideal["agent_vs_naive"] == pytest.approx(ideal["agent"]["cost"] / ideal["naive"]["cost"])
+    assert ideal["agent"]["requests"] == ideal["naive"]["requests"] == 6
+    assert "billed with an ideal prefix cache, in units" in table.output
+    assert f"{ideal['agent_vs_naive']:.2f}x" in table.output and "agent step requests: 6; cache-served" in table.output
     missing = CliRunner().invoke(main, ["-C", str(tmp_path), "report", "nope"])
     assert missing.exit_code != 0 and "no session named nope" in str(missing.exception)
 
@@ -216,3 +223,70 @@ def test_the_demo_repository_is_where_the_episode_started(tmp_path):
             args = json.loads(calls[record["tool_call_id"]]["arguments"])
             assert tools.call(a.ctx, "file_meta", args).text == record["content"]
         a.close()
+
+
+# --------------------------------------------------------------------------- billed with a prefix cache
+def test_billed_with_an_ideal_prefix_cache_worked_out_by_hand(tmp_path):
+    """The handmade log in units (openai/test-model has no price): input 1, write 1.25, read 0.1, output 5."""
+    view = handmade_log(tmp_path).read()
+    naive, once = [], []
+    baseline_figures(view, None, 999, one_token, requests=naive)
+    baseline_figures(view, None, 999, one_token, reread_unchanged=False, requests=once)
+    bill = billed_mod.build(view, naive, once, lambda r: report_mod.output_tokens(r, one_token))
+    assert bill.unit == "units" and "no price in litellm's price map" in bill.priced_by
+    # output (one token a text or a call): 1, 2, 2, 1, 1, 1 = 8 tokens = 40 units in every column
+    # agent: 300, 400, 500, 450 (fewer than before: only the base, 50, is read), 600, 700
+    steps = bill.steps
+    assert (steps.requests, steps.prompt_tokens, steps.cache_read, steps.cache_write, steps.output_tokens) == (
+        6, 2950, 300 + 400 + 50 + 450 + 600, 300 + 100 + 100 + 400 + 150 + 100, 8)
+    assert steps.cost == pytest.approx(1150 * 1.25 + 1800 * 0.1 + 8 * 5)
+    # naive: 55, 1064, 2078, 2094, 2104, 3213 sent; each reads the one before, writes the rest
+    assert [sent for sent, _, _ in naive] == [55, 1064, 2078, 2094, 2104, 3213]
+    assert (bill.naive.cache_read, bill.naive.cache_write) == (55 + 1064 + 2078 + 2094 + 2104, 3213)
+    assert bill.naive.cost == pytest.approx(3213 * 1.25 + 7395 * 0.1 + 40)
+    assert bill.naive_once.cost == pytest.approx(2213 * 1.25 + (6608 - 2213) * 0.1 + 40)
+    assert bill.ratio(bill.naive) == pytest.approx(1657.5 / 4795.75)
+    assert bill.compactions.requests == 0 and bill.reported["step"].prompt_tokens == 0
+
+
+def test_a_base_change_reads_nothing_in_an_append_only_history():
+    from workstation.importers.pricing import UNIT
+
+    got = billed_mod.appended([(100, 50, 1), (150, 50, 1), (170, 60, 1)], UNIT)
+    assert (got.cache_read, got.cache_write) == (100, 100 + 50 + 170)
+
+
+def test_compactions_breaks_and_the_provider_figures(tmp_path):
+    _, paths = config_mod.load(tmp_path)
+    s = Session.create(paths, "cached", counter=one_token)
+    model = "openai/test-model"
+    s.user("go")
+    s.assistant("a", model=model, context_tokens=1000, base_tokens=100, tokens_in=1100, tokens_out=10,
+                cache_creation_tokens=1100)
+    s.assistant("b", model=model, context_tokens=1500, base_tokens=100, tokens_in=1600, tokens_out=10,
+                cache_read_tokens=1100, cache_creation_tokens=500)
+    s.append("compact", summary="so far", sections={}, files=[], covers={"first_id": "x", "last_id": "y"},
+             model=model, tokens_in=2000, tokens_out=200, calls=2)
+    s.user("more")
+    s.assistant("c", model=model, context_tokens=800, base_tokens=100, tokens_in=900, tokens_out=10,
+                cache_read_tokens=100, cache_creation_tokens=800, cache_break="compaction")
+    s.assistant("d", model=model, context_tokens=1200, base_tokens=100, tokens_in=1300, tokens_out=10,
+                cache_read_tokens=900, cache_creation_tokens=400)
+    s.assistant("e", model=model, context_tokens=1300, base_tokens=100, tokens_in=1400, tokens_out=10,
+                cache_break="tools changed")
+    view = s.read()
+    bill = billed_mod.build(view, [], [], lambda r: report_mod.output_tokens(r, one_token))
+    # ideal reads: nothing, the request before (1000), after the compaction the base (100), the request
+    # before (800), nothing after the tools changed
+    assert (bill.steps.prompt_tokens, bill.steps.cache_read) == (5800, 1900)
+    assert bill.steps.cost == pytest.approx(3900 * 1.25 + 1900 * 0.1 + 50 * 5)
+    assert (bill.compactions.requests, bill.compactions.cost) == (2, pytest.approx(2000 * 1.25 + 200 * 5))
+    step, compaction = bill.reported["step"], bill.reported["compaction"]
+    # as reported: reads 1100 + 100 + 900 of 6300; writes 1100 + 500 + 800 + 400; the rest plain input
+    assert (step.prompt_tokens, step.cache_read, step.cache_write) == (6300, 2100, 2800)
+    assert step.cost == pytest.approx(1400 * 1 + 2100 * 0.1 + 2800 * 1.25 + 50 * 5)
+    assert step.served == pytest.approx(1 / 3)
+    assert (compaction.requests, compaction.cost, compaction.served) == (2, pytest.approx(2000 + 1000), 0)
+    data = bill.to_dict()
+    assert data["ideal_prefix_cache"]["agent"]["requests"] == 7 and data["as_reported"]["compaction"]["served"] == 0
+    assert "agent compaction requests: 2; cache-served 0.0% ideal, 0.0% as reported" in "\n".join(bill.lines())

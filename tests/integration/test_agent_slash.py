@@ -145,9 +145,10 @@ def test_compact_and_archive_with_the_model(tmp_path, server):
                                        "summarized already")
     server.push(Reply(text=SUMMARY))
     out = run(a, "/compact 2")
-    assert out.ok and out.text.startswith(f"compacted turns 1–4 of {a.session.slug} with openai/test-model")
+    # keeping the newest 2 turns (a question and its answer each) leaves the first to summarize
+    assert out.ok and out.text.startswith(f"compacted turn 1 of {a.session.slug} with openai/test-model")
     prompt = requests_since(server)[0]["messages"][1]["content"]
-    assert "question 0" in prompt and "question 2" not in prompt
+    assert "question 0" in prompt and "answer 0" in prompt and "question 1" not in prompt
     assert records(a.session, "compact")[0]["summary"].startswith("## Task & instructions\nplay with slash")
     assert run(a, "/compact 2").text.startswith("nothing to compact")
     assert run(a, "/compact keep=all").text.startswith("error: usage: /compact [KEEP] [FOCUS]")

@@ -233,7 +233,7 @@ def test_replace_lines_needs_a_read_and_a_map_counts_as_one(ag, ws):
                         "# end of clean")
     assert edit.ok and edit.text.splitlines()[0] == ("pkg/util.py: replaced lines 4-5; the new text is lines 4-6; "
                                                      "lines after it moved by +1")
-    assert edit.text.splitlines()[1:5] == ["@@ -1,8 +1,9 @@", " \"\"\"Utilities.\"\"\"", " ", " "]
+    assert edit.text.splitlines()[1:3] == ["@@ -3,4 +3,5 @@", " "]  # one line of context around the change
     assert "-    return text.strip()" in edit.text and "+# end of clean" in edit.text  # the diff, for the model
     # the next look at the map sees the edit: re-indexed before anything reads the map
     again = call(ag, "file_meta", path="pkg/util.py")

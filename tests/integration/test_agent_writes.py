@@ -114,7 +114,8 @@ def test_edit_file_replaces_exact_text_and_shows_the_diff(ag, ws):
     read(ag, "pkg/core.py")
     result = call(ag, "edit_file", path="pkg/core.py", old="    return 1\n", new="    return 2\n")
     assert result.ok and result.text.splitlines()[0] == "pkg/core.py: replaced the text (line 18); +1 -1"
-    assert result.text.splitlines()[1:] == ["@@ -15,4 +15,4 @@", " ", " ", " def _private() -> int:",
+    # one line of context: the model sent the new text, the result shows where it landed
+    assert result.text.splitlines()[1:] == ["@@ -17,2 +17,2 @@", " def _private() -> int:",
                                             "-    return 1", "+    return 2"]
     assert (ws.root / "pkg/core.py").read_text().endswith("def _private() -> int:\n    return 2\n")
     assert result.data["lines"] == [18, 18] and result.data["lines_changed"] == 1

@@ -23,13 +23,12 @@ from pathlib import Path
 import pytest
 
 from agent_scenario import summarize
-from agent_support import agent, module_server, tool_results, workspace
+from agent_support import agent, is_compaction, is_update, module_server, tool_results, workspace
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply
 from workstation.agent.tools import RECOMPUTE, TOOLS
 from workstation.replay import Episode, Player, ReplayError
 from workstation.replay.verify import verify
-from workstation.sessions.compaction import PROMPT as COMPACT_PROMPT
 from workstation.sessions.log import LogView, Session, SessionError
 
 server_module, server = module_server()
@@ -40,8 +39,8 @@ DEMO_REPO = REPO_TOP / "sessions" / "demo-repo"
 TASK = "Look at fetch in pkg/core.py and how it cleans its input."
 FOLLOW_UP = "Now look at pkg/util.py."
 PIN = "Always cite the decision you follow."
-MEMORY_KNOBS = {"compact_threshold": 12, "keep_recent": 8, "compact_model": "openai/test-model",
-                "redact_every": 4, "redact_min_chars": 100}
+MEMORY_KNOBS = {"compact_threshold": 2, "keep_recent": 1, "compact_model": "openai/test-model",
+                "redact_every": 2, "redact_min_chars": 100}
 
 
 class ReadingPolicy:
@@ -50,9 +49,9 @@ class ReadingPolicy:
 
     def __call__(self, body: dict) -> Reply:
         messages = body["messages"]
-        if messages[0]["content"] == COMPACT_PROMPT:
+        if is_compaction(body):
             return Reply(text=summarize(messages))
-        last = messages[-1]
+        last = [m for m in messages if not is_update(m)][-1]
         if last["role"] == "user":
             path = "pkg/core.py" if "fetch" in last["content"] else "pkg/util.py"
             return Reply(text="The map first.", tool_calls=[("file_meta", {"path": path})])
@@ -112,7 +111,7 @@ def recorded(tmp_path_factory, server_module):
             server_module.dispatch.fn = None
         session = Session.open(ws.paths, "episode")
         assert persist_redactions(session, ws.config) is not None  # the sidecar's record of rolling redaction
-        chat = [b for b in server_module.requests[mark:] if b["messages"][0]["content"] != COMPACT_PROMPT]
+        chat = [b for b in server_module.requests[mark:] if not is_compaction(b)]
         yield Recorded(ws, session, chat, ws.root)
     ws.close()
 
@@ -133,8 +132,11 @@ def test_one_step_per_record_in_log_order(recorded, episode):
     assert not episode.problems
     kinds = [s.kind for s in episode.steps]
     assert {"user", "assistant", "tool", "system", "compact", "redaction"} <= set(kinds)
+    # each step knows its turn (sessions.turns): the user message that started it, numbered from 1
     turns = [s.turn for s in episode.steps if s.turn is not None]
-    assert turns == list(range(1, len(turns) + 1))
+    assert turns == sorted(turns) and set(turns) == {1, 2}
+    users = [s for s in episode.steps if s.kind == "user"]
+    assert [s.turn for s in users] == [1, 2] and users[1].label().startswith("user (turn 2): Now look")
     for step in _tool_steps(episode, "read_lines"):  # every result knows the call that asked for it
         assert step.call["id"] == step.record["tool_call_id"]
         assert step.args["path"] in ("pkg/core.py", "pkg/util.py")
@@ -169,7 +171,7 @@ def test_compaction_marker_and_context_after_a_compaction(episode):
     assert before.compaction is None and before.context.summary_id is None
     assert after.compaction["id"] == first.id
     assert after.context.summary_id == first.id
-    assert after.context.covered_turns == first.record["covers"]["last_turn"]
+    assert after.covered.last_turn == first.record["covers"]["last_turn"] == 1 and after.turns == 2
     assert after.context.messages[0]["role"] == "system"
     assert first.record["summary"] in after.context.messages[0]["content"]
     marker = after.transcript[-1]

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from fakellm import ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, run_cli,
+from sessions_support import (KEY, KEY_ENV, compaction_events, fill, fill_turns, make_config, real_episodic, run_cli,
                               summarizer, write_config_file)
 from workstation.cli import main
 from workstation.sessions import Session, SessionError
@@ -43,7 +43,7 @@ def cli(root, *args):
 def test_archive_summarizes_compresses_and_restores_byte_for_byte(tmp_path, server):
     config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
     session = Session.create(paths, "work")
-    turns = fill(session, 14, tools=True, big=3000)
+    turns = fill_turns(session, 14, steps=2, big=3000)
     original = session.path.read_bytes()
     with real_episodic(paths) as episodic:
         result = archive(paths, "work", config, episodic=episodic)
@@ -60,7 +60,7 @@ def test_archive_summarizes_compresses_and_restores_byte_for_byte(tmp_path, serv
     assert "work" not in {i.slug for i in list_sessions(paths)}
     view, state = load(paths, "work")
     assert state == "archived" and [t["id"] for t in view.turns] == [t["id"] for t in turns]
-    hits = search(paths, "SRC/MOD_6.PY")
+    hits = search(paths, "SRC/MOD_6_1.PY")
     assert {(h.slug, h.state) for h in hits} == {("work", "archived")} and len(hits) >= 2
     restored = restore(paths, "work")
     assert restored.path.read_bytes() == raw
@@ -140,7 +140,7 @@ def test_cli_commands_end_to_end(tmp_path, server):
     write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4)
     config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
     session = Session.create(paths, "cli")
-    turns = fill(session, 12, tools=True, big=2500)
+    turns = fill_turns(session, 12, steps=2, big=2500)
     listed = json.loads(cli(tmp_path, "session", "list", "--json"))
     assert [(s["slug"], s["turns"], s["compacted"]) for s in listed] == [("cli", 12, "")]
     assert listed[0]["size"] == session.path.stat().st_size and listed[0]["last_activity"] == turns[-1]["ts"]
@@ -160,7 +160,7 @@ def test_cli_commands_end_to_end(tmp_path, server):
     exported = json.loads(cli(tmp_path, "session", "export", "cli", "--format", "json"))
     assert exported["format"] == "workstation-session" and exported["state"] == "archived"
     md = cli(tmp_path, "session", "export", "cli", "--format", "md")
-    assert md.startswith("# Session cli") and "src/mod_2.py" in md
+    assert md.startswith("# Session cli") and "src/mod_2_1.py" in md
     hits = json.loads(cli(tmp_path, "session", "search", "please keep going", "--json"))
     assert {h["slug"] for h in hits} == {"cli"} and all(h["state"] == "archived" for h in hits)
     assert "restored cli" in cli(tmp_path, "session", "restore", "cli")
@@ -199,7 +199,8 @@ def test_markdown_export_marks_unreadable_lines(tmp_path):
     fill(session, 1, start=2)
     view, state = load(paths, "md")
     text = export_markdown("md", view, state)
-    assert "> unreadable line 3: not valid JSON" in text and "## 3. user" in text
+    # records 1-2 are turn 1 (a user message and its answer), record 3 starts turn 2
+    assert "> unreadable line 3: not valid JSON" in text and "## Turn 2\n\n### user" in text
 
 
 def test_markdown_export_opens_code_fences_at_the_start_of_a_line(tmp_path):

@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from fakellm import Reply, ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill, make_config,
+from sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill_turns, make_config,
                               real_episodic, summarizer, turns_in_prompt, write_config_file)
 from workstation import config as config_mod
 from workstation import llm
@@ -20,6 +20,7 @@ from workstation.sessions import log
 from workstation.errors import ConfigError
 from workstation.sessions import Session, SessionContext, compact, needs_compaction
 from workstation.sessions.compaction import parse_sections, plan_compaction
+from workstation.sessions.turns import Coverage, of_log
 
 
 @pytest.fixture(autouse=True)
@@ -43,53 +44,54 @@ def setup(tmp_path, server, **memory):
 
 def test_threshold_boundary(tmp_path, server):
     config, session = setup(tmp_path, server)
-    turns = fill(session, 9)
+    turns = fill_turns(session, 9)
     assert not needs_compaction(session, config)
     assert compact(session, config) is None and server.requests == []
-    turns += fill(session, 1, start=9)
+    turns += fill_turns(session, 1, start=9)
     assert needs_compaction(session, config)
     result = compact(session, config)
     assert result.ok and (result.first_turn, result.last_turn) == (1, 6) and result.reason == "threshold"
     assert turns_in_prompt(server.requests[0]) == [1, 2, 3, 4, 5, 6]
     record = result.record
-    assert record["covers"] == {"first_id": turns[0]["id"], "last_id": turns[5]["id"], "first_turn": 1,
+    # turns 1-6 are records 0-11 (a user message and its answer each)
+    assert record["covers"] == {"first_id": turns[0]["id"], "last_id": turns[11]["id"], "first_turn": 1,
                                 "last_turn": 6, "new_first_turn": 1, "new_first_id": turns[0]["id"]}
     assert record["model"] == "openai/compact" and record["type"] == "compact"
     # the model sees the summary instead of turns 1-6, then exactly the newest keep_recent turns verbatim
     view = SessionContext.build(session, config)
-    assert view.messages[0]["role"] == "system" and "turns 1–6" in view.messages[0]["content"]
-    assert "## Task & instructions" in view.messages[0]["content"]
-    assert [m["content"] for m in view.messages[1:]] == [t["content"] for t in turns[6:]]
-    assert view.covered_turns == 6 and view.turn_count == 10
+    assert view.messages[0]["role"] == "system" and "## Task & instructions" in view.messages[0]["content"]
+    assert [m["content"] for m in view.messages[1:]] == [t["content"] for t in turns[12:]]
+    assert view.messages[1]["content"].startswith("turn 7: please keep going")
+    numbered, covered = of_log(session.read())
+    assert numbered.count == 10 and covered == Coverage(6, False)
     assert not needs_compaction(session, config)
 
 
 def test_keep_recent_boundary_and_second_compaction(tmp_path, server):
     config, session = setup(tmp_path, server)
-    fill(session, 10)
+    fill_turns(session, 10)
     compact(session, config)
-    fill(session, 5, start=10)  # live: 4 kept + 5 = 9 turns, one short of the threshold
+    fill_turns(session, 5, start=10)  # live: 4 kept + 5 = 9 turns, one short of the threshold
     assert not needs_compaction(session, config)
-    fill(session, 1, start=15)
+    fill_turns(session, 1, start=15)
     result = compact(session, config)
     assert (result.first_turn, result.last_turn) == (7, 12)  # only the not yet covered turns are sent
     assert turns_in_prompt(server.requests[1]) == [7, 8, 9, 10, 11, 12]
     view = SessionContext.build(session, config)
-    assert [m["content"].split(":")[0] for m in view.messages[1:]] == [f"turn {n}" for n in range(13, 17)]
+    assert [m["content"].split(":")[0] for m in view.messages[1:]] == [f"turn {n}" for n in range(13, 17) for _ in "ua"]
 
 
-def test_cut_never_separates_a_tool_result_from_its_call(tmp_path, server):
+def test_the_cut_falls_at_a_user_message(tmp_path, server):
     config, session = setup(tmp_path, server)
-    turns = fill(session, 10, tools=True)
-    # turns: u a(call) tool a u a(call) tool a u a -- keeping the newest 4 would start at a tool result
-    assert turns[5]["type"] == "assistant" and turns[6]["type"] == "tool"
+    turns = fill_turns(session, 10, steps=3)  # each turn: user, (assistant calling, tool result) x2, assistant
     plan = plan_compaction(session.read(), config)
-    assert plan.last_turn == 5  # the cut moves back to the calling turn: 5 turns stay verbatim
+    assert (plan.first_turn, plan.last_turn, plan.partial) == (1, 6, False)
+    assert plan.turns == turns[:36] and plan.turns[-1]["content"] == "turn 6: done"
     result = compact(session, config)
-    assert result.last_turn == 5
+    assert result.last_turn == 6
     messages = SessionContext.build(session, config).messages
-    assert messages[1]["role"] == "assistant" and messages[1]["tool_calls"][0]["id"] == turns[5]["tool_calls"][0]["id"]
-    assert messages[2]["role"] == "tool"
+    assert messages[1]["role"] == "user" and messages[1]["content"].startswith("turn 7:")
+    assert messages[2]["role"] == "assistant" and messages[3]["role"] == "tool"
 
 
 def test_invalid_knobs_are_refused_with_one_line_each(tmp_path):
@@ -121,7 +123,7 @@ def test_fallback_model_takes_over(tmp_path, failure):
 
     with ScriptedLLM(respond) as server:
         config, session = setup(tmp_path, server)
-        fill(session, 10)
+        fill_turns(session, 10)
         with real_episodic(session.paths) as episodic:
             result = compact(session, config, episodic)
             [event] = compaction_events(episodic)
@@ -142,7 +144,7 @@ def test_both_models_failing_leaves_the_log_untouched(tmp_path):
 
     with ScriptedLLM(respond) as server:
         config, session = setup(tmp_path, server)
-        turns = fill(session, 12)
+        turns = fill_turns(session, 12)
         before = session.path.read_bytes()
         with real_episodic(session.paths) as episodic:
             result = compact(session, config, episodic)
@@ -159,7 +161,7 @@ def test_both_models_failing_leaves_the_log_untouched(tmp_path):
 
 def test_unset_compact_model_falls_back_to_the_chat_model(tmp_path, server):
     config, session = setup(tmp_path, server, compact_model="", compact_fallback_model="")
-    fill(session, 12)
+    fill_turns(session, 12)
     result = compact(session, config)
     assert result.ok and result.record["model"] == "openai/chat"
     assert [r["model"] for r in server.requests] == ["chat"]
@@ -168,7 +170,7 @@ def test_unset_compact_model_falls_back_to_the_chat_model(tmp_path, server):
 def test_unset_models_skip_without_calling_anything(tmp_path, server):
     config, session = setup(tmp_path, server, compact_model="", compact_fallback_model="")
     config.model.name = ""  # no chat model either
-    fill(session, 12)
+    fill_turns(session, 12)
     with real_episodic(session.paths) as episodic:
         result = compact(session, config, episodic)
         [event] = compaction_events(episodic)
@@ -179,9 +181,9 @@ def test_unset_models_skip_without_calling_anything(tmp_path, server):
 
 def test_recompaction_folds_the_previous_summary_in(tmp_path, server):
     config, session = setup(tmp_path, server)
-    fill(session, 10)
+    fill_turns(session, 10)
     first = compact(session, config).record
-    fill(session, 6, start=10)
+    fill_turns(session, 6, start=10)
     second = compact(session, config).record
     prompt = server.requests[1]["messages"][-1]["content"]
     assert "Previous summary (turns 1–6):" in prompt and "Summarized turns 1-6" in prompt
@@ -196,8 +198,8 @@ def test_recompaction_folds_the_previous_summary_in(tmp_path, server):
 
 
 def test_long_sessions_fold_in_chunks(tmp_path, server):
-    config, session = setup(tmp_path, server, compact_threshold=300, keep_recent=20)
-    fill(session, 300, tools=True, big=1500)
+    config, session = setup(tmp_path, server, compact_threshold=60, keep_recent=20)
+    fill_turns(session, 60, steps=3, big=1500)
     llm.set_context_window("openai/compact", 6000)
     try:
         result = compact(session, config)
@@ -205,7 +207,9 @@ def test_long_sessions_fold_in_chunks(tmp_path, server):
         llm.set_context_window("openai/compact", None)
     assert result.ok and result.record["calls"] == len(server.requests) > 2
     sent = [n for body in server.requests for n in turns_in_prompt(body)]
-    assert sent == list(range(1, result.last_turn + 1))  # every turn exactly once, in order
+    # every turn, in order (a turn whose records straddle two chunks is in both)
+    assert sorted(sent) == sent and list(dict.fromkeys(sent)) == list(range(1, result.last_turn + 1))
+    assert result.last_turn == 40
     for body in server.requests[1:]:  # each chunk folds into the running summary
         assert "Previous summary" in body["messages"][-1]["content"]
 
@@ -214,27 +218,27 @@ def test_paths_and_errors_from_tool_calls_survive_the_summary(tmp_path):
     answer = summarizer(files="(none)")
     with ScriptedLLM(answer) as server:
         config, session = setup(tmp_path, server)
-        fill(session, 6, tools=True)
+        fill_turns(session, 2, steps=2)
         call = {"id": "call_x", "name": "run", "arguments": {"command": "pytest", "path": "tests/test_x.py"}}
-        session.assistant("running tests", [call])
+        session.assistant("running tests", [call])  # still turn 2
         session.tool("call_x", "run", "E   AssertionError: 3 != 4\nmore", ok=False)
-        fill(session, 4, start=8)
+        fill_turns(session, 8, start=2)
         record = compact(session, config).record
-    assert "src/mod_2.py" in record["sections"]["files"] and "tests/test_x.py" in record["sections"]["files"]
+    assert "src/mod_2_1.py" in record["sections"]["files"] and "tests/test_x.py" in record["sections"]["files"]
     assert "run: E   AssertionError: 3 != 4" in record["sections"]["errors"]
-    assert record["files"] == ["src/mod_2.py", "tests/test_x.py"]
+    assert record["files"] == ["src/mod_1_1.py", "src/mod_2_1.py", "tests/test_x.py"]
 
 
 def test_token_guard_compacts_before_the_turn_threshold(tmp_path, server):
     config, session = setup(tmp_path, server, compact_threshold=60, keep_recent=40, compact_token_ratio=0.5)
-    fill(session, 12, tools=True, big=4000)
+    fill_turns(session, 3, steps=3, big=4000)
     window = 3000  # the big outputs alone are far above half of it
     assert not needs_compaction(session, config, window_tokens=10**7)
     assert needs_compaction(session, config, window_tokens=window)
     result = compact(session, config, window_tokens=window)
-    assert result.ok and result.reason == "tokens" and result.last_turn < 12
+    assert result.ok and result.reason == "tokens" and result.last_turn == 3 and result.partial
     view = SessionContext.build(session, config)
-    assert view.tokens < 0.5 * window + 1500 and view.live_turns >= 1
+    assert view.tokens < 0.5 * window + 1500 and view.messages[-1]["content"] == "turn 3: done"
 
 
 def test_two_workers_never_compact_the_same_range(tmp_path):
@@ -247,7 +251,7 @@ def test_two_workers_never_compact_the_same_range(tmp_path):
 
     with ScriptedLLM(slow) as server:
         config, session = setup(tmp_path, server)
-        fill(session, 10)
+        fill_turns(session, 10)
         results = []
         workers = [threading.Thread(target=lambda: results.append(compact(Session(session.paths, "s"), config)))
                    for _ in range(3)]
@@ -261,7 +265,7 @@ def test_two_workers_never_compact_the_same_range(tmp_path):
 
 def test_manual_compaction_ignores_the_threshold(tmp_path, server):
     config, session = setup(tmp_path, server)
-    fill(session, 6)
+    fill_turns(session, 6)
     result = compact(session, config, force=True)
     assert result.ok and (result.first_turn, result.last_turn) == (1, 2) and result.reason == "manual"
     everything = compact(session, config, force=True, keep=0)
@@ -271,7 +275,7 @@ def test_manual_compaction_ignores_the_threshold(tmp_path, server):
 
 def test_forced_compaction_says_so_when_another_process_is_compacting(tmp_path, server, monkeypatch, capsys):
     config, session = setup(tmp_path, server)
-    fill(session, 12)
+    fill_turns(session, 12)
     before = session.path.read_bytes()
     monkeypatch.setattr(log, "CLAIM_WAIT_S", 0.2)  # the CLI waits this long for the claim
     monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(tmp_path), "session", "compact", "s"])
@@ -299,7 +303,7 @@ def test_section_parsing():
 def test_session_compact_focus_reaches_the_summarizer(tmp_path, server, monkeypatch, capsys):
     config, session = setup(tmp_path, server)
     write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4)
-    fill(session, 8)
+    fill_turns(session, 8)
     monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(tmp_path), "session", "compact", "s",
                                       "--focus", "the retry logic"])
     with pytest.raises(SystemExit) as exited:
@@ -317,7 +321,7 @@ def test_automatic_compaction_backs_off_from_a_failing_session_and_recovers(tmp_
     from workstation.sessions.compaction import RETRY_MAX_S, RETRY_MIN_S, AutoCompactor
 
     config, session = setup(tmp_path, server)
-    fill(session, 12)
+    fill_turns(session, 12)
     now = [1000.0]
     down = copy.deepcopy(config)
     down.model.name = down.memory.compact_model = down.memory.compact_fallback_model = ""
@@ -342,13 +346,13 @@ def test_compaction_asked_for_always_says_what_happened(tmp_path, server):
     from workstation.sessions.compaction import compact_now
 
     config, session = setup(tmp_path, server, keep_recent=2)
-    fill(session, 12)
+    fill_turns(session, 12)
     done = compact_now(session, config)
     assert done.ok and done.describe().startswith("compacted turns 1–10 of s with openai/compact")
     again = compact_now(session, config)
     assert again.status == "nothing" and not again.ok
     assert again.describe() == "nothing to compact in s: every turn but the newest 2 is summarized already"
     config.model.name = config.memory.compact_model = config.memory.compact_fallback_model = ""
-    fill(session, 4, start=12)
+    fill_turns(session, 4, start=12)
     failed = compact_now(session, config, keep=0)
     assert failed.describe().startswith("compaction of s skipped: no model to compact with")

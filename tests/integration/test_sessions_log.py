@@ -126,10 +126,11 @@ def test_a_record_with_bad_fields_is_reported_and_the_commands_go_on(tmp_path, l
 
     unreadable = f"unreadable line 7: bad field: {reason}\n"
     listed = run("list", "--json")
-    assert [(s["slug"], s["turns"], s["problems"]) for s in json.loads(listed.stdout)] == [("bad", 8, 1)]
+    # 8 records, 3 of them user messages: 3 turns
+    assert [(s["slug"], s["turns"], s["problems"]) for s in json.loads(listed.stdout)] == [("bad", 3, 1)]
     assert listed.stderr == f"warning: bad: {unreadable}"
     shown = run("show", "bad", "--json")
-    assert json.loads(shown.stdout)["turns"] == 8 and shown.stderr == f"warning: {unreadable}"
+    assert json.loads(shown.stdout)["turns"] == 3 and shown.stderr == f"warning: {unreadable}"
     raw = run("show", "bad", "--raw")
     assert all(r["id"] in raw.stdout for r in good) and raw.stderr == f"warning: {unreadable}"
     searched = run("search", "turn 8", "--json")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fakellm import ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, compaction_events, fill, make_config, real_episodic, summarizer,
+from sessions_support import (KEY, KEY_ENV, compaction_events, fill_turns, make_config, real_episodic, summarizer,
                               turns_in_prompt, write_config_file)
 from workstation.sessions import Session
 from workstation.sessions.compaction import plan_compaction
@@ -26,8 +26,8 @@ def test_sidecar_once_compacts_what_is_due_and_records_why(tmp_path):
         write_config_file(tmp_path, server.url, compact_threshold=10, keep_recent=4)
         config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
         due, small = Session.create(paths, "due"), Session.create(paths, "small")
-        fill(due, 12)
-        fill(small, 5)
+        fill_turns(due, 12)
+        fill_turns(small, 5)
         out = subprocess.run([sys.executable, "-m", "workstation", "-C", str(tmp_path), "sidecar", "--once"],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
@@ -42,7 +42,7 @@ def test_sidecar_once_compacts_what_is_due_and_records_why(tmp_path):
 
 
 def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
-    """Two real sidecars watch while this process appends 240 turns: every turn survives, in order,
+    """Two real sidecars watch while this process appends 120 turns: every turn survives, in order,
     each range is compacted exactly once, and the compact records chain without gaps."""
     answer = summarizer()
 
@@ -64,8 +64,8 @@ def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
                 assert time.monotonic() < deadline and all(p.poll() is None for p in sidecars), log.read_text()
                 time.sleep(0.1)
             appended = []
-            for n in range(240):
-                appended += fill(session, 1, start=n, tools=False)
+            for n in range(120):
+                appended += fill_turns(session, 1, start=n)
                 time.sleep(0.02)
             deadline = time.monotonic() + 90
             while plan_compaction(session.read(), config) is not None:
@@ -101,7 +101,7 @@ def test_a_sidecar_compacts_with_the_model_its_app_was_given_on_the_command_line
         config_file.write_text(config_file.read_text().replace('name = "openai/chat"', 'name = ""'))
         config, paths = make_config(tmp_path, server.url, compact_threshold=10, keep_recent=4)
         session = Session.create(paths, "due")
-        fill(session, 12)
+        fill_turns(session, 12)
         sidecar = start_sidecar(paths, model="openai/chosen")
         try:
             deadline = time.monotonic() + 60

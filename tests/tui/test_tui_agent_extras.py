@@ -207,6 +207,7 @@ async def test_the_plan_shows_as_the_agent_writes_it_and_updates_in_place(tmp_pa
             app.post_message(NewSessionRequested())
             # the switch is over (the chat given back), or a resume now is refused as a turn in progress
             await wait_for(pilot, lambda: backend.session_slug != slug and not backend._changing.is_set())
+            await pilot.pause()
             assert chat.plan == [] and not chat.has_class("-plan")
             from workstation.tui.screens.sessions import SessionsScreen
 

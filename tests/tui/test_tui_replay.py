@@ -50,7 +50,7 @@ def demo() -> Episode:
 
 
 def compacted_log(root: Path) -> tuple[Paths, Session]:
-    """A session with a tool read, a redaction of it, a compaction of turns 1-4, and turns after."""
+    """A session with a tool read, a redaction of it, a compaction of turn 1 (its 4 records), and turns after."""
     paths = Paths.for_root(root)
     s = Session.create(paths, "compacted")
     first = s.user("Look at the loader")
@@ -63,7 +63,7 @@ def compacted_log(root: Path) -> tuple[Paths, Session]:
     s.append("redaction", targets=[{"id": tool["id"], "name": "read_lines", "chars": len(tool["content"]),
                                     "key": "src/loader.py"}], at_turn=6)
     s.append("compact", summary=SUMMARY, files=["src/loader.py"], model="openai/compact", reason="manual",
-             covers={"first_id": first["id"], "last_id": last["id"], "first_turn": 1, "last_turn": 4,
+             covers={"first_id": first["id"], "last_id": last["id"], "first_turn": 1, "last_turn": 1,
                      "new_first_turn": 1, "new_first_id": first["id"]})
     s.user("Now the writer")
     s.assistant("The writer appends.", context_tokens=900)
@@ -125,14 +125,15 @@ async def test_compaction_and_redaction_markers_show_where_they_happened(tmp_pat
         assert "1 outputs redacted" in screen.chat.status_bar.text
         await pilot.press("right")  # the compaction
         marker = screen.chat.transcript.turns[-1]
-        assert marker.role == "compaction" and "turns 1–4 summarized by openai/compact" in marker.text
+        assert marker.role == "compaction" and "turns 1–1 summarized by openai/compact" in marker.text
         assert "Look at the loader." in marker.result
         assert screen.chat.transcript.cursor == len(screen.chat.transcript.turns) - 1  # the step is selected
-        assert "turns 1–4 summarized" in screen.chat.status_bar.text
+        assert "turns 1–1 summarized" in screen.chat.status_bar.text
         assert screen.timeline.shown[-1].type == "compaction"
         assert "compaction" in screen.status.text
         assert_panes_match(screen)
-        # from here on the model is given the summary in place of turns 1-4
+        # from here on the model is given the summary in place of turn 1 (sessions/context.py still counts
+        # the 4 records it covers)
         context = episode.state_at(screen.position).context
         assert context.messages[0]["content"].startswith("Summary of the earlier conversation (turns 1–4")
         assert f"{len(context.messages)} messages" in screen.chat.status_bar.text

@@ -122,7 +122,7 @@ async def test_f6_lists_live_and_archived_sessions_and_escape_returns(ws):
         table = screen.table
         assert table.row_count == 3
         row = table.get_row("alpha")
-        assert row[1:5] == ["alpha", "live", "2", ""] and row[7] == "Fix the loader"
+        assert row[1:5] == ["alpha", "live", "1", ""] and row[7] == "Fix the loader"  # one user message: 1 turn
         assert "1 archived" in str(screen.query_one("#sessions-title").render())
         # the panes' keys leave the footer while the screen covers them; F6 again changes nothing
         assert not app.check_action("focus_pane", ("chat",))
@@ -290,15 +290,16 @@ async def test_compact_with_a_model_appends_a_summary(tmp_path, scripted_llm, mo
             await pilot.press("enter")  # the default keep count: memory.keep_recent
             await settle(pilot)
             screen = app.screen
-            assert "compacted turns 1–8 of long with openai/compact" in screen.status.text
-            assert screen.sessions["long"].covered_turns == 8  # the list shows it
-            assert screen.table.get_row("long")[4] == "1–8"
+            # 6 turns, keeping the newest 4
+            assert "compacted turns 1–2 of long with openai/compact" in screen.status.text
+            assert screen.sessions["long"].covered_turns == 2  # the list shows it
+            assert screen.table.get_row("long")[4] == "1–2"
         (compact,) = session.read().compacts()
         assert "Answer the questions." in compact["summary"]
         memory = ws.memory()
         events = memory.episodic.query(types=["compaction"])
         memory.close()
-        assert [e["data"]["last_turn"] for e in events] == [8]  # reflection sees it
+        assert [e["data"]["last_turn"] for e in events] == [2]  # reflection sees it
     finally:
         ws.close()
 
@@ -383,10 +384,10 @@ def record_history(ws) -> None:
     session = Session.create(ws.paths, "s1")
     session.user("first question")
     for n, tokens in enumerate((1000, 1400, 1800)):
-        session.assistant(f"step {n}", context_tokens=tokens)
+        last = session.assistant(f"step {n}", context_tokens=tokens)
         session.user(f"more {n}")
-    session.append("compact", summary="## Task & instructions\nx", covers={"first_turn": 1, "last_turn": 5},
-                   model="openai/compact", reason="manual")
+    session.append("compact", summary="## Task & instructions\nx", model="openai/compact", reason="manual",
+                   covers={"first_turn": 1, "last_turn": 3, "last_id": last["id"]})
     session.assistant("after", context_tokens=700)
     memory = ws.memory(session="s1")
     for name, calls, ok in (("read_lines", 4, True), ("read_lines", 1, False), ("grep", 2, True)):
@@ -406,7 +407,9 @@ def test_context_series_marks_compactions_at_their_turn():
                {"type": "compact", "covers": {"last_turn": 3}}, {"type": "assistant"},
                {"type": "assistant", "context_tokens": 120}]
     series = context_series("x", records)
-    assert (series.turns, series.tokens, series.compactions) == ([2, 4, 6], [100, 300, 120], [(4, 3)])
+    # the model calls of turn 1 share its number; the compaction came in turn 1 (records without ids: the
+    # number it was written with)
+    assert (series.turns, series.tokens, series.compactions) == ([1, 1, 1], [100, 300, 120], [(1, 3)])
     usage = tool_usage(["tool", "calls", "errors"], [["grep", 2, 0], ["read_lines", 5, 1], ["find", 2, 2]])
     assert (usage.tools, usage.ok, usage.failed) == (["read_lines", "find", "grep"], [4, 0, 2], [1, 2, 0])
 
@@ -417,11 +420,11 @@ async def test_reflection_shows_every_query_as_a_table_and_the_plots(ws):
     async with started(app) as pilot:
         await settle(pilot)
         screen = app.screen
-        # the context plot: four model calls, one compaction where it happened
-        assert (screen.context.turns, screen.context.tokens) == ([2, 4, 6, 8], [1000, 1400, 1800, 700])
-        assert screen.context.compactions == [(7, 5)]
+        # the context plot: four model calls, one per turn, one compaction (in turn 4, of turns 1-3)
+        assert (screen.context.turns, screen.context.tokens) == ([1, 2, 3, 4], [1000, 1400, 1800, 700])
+        assert screen.context.compactions == [(4, 3)]
         plot = screen.query_one("#context-plot")
-        assert "1 compaction" in str(plot.render()) and "compacted 1–5" in str(plot.render())
+        assert "1 compaction" in str(plot.render()) and "compacted 1–3" in str(plot.render())
         assert (screen.tools.tools, screen.tools.ok, screen.tools.failed) == (["read_lines", "grep"], [4, 2], [1, 0])
         assert "6 ok · 1 failed" in str(screen.query_one("#tools-plot").render())
         # every built-in reflection, chosen in the list, fills the table with what reflect.run returns
@@ -497,14 +500,14 @@ async def test_compact_offers_the_keep_count_and_shows_what_it_covers(ws):
         await pilot.press("c")
         await settle(pilot)
         dialog = app.screen
-        assert isinstance(dialog, CompactScreen) and dialog.turns == 30
+        assert isinstance(dialog, CompactScreen) and dialog.turns == 15  # 15 user messages
         keep = dialog.query_one("#compact-keep")
         assert keep.value == str(ws.config.memory.keep_recent)
         covers = dialog.query_one("#compact-covers")
         keep.value = "10"
         await pilot.pause()
-        assert covers.render().plain == "turns 1–20 are summarized; the newest 10 (21–30) stay verbatim"
-        keep.value = "30"
+        assert covers.render().plain == "turns 1–5 are summarized; the newest 10 (6–15) stay verbatim"
+        keep.value = "15"
         await pilot.pause()
         assert "nothing is left to summarize: enter a smaller number" in covers.render().plain
         await pilot.press("enter")  # refused: nothing would happen
@@ -519,12 +522,12 @@ async def test_a_session_with_nothing_to_compact_says_so_without_asking(ws):
     done = Session.create(ws.paths, "done")
     done.user("a question")
     done.assistant("an answer")
-    done.append("compact", summary="## Task & instructions\nx", covers={"first_turn": 1, "last_turn": 2},
-                model="openai/compact", reason="manual")
+    done.append("compact", summary="## Task & instructions\nx", covers={"first_turn": 1, "last_turn": 1,
+                "last_id": done.read().turns[-1]["id"]}, model="openai/compact", reason="manual")
     app = ScreenApp(SessionsScreen(ws))
     async with started(app) as pilot:
         await settle(pilot)
         await pilot.press("c")
         await settle(pilot)
         assert isinstance(app.screen, SessionsScreen)  # no question asked
-        assert "nothing to compact in done: all 2 turns are summarized already" in app.screen.status.text
+        assert "nothing to compact in done: its turn is summarized already" in app.screen.status.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Input
 
 from snapshot_app import SnapshotApp
 from tui_support import SIZE, settle
@@ -24,6 +25,9 @@ def test_memory_editor_over_the_layout(snap_compare):
         pilot.app.memory.table.focus()
         await pilot.press("enter")
         await settle(pilot)
+        for field in pilot.app.screen.query(Input):  # the editor came after SnapshotApp stopped the blinking
+            field.cursor_blink = False
+        await pilot.pause()
 
     assert snap_compare(SnapshotApp(), terminal_size=SIZE, run_before=open_editor)
 

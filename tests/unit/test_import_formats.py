@@ -98,7 +98,9 @@ def test_claude_compaction_becomes_a_compact_record_covering_every_turn_before_i
     turns_before = [r for r in records[: records.index(compact)] if r["type"] in ("user", "assistant", "tool", "system")]
     assert compact["summary"].startswith("This session is being continued")
     assert compact["covers"]["last_id"] == turns_before[-1]["id"] == _by_source(records)["a8"]["id"]
-    assert compact["covers"]["last_turn"] == len(turns_before)
+    # covers names turns (sessions.turns): every user message before the compaction
+    assert compact["covers"]["last_turn"] == sum(1 for r in turns_before if r["type"] == "user"
+                                                  and not r.get("sidechain")) == 3
     assert compact["reason"] == "manual" and compact["source"]["pre_tokens"] == 48000
     assert not any(r["type"] == "user" and r["content"].startswith("This session is being") for r in records)
     context = assemble(LogView(records), Config())
@@ -144,8 +146,9 @@ def test_codex_077_counts_after_their_call_custom_tools_and_compaction(paths):
     assert (records[7]["tokens_in"], records[7]["tokens_out"]) == (1200, 15)  # its call has no output yet
     assert records[2]["content"] == "Done!" and records[4]["ok"] is False
     compact = records[5]
-    assert compact["summary"] == "Summary: the patch did not fix test_x." and compact["covers"]["last_turn"] == 5
-    assert assemble(LogView(records), Config()).covered_turns == 5
+    # the five records before it are turn 1 (one user message)
+    assert compact["summary"] == "Summary: the patch did not fix test_x." and compact["covers"]["last_turn"] == 1
+    assert assemble(LogView(records), Config()).covered_turns == 5  # records, as the model's context counts them
 
 
 # --------------------------------------------------------------------------- SWE-agent
@@ -315,3 +318,28 @@ def test_source_json_the_json_module_refuses_is_refused_with_its_reason(raw, rea
     from workstation.importers.base import loads
 
     assert loads(raw) == (None, reason)
+
+
+def test_claude_one_hour_cache_writes_are_kept_and_priced_as_such(paths, tmp_path):
+    from workstation.importers.pricing import rates
+
+    base = {"sessionId": "9f1c2d3e-0000-4000-8000-00000000beef", "cwd": "/work/demo", "isSidechain": False}
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 1500, "cache_read_input_tokens": 8000,
+             "output_tokens": 20, "cache_creation": {"ephemeral_5m_input_tokens": 500,
+                                                     "ephemeral_1h_input_tokens": 1000}}
+    lines = [{**base, "type": "user", "uuid": "u1", "parentUuid": None, "timestamp": "2025-10-21T03:00:00.000Z",
+              "message": {"role": "user", "content": "hi"}},
+             {**base, "type": "assistant", "uuid": "a1", "parentUuid": "u1", "timestamp": "2025-10-21T03:00:01.000Z",
+              "requestId": "r1", "message": {"id": "m1", "type": "message", "role": "assistant",
+                                             "model": "claude-sonnet-4-5-20250929", "stop_reason": "end_turn",
+                                             "content": [{"type": "text", "text": "hello"}], "usage": usage}}]
+    source = tmp_path / "one-hour.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = Importer(paths).import_file(source)
+    assert not result.error and not result.problems
+    (answer,) = [r for r in Session(paths, result.sessions[0].slug).read().records if r["type"] == "assistant"]
+    assert (answer["tokens_in"], answer["cache_creation_tokens"], answer["cache_creation_1h_tokens"]) == (
+        9510, 1500, 1000)
+    sonnet = rates("claude-sonnet-4-5")
+    assert answer["cost_usd"] == pytest.approx(10 * sonnet.input + 8000 * sonnet.cache_read + 500 * sonnet.cache_write
+                                               + 1000 * sonnet.cache_write_1h + 20 * sonnet.output)

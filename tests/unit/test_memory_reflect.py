@@ -85,6 +85,17 @@ def test_tool_error_rates_and_latency(db, history):
             model["cost_usd"]) == ("m1", 2, 200.0, 300, 30, 0.03)
 
 
+def test_latency_halves_round_up_on_every_duckdb_version(db):
+    """A p95 of exactly 12.85 ms reads 12.9, as it did on DuckDB 1.x: round() of a DOUBLE in 2.0 gives 12.8."""
+    mem = Memory(db, session="h", record_lookups=())
+    for tool, calls in (("four", 4), ("two", 2)):
+        for n in range(calls):
+            mem.record(TOOL_CALL, tool, duration_ms=10.0 + n, ok=True, outcome="ok")
+    mem.close()
+    assert {r["tool"]: (r["avg_ms"], r["p95_ms"]) for r in _rows(db, "tool_latency")} == {
+        "four": (11.5, 12.9), "two": (10.5, 11.0)}
+
+
 def test_tokens_per_turn_and_context_over_time_with_compactions(db, history):
     # the history records no user turns: everything falls in one turn, unnamed
     assert [(r["turn"], r["model_calls"], r["tokens_in"], r["tokens_out"], r["context_tokens"], r["compactions"])

@@ -63,7 +63,7 @@ def test_persisted_redaction_records_are_idempotent_and_durable(tmp_path):
     config, session = setup(tmp_path)
     turns = fill(session, 20, tools=True, big=3000)
     record = persist_redactions(session, config)
-    assert record["type"] == "redaction" and record["at_turn"] == 20
+    assert record["type"] == "redaction" and record["at_turn"] == 5  # 20 records, 5 of them user messages
     assert [t["id"] for t in record["targets"]] == [turns[2]["id"], turns[6]["id"]]
     assert record["targets"][0] == {"id": turns[2]["id"], "name": "read_file", "chars": 3000,
                                     "key": "src/mod_2.py"}
@@ -99,11 +99,12 @@ def test_summary_replaces_exactly_the_covered_turns(tmp_path):
 
 def test_covered_range_found_by_number_when_its_last_line_is_lost(tmp_path):
     config, session = setup(tmp_path)
-    turns = fill(session, 8)
+    turns = fill(session, 8)  # user/assistant alternating: 4 turns
     session.append("compact", summary="s", model="m",
-                   covers={"first_id": turns[0]["id"], "last_id": "lost-line", "first_turn": 1, "last_turn": 5})
+                   covers={"first_id": turns[0]["id"], "last_id": "lost-line", "first_turn": 1, "last_turn": 3})
     view = SessionContext.build(session, config)
-    assert view.covered_turns == 5 and len(view.messages) == 4
+    # every record before turn 4's message is covered (a turn: a user message and what answered it)
+    assert view.covered_turns == 6 and [m["content"] for m in view.messages[1:]] == [t["content"] for t in turns[6:]]
 
 
 def test_tool_call_pairs_stay_valid_for_the_api(tmp_path):

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..errors import WorkstationError
 from ..fsutil import atomic_write, confine_write, sha256_bytes
 from ..sessions.log import LogView, Session, SessionError
+from ..sessions.turns import starts_turn
 from ..textdiff import file_diff
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class UndoRefused(WorkstationError):
 @dataclass(frozen=True)
 class Checkpoint:
     turn: str  # id of the user record of the turn
-    number: int  # that turn's number among the log's user records (1-based)
+    number: int  # that turn's number (sessions.turns: the log's user messages, 1-based)
     path: str
     before: str | None  # sha256 of the content, None: the file did not exist
     mode: int | None
@@ -87,7 +88,7 @@ def history(view: "LogView") -> History:
     h = History()
     for record in view.records:
         kind = record["type"]
-        if kind == "user":
+        if starts_turn(record):  # user turn N is turn N as sessions.turns numbers them
             h.users.append(record["id"])
         elif kind == "checkpoint":
             path = record.get("path")
@@ -164,6 +165,15 @@ class Restored:
             what.append(f"the model no longer sees turns from user turn {self.turn} on")
         verb = "undid" if self.how == "undo" else "rewound to before"
         return f"{verb} user turn {self.turn}: " + "; ".join(what)
+
+
+    def update_text(self) -> str:
+        """What the model is told (agent.updates): which files are back as they were, and since when."""
+        listed = ", ".join(self.files[:20]) + (f" and {len(self.files) - 20} more" if len(self.files) > 20 else "")
+        what = "undid the file changes of" if self.how == "undo" else "rewound the files to before"
+        return (f"The user {what} user turn {self.turn}: {listed} {'is' if len(self.files) == 1 else 'are'} back "
+                f"as {'it was' if len(self.files) == 1 else 'they were'} before that turn. What you changed in "
+                "them since no longer stands; read them again before relying on their content.")
 
 
 class Checkpoints:
@@ -286,8 +296,11 @@ class Checkpoints:
         self._taken.clear()  # a file changed again in this turn needs a checkpoint of its restored bytes
         self.session.append("rewind", to=to, turn=number, files=restored if files else None,
                             conversation=conversation or None, how=how, tokens=0)
+        done = Restored(to, number, restored, conversation, how)
+        if restored:  # the model learns of it at the end of its next request, not by an edit of what it saw
+            self.session.system(done.update_text(), update={"restored": restored, "turn": number, "how": how})
         self._rewinds = sum(1 for r in self.session.read().records if r["type"] == "rewind")
-        return Restored(to, number, restored, conversation, how)
+        return done
 
     # ------------------------------------------------------------------ looking
     def diff(self, path: str | None = None) -> list[dict]:

@@ -1,14 +1,15 @@
 """The request of one model call, assembled to fit the model's context window.
 
-Order: one system message (the system prompt, pinned instructions, the
-decision log, the map excerpt), the newest compact summary, then the live
-turns with rolling redaction (sessions.context.assemble). Pins live in the
-system message and failure notices are for the user, so neither appears as
-a turn. If the whole is over the budget (the window less room for the reply),
-whole turns leave the request, never the log: first the oldest turns before
-the latest user message, then the map excerpt, then the oldest steps of the
-current turn; the latest user message and the newest step always stay. If it
-still does not fit, ContextOverflow says so in one line and nothing is sent.
+Order: the epoch's head (one system message: the system prompt, pinned instructions, the decision
+log, project instructions and the map excerpt, as they stood when the epoch began: agent.updates),
+the newest compact summary, then the live turns, with the context updates written since at their
+place among them. Within an epoch a request only grows at its end, so a provider's prefix cache
+serves all of the one before. Pins live in the head and in updates and failure notices are for the
+user, so neither appears as a turn. If the whole is over the budget (the window less room for the
+reply), whole turns leave the request, never the log: first the oldest turns before the latest user
+message, then the map excerpt, then the oldest steps of the current turn; the latest user message
+and the newest step always stay. If it still does not fit, ContextOverflow says so in one line and
+nothing is sent.
 
 Tokens are cl100k counts of each message's text and tool calls, plus
 MESSAGE_OVERHEAD per message, plus the tool schemas sent with every request.
@@ -51,37 +52,54 @@ def pins_of(view: LogView) -> list[str]:
     return [str(r.get("content") or "") for r in view.records if r.get("type") == "system" and r.get("pin")]
 
 
-def decision_section(rows, budget: int, count: Callable[[str], int]) -> str:
-    """The decision log for the system message; the newest decisions win when the budget is short."""
-    if not rows:
-        return ""
-    head = "Decision log (follow these; cite [D:<id>] when you apply one):"
-    lines: list[str] = []
-    used = count(head)
+def decision_lines(rows, budget: int, count: Callable[[str], int]) -> tuple[dict[str, str], int]:
+    """The decision log's lines (id -> line) within `budget` tokens, the newest winning when it is short,
+    and how many older decisions were left out."""
+    lines: dict[str, str] = {}
+    used = count(DECISION_HEAD)
     for d in reversed(rows):
-        line = f"- [D:{d.id}] {d.decision}" + (f" (why: {d.reasoning})" if d.reasoning else "")
+        line = decision_line(d)
         size = count(line)
         if used + size > budget and lines:
             break
-        lines.append(line)
+        lines[d.id] = line
         used += size
-    omitted = len(rows) - len(lines)
+    return dict(reversed(lines.items())), len(rows) - len(lines)
+
+
+DECISION_HEAD = "Decision log (follow these; cite [D:<id>] when you apply one):"
+
+
+def decision_line(d) -> str:
+    return f"- [D:{d.id}] {d.decision}" + (f" (why: {d.reasoning})" if d.reasoning else "")
+
+
+def decision_section(lines: dict[str, str], omitted: int) -> str:
+    """The decision log for the head (decision_lines)."""
+    if not lines:
+        return ""
     tail = [f"- ({omitted} older decisions not shown: call decisions)"] if omitted else []
-    return "\n".join([head, *reversed(lines), *tail])
+    return "\n".join([DECISION_HEAD, *lines.values(), *tail])
 
 
-def build(view: LogView, config, *, base: str, sections: list[str], excerpt: str, window: int, model: str,
-          tools_tokens: int, count: Callable[[str], int], counter: Callable[[str], int]) -> Request:
-    """The request for one model call (see the module docstring). `count` counts message texts,
-    `counter` is the session's record counter (sessions.context.assemble uses it)."""
+def head_text(base: str, sections: list[str], excerpt: str) -> str:
+    """The head's system message: the base prompt and its sections (masked: pins, decisions and instructions
+    leave for the model, whichever store they came from), then the map excerpt, masked already."""
+    return scrub.mask("\n\n".join([base, *[s for s in sections if s]])) + (f"\n\n{excerpt}" if excerpt else "")
+
+
+def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: str, tools_tokens: int,
+          count: Callable[[str], int], counter: Callable[[str], int]) -> Request:
+    """The request for one model call (see the module docstring): the head of `epoch` (an `epoch` record,
+    agent.updates), then the turns. `count` counts message texts, `counter` is the session's record counter
+    (sessions.context.assemble uses it)."""
     budget = window - reply_reserve(window)
     hidden = {str(r.get("content") or "") for r in view.records
               if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}
-    # the system part leaves for the model: the map excerpt, purposes, decisions, pins and instructions in it
-    # are masked here, whichever store they came from
-    system_without_map = scrub.mask("\n\n".join([base, *[s for s in sections if s]]))
-    system = system_without_map + ("\n\n" + scrub.mask(excerpt) if excerpt else "")
-    ctxview = assemble(view, config, system_prompt=system, counter=counter)
+    system = str(epoch.get("system") or "")
+    excerpt = str(epoch.get("excerpt") or "")
+    system_without_map = system.removesuffix(f"\n\n{excerpt}") if excerpt else system
+    ctxview = assemble(view, config, system_prompt=system, counter=counter, epoch=epoch)
     head_len = 2 if ctxview.summary_id else 1
     head = ctxview.messages[:head_len]
     body = [m for m in ctxview.messages[head_len:] if not (m["role"] == "system" and m["content"] in hidden)]
@@ -102,7 +120,7 @@ def build(view: LogView, config, *, base: str, sections: list[str], excerpt: str
         if total <= budget:
             break
         if victim == "map":
-            if excerpt:
+            if system_without_map != system:
                 head[0] = {"role": "system", "content": system_without_map}
                 total -= count(system) - count(system_without_map)
             continue

@@ -198,17 +198,20 @@ class ProjectInstructions:
             out.append(item if fits else Instruction(item.path, item.text, item.chars, item.cut, shown=False))
         return out
 
+    def blocks(self, files: Iterable[str], budget: int, count: Callable[[str], int]) -> dict[str, str]:
+        """Path -> the file's block as the model sees it: each file whole (or cut) while the token budget
+        lasts; the rest named with a pointer to read_lines."""
+        return {i.path: _block(i) if i.shown else
+                f"(not shown, over the budget for instructions: {i.path}; read it with read_lines if it matters "
+                "to the task)" for i in self.fitted(files, budget, count)}
+
     def section(self, files: Iterable[str], budget: int, count: Callable[[str], int]) -> str:
-        """The system-message section: each file whole (or cut) while the token budget lasts; the
-        rest named with a pointer to read_lines. '' when there is none."""
-        found = self.fitted(files, budget, count)
-        if not found:
-            return ""
-        parts = [HEAD, *(_block(i) for i in found if i.shown)]
-        if left_out := [i.path for i in found if not i.shown]:
-            parts.append(f"(not shown, over the budget for instructions: {', '.join(left_out)}; read them with "
-                         "read_lines if they matter to the task)")
-        return "\n\n".join(parts)
+        """The system-message section of blocks(); '' when there is none."""
+        return section_of(self.blocks(files, budget, count))
+
+
+def section_of(blocks: dict[str, str]) -> str:
+    return "\n\n".join([HEAD, *blocks.values()]) if blocks else ""
 
 
 def _block(item: Instruction) -> str:

@@ -10,13 +10,15 @@ answered from memory; edits (replace_lines) are refused on stale reads and
 re-index the file at once; decisions are logged and shown in every later
 context, and each later answer citing one counts as a reuse.
 
-Context of each model call, in order: the system prompt, pinned instructions,
-the decision log, the project's instruction files (AGENTS.md, CLAUDE.md: see
-instructions.py) and a map excerpt (one system message); the newest compact
-summary; the recent turns with rolling redaction (sessions.context). If that
-is over the window, the oldest turns are left out of the request (never out
-of the log); if even the system part and the latest message cannot fit, the
-turn stops with one clear line and no request is sent.
+Context of each model call, in order: the epoch's head (the system prompt,
+pinned instructions, the decision log, the project's instruction files
+(AGENTS.md, CLAUDE.md: see instructions.py) and a map excerpt, as they stood
+when the epoch began); the newest compact summary; the turns, with the context
+updates written since among them (updates.py: a request only grows at its end,
+so the provider's prompt cache serves the one before it). If that is over the
+window, the oldest turns are left out of the request (never out of the log);
+if even the head and the latest message cannot fit, the turn stops with one
+clear line and no request is sent.
 
 Every operation lands in the episodic log (each model call and tool call as
 an operation: op_start, then the model_call or tool_call event that ends it),
@@ -44,17 +46,17 @@ from ..llm import LLMError
 from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
 from ..sandbox import Policy
-from ..sessions.compaction import AutoCompactor
-from ..sessions.context import fetch_original
+from ..sessions.compaction import AutoCompactor, Conversation
+from ..sessions.context import fetch_original, seen
 from ..sessions.log import new_record_id
 from ..tokens import count
-from . import context, memoryfirst, tools
+from . import context, memoryfirst, tools, updates
 from .approval import Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
 from .context import ContextOverflow, Request
 from .filetools import ReadLedger
-from .instructions import ProjectInstructions, budget_for
+from .instructions import ProjectInstructions, budget_for, section_of
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 
@@ -150,8 +152,9 @@ class Agent:
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._turn = memoryfirst.TurnMemory()
         self._excerpt: str | None = None
-        self._map_changed = threading.Event()
-        self.kmap.add_listener(self._on_map_change)
+        self._last_messages: list[dict] | None = None  # the previous request's, to tell why a prefix broke
+        self._last_model: str | None = None  # the model of the previous request in this process
+        self._decisions_omitted = 0
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
         self._compactor: threading.Thread | None = None
@@ -171,7 +174,6 @@ class Agent:
         if self._compactor is not None:
             self._closing.set()
             self._compactor.join()
-        self.kmap.remove_listener(self._on_map_change)
         self.memory.close()
 
     def model_spec(self):
@@ -214,14 +216,16 @@ class Agent:
         self._events = events
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
+        self._turn = turn
+        self._excerpt = None
+        # what this message's lookups found reaches the model before the message (or in a new epoch's head)
+        self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
         self._turn_id = user["id"]
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
-        self._turn = turn
-        self._excerpt = None
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
         self._running = True
         try:
@@ -268,6 +272,7 @@ class Agent:
         window = self.context_window(spec.model)
         self._maybe_compact(window, events)
         try:
+            started_epoch = self._sync_context(window)
             request = self._request(window, spec.model)
         except ContextOverflow as err:
             self.memory.record(ERROR, "context", ok=False, error=str(err))
@@ -280,6 +285,9 @@ class Agent:
                 events.on_notice(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left "
                                  "out of this request (the log keeps them; /compact summarizes them)")
             result.trimmed = request.trimmed
+        cache_break = self._cache_break(spec.model, request.messages, started_epoch)
+        if cache_break in ("model switch", "tools changed") and events.on_notice:
+            events.on_notice(f"{cache_break}: this request starts without the provider's prompt cache")
         if events.on_step:
             events.on_step(self.step, request.tokens, request.window)
         self.ranges.new_request(request.visible_calls)
@@ -293,7 +301,7 @@ class Agent:
             streamed = scrub.StreamMasker(events.on_text) if events.on_text else None
             try:
                 completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=streamed,
-                                          on_retry=events.on_retry, cancel=cancel)
+                                          on_retry=events.on_retry, cancel=cancel, cache_key=self.session.slug)
             except llm.LLMCancelled:
                 op.set(ok=False, error="cancelled")
             except llm.LLMError as err:
@@ -305,7 +313,9 @@ class Agent:
                        cost_usd=completion.cost_usd, model=completion.model, attempts=completion.attempts,
                        fallback_from=spec.model if completion.model != spec.model else None,
                        cache_read_tokens=completion.cache_read_tokens or None,
-                       cache_creation_tokens=completion.cache_creation_tokens or None)
+                       cache_creation_tokens=completion.cache_creation_tokens or None,
+                       cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
+                       cache_break=cache_break)
             if streamed:
                 streamed.flush()  # what was held back in case a key was arriving, masked
         if failure is not None:
@@ -331,7 +341,9 @@ class Agent:
             tokens_out=completion.tokens_out, cost_usd=completion.cost_usd, context_tokens=request.tokens,
             cache_read_tokens=completion.cache_read_tokens or None,
             cache_creation_tokens=completion.cache_creation_tokens or None,
-            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None))
+            cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
+            base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None,
+            cache_break=cache_break))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
             result.text = text
@@ -351,25 +363,65 @@ class Agent:
 
     # ------------------------------------------------------------------ context
     def _request(self, window: int, model: str) -> Request:
-        budget = window - context.reply_reserve(window)
+        """The next request, from the log alone: the current epoch's head and the turns after it."""
         view = self.session.read()
-        sections = []
-        if pins := context.pins_of(view):
-            sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in pins))
-        sections.append(context.decision_section(self.memory.decisions(limit=1000), budget // 10, self._count))
-        sections.append(self.instructions.section(self._worked_on(view), budget_for(budget), self._count))
-        return context.build(view, self.config, base=SYSTEM_PROMPT.format(root=self.ws.root), sections=sections,
-                             excerpt=self._map_excerpt(min(1024, max(128, budget // 10))), window=window,
-                             model=model, tools_tokens=self._tool_schema_tokens(), count=self._count,
+        epoch = updates.current_epoch(seen(view))
+        if epoch is None:
+            raise WorkstationError("no epoch in force: _sync_context comes first")  # a bug, not the user's
+        return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
+                             tools_tokens=self._tool_schema_tokens(), count=self._count,
                              counter=self.session.counter)
 
+    def _base(self) -> str:
+        return SYSTEM_PROMPT.format(root=self.ws.root)
+
+    def _sync_context(self, window: int) -> bool:
+        """Bring the log's context up to date before a request (agent.updates.sync): a new epoch when the session
+        has none for the summary in force, else an update with whatever changed; True when an epoch began."""
+        budget = window - context.reply_reserve(window)
+        view = self.session.read()
+        now, blocks = self._state(view, budget)
+
+        def head(state: updates.State) -> str:
+            sections = []
+            if state.pins:
+                sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in state.pins))
+            sections.append(context.decision_section(state.decisions, self._decisions_omitted))
+            sections.append(section_of(blocks))
+            return context.head_text(self._base(), sections, state.excerpt)
+
+        return updates.sync(self.session, view, self.config, now, blocks, head, tools=self._tools_digest(),
+                            model=self.model_name, window=window, wrote=self._wrote)
+
+    def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
+        """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
+        decisions, self._decisions_omitted = context.decision_lines(self.memory.decisions(limit=1000),
+                                                                   budget // 10, self._count)
+        blocks = self.instructions.blocks(self._worked_on(view), budget_for(budget), self._count)
+        state = updates.State(decisions={k: scrub.mask(v) for k, v in decisions.items()},
+                              pins=context.pins_of(view),
+                              instructions={p: updates.digest(b) for p, b in blocks.items()},
+                              excerpt=self._map_excerpt(min(1024, max(128, budget // 10))))
+        return state, blocks
+
     def _map_excerpt(self, budget: int) -> str:
+        """The map excerpt of the files the turn's message named (else the repository map), masked: made once
+        per user message, since an update or a new epoch is the only way it reaches the model."""
         if self._turn.files:
-            self.kmap.ensure_fresh(self._turn.files)  # staleness gate each step; a change fires the listener
-        if self._excerpt is None or self._map_changed.is_set():
-            self._map_changed.clear()
-            self._excerpt = memoryfirst.excerpt(self.kmap, self._turn.files, budget)
+            self.kmap.ensure_fresh(self._turn.files)  # the staleness gate; a change re-indexes the file
+        if self._excerpt is None:
+            self._excerpt = scrub.mask(memoryfirst.excerpt(self.kmap, self._turn.files, budget))
         return self._excerpt
+
+    def _tools_digest(self) -> str:
+        return updates.digest(json.dumps(self.toolset.schemas(), sort_keys=True))
+
+    def _cache_break(self, model: str, messages: list[dict], started_epoch: bool) -> str | None:
+        """Why this request's prefix is not (all) in the provider's cache (agent.updates.cache_break)."""
+        last, self._last_messages = self._last_messages, messages
+        last_model, self._last_model = self._last_model, model
+        return updates.cache_break(self.session.read(), messages, last, model, last_model, started_epoch,
+                                   tools=self._tools_digest(), ttl_s=updates.cache_ttl_s(self.config))
 
     def _worked_on(self, view) -> list[str]:
         """Files whose folders' instructions apply: the turn's memory lookups found them or a tool touched them."""
@@ -381,9 +433,6 @@ class Agent:
         window = self.configured_window()  # (else litellm would say, but that import costs seconds)
         budget = budget_for(window - context.reply_reserve(window)) if window else budget_for(10 ** 9)
         return self.instructions.fitted(self._worked_on(self.session.read()), budget, self._count)
-
-    def _on_map_change(self, _change) -> None:
-        self._map_changed.set()
 
     def _tool_schema_tokens(self) -> int:
         if self._tools_tokens is None:
@@ -426,8 +475,21 @@ class Agent:
                                                name=f"compact-{self.session.slug}")
             self._compactor.start()
 
+    def conversation(self) -> Conversation | None:
+        """What the chat model was last sent, grown to now (the same bytes with what followed at the end): a
+        compaction by that model reads it from the provider's cache (sessions.compaction.Conversation).
+        None before the session's first request."""
+        if not self.model_name or updates.current_epoch(seen(self.session.read())) is None:
+            return None
+        window = self.context_window(self.model_name)
+        try:
+            request = self._request(window, self.model_name)
+        except ContextOverflow:
+            return None
+        return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
+
     def _compact(self, cfg, window: int, events: AgentEvents) -> None:
-        outcome = self._auto.run(self.session, cfg, window, cancel=self._closing)
+        outcome = self._auto.run(self.session, cfg, window, cancel=self._closing, conversation=self.conversation)
         # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
         # user on every turn helps no one: /compact, asked for, reports its failure
         if outcome is not None and outcome.ok and events.on_notice:

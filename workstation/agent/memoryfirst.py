@@ -132,5 +132,4 @@ def excerpt(kmap, files: list[str], budget: int) -> str:
         used += size
     if parts:
         return "Knowledge map of the files this task names:\n\n" + "\n\n".join(parts)
-    head = "Repository map:\n"
-    return head + kmap.repo_map(tokens=max(1, budget - count(head)))
+    return kmap.repo_map(tokens=budget)  # its first line says what it is

@@ -30,6 +30,9 @@ A second, more charitable baseline is reported beside it: the same naive
 agent re-reading a file only when it changed since its last full read (an
 edit in between, or another content hash); otherwise the copy already in its
 raw history serves.
+
+Billed: the three priced as providers bill them with an ideal prefix cache, and
+the agent as its provider reported it, per request kind (agent/billed.py).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from ..errors import WorkstationError
 from ..sessions.catalog import load as load_session
 from ..sessions.log import LogView, parse_lines, tool_call_arguments
 from ..tokens import count
-from . import tools
+from . import billed, tools
 
 MESSAGE_OVERHEAD = 4  # the same per-message cost loop.py counts
 REDUCED = ("file_reads", "tokens_sent", "peak_context")
@@ -68,6 +71,7 @@ class Report:
     agent: Figures
     baseline: Figures  # the naive policy as the issue defines it: a full read at every look
     baseline_once: Figures  # the same, re-reading a file only after it changed
+    billing: billed.Billing | None = None  # what each costs as billed (agent/billed.py)
 
     def reduction(self, name: str, baseline: Figures | None = None) -> float | None:
         base = getattr(baseline or self.baseline, name)
@@ -77,7 +81,8 @@ class Report:
         return {"session": self.session, "agent": asdict(self.agent), "baseline": asdict(self.baseline),
                 "baseline_reading_unchanged_files_once": asdict(self.baseline_once),
                 "reduction": {name: self.reduction(name) for name in REDUCED},
-                "reduction_vs_reading_once": {name: self.reduction(name, self.baseline_once) for name in REDUCED}}
+                "reduction_vs_reading_once": {name: self.reduction(name, self.baseline_once) for name in REDUCED},
+                "billed": self.billing.to_dict() if self.billing else None}
 
     def rows(self) -> list[dict]:
         out = []
@@ -97,6 +102,13 @@ def _assistant_tokens(record: dict, count: Callable[[str], int]) -> int:
     for call in record.get("tool_calls") or ():
         total += count(str(call.get("name", "")) + str(call.get("arguments", "")))
     return total
+
+
+def output_tokens(record: dict, count: Callable[[str], int]) -> int:
+    """An answer's output tokens: as its provider reported them, else counted."""
+    out = record.get("tokens_out")
+    return int(out) if isinstance(out, (int, float)) and not isinstance(out, bool) else \
+        _assistant_tokens(record, count) - MESSAGE_OVERHEAD
 
 
 def _meanings(view: LogView):
@@ -137,11 +149,13 @@ def agent_figures(view: LogView) -> Figures:
 
 
 def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
-                     count: Callable[[str], int], *, reread_unchanged: bool = True) -> Figures:
+                     count: Callable[[str], int], *, reread_unchanged: bool = True,
+                     requests: list[tuple[int, int, int]] | None = None) -> Figures:
     """Replay the session's steps under the naive policy (see the module docstring).
 
     With reread_unchanged=False the naive agent reads a file again only when it changed since its
-    last full read (an edit, or another content hash): the most charitable reading of "naive"."""
+    last full read (an edit, or another content hash): the most charitable reading of "naive".
+    `requests` gets (tokens sent, base tokens, output tokens) of each of its requests."""
     fig = Figures()
     sizes: dict[str, int] = {}
 
@@ -165,7 +179,10 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
             history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
         elif kind == "assistant":
             fig.model_calls += 1
-            sent = int(record.get("base_tokens") or default_base_tokens) + history
+            base = int(record.get("base_tokens") or default_base_tokens)
+            sent = base + history
+            if requests is not None:
+                requests.append((sent, base, output_tokens(record, count)))
             fig.tokens_sent += sent
             fig.peak_context = max(fig.peak_context, sent)
             history += _assistant_tokens(record, count)
@@ -216,5 +233,8 @@ def build(paths, target: str) -> Report:
     if not any(r["type"] == "assistant" for r in view.records):
         raise WorkstationError(f"session {name} has no model calls to report on")
     base = default_base_tokens(paths.root)
-    return Report(name, agent_figures(view), baseline_figures(view, paths.root, base, count),
-                  baseline_figures(view, paths.root, base, count, reread_unchanged=False))
+    naive: list[tuple[int, int, int]] = []
+    once: list[tuple[int, int, int]] = []
+    return Report(name, agent_figures(view), baseline_figures(view, paths.root, base, count, requests=naive),
+                  baseline_figures(view, paths.root, base, count, reread_unchanged=False, requests=once),
+                  billed.build(view, naive, once, lambda record: output_tokens(record, count)))

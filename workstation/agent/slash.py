@@ -199,7 +199,8 @@ def parse_compact(rest: str, default_keep: int) -> tuple[int, str]:
 
 def _compact(agent, rest: str) -> SlashResult:
     keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
-    outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus)
+    outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus,
+                          conversation=agent.conversation)
     return SlashResult(outcome.describe(), outcome.ok or outcome.status == "nothing")
 
 

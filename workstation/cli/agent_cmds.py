@@ -103,6 +103,14 @@ def report(ws, session: str, as_json: bool) -> None:
     click.echo("naive: the same steps with a full-file read at every file_meta/read_lines and the whole raw history "
                "in every request (no memory, no compaction, no redaction); naive*: the same, re-reading a file only "
                "after it changed. Method: workstation/agent/report.py")
+    if rep.billing is not None:
+        bill = rep.billing
+        click.echo()
+        print_table(bill.rows(), title=f"billed with an ideal prefix cache, in {bill.unit}")
+        for line in [bill.priced_by, *bill.lines()]:
+            click.echo(line)
+        click.echo("An ideal prefix cache serves what an earlier request sent before; naive and naive* are "
+                   "append-only. Method: workstation/agent/billed.py")
 
 
 @click.command("sandbox")

@@ -249,10 +249,15 @@ def _usage(ws: Workspace, by: str, session: str | None, like_ccusage: bool, limi
         click.echo("no model calls recorded yet")
         return
     totals = result.meta["totals"]
-    shown = [{**r, "cost_usd": f"{r['cost_usd']:.4f}", **({"last": (r.get("last") or "")[:16]} if "last" in r else {})}
-             for r in records]
-    shown.append({result.columns[0]: "total", **totals, "cost_usd": f"{totals['cost_usd']:.4f}"})
+    shown = [{**r, "cost_usd": f"{r['cost_usd']:.4f}", "cache_hit": _share(r["cache_hit"]),
+              **({"last": (r.get("last") or "")[:16]} if "last" in r else {})} for r in records]
+    shown.append({result.columns[0]: "total", **totals, "cost_usd": f"{totals['cost_usd']:.4f}",
+                  "cache_hit": _share(totals["cache_hit"])})
     print_table(shown, result.columns, title=result.name)
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.1%}"
 
 
 COMMANDS: list = [memory, reflect_cmd]

@@ -77,7 +77,9 @@ def list_cmd(ws, archived: bool, as_json: bool) -> None:
 def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions import billing  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.turns import of_log  # lazy: the sessions package, ~60 ms on --help
 
     view, where = load(ws.paths, slug)
     _warn_problems(view)
@@ -89,14 +91,18 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
             click.echo(safe(export_markdown(slug, view, where)), nl=False)
         return
     context = assemble(view, ws.config)
+    bill = billing.bill(view.records)
+    turns, covered = of_log(view)
     if as_json:
-        print_json({"slug": slug, "state": where, "turns": context.turn_count,
-                    "covered_turns": context.covered_turns, "summary_id": context.summary_id,
+        print_json({"slug": slug, "state": where, "turns": turns.count,
+                    "covered_turns": covered.last_turn, "partial": covered.partial, "summary_id": context.summary_id,
                     "tokens": context.tokens, "redacted": [r.record_id for r in context.redactions],
-                    "messages": context.messages})
+                    "billed": bill.to_dict(), "messages": context.messages})
         return
-    click.echo(f"# {slug} ({where}): {context.turn_count} turns, "
-               f"{context.covered_turns} summarized, ~{context.tokens:,} tokens in context")
+    summarized = f"turns {covered.describe()} summarized" if covered.last_turn else "none summarized"
+    click.echo(f"# {slug} ({where}): {turns.count} turns, {summarized}, ~{context.tokens:,} tokens in context")
+    if bill.total.calls:
+        click.echo(f"# {_billed(bill)}")
     for message in context.messages:
         click.echo(f"\n[{message['role']}]")
         if message.get("content"):
@@ -105,10 +111,23 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
             click.echo(safe(f"-> {call['function']['name']}({call['function']['arguments']})"))
 
 
+def _billed(bill) -> str:
+    """'12 model calls billed $0.4210, cache hit 93.5% (steps 95.1%, 2 compaction calls 41.0%)'."""
+    total, steps, compactions = bill.total, bill.kinds["step"], bill.kinds["compaction"]
+    cost = f"${total.cost_usd:.4f}" + (f" (+{total.unpriced} calls with no price)" if total.unpriced else "") \
+        if total.calls > total.unpriced else "with no price"
+    hit = "" if total.hit is None else f", cache hit {total.hit:.1%}"
+    if compactions.calls and total.hit is not None:
+        hit += (f" (steps {steps.hit:.1%}" if steps.hit is not None else " (") + \
+            f", {compactions.calls} compaction calls {compactions.hit:.1%})"
+    return f"{total.calls} model calls billed {cost}{hit}"
+
+
 @session_group.command("compact")
 @click.argument("slug")
 @click.option("--keep", type=click.IntRange(min=0), default=None,
-              help="Turns to keep verbatim (default memory.keep_recent; 0 summarizes everything).")
+              help="Turns (user messages with all that answered them) to keep verbatim (default "
+                   "memory.keep_recent; 0 summarizes everything).")
 @click.option("--focus", default="", help="What the summary keeps in detail (e.g. 'the retry logic').")
 @json_option
 @pass_workspace
@@ -128,10 +147,11 @@ def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> N
         raise WorkstationError(result.describe())
     if as_json:
         print_json({"slug": slug, "status": result.status, "first_turn": result.first_turn,
-                    "last_turn": result.last_turn, "model": result.model, "record_id": result.record["id"],
+                    "last_turn": result.last_turn, "partial": result.partial, "model": result.model,
+                    "record_id": result.record["id"],
                     "duration_s": round(result.duration_s, 3)})
         return
-    click.echo(f"compacted turns {result.first_turn}–{result.last_turn} of {slug} with {result.model} "
+    click.echo(f"compacted {result.span()} of {slug} with {result.model} "
                f"in {result.duration_s:.1f}s (record {result.record['id']})")
 
 

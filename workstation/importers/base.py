@@ -53,6 +53,7 @@ class Usage:
     tokens_out: int = 0
     cache_read: int = 0
     cache_creation: int = 0
+    cache_creation_1h: int = 0  # of cache_creation, written with a 1-hour TTL
     reasoning: int | None = None  # output tokens spent reasoning (part of tokens_out)
     first_out: int | None = None  # output tokens of a streamed response's first logged snapshot
     cost: float | None = None  # a cost the source states itself (SWE-agent, aider)
@@ -65,6 +66,8 @@ class Usage:
             out["cache_read_tokens"] = self.cache_read
         if self.cache_creation:
             out["cache_creation_tokens"] = self.cache_creation
+        if self.cache_creation_1h:
+            out["cache_creation_1h_tokens"] = self.cache_creation_1h
         if self.reasoning:
             out["reasoning_tokens"] = self.reasoning
         if self.first_out is not None and self.first_out != self.tokens_out:

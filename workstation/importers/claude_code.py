@@ -307,7 +307,10 @@ def _usage(raw: Any) -> Usage | None:
         return None
     fresh, out = as_int(raw.get("input_tokens")), as_int(raw.get("output_tokens"))
     created, read = as_int(raw.get("cache_creation_input_tokens")), as_int(raw.get("cache_read_input_tokens"))
-    return Usage(tokens_in=fresh + created + read, tokens_out=out, cache_read=read, cache_creation=created)
+    split = raw.get("cache_creation")  # {ephemeral_5m_input_tokens, ephemeral_1h_input_tokens}: the writes by TTL
+    long = min(created, as_int(split.get("ephemeral_1h_input_tokens"))) if isinstance(split, dict) else 0
+    return Usage(tokens_in=fresh + created + read, tokens_out=out, cache_read=read, cache_creation=created,
+                 cache_creation_1h=long)
 
 
 def project_dir_name(root: str) -> str:

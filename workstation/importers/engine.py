@@ -41,6 +41,7 @@ from ..paths import Paths
 from ..sessions import textindex
 from ..sessions.compaction import touched_paths
 from ..sessions.context import covered_count
+from ..sessions.turns import number as number_turns
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
                             fsync_paths, new_record_id, record_text)
 from ..store.broker import readonly
@@ -396,6 +397,7 @@ class Importer:
     def _finish(self, records: list[dict], view: LogView) -> None:
         """Compact records' `covers` (every turn before them) and every record's `tokens`."""
         turns = list(view.turns)
+        numbered = number_turns([*view.records, *records])  # turns as sessions.turns counts them
         previous = view.last_compact()
         for record in records:
             if record["type"] in TURN_TYPES:
@@ -404,7 +406,8 @@ class Importer:
                 done = covered_count(turns, previous)
                 first_new = min(done, len(turns) - 1)
                 record["covers"] = {"first_id": turns[0]["id"], "last_id": turns[-1]["id"], "first_turn": 1,
-                                    "last_turn": len(turns), "new_first_turn": first_new + 1,
+                                    "last_turn": numbered.of(turns[-1]),
+                                    "new_first_turn": max(1, numbered.of(turns[first_new])),
                                     "new_first_id": turns[first_new]["id"]} if turns else {}
                 record["files"] = list(dict.fromkeys((previous or {}).get("files", []) +
                                                      touched_paths(turns[done:])))
@@ -467,12 +470,14 @@ def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
     grown = Usage(tokens_in=max(0, usage.tokens_in - int(earlier.get("tokens_in") or 0)),
                   tokens_out=max(0, usage.tokens_out - int(earlier.get("tokens_out") or 0)),
                   cache_read=max(0, usage.cache_read - int(earlier.get("cache_read_tokens") or 0)),
-                  cache_creation=max(0, usage.cache_creation - int(earlier.get("cache_creation_tokens") or 0)))
+                  cache_creation=max(0, usage.cache_creation - int(earlier.get("cache_creation_tokens") or 0)),
+                  cache_creation_1h=max(0, usage.cache_creation_1h - int(earlier.get("cache_creation_1h_tokens") or 0)))
     return grown if (grown.tokens_in or grown.tokens_out) else None
 
 
 def _price(model: str, usage: Usage) -> float | None:
-    return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation)
+    return cost(model, usage.tokens_in, usage.tokens_out, usage.cache_read, usage.cache_creation,
+                usage.cache_creation_1h)
 
 
 def _masked(records: list[dict], secrets: list[str]) -> list[dict]:

@@ -48,6 +48,7 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
         add("model_call", model, {"model": model or None, "turn_id": rid, "source": fmt,
                                   "cache_read_tokens": record.get("cache_read_tokens"),
                                   "cache_creation_tokens": record.get("cache_creation_tokens"),
+                                  "cache_creation_1h_tokens": record.get("cache_creation_1h_tokens"),
                                   "tokens_out_first": record.get("tokens_out_first"),
                                   "usage_scope": record.get("usage_scope"), "calls": record.get("calls"),
                                   "continues": record.get("continues")},

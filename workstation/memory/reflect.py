@@ -40,6 +40,14 @@ class Query:
 
 _SESSION = "($session IS NULL OR session = $session)"
 
+
+def _rounded(expr: str, digits: int) -> str:
+    """SQL for `expr` rounded to `digits` decimals, half away from zero, the same number on every DuckDB version.
+
+    round() of a DOUBLE changed in DuckDB 2.0: it rounds the binary value, so a p95 of exactly 12.85 (stored as
+    12.8499...) became 12.8 where 1.x gave 12.9. round() of a DECIMAL rounds the decimal value on both."""
+    return f"round(({expr})::DECIMAL(38, 9), {digits})::DOUBLE"
+
 QUERIES: dict[str, Query] = {
     "sessions": Query("Per session: span, events, steps, tool and model calls, failures, tokens, cost.", f"""
         SELECT session, min(ts) AS started, max(ts) AS last_event, count(*) AS events,
@@ -48,7 +56,7 @@ QUERIES: dict[str, Query] = {
                count(*) FILTER (ok = false OR type = 'error') AS failures,
                sum(tokens_in) FILTER (type = 'model_call') AS tokens_in,
                sum(tokens_out) FILTER (type = 'model_call') AS tokens_out,
-               round(sum(cost_usd), 4) AS cost_usd
+               {_rounded('sum(cost_usd)', 4)} AS cost_usd
         FROM events WHERE {_SESSION} GROUP BY session ORDER BY last_event DESC LIMIT $limit"""),
     "memory_by_session": Query("Per session: memory hit rate and file reads served from memory, disk, or avoided.", f"""
         WITH lookups AS (SELECT session, count(*) AS lookups, count(*) FILTER (hit) AS hits
@@ -59,14 +67,14 @@ QUERIES: dict[str, Query] = {
              avoided AS (SELECT session, count(*) AS reads_avoided, sum(chars_saved) AS chars_saved
                          FROM reads_avoided WHERE {_SESSION} GROUP BY ALL)
         SELECT session, coalesce(lookups, 0) AS lookups, coalesce(hits, 0) AS hits,
-               round(hits / nullif(lookups, 0), 3) AS hit_rate,
+               {_rounded('hits / nullif(lookups, 0)', 3)} AS hit_rate,
                coalesce(reads_from_memory, 0) AS reads_from_memory, coalesce(reads_from_disk, 0) AS reads_from_disk,
                coalesce(reads_avoided, 0) AS reads_avoided, chars_saved
         FROM lookups FULL JOIN reads USING (session) FULL JOIN avoided USING (session)
         ORDER BY session LIMIT $limit"""),
     "hit_rate": Query("Memory lookups and hit rate per session and step.", f"""
         SELECT session, step, count(*) AS lookups, count(*) FILTER (hit) AS hits,
-               round(count(*) FILTER (hit) / count(*), 3) AS hit_rate,
+               {_rounded('count(*) FILTER (hit) / count(*)', 3)} AS hit_rate,
                count(*) FILTER (tier = 'ltm') AS ltm_lookups
         FROM memory_lookups WHERE {_SESSION} GROUP BY ALL ORDER BY session, step LIMIT $limit"""),
     "reads_avoided": Query("Per session and step: reads avoided, reads served from memory, reads from disk.", f"""
@@ -92,19 +100,19 @@ QUERIES: dict[str, Query] = {
         FROM file_edits WHERE {_SESSION} GROUP BY path ORDER BY edits DESC, path LIMIT $limit"""),
     "tool_errors": Query("Per tool: calls, failures and error rate.", f"""
         SELECT tool, count(*) AS calls, count(*) FILTER (outcome <> 'ok') AS errors,
-               round(count(*) FILTER (outcome <> 'ok') / count(*), 3) AS error_rate,
+               {_rounded("count(*) FILTER (outcome <> 'ok') / count(*)", 3)} AS error_rate,
                arg_max(error, ts) FILTER (outcome <> 'ok') AS last_error
         FROM tool_calls WHERE {_SESSION} GROUP BY tool ORDER BY errors DESC, calls DESC LIMIT $limit"""),
     "tool_latency": Query("Per tool: latency percentiles in milliseconds.", f"""
-        SELECT tool, count(*) AS calls, round(avg(duration_ms), 1) AS avg_ms,
-               round(quantile_cont(duration_ms, 0.5), 1) AS p50_ms,
-               round(quantile_cont(duration_ms, 0.95), 1) AS p95_ms, round(max(duration_ms), 1) AS max_ms
+        SELECT tool, count(*) AS calls, {_rounded('avg(duration_ms)', 1)} AS avg_ms,
+               {_rounded('quantile_cont(duration_ms, 0.5)', 1)} AS p50_ms,
+               {_rounded('quantile_cont(duration_ms, 0.95)', 1)} AS p95_ms, {_rounded('max(duration_ms)', 1)} AS max_ms
         FROM tool_calls WHERE {_SESSION} AND duration_ms IS NOT NULL
         GROUP BY tool ORDER BY p95_ms DESC LIMIT $limit"""),
     "model_latency": Query("Per model: latency percentiles, tokens and cost.", f"""
-        SELECT model, count(*) AS calls, round(quantile_cont(duration_ms, 0.5), 1) AS p50_ms,
-               round(quantile_cont(duration_ms, 0.95), 1) AS p95_ms, sum(tokens_in) AS tokens_in,
-               sum(tokens_out) AS tokens_out, round(sum(cost_usd), 4) AS cost_usd,
+        SELECT model, count(*) AS calls, {_rounded('quantile_cont(duration_ms, 0.5)', 1)} AS p50_ms,
+               {_rounded('quantile_cont(duration_ms, 0.95)', 1)} AS p95_ms, sum(tokens_in) AS tokens_in,
+               sum(tokens_out) AS tokens_out, {_rounded('sum(cost_usd)', 4)} AS cost_usd,
                count(*) FILTER (ok = false) AS failures
         FROM model_calls WHERE {_SESSION} GROUP BY model ORDER BY calls DESC LIMIT $limit"""),
     # A turn is what the user asked and everything it caused: each model call and compaction

@@ -6,10 +6,13 @@ and `compaction` events for the summaries it had written) and imported ones (eng
 
     input           prompt tokens read neither from nor into a cache (tokens_in - cache reads - cache writes)
     output          completion tokens (reasoning included)
-    cache_creation  prompt tokens written to a prompt cache
+    cache_creation  prompt tokens written to a prompt cache (1-hour writes included)
     cache_read      prompt tokens read from it
-    cost_usd        the cost recorded with the call: litellm's for the agent's calls, the litellm price
-                    map's (importers/pricing.py) or the source's own for imported ones
+    cache_hit       cache_read over the whole prompt (input + cache_creation + cache_read)
+    cost_usd        the cost as billed (importers/pricing.py): the agent's own calls priced by the
+                    litellm price map with the model's cache prices (reads, 5-minute and 1-hour
+                    writes), or the cost recorded with the call (litellm's) for a model the map does
+                    not know; imported calls as recorded (priced by the map at import, or the source's own)
     unpriced        calls with tokens but no cost (a model the price map does not know)
 
 Days and months are UTC. `like_ccusage` counts a streamed Claude Code response's output as
@@ -18,14 +21,15 @@ its cost at the model's output price; ccusage undercounts output so (its issues 
 the default counts the final snapshot.
 
 The agent's calls carry cache counts once the model client records them (`cache_read_tokens`,
-`cache_creation_tokens` in the model_call event's data); until then their whole prompt counts
-as input.
+`cache_creation_tokens`, `cache_creation_1h_tokens` in the model_call event's data); until then
+their whole prompt counts as input.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..importers.pricing import TIER_TOKENS, output_price, rates
 from ..store.broker import readonly
 from .errors import ReflectError
 from .reflect import Result
@@ -33,33 +37,74 @@ from .reflect import Result
 BY = ("session", "day", "month", "model")
 _KEYS = {"session": "session", "day": "strftime(ts, '%Y-%m-%d')", "month": "strftime(ts, '%Y-%m')",
          "model": "model"}
-COLUMNS = ["calls", "input", "output", "cache_creation", "cache_read", "total_tokens", "cost_usd", "unpriced"]
+COLUMNS = ["calls", "input", "output", "cache_creation", "cache_read", "cache_hit", "total_tokens", "cost_usd",
+           "unpriced"]
 
 
 def usage(db: Any, by: str = "session", *, session: str | None = None, like_ccusage: bool = False) -> Result:
     """One row per session | day | month | model, newest (or costliest model) first, and totals in meta."""
     if by not in BY:
         raise ReflectError(f"reflect usage --by takes one of {', '.join(BY)}, not {by!r}")
-    prices = None
-    if like_ccusage:
-        from ..importers.pricing import output_price  # lazy: the price map, only for --like-ccusage
-
-        prices = {model: output_price(model) for model in db.call(usage_models, session)}
-    rows = db.call(usage_groups, by, session, prices)
-    out = [dict(zip(_GROUP_COLUMNS, row)) for row in rows]
-    for group in out:
-        group[by] = group.pop("key")
+    groups: dict[Any, dict] = {}
+    for row in db.call(usage_groups, by, session):
+        part = dict(zip(_PART_COLUMNS, row))
+        group = groups.setdefault(part["key"], {by: part["key"], "agents": set(), "cost_usd": 0.0, "unpriced": 0,
+                                                "first": None, "last": None,
+                                                **{c: 0 for c in _SUMMED}})
+        group["agents"].update(a for a in part["agents"] if a is not None)
+        for column in _SUMMED:
+            group[column] += part[column]
+        group["first"] = min(filter(None, (group["first"], part["first"])), default=None)
+        group["last"] = max(filter(None, (group["last"], part["last"])), default=None)
+        found = rates(part["model"], (TIER_TOKENS + 1) if part["high"] else 0) if part["native"] else None
+        if found is not None:  # the agent's own calls, priced as billed
+            group["cost_usd"] += found.billed(part["input"] + part["cache_read"] + part["cache_creation"],
+                                              part["output"], part["cache_read"], part["cache_creation"],
+                                              part["cache_creation_1h"])
+            continue
+        group["cost_usd"] += part["recorded"] or 0.0
+        group["unpriced"] += part["unrecorded"]
+        if like_ccusage and part["streamed_extra"]:  # ccusage's output: the first snapshot of a streamed answer
+            group["output"] -= part["streamed_extra"]
+            price = output_price(part["model"])
+            if price is not None:
+                group["cost_usd"] -= part["streamed_extra"] * price
+    out = []
+    for group in groups.values():
+        agents = group.pop("agents")
+        named = {a for a in agents if a}
+        group["agent"] = "mixed" if len(named) > 1 else (max(named) if named else min(agents, default=""))
         group["total_tokens"] = group["input"] + group["output"] + group["cache_creation"] + group["cache_read"]
+        group["cache_hit"] = _hit(group)
         group["cost_usd"] = round(group["cost_usd"], 6)
+        group["first"], group["last"] = _iso(group["first"]), _iso(group["last"])
+        out.append(group)
     if by == "session":
         out.sort(key=lambda g: g["last"] or "", reverse=True)
     elif by == "model":
         out.sort(key=lambda g: (-g["cost_usd"], -g["total_tokens"]))
-    totals = {c: sum(g[c] for g in out) for c in COLUMNS}
+    else:
+        out.sort(key=lambda g: g[by])
+    totals = {c: sum(g[c] for g in out) for c in COLUMNS if c != "cache_hit"}
     totals["cost_usd"] = round(totals["cost_usd"], 6)
+    totals["cache_hit"] = _hit(totals)
     shown = [by] + (["agent"] if by == "session" else []) + COLUMNS + (["last"] if by == "session" else [])
     records = [[g.get(c) for c in shown] for g in out]
     return Result(shown, records, name=f"usage by {by}", meta={"totals": totals, "like_ccusage": like_ccusage})
+
+
+_SUMMED = ("calls", "input", "output", "cache_creation", "cache_creation_1h", "cache_read")
+
+
+def _hit(group: dict) -> float | None:
+    """The cache hit share: cache reads over the whole prompt (input + cache writes + cache reads)."""
+    prompt = group["input"] + group["cache_creation"] + group["cache_read"]
+    return round(group["cache_read"] / prompt, 4) if prompt else None
+
+
+def _iso(ts: Any) -> str | None:
+    """A time as reflect.plain writes one (milliseconds, UTC)."""
+    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
 
 
 # Each model call or compaction with tokens or a cost, its data's fields read in one pass over the JSON
@@ -68,7 +113,8 @@ _CALLS = """
     WITH raw AS (
         SELECT session, ts, type, name, tokens_in, tokens_out, cost_usd,
                json_transform(data, '{"model": "VARCHAR", "cache_read_tokens": "VARCHAR",
-                                      "cache_creation_tokens": "VARCHAR", "tokens_out_first": "VARCHAR",
+                                      "cache_creation_tokens": "VARCHAR", "cache_creation_1h_tokens": "VARCHAR",
+                                      "tokens_out_first": "VARCHAR",
                                       "continues": "JSON", "source": "VARCHAR"}') AS d
         FROM events
         WHERE type IN ('model_call', 'compaction')
@@ -81,56 +127,25 @@ _CALLS = """
                coalesce(tokens_in, 0) AS tin, coalesce(tokens_out, 0) AS tout,
                coalesce(TRY_CAST(d.cache_read_tokens AS BIGINT), 0) AS cread,
                coalesce(TRY_CAST(d.cache_creation_tokens AS BIGINT), 0) AS cwrite,
+               coalesce(TRY_CAST(d.cache_creation_1h_tokens AS BIGINT), 0) AS cwrite1h,
                TRY_CAST(d.tokens_out_first AS BIGINT) AS tfirst,
                d.continues IS NOT NULL AND d.continues <> 'null' AS continues,
                cost_usd, coalesce(d.source, 'workstation') AS agent
         FROM raw)"""
-_GROUP_COLUMNS = ["key", "agent", "calls", "input", "output", "cache_creation", "cache_read", "cost_usd",
-                  "unpriced", "first", "last"]
-_ISO_MS = "strftime({}, '%Y-%m-%dT%H:%M:%S.%g') || 'Z'"  # as reflect.plain writes a time
+_PART_COLUMNS = ["key", "model", "native", "high", "agents", "calls", "input", "output", "cache_creation",
+                 "cache_creation_1h", "cache_read", "recorded", "unrecorded", "streamed_extra", "first", "last"]
 
 
 @readonly
-def usage_models(con, session: str | None) -> list[str]:
-    """The models of the calls usage counts (for their prices)."""
-    return [row[0] for row in con.execute(f"{_CALLS} SELECT DISTINCT model FROM calls", {"session": session}).fetchall()]
-
-
-@readonly
-def usage_groups(con, by: str, session: str | None, prices: dict[str, float | None] | None) -> list[tuple]:
-    """Sums per row key (_GROUP_COLUMNS) of every model call and compaction with tokens or a cost, summed
-    per (key, model) first: `prices` (like_ccusage: the output price per model) takes a streamed Claude
-    Code answer's later snapshots off its output, and their price off its cost. An agent of its own per
-    key, or 'mixed'."""
+def usage_groups(con, by: str, session: str | None) -> list[tuple]:
+    """Sums per (row key, model, the agent's own or imported, prompt past the price map's 200k tier) of every
+    model call and compaction with tokens or a cost (_PART_COLUMNS)."""
     key = _KEYS[by]
-    models = list(prices or {})
-    cur = con.execute(f"""{_CALLS},
-        per_model AS (
-            SELECT {key} AS key, model, min(agent) AS agent,
-                   count(*) FILTER (NOT continues) AS calls,
-                   sum(greatest(tin - cread - cwrite, 0)) AS fresh, sum(tout) AS output,
-                   sum(cwrite) AS cache_creation, sum(cread) AS cache_read,
-                   sum(cost_usd) AS cost_usd,
-                   count(*) FILTER (cost_usd IS NULL AND (tin > 0 OR tout > 0)) AS unpriced,
-                   coalesce(sum(tout - tfirst) FILTER (tfirst IS NOT NULL), 0) AS streamed_extra,
-                   min(ts) AS first, max(ts) AS last
-            FROM calls GROUP BY ALL),
-        priced AS (
-            SELECT p.*, pr.price,
-                   $like AND p.streamed_extra <> 0 AS cut
-            FROM per_model p
-            LEFT JOIN (SELECT unnest($models::VARCHAR[]) AS model, unnest($prices::DOUBLE[]) AS price) pr
-                   USING (model))
-        SELECT key,
-               CASE WHEN count(DISTINCT nullif(agent, '')) > 1 THEN 'mixed'
-                    ELSE coalesce(max(nullif(agent, '')), min(agent)) END,
-               sum(calls)::BIGINT, sum(fresh)::BIGINT,
-               sum(CASE WHEN cut THEN output - streamed_extra ELSE output END)::BIGINT,
-               sum(cache_creation)::BIGINT, sum(cache_read)::BIGINT,
-               coalesce(sum(CASE WHEN cut AND price IS NOT NULL THEN cost_usd - streamed_extra * price
-                                 ELSE cost_usd END), 0.0),
-               sum(unpriced)::BIGINT, {_ISO_MS.format("min(first)")}, {_ISO_MS.format("max(last)")}
-        FROM priced GROUP BY key ORDER BY key""",
-                      {"session": session, "like": prices is not None, "models": models,
-                       "prices": [(prices or {})[m] for m in models]})
+    cur = con.execute(f"""{_CALLS}
+        SELECT {key} AS key, model, agent = 'workstation' AS native, tin > {TIER_TOKENS} AS high,
+               list(DISTINCT agent), count(*) FILTER (NOT continues), sum(greatest(tin - cread - cwrite, 0)),
+               sum(tout), sum(cwrite), sum(least(cwrite1h, cwrite)), sum(cread), sum(cost_usd),
+               count(*) FILTER (cost_usd IS NULL AND (tin > 0 OR tout > 0)),
+               coalesce(sum(tout - tfirst) FILTER (tfirst IS NOT NULL), 0), min(ts), max(ts)
+        FROM calls GROUP BY ALL""", {"session": session})
     return cur.fetchall()

@@ -19,9 +19,10 @@ from ..agent import tools
 from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
-from ..sessions.catalog import load as load_session
-from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text
-from ..sessions.log import TURN_TYPES, LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
+from ..sessions.catalog import load as load_session, summary_span
+from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text, update_line
+from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
+from ..sessions.turns import Coverage, hit_turn, number as number_turns, of_log, starts_turn
 from ..textdiff import record_diff
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
@@ -60,9 +61,11 @@ class Step:
     record: dict  # the log record, verbatim
     ts: float  # epoch seconds (a record without a readable ts takes its predecessor's)
     offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S)
-    turn: int | None  # 1-based turn number for user/assistant/tool/system records
+    turn: int | None  # the turn (sessions.turns) of a user/assistant/tool/system record; None before the first
+    # user message and for the other records (as search hits say it: sessions.turns.hit_turn)
     call: dict | None = None  # for a tool result: the call that asked for it ({id, name, arguments})
     args: dict = field(default_factory=dict)  # that call's arguments ({} when unreadable)
+    span: str = ""  # for a compact record: the turns it summarizes (`1–7`)
 
     @property
     def number(self) -> int:
@@ -87,7 +90,8 @@ class Step:
         r = self.record
         kind = self.kind
         if kind == "user":
-            return f"user: {clip(r.get('content') or '', 100)}"
+            turn = f" (turn {self.turn})" if starts_turn(r) and self.turn else ""
+            return f"user{turn}: {clip(r.get('content') or '', 100)}"
         if kind == "assistant":
             facts = [r.get("model") or ""]
             if r.get("latency_ms") is not None:
@@ -111,12 +115,13 @@ class Step:
         if kind == "system":
             if r.get("pin"):
                 return f"pinned: {clip(r.get('content') or '', 100)}"
+            if r.get("update") is not None:
+                return update_line(str(r.get("content") or ""))
             if r.get("notice"):
                 return f"notice ({r['notice']}): {clip(r.get('content') or '', 100)}"
             return f"system: {clip(r.get('content') or '', 100)}"
         if kind == "compact":
-            covers = r.get("covers") or {}
-            return (f"== compaction: turns 1–{covers.get('last_turn', '?')} summarized by "
+            return (f"== compaction: turns {self.span} summarized by "
                     f"{r.get('model', '?')} ({r.get('reason', '?')}) ==")
         if kind == "redaction":
             targets = r.get("targets") or ()
@@ -156,6 +161,8 @@ class ReplayState:
     compaction: dict | None  # the compact record in effect (it stands in for turns 1..covered)
     timeline: list[dict]  # episodic events so far, shaped as tui.viewdata.TimelineEvent
     memory: MemoryView
+    turns: int = 0  # turns so far (sessions.turns)
+    covered: Coverage = Coverage(0, False)  # how far the summary in effect reaches, in turns
 
     @property
     def index(self) -> int:
@@ -169,8 +176,8 @@ class ReplayState:
         ctx = self.context
         return {
             "step": self.step.to_dict(),
-            "context": {"messages": len(ctx.messages), "tokens": ctx.tokens, "turns": ctx.turn_count,
-                        "covered_turns": ctx.covered_turns, "summary_id": ctx.summary_id,
+            "context": {"messages": len(ctx.messages), "tokens": ctx.tokens, "turns": self.turns,
+                        "covered_turns": self.covered.last_turn, "summary_id": ctx.summary_id,
                         "redactions": [dataclasses.asdict(r) | {"marker": r.marker} for r in ctx.redactions]},
             "request_tokens": self.request.tokens if self.request else None,
             "compaction": None if self.compaction is None else {
@@ -291,10 +298,11 @@ class Episode:
             if record["type"] == "compact":
                 compaction = record if context.summary_id == record["id"] else None
                 break
+        numbered, covered = of_log(LogView(self.records[: i + 1]))
         return ReplayState(step=step, transcript=[t for turns in self._turns[: i + 1] for t in turns],
                            context=context, request=request, compaction=compaction,
                            timeline=[e for events in self._events[: i + 1] for e in events],
-                           memory=memory_at(self.steps[: i + 1]))
+                           memory=memory_at(self.steps[: i + 1]), turns=numbered.count, covered=covered)
 
     def transcript_of(self, index: int) -> list[dict]:
         """The chat turns step `index` adds (an incremental view for a UI appending as it plays)."""
@@ -307,7 +315,7 @@ class Episode:
 def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
     calls: dict[str, dict] = {}
     steps: list[Step] = []
-    turn = 0
+    turns = number_turns(records)
     offset = 0.0
     last_ts: float | None = None
     for index, record in enumerate(records):
@@ -317,15 +325,14 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
         if last_ts is not None:
             offset += min(max(ts - last_ts, 0.0), max_pause_s)
         last_ts = ts
-        if record["type"] in TURN_TYPES:
-            turn += 1
         if record["type"] == "assistant":
             for call in record.get("tool_calls") or ():
                 if isinstance(call, dict) and call.get("id"):
                     calls[call["id"]] = call
         call = calls.get(record.get("tool_call_id", "")) if record["type"] == "tool" else None
-        steps.append(Step(index, record, ts, offset, turn if record["type"] in TURN_TYPES else None, call,
-                          tool_call_arguments(call) if call else {}))
+        steps.append(Step(index, record, ts, offset, hit_turn(record, turns.of(record)), call,
+                          tool_call_arguments(call) if call else {},
+                          summary_span(turns, record) if record["type"] == "compact" else ""))
     return steps
 
 
@@ -351,12 +358,13 @@ def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
         text = str(r.get("content") or "")
         if r.get("pin"):
             return [{**base, "role": "system", "text": f"Pinned: {text}"}]
+        if r.get("update") is not None:
+            return [{**base, "role": "notice", "text": update_line(text)}]
         if r.get("notice"):
             return [{**base, "role": "error" if r["notice"] == "error" else "notice", "text": text}]
         return [{**base, "role": "system", "text": text}]
     if kind == "compact":
-        covers = r.get("covers") or {}
-        text = (f"Compaction: turns 1–{covers.get('last_turn', '?')} summarized by {r.get('model', '?')} "
+        text = (f"Compaction: turns {step.span} summarized by {r.get('model', '?')} "
                 f"({r.get('reason', '?')}); the model sees the summary instead of them from here on")
         return [{**base, "role": "compaction", "text": text, "result": summary_turn_text(r)}]
     if kind == "redaction":

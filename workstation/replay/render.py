@@ -30,9 +30,9 @@ def render_state(episode: Episode, state: ReplayState) -> str:
                      f"{state.request.tokens:,} tokens of conversation"
                      + (f" ({state.step.record['context_tokens']:,} tokens in all, as recorded)"
                         if isinstance(state.step.record.get("context_tokens"), int) else ""))
-    summary = (f"; turns 1–{ctx.covered_turns} summarized by compact record {ctx.summary_id}"
+    summary = (f"; turns {state.covered.describe()} summarized by compact record {ctx.summary_id}"
                if ctx.summary_id else "; no compaction in effect")
-    lines.append(f"  model context: {len(ctx.messages)} messages, {ctx.tokens:,} tokens, {ctx.turn_count} turns"
+    lines.append(f"  model context: {len(ctx.messages)} messages, {ctx.tokens:,} tokens, {state.turns} turns"
                  + summary)
     for red in ctx.redactions:
         lines.append(f"    {red.marker}")

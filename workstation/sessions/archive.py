@@ -27,19 +27,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..fsutil import atomic_write, fsync_dir
 from ..paths import Paths
-from .context import covered_count
 from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
 from .logview import changed_files
+from .turns import of_log
 
 if TYPE_CHECKING:
     from .compaction import CompactResult
 
 GZ_SUFFIX = SUFFIX + ".gz"
+META_FORMAT = 2
 META_SUFFIX = ".meta.json"
 # what listing reads from a .meta.json (meta_for writes it)
 _META_FIELDS = ({"turns": int, "covered_turns": int, "size": int, "last_activity": str, "title": str,
-                 "problems": list, "changed": list}, ("turns", "covered_turns", "size"))
+                 "problems": list, "changed": list, "partial": bool, "format": int}, ("turns", "covered_turns", "size"))
 
 
 class UnreadableArchive(SessionError):
@@ -92,6 +93,9 @@ def read_meta(paths: Paths, slug: str) -> dict:
     problem = fields_problem({k: v for k, v in meta.items() if v is not None}, *_META_FIELDS, where="")
     if problem:
         raise UnreadableArchive(f"archive metadata {path} is unreadable: {problem}")
+    if meta.get("format", 1) < META_FORMAT:  # counted records as turns: count again from the log itself
+        turns, covered = of_log(read_archived(paths, slug))
+        meta.update(turns=turns.count, covered_turns=covered.last_turn, partial=covered.partial)
     return meta
 
 
@@ -103,12 +107,14 @@ def read_archived(paths: Paths, slug: str) -> LogView:
 
 
 def meta_for(slug: str, view: LogView, size: int) -> dict:
-    turns = view.turns
+    """Format 2: `turns` and `covered_turns` count turns as sessions.turns defines them (format 1 counted
+    every user, assistant, tool and system record; read_meta recounts those from the log)."""
     compact = view.last_compact()
-    covered = covered_count(turns, compact)
-    first_user = next((str(t.get("content") or "") for t in turns if t["type"] == "user"), "")
-    return {"format": 1, "slug": slug, "archived_at": now_iso(), "turns": len(turns),
-            "records": len(view.records), "covered_turns": covered, "size": size,
+    turns, covered = of_log(view)
+    first_user = next((str(t.get("content") or "") for t in view.turns if t["type"] == "user"), "")
+    return {"format": META_FORMAT, "slug": slug, "archived_at": now_iso(), "turns": turns.count,
+            "records": len(view.records), "covered_turns": covered.last_turn, "partial": covered.partial,
+            "size": size,
             "last_activity": view.last_activity, "title": " ".join(first_user.split())[:80],
             "problems": [str(p) for p in view.problems], "compact": compact,
             "changed": changed_files(view.records)}
@@ -136,7 +142,8 @@ def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> Ar
             os.unlink(session.path)
             fsync_dir(paths.sessions)
     compaction = None if result.status == "nothing" else result
-    return ArchiveResult(slug, gz_path(paths, slug), compaction, meta["covered_turns"] == meta["turns"])
+    return ArchiveResult(slug, gz_path(paths, slug), compaction, meta["covered_turns"] == meta["turns"]
+                         and not meta["partial"])
 
 
 def _busy(slug: str) -> SessionError:

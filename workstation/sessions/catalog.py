@@ -11,26 +11,27 @@ from .. import scrub
 from ..paths import Paths
 from . import textindex
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
-from .context import covered_count
-from .log import FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text
+from .log import FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionError, check_slug, live_slugs, record_text
 from .logview import changed_files
+from .turns import Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn
 
 
 @dataclass
 class SessionInfo:
     slug: str
     state: str  # live | archived
-    turns: int
-    covered_turns: int  # turns 1..covered_turns are summarized by a compact record
+    turns: int  # user messages (sessions.turns)
+    covered_turns: int  # turns 1..covered_turns are summarized by a compact record (the last maybe in part)
     size: int  # bytes of the raw log (uncompressed)
     last_activity: str | None
     title: str
     problems: int  # unreadable lines
     changed: tuple[str, ...] = ()  # files its tool calls changed (sessions.logview.changed_files)
+    partial: bool = False  # the summary reaches into turn covered_turns, whose newest steps stay verbatim
 
     @property
     def compacted(self) -> str:
-        return f"1–{self.covered_turns}" if self.covered_turns else ""
+        return Coverage(self.covered_turns, self.partial).describe()
 
 
 def _title(view: LogView) -> str:
@@ -64,9 +65,10 @@ def list_sessions(paths: Paths, *, archived: bool = False,
         except SessionError:
             continue  # archived between listing the folder and reading it
         _report_problems(slug, [str(p) for p in view.problems], warn)
-        infos.append(SessionInfo(slug, "live", len(view.turns), covered_count(view.turns, view.last_compact()),
-                                 view.size, view.last_activity, _title(view), len(view.problems),
-                                 tuple(changed_files(view.records))))
+        turns, covered = of_log(view)
+        infos.append(SessionInfo(slug, "live", turns.count, covered.last_turn, view.size, view.last_activity,
+                                 _title(view), len(view.problems), tuple(changed_files(view.records)),
+                                 covered.partial))
     if archived:
         for slug in archived_slugs(paths):
             try:
@@ -80,7 +82,7 @@ def list_sessions(paths: Paths, *, archived: bool = False,
             _report_problems(slug, problems, warn)
             infos.append(SessionInfo(slug, "archived", meta["turns"], meta["covered_turns"], meta["size"],
                                      meta.get("last_activity"), meta.get("title", ""), len(problems),
-                                     tuple(str(p) for p in meta.get("changed") or ())))
+                                     tuple(str(p) for p in meta.get("changed") or ()), bool(meta.get("partial"))))
     return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
 
 
@@ -102,7 +104,8 @@ class SearchHit:
     state: str
     record_id: str
     type: str
-    turn: int | None  # 1-based turn number; None for compact/redaction records
+    turn: int | None  # the turn the record belongs to (sessions.turns); None before the first user message
+    # and for compact/redaction records
     ts: str
     snippet: str
 
@@ -132,15 +135,12 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
         except SessionError:
             continue  # moved between listing and reading; it is found under its other state next time
         _report_problems(slug, [str(p) for p in view.problems], warn)
-        turn = 0
-        for record in view.records:
-            is_turn = record["type"] in ("user", "assistant", "tool", "system")
-            turn += is_turn
+        for record, turn in zip(view.records, numbers_in_order(view.records)):
             body = record_text(record)
             at = body.casefold().find(needle)
             if at < 0:
                 continue
-            hits.append(SearchHit(slug, state, record["id"], record["type"], turn if is_turn else None,
+            hits.append(SearchHit(slug, state, record["id"], record["type"], hit_turn(record, turn),
                                   record.get("ts", ""), _snippet(body, at, len(needle))))
             if len(hits) >= limit:
                 return hits
@@ -177,15 +177,16 @@ def export_json(slug: str, view: LogView, state: str) -> str:
 
 
 def export_markdown(slug: str, view: LogView, state: str) -> str:
-    out = [f"# Session {slug}", "", f"{len(view.turns)} turns · {state}", ""]
+    turns = number_turns(view.records)
+    out = [f"# Session {slug}", "", f"{turns.count} turns · {state}", ""]
     for problem in view.problems:
         out.append(f"> unreadable {problem}")
-    turn = 0
     for record in view.records:
         kind = record["type"]
-        if kind in ("user", "assistant", "tool", "system"):
-            turn += 1
-            out += [f"## {turn}. {kind}" + (f" · {record.get('name')}" if kind == "tool" else "")
+        if kind in TURN_TYPES:
+            if starts_turn(record):
+                out += [f"## Turn {turns.of(record)}", ""]
+            out += [f"### {kind}" + (f" · {record.get('name')}" if kind == "tool" else "")
                     + f" · {record.get('ts', '')} · `{record['id']}`", ""]
             content = str(record.get("content") or "")
             if kind == "tool":
@@ -195,8 +196,7 @@ def export_markdown(slug: str, view: LogView, state: str) -> str:
             for call in record.get("tool_calls") or ():
                 out += [f"→ `{call.get('name')}`", "", _fence(str(call.get("arguments", "")), "json"), ""]
         elif kind == "compact":
-            covers = record.get("covers") or {}
-            out += [f"## Summary of turns 1–{covers.get('last_turn', '?')} · {record.get('model', '')} · "
+            out += [f"### Summary of turns {summary_span(turns, record)} · {record.get('model', '')} · "
                     f"`{record['id']}`", ""]
             out += ["> " + line if line else ">" for line in str(record.get("summary", "")).splitlines()]
             out.append("")
@@ -204,6 +204,14 @@ def export_markdown(slug: str, view: LogView, state: str) -> str:
             ids = ", ".join(f"`{t.get('id')}`" for t in record.get("targets") or ())
             out += [f"*Redacted from the model's context from here on: {ids}*", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def summary_span(turns: Turns, compact: dict) -> str:
+    """`1–7` for a compact record: the turn of the last record it covers (found by id, as the model's
+    context finds it), else the number it was written with."""
+    covers = compact.get("covers") or {}
+    last = turns.numbers.get(covers.get("last_id", ""))
+    return f"1–{last if last is not None else covers.get('last_turn', '?')}"
 
 
 def _fence(text: str, lang: str = "") -> str:

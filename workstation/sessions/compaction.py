@@ -1,11 +1,12 @@
 """Compaction: two knobs, a token guard, a structured summary appended as a record.
 
-`memory.compact_threshold` says when: once the live context (turns not yet
-covered by a summary) holds that many turns. `memory.keep_recent` says how
-much stays verbatim: everything older than the newest keep_recent turns is
-folded into one `compact` record. The token guard starts compaction early
-when the assembled context passes `memory.compact_token_ratio` of the chat
-model's window.
+Both knobs count turns as sessions.turns defines them (a user message and everything the agent did in
+answer to it). `memory.compact_threshold` says when: once the live context (turns not yet covered by a
+summary) holds that many turns. `memory.keep_recent` says how much stays verbatim: everything older than
+the newest keep_recent turns is folded into one `compact` record, cut at a user message. The token guard
+starts compaction early when the assembled context passes `memory.compact_token_ratio` of the chat
+model's window: it keeps the newest records that fit in half that budget, so one long turn is compacted
+too, cut before one of its steps (an assistant message), never between a tool call and its result.
 
 Never called on the reply's hot path. Two drivers, one rule of when a compaction is due
 (`plan_compaction`): `AutoCompactor` for compaction nobody asked for (the agent between turns, in a
@@ -28,9 +29,10 @@ from typing import Any
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
-from .context import assemble, covered_count, memory_of, seen
+from .context import assemble, covered_count, memory_of, seen, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
+from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
 
 SECTIONS = (
     ("task", "Task & instructions"),
@@ -76,13 +78,15 @@ class SummaryFormatError(Exception):
 
 @dataclass
 class CompactPlan:
-    turns: list[dict]  # the turns to fold in (not yet covered)
-    first_turn: int  # 1-based number of turns[0]
-    last_turn: int  # 1-based number of the last turn covered after this compaction
+    turns: list[dict]  # the records to fold in (not yet covered): whole turns, or up to a step boundary
+    first_turn: int  # the turn (sessions.turns) turns[0] belongs to
+    last_turn: int  # the turn the last record folded in belongs to: the summary reaches that far
     previous: dict | None  # the compact record being folded in
     reason: str  # threshold | tokens | manual
     todo: list[dict] | None = None  # the agent's plan in force at the cut (sessions.plan); None: none written
     focus: str = ""  # what the user asked the summary to focus on (/compact FOCUS)
+    partial: bool = False  # the cut falls inside last_turn (the token guard): its newest steps stay verbatim
+    numbers: list[int] = field(default_factory=list)  # the turn of each record in `turns`
 
 
 @dataclass
@@ -91,20 +95,26 @@ class CompactResult:
     slug: str
     reason: str = ""  # why it failed, is busy or had nothing to do, or why it ran (threshold | tokens | manual)
     record: dict | None = None
-    first_turn: int = 0  # range newly folded in
+    first_turn: int = 0  # range newly folded in, in turns (sessions.turns)
     last_turn: int = 0
     model: str = ""
     duration_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    partial: bool = False  # last_turn was folded in only in part (its newest steps stay verbatim)
 
     @property
     def ok(self) -> bool:
         return self.status == "compacted"
 
+    def span(self) -> str:
+        """`turns 3–7`, `turn 4`, or with a cut inside the last one `turns 3–7 (7 up to its newest steps)`."""
+        first, last = self.first_turn, self.last_turn
+        text = f"turn {last}" if first == last else f"turns {first}–{last}"
+        return text + (f" ({last} up to its newest steps)" if self.partial else "")
+
     def describe(self) -> str:
         if self.ok:
-            return (f"compacted turns {self.first_turn}–{self.last_turn} of {self.slug} with {self.model} "
-                    f"in {self.duration_s:.1f}s")
+            return f"compacted {self.span()} of {self.slug} with {self.model} in {self.duration_s:.1f}s"
         if self.status == "nothing":
             return f"nothing to compact in {self.slug}: {self.reason}"
         if self.status == "busy":
@@ -127,30 +137,37 @@ def context_window_of(config: Any) -> int | None:
 
 def plan_compaction(view: LogView, config: Any, *, force: bool = False, keep: int | None = None,
                     window_tokens: int | None = None, counter: TokenCounter | None = None) -> CompactPlan | None:
-    """What a compaction would cover now, or None when nothing is due."""
+    """What a compaction would cover now, or None when nothing is due. Turns as sessions.turns defines
+    them: due once the live part (not yet summarized) holds compact_threshold turns; everything older
+    than the newest keep_recent turns is folded in, cut at a user message. The token guard keeps the
+    newest records that fit in half its budget, cut inside a long turn only when it must, and then
+    before one of the agent's steps (turns.cut_fitting)."""
     memory = memory_of(config)
+    numbered = turns_of(view.records)  # numbers count every user message, also those a rewind took back
     view = seen(view)  # turns a rewind took back are neither summarized nor counted
-    turns = view.turns
+    records = view.turns
     previous = view.last_compact()
-    start = covered_count(turns, previous)
+    start = covered_count(records, previous)
+    live = records[start:]
     keep_n = memory.keep_recent if keep is None else max(0, keep)
+    cut = cut_keeping(live, keep_n)
     if force:
         reason = "manual"
-    elif len(turns) - start >= memory.compact_threshold:
+    elif count_turns(live) >= memory.compact_threshold:
         reason = "threshold"
     elif window_tokens and _over_token_guard(view, config, window_tokens, counter):
         reason = "tokens"
-        keep_n = min(keep_n, _turns_fitting(turns[start:], memory.compact_token_ratio * window_tokens / 2))
+        cut = max(cut, cut_fitting(live, memory.compact_token_ratio * window_tokens / 2))
     else:
         return None
-    cut = len(turns) - keep_n
-    # never separate tool results from the assistant turn that called them
-    while 0 < cut < len(turns) and turns[cut]["type"] == "tool":
-        cut -= 1
-    if cut <= start:
-        return None
-    return CompactPlan(turns[start:cut], start + 1, cut, previous if start else None, reason,
-                       todo=_plan_at(view, turns[cut - 1]["id"]))
+    folded = live[:cut]
+    if not folded or not any(numbered.of(r) for r in folded):
+        return None  # nothing, or only what came before the first user message
+    last = numbered.of(folded[-1])
+    partial = cut < len(live) and not starts_turn(live[cut])
+    return CompactPlan(folded, max(1, numbered.of(folded[0])), last, previous if start else None, reason,
+                       todo=_plan_at(view, folded[-1]["id"]), partial=partial,
+                       numbers=[numbered.of(r) for r in folded])
 
 
 def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
@@ -162,16 +179,6 @@ def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
 def _over_token_guard(view: LogView, config: Any, window_tokens: int, counter: TokenCounter | None) -> bool:
     tokens = assemble(view, config, counter=counter).tokens
     return tokens > memory_of(config).compact_token_ratio * window_tokens
-
-
-def _turns_fitting(turns: list[dict], budget: float) -> int:
-    """How many of the newest turns fit in `budget` tokens (at least one)."""
-    used = 0
-    for n, record in enumerate(reversed(turns), start=1):
-        used += int(record.get("tokens") or 0)
-        if used > budget:
-            return max(1, n - 1)
-    return len(turns)
 
 
 def needs_compaction(session: Session, config: Any, *, window_tokens: int | None = None) -> bool:
@@ -319,7 +326,79 @@ def compact_models(config: Any) -> list[str]:
 def _spec(config: Any, model: str):
     """The compaction model's spec: the chat model's endpoint and key only if it is the same provider."""
     chat = getattr(config, "model", None)
-    return ModelSpec(model) if chat is None else spec_for(chat, model, fallbacks=False)
+    ttl = getattr(getattr(config, "agent", None), "cache_ttl", "5m")
+    return ModelSpec(model, cache_ttl=ttl) if chat is None else spec_for(chat, model, fallbacks=False, cache_ttl=ttl)
+
+
+@dataclass
+class Conversation:
+    """What the chat model was last sent (or would be sent now: the same bytes, grown at the end), so a
+    compaction by that model reads it from the provider's prompt cache instead of a transcript sent cold."""
+
+    model: str
+    messages: list[dict]
+    tools: list[dict] | None
+    cache_key: str | None = None
+
+
+def kept_from(view: LogView, plan: CompactPlan) -> dict | None:
+    """The first record the compaction keeps verbatim (None: it folds in everything)."""
+    turns = seen(view).turns
+    ids = [t["id"] for t in turns]
+    last = plan.turns[-1]["id"]
+    at = ids.index(last) + 1 if last in ids else len(turns)
+    return turns[at] if at < len(turns) else None
+
+
+def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: dict | None) -> list[dict]:
+    """The conversation, then one user message asking for the summary of all of it but its newest part."""
+    parts = [PROMPT]
+    if keep_first is not None:
+        is_update = keep_first["type"] == "system" and keep_first.get("update") is not None
+        role = ("your message" if keep_first["type"] == "assistant" else
+                "the user message" if is_update else f"the {keep_first['type']} message")
+        text = update_text(keep_first) if is_update else str(keep_first.get("content") or "")
+        start = " ".join(text.split())[:160]
+        parts.append(f"Summarize the conversation above up to, not including, {role} that begins: «{start}»; "
+                     "that message and everything after it stay verbatim, so leave them out. The previous "
+                     "summary above (if any) is yours to fold in.")
+    else:
+        parts.append("Summarize the whole conversation above; fold in the previous summary above, if any.")
+    if plan.focus:
+        parts.append(f"The user asks this summary to focus on: {plan.focus}\nKeep everything about that in full "
+                     "detail (exact names, paths, errors, decisions); shorten the rest.")
+    if plan.todo:
+        parts.append("The agent's plan, as it last wrote it with its todo tool. \"Open to-dos\" must list every "
+                     f"item of it with its status, in this order:\n{_plan_lines(plan.todo)}")
+    parts.append("Answer with the summary only, without calling any tool.")
+    return [*conversation.messages, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _cached_summary(plan: CompactPlan, config: Any, conversation: Conversation, keep_first: dict | None,
+                    cancel: threading.Event | None) -> tuple[dict, dict]:
+    spec = _spec(config, conversation.model)
+    answer = llm.complete(spec, cached_messages(conversation, plan, keep_first), tools=conversation.tools,
+                          cancel=cancel, cache_key=conversation.cache_key)
+    if answer.tool_calls and not answer.text.strip():
+        raise SummaryFormatError("the model called a tool instead of writing the summary")
+    usage = {"tokens_in": answer.tokens_in, "tokens_out": answer.tokens_out, "cost_usd": answer.cost_usd,
+             "calls": 1, "cache_read_tokens": answer.cache_read_tokens,
+             "cache_creation_tokens": answer.cache_creation_tokens,
+             "cache_creation_1h_tokens": answer.cache_creation_1h_tokens, "cached_history": True}
+    return parse_sections(answer.text), usage
+
+
+def cheaper_with_cache(conversation: Conversation, model: str, transcript_tokens: int,
+                       history_tokens: int) -> bool:
+    """Whether summarizing with the chat model over its cached history costs less than sending `model`
+    a transcript of `transcript_tokens` cold: computed from the price map (cache reads at the chat
+    model's cache-read price); unknown prices keep the configured compaction model."""
+    from ..importers.pricing import rates
+
+    chat, cheap = rates(conversation.model, history_tokens), rates(model, transcript_tokens)
+    if chat is None or cheap is None:
+        return False
+    return history_tokens * chat.cache_read < transcript_tokens * cheap.input
 
 
 def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
@@ -330,8 +409,10 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
     """
     spec = _spec(config, model)
     running = plan.previous.get("summary") if plan.previous else None
-    covered_before = plan.first_turn - 1
-    lines = [(plan.first_turn + i, render_turn(plan.first_turn + i, r)) for i, r in enumerate(plan.turns)]
+    # the previous summary reached into plan.first_turn when its first record is not the turn's user message
+    covered_before = plan.first_turn - (1 if plan.turns and starts_turn(plan.turns[0]) else 0)
+    numbers = plan.numbers or [plan.first_turn] * len(plan.turns)
+    lines = [(n, render_turn(n, r)) for n, r in zip(numbers, plan.turns)]
     budget = max(2000, int(llm.context_window(model) * 0.5) - counter(running or "") - counter(PROMPT))
     usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
     sections: dict[str, str] = {}
@@ -351,7 +432,8 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
 
 def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
             keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0,
-            cancel: threading.Event | None = None, focus: str = "") -> CompactResult | None:
+            cancel: threading.Event | None = None, focus: str = "",
+            conversation: Callable[[], Conversation | None] | None = None) -> CompactResult | None:
     """Compact now if due (or forced). None when nothing is due, or when `cancel` was set meanwhile
     (the model call stops; nothing is written).
 
@@ -360,7 +442,8 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
     nothing happened; an unforced one returns None: the holder does the work.
     Model failures never raise: the result says `failed`, the raw turns stay as
     they were, and the episodic recorder (duck-typed `.record(...)`) gets why. `focus`: what the
-    user asked the summary to keep in detail (/compact FOCUS).
+    user asked the summary to keep in detail (/compact FOCUS). `conversation`: what the chat model was
+    last sent, grown to now (an agent's; see Conversation), asked for once a compaction is due.
     """
     if window_tokens is None and not force:
         window_tokens = context_window_of(config)
@@ -375,15 +458,17 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
         if plan is None:
             return None
         plan.focus = " ".join(focus.split())[:500]
-        return _run(session, config, plan, episodic, cancel)
+        return _run(session, config, plan, episodic, cancel, conversation() if conversation else None)
 
 
 def compact_now(session: Session, config: Any, episodic: Any = None, *, keep: int | None = None,
-                focus: str = "", wait: float = CLAIM_WAIT_S) -> CompactResult:
+                focus: str = "", wait: float = CLAIM_WAIT_S,
+                conversation: Callable[[], Conversation | None] | None = None) -> CompactResult:
     """Compact because a person asked: whatever the threshold, keeping the newest `keep` turns
     (memory.keep_recent when None), waiting up to `wait` seconds for another process's claim.
     Always a result to show: `nothing` when every older turn is summarized already."""
-    result = compact(session, config, episodic, force=True, keep=keep, wait=wait, focus=focus)
+    result = compact(session, config, episodic, force=True, keep=keep, wait=wait, focus=focus,
+                     conversation=conversation)
     if result is None:
         kept = memory_of(config).keep_recent if keep is None else keep
         return CompactResult("nothing", session.slug, f"every turn but the newest {kept} is summarized already")
@@ -410,12 +495,14 @@ class AutoCompactor:
         return not self.waiting(session.slug) and needs_compaction(session, config, window_tokens=window_tokens)
 
     def run(self, session: Session, config: Any, window_tokens: int | None = None,
-            cancel: threading.Event | None = None) -> CompactResult | None:
+            cancel: threading.Event | None = None,
+            conversation: Callable[[], Conversation | None] | None = None) -> CompactResult | None:
         """Compact if due and not backing off; None when nothing happened."""
         slug = session.slug
         if self.waiting(slug):
             return None
-        result = compact(session, config, self.episodic, window_tokens=window_tokens, cancel=cancel)
+        result = compact(session, config, self.episodic, window_tokens=window_tokens, cancel=cancel,
+                         conversation=conversation)
         if result is None:
             return None
         if result.ok:
@@ -431,16 +518,26 @@ def _context_tokens(session: Session, config: Any) -> int:
 
 
 def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
-         cancel: threading.Event | None = None) -> CompactResult | None:
+         cancel: threading.Event | None = None, conversation: Conversation | None = None) -> CompactResult | None:
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
     models = compact_models(config)
+    if conversation is not None and conversation.model not in models[:1]:
+        # a separate compaction model: whichever costs less, its transcript cold or the chat model's cache
+        history = sum(session.counter(str(m.get("content") or "")) for m in conversation.messages)
+        transcript = sum(session.counter(render_turn(0, t)) for t in plan.turns)
+        if models and cheaper_with_cache(conversation, models[0], transcript, history):
+            models = [conversation.model, *models]
     errors: list[str] = []
     if not models:
         errors.append("no model to compact with: set model.name or memory.compact_model")
+    keep_first = kept_from(session.read(), plan) if conversation is not None else None
     for model in models:
         try:
-            sections, usage = summarize(plan, config, model, session.counter, cancel)
+            if conversation is not None and model == conversation.model:
+                sections, usage = _cached_summary(plan, config, conversation, keep_first, cancel)
+            else:
+                sections, usage = summarize(plan, config, model, session.counter, cancel)
         except LLMCancelled:
             return None  # the process is closing: the turns stay as they were, for the next run
         except (LLMError, SummaryFormatError) as err:
@@ -450,12 +547,12 @@ def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
         if record is None:  # another worker's compact landed first (only without the claim): theirs stands
             return None
         result = CompactResult("compacted", session.slug, plan.reason, record, plan.first_turn,
-                               plan.last_turn, model, time.monotonic() - started, errors)
+                               plan.last_turn, model, time.monotonic() - started, errors, plan.partial)
         if episodic is not None:
             _record_event(episodic, result, usage, before, _context_tokens(session, config))
         return result
     result = CompactResult("failed", session.slug, "; ".join(errors), None, plan.first_turn, plan.last_turn,
-                           "", time.monotonic() - started, errors)
+                           "", time.monotonic() - started, errors, plan.partial)
     if episodic is not None:
         _record_event(episodic, result, None, before, before)
     return result
@@ -488,7 +585,11 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
         still_uncovered, "compact", summary=summary, sections=sections, files=files, covers=covers,
         folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
         tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"], calls=usage["calls"],
-        duration_ms=int(elapsed * 1000), focus=plan.focus or None)
+        duration_ms=int(elapsed * 1000), focus=plan.focus or None,
+        cache_read_tokens=usage.get("cache_read_tokens") or None,
+        cache_creation_tokens=usage.get("cache_creation_tokens") or None,
+        cache_creation_1h_tokens=usage.get("cache_creation_1h_tokens") or None,
+        cached_history=usage.get("cached_history"))
 
 
 def _record_event(episodic: Any, result: CompactResult, usage: dict | None, before: int, after: int) -> None:
@@ -497,6 +598,9 @@ def _record_event(episodic: Any, result: CompactResult, usage: dict | None, befo
     if result.ok:
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000),
                         tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
-                        ok=True, model=result.model, record_id=result.record["id"], **data)
+                        ok=True, model=result.model, record_id=result.record["id"],
+                        cache_read_tokens=usage.get("cache_read_tokens") or None,
+                        cache_creation_tokens=usage.get("cache_creation_tokens") or None,
+                        cache_creation_1h_tokens=usage.get("cache_creation_1h_tokens") or None, **data)
     else:
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000), ok=False, **data)

@@ -54,7 +54,9 @@ def memory_of(config: Any):
 
 
 def covered_count(turns: list[dict], compact: dict | None) -> int:
-    """How many leading turns a compact record covers (found by id, by number if that line is lost)."""
+    """How many leading turn records (`turns`: the log's records of TURN_TYPES) a compact record covers:
+    found by id, or, if that line is lost, every record before the turn after its `last_turn`
+    (sessions.turns: the N-th user message opens turn N)."""
     if compact is None:
         return 0
     covers = compact.get("covers") or {}
@@ -62,7 +64,9 @@ def covered_count(turns: list[dict], compact: dict | None) -> int:
     for index in range(len(turns) - 1, -1, -1):
         if turns[index]["id"] == last_id:
             return index + 1
-    return min(int(covers.get("last_turn") or 0), len(turns))
+    opens = [i for i, t in enumerate(turns) if t["type"] == "user" and not t.get("sidechain")]
+    last_turn = max(0, int(covers.get("last_turn") or 0))
+    return opens[last_turn] if last_turn < len(opens) else len(turns)
 
 
 def key_context(call: dict | None, output: str) -> str:
@@ -139,10 +143,67 @@ def seen(view: LogView) -> LogView:
     return LogView(kept, list(view.problems), view.size)
 
 
+def due_redactions(view: LogView, config: Any) -> list[str]:
+    """Ids of the tool outputs rolling redaction hides now, by rule or by a `redaction` record (an epoch
+    freezes them)."""
+    view = seen(view)
+    turns = view.turns
+    start = covered_count(turns, view.last_compact())
+    calls = {c["id"]: c for r in turns[start:] if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    live = {t["id"] for t in turns[start:] if t["type"] == "tool"}
+    due = [r.record_id for r in planned_redactions(turns, start, memory_of(config), calls)]
+    return [*due, *sorted((_persisted_redactions(view) & live) - set(due))]
+
+
+def redaction_targets(view: LogView, ids: list[str]) -> list[dict]:
+    """The `targets` of a `redaction` record hiding these tool outputs: id, tool name, chars, key context."""
+    calls = {c["id"]: c for r in view.records if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    by_id = {r["id"]: r for r in view.records if r["type"] == "tool"}
+    targets = []
+    for record_id in ids:
+        record = by_id.get(record_id)
+        if record is not None:
+            content = str(record.get("content") or "")
+            targets.append({"id": record_id, "name": record.get("name") or "tool", "chars": len(content),
+                            "key": key_context(calls.get(record.get("tool_call_id", "")), content)})
+    return targets
+
+
+def epoch_redactions(view: LogView, epoch: dict) -> set[str]:
+    """What an epoch hides: what was due when it began, and what the agent redacted within it since
+    (`redaction` records naming the epoch: worth more than re-caching what follows them)."""
+    hidden = set((epoch.get("state") or {}).get("redacted") or ())
+    for record in view.records:
+        if record["type"] == "redaction" and record.get("epoch") == epoch.get("id"):
+            hidden.update(t.get("id") for t in record.get("targets") or () if t.get("id"))
+    return hidden
+
+
+def update_text(record: dict) -> str:
+    """How a context update (a `system` record with `update`) reads to the model."""
+    return UPDATE_PREFIX + str(record.get("content") or "")
+
+
+UPDATE_PREFIX = "[workstation] "
+
+
+def update_line(content: str) -> str:
+    """A context update in one line for people (the transcript, replay): what it told the model about."""
+    first = next((line for line in content.splitlines() if line.strip()), "")
+    first = first.rstrip(":")
+    return f"context update for the model: {first[:160]}" + ("…" if len(first) > 160 else "")
+
+
 def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
-             counter: TokenCounter | None = None) -> ContextView:
+             counter: TokenCounter | None = None, epoch: dict | None = None) -> ContextView:
     """The messages a model sees for this log (pure: no I/O); turns a rewind took back are not among
-    them (`seen`)."""
+    them (`seen`).
+
+    With `epoch` (the `epoch` record the request's head comes from), rolling redaction is the one
+    frozen when that epoch began (its state's `redacted` ids), so the messages of one epoch only ever
+    grow at the end and a provider's prefix cache serves every earlier byte; without it, as due now.
+    Context updates (system records with `update`) are user messages at their place in the log:
+    a system message there would be moved into the provider's system block and change the prefix."""
     view = seen(view)
     memory = memory_of(config)
     counter = counter or default_counter()
@@ -152,7 +213,17 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
     live = conversation_turns(turns[start:])  # without abandoned branches and subagents (imported sessions)
     calls = {c["id"]: c for r in live if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
 
-    redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
+    if epoch is None:
+        redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
+    else:
+        frozen = epoch_redactions(view, epoch)
+        redactions = {}
+        for record in live:
+            if record["id"] in frozen and record["type"] == "tool":
+                content = str(record.get("content") or "")
+                redactions[record["id"]] = Redaction(
+                    record["id"], record.get("name") or "tool", len(content),
+                    key_context(calls.get(record.get("tool_call_id", "")), content))
     for record_id in _persisted_redactions(view) - set(redactions):
         record = next((t for t in live if t["id"] == record_id and t["type"] == "tool"), None)
         if record is not None:
@@ -166,7 +237,7 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
         messages.append({"role": "system", "content": system_prompt})
         tokens += counter(system_prompt)
     if compact is not None and start:
-        text = summary_turn_text(compact, start)
+        text = summary_turn_text(compact)
         messages.append({"role": "system", "content": text})
         tokens += counter(text)
 
@@ -190,6 +261,11 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
                              "content": content})
             tokens += counter(content) if redaction else _tokens(record, counter)
             continue
+        if kind == "system" and record.get("update") is not None:
+            text = update_text(record)
+            messages.append({"role": "user", "content": text})
+            tokens += counter(text)
+            continue
         message: dict[str, Any] = {"role": kind, "content": str(record.get("content") or "")}
         if kind == "assistant" and record.get("tool_calls"):
             message["content"] = message["content"] or None
@@ -211,11 +287,11 @@ def _tokens(record: dict, counter: TokenCounter) -> int:
     return counter(record_text(record))
 
 
-def summary_turn_text(compact: dict, covered: int | None = None) -> str:
+def summary_turn_text(compact: dict) -> str:
+    """The summary as the model reads it (part of the requests' head until the next compaction)."""
     covers = compact.get("covers") or {}
-    last = covered if covered is not None else covers.get("last_turn", "?")
-    return (f"Summary of the earlier conversation (turns 1–{last}, compacted by {compact.get('model', '?')}; "
-            f"the raw turns stay on disk):\n\n{compact.get('summary', '')}")
+    return (f"Summary of the earlier conversation (turns 1–{covers.get('last_turn', '?')}, compacted by "
+            f"{compact.get('model', '?')}; the raw turns stay on disk):\n\n{compact.get('summary', '')}")
 
 
 class SessionContext:

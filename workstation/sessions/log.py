@@ -63,6 +63,14 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def ts_seconds(ts: object) -> float | None:
+    """A record's `ts` as seconds since the epoch; None when it is missing or not a time."""
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def check_slug(slug: str) -> str:
     if not isinstance(slug, str) or not _SLUG_RE.match(slug):
         raise SessionError(

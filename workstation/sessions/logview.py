@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 FORMAT_VERSION = 1
 TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
-RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind"}
+RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind", "epoch"}
 
 
 # --------------------------------------------------------------------------- reading
@@ -77,21 +77,24 @@ _COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER,
                                   "sidechain": str}
 _RECORD_FIELDS: dict[str, dict[str, Any]] = {
     "user": {"content": str, "rewind_to": str},
-    "system": {"content": str, "notice": str},
+    "system": {"content": str, "notice": str, "update": dict},
     "assistant": {"content": str, "tool_calls": list, "model": str, "finish_reason": str,
                   "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
-                  "cache_read_tokens": _NUMBER, "cache_creation_tokens": _NUMBER, "tokens_out_first": _NUMBER,
+                  "cache_read_tokens": _NUMBER, "cache_creation_tokens": _NUMBER,
+                  "cache_creation_1h_tokens": _NUMBER, "cache_break": str, "tokens_out_first": _NUMBER,
                   "reasoning_tokens": _NUMBER, "reasoning": str, "continues": str, "usage_scope": str,
                   "calls": _NUMBER},
     "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool, "exit_code": _NUMBER,
              "duration_ms": _NUMBER},
     "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
-                "calls": _NUMBER, "duration_ms": _NUMBER},
-    "redaction": {"targets": list, "at_turn": int},
+                "calls": _NUMBER, "duration_ms": _NUMBER, "cache_read_tokens": _NUMBER,
+                "cache_creation_tokens": _NUMBER, "cache_creation_1h_tokens": _NUMBER, "cached_history": bool},
+    "redaction": {"targets": list, "at_turn": int, "epoch": str},
     "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
     "intent": {"turn": str, "path": str, "exists": bool, "after": str},
     "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
+    "epoch": {"system": str, "excerpt": str, "state": dict, "tools": str, "summary": str, "model": str},
 }
 # (fields, required) of the objects inside a record's lists and objects
 _TOOL_CALL = ({"id": str, "name": str, "arguments": str, "freeform": bool}, ("id", "name", "arguments"))

@@ -29,6 +29,7 @@ from .archive import recover
 from .compaction import AutoCompactor, CompactResult, compact_models, context_window_of
 from .context import assemble
 from .log import SUFFIX, LogView, Session, SessionError, live_slugs
+from .turns import number as number_turns
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
@@ -48,12 +49,12 @@ def persist_redactions(session: Session, config: Any, episodic: Any = None) -> d
         return None
     targets = [{"id": r.record_id, "name": r.name, "chars": r.chars, "key": r.key} for r in new]
     wanted = {t["id"] for t in targets}
+    turns = number_turns(view.records)
     record = session.append_if(lambda v: wanted.isdisjoint(_persisted(v)), "redaction",
-                               targets=targets, at_turn=len(view.turns))
+                               targets=targets, at_turn=turns.count)
     if record is not None and episodic is not None:
-        turns = {t["id"]: n for n, t in enumerate(view.turns, start=1)}
         for redaction in new:
-            episodic.record("redaction", redaction.name, turn=turns.get(redaction.record_id),
+            episodic.record("redaction", redaction.name, turn=turns.numbers.get(redaction.record_id),
                             chars_before=redaction.chars, chars_after=len(redaction.marker),
                             record_id=redaction.record_id, session=session.slug)
     return record
@@ -102,7 +103,7 @@ class Sidecar:
         if result is None:
             return None
         if result.ok:
-            self.report(f"{slug}: compacted turns {result.first_turn}–{result.last_turn} "
+            self.report(f"{slug}: compacted {result.span()} "
                         f"with {result.model} in {result.duration_s:.1f}s ({result.reason})")
         else:
             self.report(f"{slug}: compaction skipped: {result.reason} (retry in {self._auto.waiting(slug):.0f}s)")

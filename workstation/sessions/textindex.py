@@ -48,7 +48,8 @@ from ..fsutil import copy_range, fsync_dir
 from ..paths import Paths
 from ..store.broker import readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
-from .log import TURN_TYPES, LogView, SessionError, json_line, live_slugs, parse_lines, record_text
+from .log import LogView, SessionError, json_line, live_slugs, parse_lines, record_text
+from .turns import hit_turn, starts_turn
 
 # the shape of a search_records row as a piece gives it (offsets relative to the piece's start)
 ROW_COLUMNS = "{'s':'VARCHAR','q':'BIGINT','i':'VARCHAR','y':'VARCHAR','u':'INTEGER','t':'VARCHAR','a':'BIGINT','b':'BIGINT','n':'BIGINT'}"
@@ -74,7 +75,7 @@ class Piece:
     """Records of one session, ready for the index: their rows and the heap bytes they point into."""
 
     first_seq: int
-    last_turn: int  # the turn number reached after these records
+    last_turn: int  # the turn (sessions.turns) reached after these records: user messages so far
     rows: list[dict] = field(default_factory=list)  # search_records rows (ROW_COLUMNS without "s")
     split: int = 0  # where the case-folded texts end and the texts begin in `data`
     data: bytes = b""
@@ -94,11 +95,10 @@ def make_piece(records: list[dict], *, first_seq: int = 0, first_turn: int = 0) 
     rows = []
     turn, at = first_turn, 0
     for seq, record in enumerate(records, start=first_seq):
-        is_turn = record["type"] in TURN_TYPES
-        turn += is_turn
+        turn += starts_turn(record)
         texts.append(record_text(record).encode("utf-8", "surrogatepass"))
         folded.append(fold_utf8(texts[-1]))
-        rows.append({"q": seq, "i": record["id"], "y": record["type"], "u": turn if is_turn else None,
+        rows.append({"q": seq, "i": record["id"], "y": record["type"], "u": hit_turn(record, turn),
                      "t": record.get("ts"), "a": at, "n": len(texts[-1])})
         at += len(folded[-1]) + 1
     split = at

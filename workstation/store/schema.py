@@ -218,7 +218,7 @@ def _memory_003(con, s: str) -> None:
             identity VARCHAR NOT NULL,        -- which file was read: dev:inode of a live log, size:mtime of a .gz
             size BIGINT NOT NULL,             -- bytes of the log read (complete lines)
             lines BIGINT NOT NULL,            -- lines read
-            turns INTEGER NOT NULL,           -- turn records read
+            turns INTEGER NOT NULL,           -- turn records read (since _memory_005: user turns)
             records BIGINT NOT NULL,
             first_id VARCHAR,                 -- id of the first record (a log replaced by another is re-read)
             problems INTEGER NOT NULL,        -- unreadable lines
@@ -273,6 +273,17 @@ def _memory_004(con, s: str) -> None:
     con.execute(f"INSERT INTO {s}.search_heap VALUES (1, 0)")
 
 
+def _memory_005(con, s: str) -> None:
+    # A search hit's turn is now the user turn the record belongs to (sessions/turns.py), where it was the
+    # count of user, assistant, tool and system records. The index is derived from the logs: it is
+    # forgotten, as textindex.index_reset does (the next append removes the old heap file), and the
+    # next search reads every log once.
+    con.execute(f"DELETE FROM {s}.search_records")
+    con.execute(f"DELETE FROM {s}.search_pieces")
+    con.execute(f"DELETE FROM {s}.search_sessions")
+    con.execute(f"UPDATE {s}.search_heap SET gen = gen + 1, size = 0")
+
+
 def _index_003(con, s: str) -> None:
     # The parser version each file was parsed with (parse.PARSER_VERSIONS): an upgrade that
     # changes what the parser extracts re-parses the files it concerns. Rows from before this
@@ -301,7 +312,7 @@ def _index_005(con, s: str) -> None:
 
 
 INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002, _index_003, _index_004, _index_005]
-MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003, _memory_004]
+MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003, _memory_004, _memory_005]
 
 
 RETRY_RECORDS_KEPT_S = 24 * 3600

@@ -80,6 +80,7 @@ class LiveBackend:
         self._changing = threading.Event()  # set while `_busy` is held for a session change, not a turn
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
+        self._bill = None  # sessions.billing.Bill of the chat's session (refresh_bill)
 
     # ------------------------------------------------------------------ seam.Backend facts
     @property
@@ -269,11 +270,36 @@ class LiveBackend:
         servers = servers_of(self.toolset)
         ready = sum(1 for server in servers if server.state == "ready")
         mcp = f" · MCP {ready} of {len(servers)} servers" if servers else ""
-        self._ui(chat.set_status, f"session {agent.session.slug} · model {model}{mcp}" if model else
-                 f"session {agent.session.slug}{mcp} · no model: set [model] name in ~/.config/workstation/"
-                 "config.toml or WORKSTATION_MODEL (slash commands work without one)")
+        line = self._billed(records)
+        status = (f"session {agent.session.slug} · model {model}{mcp}" if model else
+                  f"session {agent.session.slug}{mcp} · no model: set [model] name in ~/.config/workstation/"
+                  "config.toml or WORKSTATION_MODEL (slash commands work without one)")
+        self._ui(lambda: (chat.set_bill(line), chat.set_status(status)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
+
+    def _billed(self, records: list[dict]) -> str:
+        """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
+        from ..sessions import billing  # lazy: the sessions stack and the importers' base, +100 ms; off the first paint
+
+        self._bill = billing.bill(records)
+        return self._bill.line()
+
+    def refresh_bill(self) -> None:
+        """The session's cost as billed and its last request's cache hit in the status line, from its whole
+        log (compactions included); worker threads only. A turn's steps add to it as they are recorded."""
+        before = self._bill.line() if self._bill is not None else None
+        line = self._billed(self.agent.session.read().records)
+        if line != before:
+            self._ui(self.app.chat.set_bill, line)
+
+    def count_call(self, record: dict) -> None:
+        """A model call the running turn recorded: its cost and cache hit into the status line at once."""
+        from ..sessions import billing  # lazy: loaded by refresh_bill already
+
+        if self._bill is not None:
+            billing.add(self._bill, record)
+            self._ui(self.app.chat.set_bill, self._bill.line())
 
     def _transcript(self, records: list[dict]) -> list[dict]:
         from ..replay import Episode  # lazy: replay and the agent's tools, +100 ms; off the first paint
@@ -402,6 +428,7 @@ class LiveBackend:
             items = self._ui(lambda: chat.plan)
             if items and all(item["status"] == "done" for item in items):
                 self._ui(chat.set_plan, [])  # the plan is carried out: its todo calls stay in the transcript
+            self.refresh_bill()
             self.refresh_memory()
             self.refresh_timeline()
             self.refresh_git()
@@ -421,6 +448,7 @@ class LiveBackend:
                 self._command(request)
             finally:
                 self._give_back()
+        self.refresh_bill()
         self.refresh_memory()
         self.refresh_timeline()
         self.refresh_git()
@@ -529,7 +557,8 @@ class _LiveTurn:
             on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
-        from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.context import update_line  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.log import tool_call_arguments
         from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
@@ -539,6 +568,7 @@ class _LiveTurn:
             self.wrote_user = True
             ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens")))
         elif kind == "assistant":
+            self.backend.count_call(record)
             calls = record.get("tool_calls") or ()
             self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
             text = content or (f"*calls {', '.join(c.get('name', '?') for c in calls)}*" if calls else "")
@@ -554,6 +584,8 @@ class _LiveTurn:
             notice = record.get("notice")
             if record.get("pin"):
                 ui(chat.add_turn, Turn("system", f"Pinned: {content}", id=rid, ts=ts))
+            elif record.get("update") is not None:  # what the model was told (agent.updates), in one line
+                ui(chat.add_turn, Turn("notice", update_line(content), id=rid, ts=ts))
             elif notice:
                 ui(chat.add_turn, Turn("error" if notice == "error" else "notice", content, id=rid, ts=ts))
             else:

@@ -10,11 +10,10 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
-from ...textdiff import clip
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
-from .writes import DIFF_BUDGET, change, summary_line
+from .writes import change, shown_diff, summary_line
 
 MAX_MAP_TOKENS = 4096
 
@@ -163,7 +162,7 @@ def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: A
     moved = f"; lines after it moved by {shift:+d}" if shift else ""
     new = f"; the new text is lines {first}-{last}" if added else "; nothing inserted (lines deleted)"
     entry = change(rel, done.before, done.after, "edit")
-    return ToolResult(f"{rel}: {what}{new}{moved}\n{clip(entry['diff'], DIFF_BUDGET)}",
+    return ToolResult(f"{rel}: {what}{new}{moved}\n{shown_diff(rel, done.before, done.after)}",
                       data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added),
                             "edits": [entry]})
 

@@ -9,8 +9,8 @@ its temporary file in the state folder). A file keeps its line endings (a CRLF f
 the model sends), its UTF-8 byte-order mark and its mode; nothing adds or drops a final newline.
 
 Every result carries the change as data (`edits`: per file its content hashes before and after and the
-full unified diff; sessions/README.md) and, for the model, the diff's hunks within DIFF_BUDGET
-characters. What the file held before is kept by the caller's checkpoint (ToolContext.checkpoint),
+full unified diff; sessions/README.md) and, for the model, the diff's hunks with one line of context
+(it sent the new text itself: the result shows where it landed) within DIFF_BUDGET characters. What the file held before is kept by the caller's checkpoint (ToolContext.checkpoint),
 before the tool runs.
 """
 
@@ -29,6 +29,7 @@ from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool
                    params)
 
 DIFF_BUDGET = 1200  # characters of diff the model sees (about 300 tokens); the log keeps it whole
+SHOWN_CONTEXT = 1  # lines around each change in the diff the model reads: every later request carries it
 MAX_WRITE_BYTES = 8_000_000
 MAX_STORED_DIFF = 256_000  # characters of one file's diff kept on the tool record
 BOM = "\ufeff"
@@ -84,11 +85,13 @@ def replace_file(ctx: ToolContext, real: Path, rel: str, data: bytes) -> None:
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
 
 
-def edited_result(head: str, entries: list[dict], *, lines: list[int] | None = None,
-                  show_diff: bool = True) -> ToolResult:
-    text = head
-    if show_diff and entries and entries[0].get("diff"):
-        text += "\n" + clip(entries[0]["diff"], DIFF_BUDGET)
+def shown_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
+    """The change as the model reads it in a result: hunks with SHOWN_CONTEXT lines, within DIFF_BUDGET."""
+    return clip(file_diff(before, after, rel, context=SHOWN_CONTEXT).text, DIFF_BUDGET)
+
+
+def edited_result(head: str, entries: list[dict], *, lines: list[int] | None = None, diff: str = "") -> ToolResult:
+    text = head + (f"\n{diff}" if diff else "")
     changed = max((max(e.get("added", 0), e.get("removed", 0)) for e in entries), default=0)
     return ToolResult(text, data={"path": entries[0]["path"] if entries else None, "lines": lines,
                                   "lines_changed": changed, "edits": entries})
@@ -146,9 +149,9 @@ def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
     count = len(content.splitlines())
     if before is None:  # the model knows what it wrote: no need to show it back
         return edited_result(f"{rel}: created ({_lines(count)}, {len(data):,} bytes)", [entry],
-                             lines=[1, count] if count else None, show_diff=False)
+                             lines=[1, count] if count else None)
     return edited_result(f"{rel}: overwritten ({_lines(count)}; +{entry['added']} -{entry['removed']})", [entry],
-                         lines=[1, count] if count else None)
+                         lines=[1, count] if count else None, diff=shown_diff(rel, before, data))
 
 
 # --------------------------------------------------------------------------- edit_file
@@ -191,7 +194,7 @@ def _edit_file(ctx: ToolContext, path: str, old: Any, new: Any, replace_all: Any
         f"removed at line {first}"
     what = f"replaced {found} occurrences (the first at {where})" if found > 1 else f"replaced the text ({where})"
     return edited_result(f"{rel}: {what}; +{entry['added']} -{entry['removed']}", [entry],
-                         lines=[first, last] if replacement else None)
+                         lines=[first, last] if replacement else None, diff=shown_diff(rel, data, after))
 
 
 def _where(text: str, needle: str, show: int = 5) -> str:
@@ -231,8 +234,7 @@ def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
     _sync_folder(real.parent)
     ctx.edited(rel)
     entry = change(rel, data, None, "delete")
-    return edited_result(f"{rel}: deleted ({_lines(len(data.splitlines()))}, {len(data):,} bytes)", [entry],
-                         show_diff=False)
+    return edited_result(f"{rel}: deleted ({_lines(len(data.splitlines()))}, {len(data):,} bytes)", [entry])
 
 
 # --------------------------------------------------------------------------- move_file
@@ -269,7 +271,7 @@ def _move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     entries = [change(s_rel, data, None, "move", to=d_rel), change(d_rel, None, data, "move", **{"from": s_rel})]
     entries[0]["diff"] = f"rename from {s_rel}\nrename to {d_rel}"
     entries[1]["diff"], entries[1]["added"], entries[0]["removed"] = "", 0, 0
-    return edited_result(f"{s_rel} moved to {d_rel}", entries, show_diff=False)
+    return edited_result(f"{s_rel} moved to {d_rel}", entries)
 
 
 def _move_label(name: str, args: Mapping[str, Any]) -> str:

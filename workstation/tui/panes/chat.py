@@ -4,8 +4,9 @@ Data down: `set_turns`/`add_turn(s)`/`update_turn`, `begin_reply`/`stream_fragme
 `end_reply`/`discard_reply` (async: a thread worker calls them through
 `app.call_from_thread`), `set_activity(kind, what)` (the agent's state, shown
 with the time it has taken so far), `set_context(used, window)`,
-`set_commands`, `set_status`, `set_job(text)` (a background job's one line after the
-session's: file descriptions), `set_git(label)` (beside the gauge: "main ±3"),
+`set_commands`, `set_status`, `set_bill(text)` (what the session cost as billed and the last
+request's cache hit, after the session's line: "cache 97% · $0.042"), `set_job(text)` (a background
+job's one line after those: file descriptions), `set_git(label)` (beside the gauge: "main ±3"),
 `set_plan(items)` (the agent's plan, [{text, status}], as a checklist above the status
 line that updates in place; [] hides it).
 Messages up: `Submitted(text)`, `CommandSubmitted(name, args, text)`, `CancelRequested()`
@@ -204,6 +205,7 @@ class ChatPane(Vertical):
         self._reply_parts: list[str] = []
         self._context_tokens = (0, 0)
         self._status = ""  # the session's line, shown while the agent is idle
+        self._bill = ""  # the session's cost as billed and the last request's cache hit, after it
         self._job = ""  # a background job's line, after the session's
         self._git = ""  # "main ±3", beside the gauge
         self._plan: list[dict] = []
@@ -310,6 +312,13 @@ class ChatPane(Vertical):
         if self._activity is None:
             self.status_bar.set(left=self._idle_line())
 
+    def set_bill(self, text: str) -> None:
+        """The session's cost as billed and the last request's cache hit share, with why it dropped
+        ("cache 12% (compaction) · $0.051"; sessions.billing.Bill.line), after the session's line; "" for none."""
+        self._bill = text
+        if self._activity is None:
+            self.status_bar.set(left=self._idle_line())
+
     def set_job(self, text: str) -> None:
         """One line of a background job (the model describing files: progress, then cost), shown after
         the session's line while the agent is idle; "" removes it."""
@@ -318,7 +327,11 @@ class ChatPane(Vertical):
             self.status_bar.set(left=self._idle_line())
 
     def _idle_line(self) -> str:
-        return " · ".join(part for part in (self._status, self._job) if part)
+        return " · ".join(part for part in (self._status, self._bill, self._job) if part)
+
+    @property
+    def bill(self) -> str:
+        return self._bill
 
     @property
     def plan(self) -> list[dict]:

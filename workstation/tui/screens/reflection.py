@@ -31,7 +31,7 @@ from textual_plotext import PlotextPlot
 
 from ...memory import reflect
 from ...sessions.catalog import list_sessions, load as load_session
-from ...sessions.log import TURN_TYPES
+from ...sessions.turns import numbers_in_order
 from ..panes.bar import StatusBar
 
 if TYPE_CHECKING:
@@ -58,18 +58,20 @@ class ContextSeries:
 
 
 def context_series(session: str, records: list[dict]) -> ContextSeries:
-    """From a session log's records in file order (turn numbers count user/assistant/tool/system)."""
+    """From a session log's records in file order (turns as sessions.turns numbers them: a user message
+    and all that answered it, so the model calls of one turn share its number)."""
     series = ContextSeries(session)
-    turn = 0
-    for record in records:
+    numbers = numbers_in_order(records)
+    by_id = {r.get("id"): n for r, n in zip(records, numbers)}
+    for record, turn in zip(records, numbers):
         kind = record["type"]
-        if kind in TURN_TYPES:
-            turn += 1
         if kind == "assistant" and isinstance(record.get("context_tokens"), int):
             series.turns.append(turn)
             series.tokens.append(record["context_tokens"])
         elif kind == "compact":
-            series.compactions.append((turn, int((record.get("covers") or {}).get("last_turn") or 0)))
+            covers = record.get("covers") or {}
+            last = by_id.get(covers.get("last_id")) if covers.get("last_id") else None
+            series.compactions.append((turn, int(covers.get("last_turn") or 0) if last is None else last))
     return series
 
 

@@ -194,7 +194,7 @@ class ReplayScreen(Screen):
         self.query_one("#replay-recall-text", Static).update(recall_text(memory))
         context = state.context
         self.chat.set_context(context.tokens, self.episode.config.model.context_window or 0)
-        summary = (f" · turns 1–{context.covered_turns} summarized (compact {context.summary_id})"
+        summary = (f" · turns {state.covered.describe()} summarized (compact {context.summary_id})"
                    if context.summary_id else "")
         redacted = f" · {len(context.redactions)} outputs redacted" if context.redactions else ""
         self.chat.set_status(f"model context: {len(context.messages)} messages{summary}{redacted}")

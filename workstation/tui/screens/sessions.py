@@ -32,6 +32,7 @@ from ...sessions.archive import archive, restore
 from ...sessions.catalog import export, list_sessions
 from ...sessions.compaction import compact_now, plan_compaction
 from ...sessions.log import Session
+from ...sessions.turns import number as number_turns
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..viewdata import human_count
@@ -162,9 +163,9 @@ class SessionsScreen(Screen):
         info = self.selected
         if info is None:
             return
-        facts = [f"{info.slug} · {info.state} · {info.turns} turns"]
+        facts = [f"{info.slug} · {info.state} · {info.turns} turn{'' if info.turns == 1 else 's'}"]
         if info.covered_turns:
-            facts.append(f"turns 1–{info.covered_turns} summarized")
+            facts.append(f"turns {info.compacted} summarized")
         if info.problems:
             facts.append(f"{info.problems} unreadable lines")
         if info.slug == self.current:
@@ -246,10 +247,11 @@ class SessionsScreen(Screen):
             plan = plan_compaction(view, config, force=True, keep=keep)
             return None if plan is None else (plan.first_turn, plan.last_turn)
 
-        turns = len(view.turns)
+        turns = number_turns(view.records).count
         if covers(0) is None:
             self._done(f"nothing to compact in {slug}: " + (
-                f"all {turns} turns are summarized already" if turns else "it has no turns yet"), reload=False)
+                f"all {turns} turns are summarized already" if turns > 1 else
+                "its turn is summarized already" if turns else "it has no turns yet"), reload=False)
             return
 
         def ask() -> None:

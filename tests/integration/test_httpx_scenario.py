@@ -1,0 +1,59 @@
+"""Seed 003's scenario on the real httpx sources, end to end through the real agent loop (benchmarks/bench_agent.py
+--scenario httpx runs the same): the edit happens, the check proves it, and the file reads are cut at least as
+much as the seed's agent cut them."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_support import agent, module_server, workspace
+from httpx_scenario import API, CHECK, CLIENT, SEED_REDUCTION, TASK, HttpxRequestIdPolicy, check_repo, make_repo
+from workstation.agent import report as report_mod
+
+server_module, server = module_server()
+
+
+def test_a_fresh_copy_fails_the_check(tmp_path):
+    make_repo(tmp_path)
+    problems = check_repo(tmp_path)
+    assert len(problems) == 28 + 27  # every target's signature, every call between them
+    assert "Client.get does not end with a keyword-only request_id: str | None" in problems
+    assert any(p.startswith("AsyncClient.request calls build_request (line ") for p in problems)
+
+
+@pytest.mark.timeout(60, func_only=True)  # the run itself; importing litellm for the module is apart
+def test_the_httpx_scenario_through_the_real_loop(tmp_path, server):
+    policy = HttpxRequestIdPolicy()
+    server.dispatch.fn = policy
+    ws = workspace(tmp_path, server.url, files={})
+    copied = make_repo(ws.root)
+    assert API in copied and CLIENT in copied and len(copied) > 20
+    ws.kmap.index_all()
+    a = agent(ws, "httpx", compaction="sync")
+    first, second = a.run(TASK), a.run(CHECK)
+    a.close()
+    assert first.error is None and second.error is None, (first.error, second.error)
+    assert second.text.startswith("Verified: all 28 functions take request_id and pass it on, per [D:d")
+    assert check_repo(ws.root) == []
+
+    rep = report_mod.build(ws.paths, "httpx")
+    assert rep.agent.file_reads == 1  # build_request's body: everything else came from maps and grep
+    assert rep.agent.decisions_logged == 1 and rep.agent.decisions_reused >= 6
+    reads = rep.reduction("file_reads")
+    assert reads >= SEED_REDUCTION and reads >= 0.5, (rep.agent.file_reads, rep.baseline.file_reads)
+    assert rep.reduction("file_reads", rep.baseline_once) >= 0.5
+
+    # the check fails on what it must catch: a call that drops the id, an id that never reaches the request
+    client = ws.root / CLIENT
+    edited = client.read_text()
+    lines = edited.splitlines(keepends=True)
+    dropped = max(i for i, line in enumerate(lines) if line.strip() == "request_id=request_id,")
+    client.write_text("".join(lines[:dropped] + lines[dropped + 1:]))
+    problems = check_repo(ws.root)
+    assert len(problems) == 1 and problems[0].startswith("AsyncClient.delete calls request (line "), problems
+    sink = '{**extensions, "request_id": request_id}'
+    assert edited.count(sink) == 1
+    client.write_text(edited.replace(sink, "extensions"))
+    problems = check_repo(ws.root)
+    assert len(problems) == 1 and problems[0].startswith("the transport saw the ids [null, null,"), problems
+    ws.close()

@@ -1,0 +1,154 @@
+"""What a "turn" is, defined once: every command, screen and knob counts in this unit.
+
+A turn is one user message and everything the agent did in answer to it: the assistant messages, the
+tool calls and their results, notes and checkpoints, up to the next user message. Turn N is the N-th
+`user` record of the log in file order, counting every one the log holds: a turn a rewind took back
+keeps its number and the next message gets the next one, so a number, once given, names the same turn
+for good (`/rewind N`, `/fork N`, the transcript, search hits, replay and compaction ranges agree).
+A subagent's prompt (`sidechain`, imported) starts no turn: it belongs to the turn that ran the subagent.
+Records before the first user message (an imported system prompt, a notice) are turn 0, the preamble:
+they belong to no turn and no count includes them.
+
+Inside a turn, a *step* starts at each of the agent's assistant messages: the message and the results
+of the tool calls it made. Compaction cuts at a turn boundary, and only its token guard cuts inside a
+long turn, always at a step boundary, so a tool call is never separated from its result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .context import covered_count, seen
+from .logview import TURN_TYPES, LogView
+
+
+def starts_turn(record: dict) -> bool:
+    """A user message that opens a turn (not a subagent's prompt)."""
+    return record.get("type") == "user" and not record.get("sidechain")
+
+
+def starts_step(record: dict) -> bool:
+    """A record before which a compaction may cut inside a turn: a turn's start or the agent's own
+    assistant message (a subagent's ones run while the agent's tool call waits for its result)."""
+    return starts_turn(record) or (record.get("type") == "assistant" and not record.get("sidechain"))
+
+
+@dataclass
+class Turns:
+    """The turns of a list of records: each record's turn number and where each turn starts."""
+
+    numbers: dict[str, int] = field(default_factory=dict)  # record id -> its turn (0: the preamble)
+    starts: list[str] = field(default_factory=list)  # ids of the user records: turn N is starts[N-1]
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+    def of(self, record: dict) -> int:
+        """The turn a record belongs to (0: before the first user message, or not among these records)."""
+        return self.numbers.get(record.get("id", ""), 0)
+
+    def user_id(self, number: int) -> str | None:
+        return self.starts[number - 1] if 1 <= number <= len(self.starts) else None
+
+
+def number(records: Iterable[dict]) -> Turns:
+    """Number the turns of `records` (a whole log in file order)."""
+    turns = Turns()
+    current = 0
+    for record in records:
+        if starts_turn(record):
+            turns.starts.append(record["id"])
+            current = len(turns.starts)
+        turns.numbers[record["id"]] = current
+    return turns
+
+
+def numbers_in_order(records: Iterable[dict], first: int = 0) -> list[int]:
+    """The turn number of each record in order, continuing after `first` turns (a log read in pieces)."""
+    out = []
+    for record in records:
+        first += starts_turn(record)
+        out.append(first)
+    return out
+
+
+def hit_turn(record: dict, turn: int) -> int | None:
+    """The turn a search hit shows for a record in turn `turn`: none for the preamble (0), nor for the
+    records that are about the log rather than said in a turn (compact, redaction, checkpoint, ...)."""
+    return turn if turn and record.get("type") in TURN_TYPES else None
+
+
+def count(records: Iterable[dict]) -> int:
+    """How many turns start among `records`."""
+    return sum(1 for r in records if starts_turn(r))
+
+
+def cut_keeping(records: list[dict], keep: int) -> int:
+    """Where to cut `records` so that the newest `keep` turns stay after the cut (an index into them):
+    at the user message that starts the keep-th newest turn; 0 when they hold no more than `keep` turns
+    and start with one; len(records) for keep 0. Records before the first user message among them
+    (the preamble, or the rest of a turn a previous cut went into) are older than any turn that starts
+    here, so they are cut whenever one turn is."""
+    if keep <= 0:
+        return len(records)
+    starts = [i for i, r in enumerate(records) if starts_turn(r)]
+    return starts[-keep] if keep <= len(starts) else 0
+
+
+def cut_fitting(records: list[dict], budget: float) -> int:
+    """The token guard's cut: the newest records whose `tokens` fit in `budget` stay. The cut falls at the
+    first user message at or after the newest record that does not fit; when none follows (the newest turn
+    alone does not fit), at the first step boundary there (an assistant message); and when the newest step
+    alone does not fit, before that step, which always stays whole."""
+    used = 0.0
+    fit = 0
+    for index in range(len(records) - 1, -1, -1):
+        used += int(records[index].get("tokens") or 0)
+        if used > budget:
+            fit = index + 1
+            break
+    for test in (starts_turn, starts_step):
+        at = next((i for i in range(fit, len(records)) if test(records[i])), None)
+        if at is not None:
+            return at
+    return max((i for i, r in enumerate(records) if starts_step(r)), default=0)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How far the summary in force reaches, in turns."""
+
+    last_turn: int  # turns 1..last_turn are summarized (the last maybe only in part)
+    partial: bool  # the cut went inside last_turn: its newest steps stay verbatim
+
+    def describe(self) -> str:
+        if not self.last_turn:
+            return ""
+        if self.partial:
+            return f"1–{self.last_turn - 1} and part of {self.last_turn}" if self.last_turn > 1 \
+                else f"part of {self.last_turn}"
+        return f"1–{self.last_turn}"
+
+
+def coverage(turns: Turns, live: list[dict], compact: dict | None, covered: int) -> Coverage:
+    """The coverage of `compact`, which stands in for the first `covered` of `live` (the turn records of the
+    log as the model sees it), numbered by `turns` (the whole log's)."""
+    if compact is None or covered <= 0:
+        return Coverage(0, False)
+    last = live[covered - 1] if covered <= len(live) else None
+    if last is None or last["id"] not in turns.numbers:  # its line is lost: the number it was written with
+        return Coverage(min(int((compact.get("covers") or {}).get("last_turn") or 0), turns.count), False)
+    partial = covered < len(live) and not starts_turn(live[covered])
+    return Coverage(turns.of(last), partial and turns.of(last) > 0)
+
+
+def of_log(view: LogView) -> tuple[Turns, Coverage]:
+    """A whole log's turns, and how far the summary the model is given reaches (turns a rewind took
+    back keep their numbers; a summary that covered them no longer stands, as sessions.context.seen says)."""
+    turns = number(view.records)
+    model = seen(view)
+    live = model.turns
+    compact = model.last_compact()
+    return turns, coverage(turns, live, compact, covered_count(live, compact))
