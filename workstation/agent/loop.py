@@ -75,7 +75,7 @@ is shown in every context: follow it, and cite [D:<id>] in your reply whenever y
 - run_command needs the user's approval unless the allow-list covers the command.
 - Reply without tool calls when the task is done."""
 
-NO_MODEL = ("no model configured: set [model] name in .workstation/config.toml, WORKSTATION_MODEL, or "
+NO_MODEL = ("no model configured: set [model] name in ~/.config/workstation/config.toml, WORKSTATION_MODEL, or "
             "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")
 _CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
 _ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
@@ -321,7 +321,7 @@ class Agent:
         if failure is not None:
             message = str(failure)
             if failure.kind in ("connection", "auth", "config", "not_found"):
-                message += " (check [model] in .workstation/config.toml, or /model NAME)"
+                message += " (check [model] in ~/.config/workstation/config.toml, or /model NAME)"
             result.error = self._notice(message, "error")
             return True
         if completion is None:
