@@ -327,7 +327,8 @@ class ChatPane(Vertical):
             self.status_bar.set(left=self._idle_line())
 
     def _idle_line(self) -> str:
-        return " · ".join(part for part in (self._status, self._bill, self._job) if part)
+        # the bill first: a narrow pane cuts the line's end, and the model's long name matters less
+        return " · ".join(part for part in (self._bill, self._status, self._job) if part)
 
     @property
     def bill(self) -> str:
