@@ -149,3 +149,21 @@ def test_a_model_switch_is_named_as_the_cache_break(tmp_path, server):
     assert notices == ["model switch: this request starts without the provider's prompt cache"]
     a.close()
     ws.close()
+
+
+def test_a_compaction_between_turns_is_named_on_the_next_answer(tmp_path, server):
+    """The app compacts in the background: the summary lands between turns, and the next message's epoch
+    begins before its first request; that request's answer still names the compaction."""
+    from workstation.agent import slash
+
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 60, "keep_recent": 1})
+    scripted(server, [Reply(text=f"answer {i}") for i in range(4)])
+    a = agent(ws)
+    for i in range(3):
+        assert a.run(f"message {i}").error is None
+    assert slash.run(a, "/compact 1").ok
+    assert a.run("message 3").error is None
+    assert [r.get("cache_break") for r in records(a.session, "assistant")] == [
+        "first request", None, None, "compaction"]
+    a.close()
+    ws.close()

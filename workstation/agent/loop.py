@@ -154,6 +154,7 @@ class Agent:
         self._excerpt: str | None = None
         self._last_messages: list[dict] | None = None  # the previous request's, to tell why a prefix broke
         self._last_model: str | None = None  # the model of the previous request in this process
+        self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)
         self._decisions_omitted = 0
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
@@ -219,7 +220,7 @@ class Agent:
         self._turn = turn
         self._excerpt = None
         # what this message's lookups found reaches the model before the message (or in a new epoch's head)
-        self._sync_context(self.context_window(spec.model))
+        self._new_epoch = self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
         self._turn_id = user["id"]
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
@@ -272,7 +273,7 @@ class Agent:
         window = self.context_window(spec.model)
         self._maybe_compact(window, events)
         try:
-            started_epoch = self._sync_context(window)
+            self._new_epoch = self._sync_context(window) or self._new_epoch
             request = self._request(window, spec.model)
         except ContextOverflow as err:
             self.memory.record(ERROR, "context", ok=False, error=str(err))
@@ -285,7 +286,8 @@ class Agent:
                 events.on_notice(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left "
                                  "out of this request (the log keeps them; /compact summarizes them)")
             result.trimmed = request.trimmed
-        cache_break = self._cache_break(spec.model, request.messages, started_epoch)
+        cache_break = self._cache_break(spec.model, request.messages, self._new_epoch)
+        self._new_epoch = False
         if cache_break in ("model switch", "tools changed") and events.on_notice:
             events.on_notice(f"{cache_break}: this request starts without the provider's prompt cache")
         if events.on_step:

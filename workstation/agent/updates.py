@@ -233,8 +233,10 @@ def cache_break(view: LogView, messages: list[dict], last: list[dict] | None, mo
     since = view.records[view.records.index(previous) + 1:]
     if any(r["type"] == "rewind" and r.get("conversation") for r in since):
         return "rewind"
-    if started_epoch:
-        return "compaction" if any(r["type"] == "compact" for r in since) else "system changed"
+    if started_epoch:  # a new summary (a compaction, maybe landed during the previous request), or a new head
+        epochs = [r for r in view.records if r["type"] == "epoch"]
+        before = epochs[-2].get("summary") if len(epochs) > 1 else None
+        return "compaction" if epochs and epochs[-1].get("summary") != before else "system changed"
     if last_model is not None and model != last_model:
         return "model switch"
     epoch = current_epoch(seen(view))
