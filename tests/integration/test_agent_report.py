@@ -153,7 +153,7 @@ def test_chat_runs_one_headless_turn(tmp_path, server, monkeypatch):
     sent = requests_since(server)
     assert sent[0]["model"] == "test-model" and sent[-1]["messages"][-1]["content"].startswith("pkg/core.py:6:")
     session = Session.open(ws.paths, out["session"])
-    assert [r["type"] for r in records(session)] == ["user", "assistant", "tool", "assistant"]
+    assert [r["type"] for r in records(session)] == ["epoch", "user", "assistant", "tool", "assistant"]
     assert FAKE_API_KEY not in session.path.read_text()
     # plain text (in this process: litellm is imported already): the reply streams to stdout
     server.push(Reply(text="Still there."))

@@ -11,7 +11,7 @@ import secrets
 import duckdb
 import pytest
 
-from agent_support import agent, module_server, requests_since, tool_results, workspace
+from agent_support import agent, is_update, module_server, requests_since, tool_results, workspace
 from fakellm import Reply
 from workstation.agent.loop import AgentEvents
 
@@ -61,7 +61,7 @@ def test_a_canary_secret_reaches_no_model_no_file_no_export_no_terminal(tmp_path
     seen: dict[str, str] = {}
 
     def respond(body):
-        last = body["messages"][-1]
+        last = [m for m in body["messages"] if not is_update(m)][-1]  # an update (a decision logged) is not the user
         if last["role"] == "user" and "settings" in last["content"]:
             return Reply(tool_calls=[("read_lines", {"path": "pkg/settings.py", "start": 1, "end": 3}),
                                      ("read_lines", {"path": ".env", "start": 1, "end": 2}),

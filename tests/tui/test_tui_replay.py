@@ -132,10 +132,9 @@ async def test_compaction_and_redaction_markers_show_where_they_happened(tmp_pat
         assert screen.timeline.shown[-1].type == "compaction"
         assert "compaction" in screen.status.text
         assert_panes_match(screen)
-        # from here on the model is given the summary in place of turn 1 (sessions/context.py still counts
-        # the 4 records it covers)
+        # from here on the model is given the summary in place of turn 1
         context = episode.state_at(screen.position).context
-        assert context.messages[0]["content"].startswith("Summary of the earlier conversation (turns 1–4")
+        assert context.messages[0]["content"].startswith("Summary of the earlier conversation (turns 1–1")
         assert f"{len(context.messages)} messages" in screen.chat.status_bar.text
         await pilot.press("left", "left", "end")
         assert_panes_match(screen)

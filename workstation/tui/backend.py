@@ -558,7 +558,7 @@ class _LiveTurn:
 
     def recorded(self, record: dict) -> None:
         from ..sessions.context import update_line  # lazy: the sessions stack, +32 ms; off the first paint
-        from ..sessions.log import tool_call_arguments
+        from ..sessions.log import tool_call_arguments  # lazy: as above
         from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
