@@ -5,13 +5,14 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 import tempfile
 import unicodedata
 from pathlib import Path
 from typing import Iterable
 
 from .errors import WorkstationError
-from .paths import STATE_DIRNAME
+from .paths import STATE_DIRNAME, PlantedLink
 from .process import alive
 
 
@@ -101,6 +102,25 @@ def _inside(real: Path, root_real: Path, folders: list[Path]) -> bool:
         if (st.st_dev, st.st_ino) in wanted:
             return True
     return False
+
+
+def open_state(path: Path | str, flags: int, mode: int = 0o600) -> int:
+    """A state file's descriptor (a lock, a session log, a server log), never through a symbolic link and
+    only for a regular file: a state folder can come with a cloned repository, and a link planted there
+    must not make us truncate or append to what it names. PlantedLink, one line, if it is either."""
+    try:  # NONBLOCK: a planted FIFO must not hang the open
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise PlantedLink(f"{path} is a symbolic link to {os.readlink(path)}; workstation never writes "
+                          "through it: move it aside") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PlantedLink(f"{path} is not a regular file; workstation never writes through it: move it aside")
+    if flags & os.O_NONBLOCK == 0:
+        os.set_blocking(fd, True)
+    return fd
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,38 @@ from pathlib import Path
 from .errors import WorkstationError
 
 STATE_DIRNAME = ".workstation"
+
+# the state folder's own folders: each must be a real folder of ours, never a link (a cloned repository
+# can ship a `.workstation/` whose `sessions -> ~/somewhere` would get our files written there)
+STATE_FOLDERS = ("sessions", "sessions/archive", "sessions/.locks", "checkpoints", "tmp", "mcp", "exports")
+# what the workspace's own `.workstation/` holds even when state_dir moves the rest
+CONFIG_FILES = ("config.toml", "instructions.md", "ignore")
+
+
+class PlantedLink(WorkstationError):
+    """A link (or another non-regular entry) where workstation keeps its state: never followed, never removed."""
+
+
+def _refuse(path: Path, what: str) -> PlantedLink:
+    return PlantedLink(f"{path} is {what}; workstation never writes through it: move it aside "
+                       "(the folder may have come with a cloned repository)")
+
+
+def check_entry(path: Path, folder: bool) -> None:
+    """`path`, if it exists, is a real folder (folder=True) owned by us, or not a link; PlantedLink if not.
+    Checked with lstat, so nothing a link names is touched."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise WorkstationError(f"{path} cannot be checked: {err.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse(path, f"a symbolic link to {os.readlink(path)}")
+    if folder and not stat.S_ISDIR(st.st_mode):
+        raise _refuse(path, "not a folder")
+    if folder and hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        raise _refuse(path, f"a folder owned by another user (uid {st.st_uid})")
 
 
 def user_dir() -> Path:
@@ -33,6 +66,21 @@ def _check_state_dir(root: Path, state: Path) -> None:
         raise WorkstationError(f"workspace.state_dir {state} is inside .git: use a folder outside it")
 
 
+def _no_links_in(folder: Path) -> bool:
+    """PlantedLink if an entry of `folder` is a link; False if there is no such folder. Only small folders:
+    every entry is looked at, so a state file added later is covered too."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        raise _refuse(folder, "not a folder") from None
+    for entry in entries:
+        if entry.is_symlink():
+            raise _refuse(Path(entry.path), f"a symbolic link to {os.readlink(entry.path)}")
+    return True
+
+
 @dataclass(frozen=True)
 class Paths:
     root: Path  # workspace root, a resolved real path
@@ -50,6 +98,10 @@ class Paths:
             state = real / state
         if state_dir:
             _check_state_dir(real, state)
+        # the config files are read before anything is written: their folder and they are checked now
+        check_entry(real / STATE_DIRNAME, folder=True)
+        for name in CONFIG_FILES:
+            check_entry(real / STATE_DIRNAME / name, folder=False)
         return cls(real, state, trusted)
 
     # configuration lives beside the default state folder even when state_dir moves
@@ -93,7 +145,22 @@ class Paths:
     def archive(self) -> Path:
         return self.sessions / "archive"
 
+    def check_state(self) -> None:
+        """No link anywhere workstation writes state: the state folder, each entry in it (owner.lock,
+        owner.sock, the databases and their WAL files, the search heaps, sidecar.log), and the folders
+        below it (STATE_FOLDERS). PlantedLink names the first one found. A state_dir the user set may
+        itself be a link (the user's own choice); what is in it may not."""
+        check_entry(self.root / STATE_DIRNAME, folder=True)
+        if self.state == self.root / STATE_DIRNAME:
+            check_entry(self.state, folder=True)
+        if not _no_links_in(self.state):
+            return
+        for name in STATE_FOLDERS:
+            check_entry(self.state / name, folder=True)
+        _no_links_in(self.state / "checkpoints")  # its blob folders (at most 256)
+
     def ensure(self) -> "Paths":
+        self.check_state()
         try:
             self.state.mkdir(parents=True, exist_ok=True)
             self.sessions.mkdir(exist_ok=True)

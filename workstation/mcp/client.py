@@ -39,6 +39,7 @@ from .. import __version__, scrub
 from ..agent.approval import ApprovalRequest, ask
 from ..agent.tools import COMMAND, Tool, ToolContext, ToolResult, Toolset, cap
 from ..config import McpServerConfig
+from ..fsutil import open_state
 
 if TYPE_CHECKING:
     from ..runtime import Workspace
@@ -227,11 +228,12 @@ class McpClients:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         path = self.log_dir / f"{name}.log"
         try:
-            if path.stat().st_size > _LOG_MAX_BYTES:
+            if os.lstat(path).st_size > _LOG_MAX_BYTES:
                 path.unlink()  # a server's own chatter, kept for the last start or so
         except FileNotFoundError:
             pass  # no log yet
-        log = open(path, "a", encoding="utf-8", errors="replace")
+        log = os.fdopen(open_state(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8",
+                        errors="replace")
         return log, log.tell()
 
     def _stdio(self, cfg: McpServerConfig, log):

@@ -28,7 +28,7 @@ import orjson
 
 from .. import scrub
 from ..errors import WorkstationError
-from ..fsutil import fsync_dir
+from ..fsutil import fsync_dir, open_state
 from ..paths import Paths
 from ..tokens import count  # builds no encoding until a first count
 from .logview import (FORMAT_VERSION, RECORD_TYPES, TURN_TYPES, LogProblem, LogView,  # noqa: F401 (the format's
@@ -349,7 +349,7 @@ class _AppendLock:
         path = self.session.path
         while True:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_APPEND)
+                fd = open_state(path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
                 raise _gone(self.session) from None
             try:
@@ -410,7 +410,7 @@ class Claim:
 
     def __enter__(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_state(self.path, os.O_RDWR | os.O_CREAT)
         deadline = time.monotonic() + self.wait
         while True:
             try:

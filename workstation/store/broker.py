@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import StoreError, WorkstationError
-from ..fsutil import atomic_write
+from ..fsutil import atomic_write, open_state
 from ..paths import Paths
 from .schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate, prune_retry_records
 
@@ -755,7 +755,7 @@ class Database:
                 return True
             if self._closed:
                 return False
-            fd = os.open(self.paths.owner_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = open_state(self.paths.owner_lock, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:
