@@ -67,14 +67,12 @@ def _check_state_dir(root: Path, state: Path) -> None:
 
 
 def _no_links_in(folder: Path) -> bool:
-    """PlantedLink if an entry of `folder` is a link; False if there is no such folder. Only small folders:
+    """PlantedLink if an entry of `folder` is a link; False if there is no such folder (or a file is there). Only small folders:
     every entry is looked at, so a state file added later is covered too."""
     try:
         entries = list(os.scandir(folder))
-    except FileNotFoundError:
-        return False
-    except NotADirectoryError:
-        raise _refuse(folder, "not a folder") from None
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # a file where a folder goes: ensure's mkdir names it
     for entry in entries:
         if entry.is_symlink():
             raise _refuse(Path(entry.path), f"a symbolic link to {os.readlink(entry.path)}")
