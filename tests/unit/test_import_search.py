@@ -238,10 +238,10 @@ def test_a_link_or_fifo_planted_as_the_heap_is_removed_never_written_through(pat
     write or read what it names, and a FIFO must not hang a search."""
     precious = tmp_path / "precious.txt"
     precious.write_text("the user's file\n")
+    _native(paths, "2025-01-31-native", 2)  # before the links: a new session checks the state folder for them
     (gen,) = run_sql(db, "SELECT gen FROM search_heap").rows[0]
     (paths.state / f"search-{gen}.heap").symlink_to(precious)
     (paths.state / f"search-{gen + 1}.heap").symlink_to(precious)  # where a rewrite would write
-    _native(paths, "2025-01-31-native", 2)
     said = []
     hits = search(paths, "loader", db=db, warn=said.append)
     assert len(hits) == 4 and precious.read_text() == "the user's file\n"

@@ -33,7 +33,6 @@ builds at ~4 MB/s here: a substring scan of the case-folded texts is what search
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import stat
@@ -44,7 +43,7 @@ from typing import Any
 
 import stringzilla
 
-from ..fsutil import copy_range, fsync_dir
+from ..fsutil import copy_range, fsync_dir, open_state
 from ..paths import Paths
 from ..store.broker import readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
@@ -304,7 +303,7 @@ def search(paths: Paths, db: Any, text: str, limit: int) -> list[Hit]:
     for attempt in (1, 2):
         gen, pieces = db.call(index_pieces)
         try:
-            with os.fdopen(_open_heap(heap_path(str(paths.state), gen), os.O_RDONLY), "rb") as fh:
+            with os.fdopen(open_state(heap_path(str(paths.state), gen), os.O_RDONLY), "rb") as fh:
                 if not pieces or os.fstat(fh.fileno()).st_size == 0:
                     return []
                 with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as heap:
@@ -412,7 +411,7 @@ def heap_append(con, heap_dir: str, data: bytes | str) -> int:
     (the owner's write lock keeps appends one at a time)."""
     gen, size = con.execute("SELECT gen, size FROM search_heap").fetchone()
     _remove_other_heaps(heap_dir, gen)
-    fd = _open_heap(heap_path(heap_dir, gen), os.O_RDWR | os.O_CREAT)
+    fd = open_state(heap_path(heap_dir, gen), os.O_RDWR | os.O_CREAT)
     try:
         if os.fstat(fd).st_size < size:
             raise SessionError(f"search index {heap_path(heap_dir, gen)} is shorter than the store says; "
@@ -429,21 +428,6 @@ def heap_append(con, heap_dir: str, data: bytes | str) -> int:
     finally:
         os.close(fd)
     return size
-
-
-def _open_heap(path: str, flags: int) -> int:
-    """A heap file's descriptor, never through a symbolic link and only for a regular file: a state folder
-    can come with a cloned repository, and a link there must not make the owner truncate what it names."""
-    try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)  # NONBLOCK: a FIFO must not hang the open
-    except OSError as err:
-        if err.errno != errno.ELOOP:
-            raise
-        raise SessionError(f"search index {path} is a symbolic link; remove it") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise SessionError(f"search index {path} is not a regular file; remove it")
-    return fd
 
 
 def _remove_other_heaps(heap_dir: str, gen: int) -> None:
@@ -576,8 +560,8 @@ def compact_heap(con, heap_dir: str, *, min_garbage: int = COMPACT_MIN_BYTES) ->
     new = heap_path(heap_dir, gen + 1)
     if os.path.lexists(new):
         os.unlink(new)  # a rewrite that crashed, or something planted: never written through
-    with os.fdopen(_open_heap(heap_path(heap_dir, gen), os.O_RDONLY), "rb") as src, \
-            os.fdopen(_open_heap(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as dst:
+    with os.fdopen(open_state(heap_path(heap_dir, gen), os.O_RDONLY), "rb") as src, \
+            os.fdopen(open_state(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as dst:
         at = 0
         for slug, first_seq, start, stop in pieces:
             copy_range(src.fileno(), dst.fileno(), stop - start, start, at)
