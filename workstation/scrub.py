@@ -19,10 +19,14 @@ What is a secret:
   model providers that detect-secrets does not know are in `_PROVIDER_KEYS`.
 
 Two strengths:
-* `mask(text)`: exact values and key formats; safe for code and file content.
+* `mask(text)`: known values (as written, and their hex, URL-encoded and base64 copies) and key
+  formats; safe for code and file content.
 * `redact(text)`: `mask` plus credential-looking assignments (`api_key=...`,
   `Authorization: Bearer ...`) and a key's head echoed half-masked by a
   provider; for error messages, command output and log records, never code.
+
+Commands the agent runs never get the secrets to print in the first place: `command_env` is the
+environment they inherit, without the variables whose names look secret.
 
 detect-secrets costs ~0.5 s to import: it is loaded on first use; `warm()`
 loads it from a background thread at start.
