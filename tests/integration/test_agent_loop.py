@@ -366,8 +366,11 @@ def test_a_key_in_a_workspace_file_never_lands_in_the_session_log(tmp_path, serv
     assert records(a.session, "user")[0]["content"] == "what is in .env? is it ***?"
     read, grep_key, grep_value = records(a.session, "tool")
     assert read["ok"] and read["content"].splitlines()[1] == "2| WS_TEST_KEY=***"
-    # an .env file is never in the map that grep searches, named or not
-    assert grep_key["content"] == "no match for 'KEY='" and grep_value["content"] == "no match for '***'"
+    # an .env file is never searched by grep, named by the user or not: it is named as not searched
+    unread = ("\n[1 file(s) not searched:\n"
+              "  .env: secrets (an .env-style file: its values are secrets, kept out of the map)]")
+    assert grep_key["content"] == "no match for 'KEY='" + unread
+    assert grep_value["content"] == "no match for '***'" + unread
     a.close()
     assert FAKE_API_KEY not in a.session.path.read_text()
     assert FAKE_API_KEY not in json.dumps(requests_since(server))  # nor did the model ever see it
