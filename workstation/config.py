@@ -127,6 +127,8 @@ class AgentConfig(_Section):
     command_network: bool = False  # commands may reach the network (strict, as every bool here: no "yes")
     sandbox: Literal["auto", "bwrap", "landlock", "seatbelt", "off"] = "auto"  # "off": every command asks
     sandbox_hide: list[str] = field(default_factory=lambda: list(DEFAULT_HIDE))  # hidden from commands
+    # secret-named environment variables commands still get (scrub.command_env leaves the rest out)
+    command_env_pass: list[str] = field(default_factory=list)
     command_timeout_s: TimeLimit = 120.0
     max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000
     max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30
@@ -143,6 +145,12 @@ class AgentConfig(_Section):
                 Pattern.parse(entry)
             except ValueError as err:
                 raise ValueError(f"entry {number}: {err}") from None
+
+    @staticmethod
+    def _check_command_env_pass(names: list[str]) -> None:
+        for number, name in enumerate(names, start=1):
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"entry {number}: {name!r} is not an environment variable name")
 
     @staticmethod
     def _check_sandbox_hide(paths: list[str]) -> None:

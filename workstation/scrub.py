@@ -19,10 +19,14 @@ What is a secret:
   model providers that detect-secrets does not know are in `_PROVIDER_KEYS`.
 
 Two strengths:
-* `mask(text)`: exact values and key formats; safe for code and file content.
+* `mask(text)`: known values (as written, and their hex, URL-encoded and base64 copies) and key
+  formats; safe for code and file content.
 * `redact(text)`: `mask` plus credential-looking assignments (`api_key=...`,
   `Authorization: Bearer ...`) and a key's head echoed half-masked by a
   provider; for error messages, command output and log records, never code.
+
+Commands the agent runs never get the secrets to print in the first place: `command_env` is the
+environment they inherit, without the variables whose names look secret.
 
 detect-secrets costs ~0.5 s to import: it is loaded on first use; `warm()`
 loads it from a background thread at start.
@@ -30,12 +34,15 @@ loads it from a background thread at start.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import logging
 import os
 import re
 import threading
-from typing import Any, Callable, Iterable
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import quote, quote_plus
 
 import re2
 
@@ -50,6 +57,44 @@ SECRET_NAME = re.compile(
     r"|PASSWORD|SECRET", re.I)
 # Names that match the pattern above but hold no secret.
 _NOT_SECRET_NAMES = frozenset({"SSH_AUTH_SOCK", "GPG_AGENT_INFO", "PYTHONHASHSEED", "KEYTIMEOUT"})
+
+# Names of environment variables a command never inherits unless the user's config passes them
+# (`agent.command_env_pass`): SECRET_NAME, these words anywhere in a name, and these as a name's
+# "_"-separated part (AWS_ACCESS_KEY_ID, SSH_AUTH_SOCK, AWS_SESSION_TOKEN).
+_COMMAND_SECRET_WORDS = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|API_?KEY|COOKIE", re.I)
+_COMMAND_SECRET_PARTS = frozenset({"KEY", "KEYS", "AUTH", "AUTHORIZATION", "SESSION", "SESSIONID", "PAT", "PASS",
+                                   "PRIVATE", "CREDS", "SIGNATURE"})
+# Key variables of model providers and other well-known tools whose names the patterns above may miss.
+PROVIDER_KEY_VARS = frozenset({
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_API_KEY", "AZURE_OPENAI_API_KEY", "AZURE_AD_TOKEN", "MISTRAL_API_KEY", "COHERE_API_KEY",
+    "CO_API_KEY", "GROQ_API_KEY", "XAI_API_KEY", "DEEPSEEK_API_KEY", "OPENROUTER_API_KEY",
+    "TOGETHERAI_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "FIREWORKS_AI_API_KEY",
+    "PERPLEXITYAI_API_KEY", "PERPLEXITY_API_KEY", "REPLICATE_API_KEY", "REPLICATE_API_TOKEN", "HF_TOKEN",
+    "HUGGINGFACE_API_KEY", "WATSONX_APIKEY", "DATABRICKS_TOKEN", "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "CLAUDE_CODE_OAUTH_TOKEN",
+    "GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "NPM_TOKEN", "PYPI_TOKEN", "VOYAGE_API_KEY",
+})
+
+
+def command_secret_name(name: str) -> bool:
+    """Whether a command is kept from inheriting the environment variable `name` (see `command_env`)."""
+    upper = name.upper()
+    if upper in PROVIDER_KEY_VARS or SECRET_NAME.search(name) or _COMMAND_SECRET_WORDS.search(name):
+        return True
+    return any(part in _COMMAND_SECRET_PARTS for part in re.split(r"[^A-Z0-9]+", upper))
+
+
+def command_env(environ: Mapping[str, str], *, passed: Iterable[str] = (),
+                withheld: Iterable[str] = ()) -> dict[str, str]:
+    """The environment a command the agent runs gets: `environ` without the variables whose names look
+    secret (`command_secret_name`) or are in `withheld` (the configured model's `api_key_env`), except
+    those the user's own config passes (`passed`: `agent.command_env_pass`). PATH, HOME, LANG, TERM
+    and the rest stay."""
+    keep, drop = frozenset(passed), frozenset(withheld)
+    return {name: value for name, value in environ.items()
+            if name in keep or not (name in drop or command_secret_name(name))}
+
 
 # Values under keys ending in these (after "_", "-" or nothing) are secrets at any depth of a structure:
 # api_key, X-API-Key, Authorization, access_token, db-password... Each name is literal characters, each
@@ -129,12 +174,33 @@ def known() -> list[str]:
 
 
 def mask_values(text: str) -> str:
-    """Only the exact known secret values masked: the cheap part of `mask`, for hot paths whose text
-    has been through `mask` at its boundary already."""
+    """Only the known secret values masked, as written and encoded (`encoded_forms`): the cheap part of
+    `mask`, for hot paths whose text has been through `mask` at its boundary already."""
     for secret in known():
-        if secret in text:
-            text = text.replace(secret, MASK)
+        for form in encoded_forms(secret):
+            if form in text:
+                text = text.replace(form, MASK)
     return text
+
+
+MIN_ENCODED_LEN = 10  # a shorter piece of an encoded value (base64 of a short key's middle) is left alone
+
+
+@lru_cache(maxsize=256)
+def encoded_forms(secret: str) -> tuple[str, ...]:
+    """`secret` as written and as a command could print it encoded: hex (either case), URL-encoded, and
+    base64 (standard and URL-safe) at each of the three byte offsets it may sit at in a longer encoded
+    text, each cut to the characters that depend on the secret alone. Longest first. Base64 wrapped over
+    lines (`base64` without `-w0`) is not found."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    forms = {secret, raw.hex(), raw.hex().upper(), quote(secret, safe=""), quote_plus(secret, safe="")}
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + raw).decode("ascii")
+        first = -(-8 * offset // 6)  # the first character made of the secret's bits only
+        last = (8 * (offset + len(raw))) // 6  # one past the last such character
+        piece = encoded[first:last]
+        forms.update((piece, piece.replace("+", "-").replace("/", "_")))
+    return tuple(sorted((f for f in forms if f == secret or len(f) >= MIN_ENCODED_LEN), key=len, reverse=True))
 
 
 def _load_detectors() -> list[re.Pattern[str]]:

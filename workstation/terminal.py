@@ -6,11 +6,17 @@ carriage return overwrites what was printed. `safe` keeps printable text, newlin
 every other C0 and C1 control visibly (ESC as `^[`, BEL as `^G`, DEL as `^?`, a C1 control as `<U+009B>`),
 so the sequence is readable and nothing is obeyed. JSON output never goes through it: it stays exact
 (the JSON encoder escapes controls itself).
+
+What cannot be encoded for the terminal at all (a lone surrogate such as `\ud800`, legal in JSON and so in
+an imported transcript; a character the locale's encoding lacks) is written as its escape (`\ud800`) by
+the output streams themselves (`escape_unencodable`, set once as the command line starts): text, tables
+and JSON alike, where in JSON the escape is the same character written exactly.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _CONTROL = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -30,3 +36,11 @@ def _shown(match: re.Match[str]) -> str:
 def safe(text: str) -> str:
     """`text` with every control but newline and tab shown, never obeyed (see the module docstring)."""
     return _CONTROL.sub(_shown, text) if _CONTROL.search(text) else text
+
+
+def escape_unencodable(*streams: Any) -> None:
+    """Make each text stream write what its encoding cannot hold as a backslash escape, not raise."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")

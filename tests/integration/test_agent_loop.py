@@ -340,7 +340,8 @@ def test_api_keys_never_land_in_the_logs(tmp_path, server):
     server.push(Reply(tool_calls=[("run_command", {"cmd": "printenv WS_TEST_KEY"})]), Reply(text="printed"))
     assert a.run("show the key").error is None
     output = records(a.session, "tool")[0]
-    assert output["ok"] is True and "***" in output["content"]
+    # the command never had the key: a secret-named variable is left out of its environment (scrub.command_env)
+    assert "[exit 1, " in output["content"] and FAKE_API_KEY not in output["content"]  # printenv: no such variable
     server.push(Reply(status=401, error_message=f"Incorrect API key provided: {FAKE_API_KEY}"))
     result = a.run("again")
     assert result.error.startswith("authentication failed") and FAKE_API_KEY not in result.error
@@ -366,8 +367,11 @@ def test_a_key_in_a_workspace_file_never_lands_in_the_session_log(tmp_path, serv
     assert records(a.session, "user")[0]["content"] == "what is in .env? is it ***?"
     read, grep_key, grep_value = records(a.session, "tool")
     assert read["ok"] and read["content"].splitlines()[1] == "2| WS_TEST_KEY=***"
-    # an .env file is never in the map that grep searches, named or not
-    assert grep_key["content"] == "no match for 'KEY='" and grep_value["content"] == "no match for '***'"
+    # an .env file is never searched by grep, named by the user or not: it is named as not searched
+    unread = ("\n[1 file(s) not searched:\n"
+              "  .env: secrets (an .env-style file: its values are secrets, kept out of the map)]")
+    assert grep_key["content"] == "no match for 'KEY='" + unread
+    assert grep_value["content"] == "no match for '***'" + unread
     a.close()
     assert FAKE_API_KEY not in a.session.path.read_text()
     assert FAKE_API_KEY not in json.dumps(requests_since(server))  # nor did the model ever see it

@@ -11,7 +11,7 @@ import pytest
 
 from agent_support import agent, module_server, records, workspace
 from fakellm import Reply
-from workstation.agent import tools
+from workstation.agent import slash, tools
 
 server_module, server = module_server()
 
@@ -69,7 +69,9 @@ def test_paths_outside_the_workspace_are_refused(linked, how, tool):
 def test_grep_never_reads_outside_even_through_a_linked_folder(linked):
     ag, _ = linked
     result = call(ag, "grep", pattern="top secret")
-    assert result.ok and result.text == "no match for 'top secret'"
+    assert result.ok and result.text == ("no match for 'top secret'\n[2 file(s) not searched:\n"
+                                         "  dirlink: outside root (a symlink out of the workspace)\n"
+                                         "  link.txt: outside root (a symlink out of the workspace)]")
 
 
 def test_a_path_escape_through_the_model_loop(tmp_path, server):
@@ -111,7 +113,9 @@ def test_the_state_folder_is_off_limits_to_the_model(tmp_path, server):
     assert [r["ok"] for r in refused] == [False] * 5
     for r in refused:
         assert "in the workspace's state folder" in r["content"] and "\n" not in r["content"]
-    assert walk["ok"] and walk["content"] == "no match for 'command_allow'"
+    assert walk["ok"] and walk["content"] == (  # the link is named as not searched, never opened
+        "no match for 'command_allow'\n[1 file(s) not searched:\n  cfg.toml: private (symlink into .git or the "
+        "state folder (config, databases, session logs): never indexed)]")
     assert config.read_bytes() == before
     a.close()
     w.close()
@@ -320,3 +324,36 @@ def test_impact_marks_name_only_matches(ag):
     assert all("[name-only]" not in line for line in lines[:-1]) and len(lines) >= 2
     missing = call(ag, "impact", symbol="NoSuchThing")
     assert not missing.ok and missing.text == "error: no symbol NoSuchThing in the knowledge map"
+
+
+def test_grep_searches_a_file_the_map_skipped_as_too_large_and_names_what_it_did_not_search(tmp_path):
+    """Issue 22: "no match" inside a 2.2 MB file where `grep -c` finds 11. The file is over
+    index.max_file_bytes (1 MB): the map skips it, grep streams it; a binary file is named, not hidden."""
+    w = workspace(tmp_path, None)
+    filler = "x" * 99 + "\n"
+    (w.root / "big.log").write_text("".join(("needle here\n" if i % 2000 == 7 else filler) for i in range(22_000)))
+    (w.root / "blob.bin").write_bytes(b"needle\0" * 10)
+    (w.root / "tail.log").write_bytes((filler * 11_000 + "needle first\n").encode() + b"\xff\xfeneedle\n")
+    w.kmap.index_all()
+    a = agent(w)
+    try:
+        assert (w.root / "big.log").stat().st_size > 2_000_000
+        started = time.monotonic()
+        result = call(a, "grep", pattern="needle")
+        assert time.monotonic() - started < 10
+        assert result.ok
+        lines = result.text.splitlines()
+        assert [ln.split(":")[1] for ln in lines if ln.startswith("big.log:")] == [
+            str(i + 1) for i in range(22_000) if i % 2000 == 7]  # all 11, at their line numbers
+        assert "tail.log:11001: needle first" in lines  # searched up to the bytes that are not UTF-8
+        assert "[2 file(s) not searched:" in result.text
+        assert "  blob.bin: binary (NUL byte at offset 6)" in lines
+        assert "  tail.log: binary or not UTF-8 after line 11001]" in lines
+        assert (result.data["hits"], result.data["not_searched"]) == (12, 2)
+        narrowed = call(a, "grep", pattern="absent", path="blob.bin")
+        assert narrowed.text.startswith("no match for 'absent'\n[1 file(s) not searched:")  # never a bare "no match"
+        for meta in (call(a, "file_meta", path="big.log"), slash.run(a, "/map big.log")):
+            assert "big.log is not in the knowledge map: skipped (too_large: " in meta.text
+    finally:
+        a.close()
+        w.close()

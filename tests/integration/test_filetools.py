@@ -62,7 +62,9 @@ def test_the_state_folder_is_refused_whatever_the_path(ws):
         with pytest.raises(StateFolder):
             replace_lines(ws, path, 2, 2, 'command_allow = ["rm"]', ledger)
     assert config.read_text() == '[agent]\ncommand_allow = ["pytest"]\n'
-    assert grep(ws, "command_allow", ["a.py", "cfg.toml", ".workstation/config.toml"]) == ([], False)
+    hits, truncated, unread = grep(ws, "command_allow", ["a.py", "cfg.toml", ".workstation/config.toml"])
+    assert hits == [] and not truncated
+    assert [rel for rel, _ in unread] == ["cfg.toml", ".workstation/config.toml"]  # named, never opened
 
 
 def test_a_moved_state_folder_is_refused_too(ws):
@@ -123,8 +125,9 @@ def test_atomic_write_keeps_mode_and_leaves_no_temp(tmp_path):
 
 
 def test_grep(ws):
-    hits, truncated = grep(ws, r"t(wo|hree)", ["a.py", "missing.py"])
+    hits, truncated, unread = grep(ws, r"t(wo|hree)", ["a.py", "missing.py"])
     assert [(h.path, h.line) for h in hits] == [("a.py", 2), ("a.py", 3)] and not truncated
+    assert unread == [("missing.py", "no such file")]
     with pytest.raises(WorkstationError, match="invalid pattern"):
         grep(ws, "(", ["a.py"])
 
@@ -180,8 +183,10 @@ def test_a_fifo_or_a_device_in_the_workspace_is_one_line_not_a_hang(ws):
         assert "not a regular file" in str(err.value) and "\n" not in str(err.value)
         assert time.monotonic() - started < 2
     started = time.monotonic()
-    hits, _ = grep(ws, "one", ["pipe", "zero", "a.py"])
+    hits, _, unread = grep(ws, "one", ["pipe", "zero", "a.py"])
     assert [h.path for h in hits] == ["a.py"] and time.monotonic() - started < 2
+    assert [rel for rel, why in unread if "not a regular file" in why] == [
+        name for name in ("pipe", "zero") if os.path.lexists(ws / name)]
 
 
 def test_a_hung_filesystem_gives_up_in_time(ws, monkeypatch):
@@ -208,7 +213,7 @@ def test_a_hung_filesystem_gives_up_in_time(ws, monkeypatch):
 def test_catastrophic_patterns_finish_fast(ws, pattern):
     (ws / "long.txt").write_text("a" * 50_000 + "!\n")
     started = time.monotonic()
-    hits, _ = grep(ws, pattern, ["long.txt"])
+    hits, *_ = grep(ws, pattern, ["long.txt"])
     assert time.monotonic() - started < 1, "the regex engine backtracked"
     assert hits == []
 
@@ -218,7 +223,7 @@ def test_what_re2_cannot_do_is_refused_in_one_line(ws):
         with pytest.raises(WorkstationError) as err:
             grep(ws, pattern, ["a.py"])
         assert str(err.value).startswith("invalid pattern") and "\n" not in str(err.value)
-    hits, _ = grep(ws, "T(WO|HREE)", ["a.py"], ignore_case=True)
+    hits, *_ = grep(ws, "T(WO|HREE)", ["a.py"], ignore_case=True)
     assert [h.line for h in hits] == [2, 3]
 
 

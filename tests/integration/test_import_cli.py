@@ -341,3 +341,30 @@ def test_every_format_is_listed_shown_searched_exported_reported_archived_restor
         assert _records(ws, slug) == records
         code, out, err = cli("replay", slug, "--verify")
         assert code == 0, err
+
+
+def test_a_lone_surrogate_in_an_imported_transcript_prints_escaped_from_every_command(ws, tmp_path):
+    """`\\ud800` is legal JSON: every printing command exits 0 and shows it escaped, on a real stdout."""
+    text = (FIX / "claude_session.jsonl").read_text()
+    assert "Read setup.py and run the tests" in text and "Now fix it for real" in text
+    planted = tmp_path / "surrogate.jsonl"  # the first prompt (the title) and the last (in context)
+    planted.write_text(text.replace("Read setup.py and run the tests", "Read \\ud800 setup.py and run the tests")
+                       .replace("Now fix it for real", "Now fix \\ud800 for real"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"} | {"LANG": "C.UTF-8", "COLUMNS": "300"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([WORKSTATION, "-C", str(ws), *args], capture_output=True, text=True,
+                              errors="strict", env=env, timeout=120)
+
+    assert run("import", str(planted)).returncode == 0
+    slug = "claude-2025-10-21-9f1c2d3e"
+    for args in (["session", "list"], ["session", "list", "--json"], ["session", "show", slug],
+                 ["session", "show", slug, "--json"], ["session", "search", "setup"],
+                 ["session", "search", "setup", "--json"], ["session", "export", slug],
+                 ["session", "export", slug, "--format", "json"], ["replay", slug, "--print"],
+                 ["replay", slug, "--print", "--json"]):
+        done = run(*args)
+        assert (done.returncode, done.stderr) == (0, ""), (args, done.stderr[-500:])
+        assert "\\ud800" in done.stdout and "\ud800" not in done.stdout, (args, done.stdout[-500:])
+    shown = json.loads(run("session", "show", slug, "--json").stdout)  # JSON keeps the character exact
+    assert "Now fix \ud800 for real" in [m.get("content") for m in shown["messages"]]

@@ -1,6 +1,7 @@
 """The console script's fast path to the app must agree with the command line."""
 
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -40,14 +41,39 @@ def test_everything_else_goes_to_the_command_line(argv):
 
 def test_bad_workspace_is_one_line(tmp_path):
     missing = tmp_path / "nope"
-    proc = subprocess.run([sys.executable, "-c", "import sys; from workstation.launch import entry; "
-                           f"sys.argv = ['workstation', {str(missing)!r}]; entry()"],
-                          capture_output=True, text=True, timeout=60)
+    main, terminal = pty.openpty()  # the app's output is a terminal: the workspace is what is wrong
+    try:
+        proc = subprocess.run([sys.executable, "-c", "import sys; from workstation.launch import entry; "
+                               f"sys.argv = ['workstation', {str(missing)!r}]; entry()"],
+                              stdin=subprocess.DEVNULL, stdout=terminal, stderr=subprocess.PIPE, text=True,
+                              timeout=60)
+    finally:
+        os.close(terminal)
+        os.close(main)
     assert proc.returncode == 1
     assert proc.stderr == f"error: workspace {missing} is not a directory\n"
 
 
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))
+
+
+@pytest.mark.parametrize("argv", [[], ["ui"]])
+def test_the_app_refuses_an_output_that_is_not_a_terminal(tmp_path, argv):
+    """Issue 22: the app drawn into a pipe spun at ~55% CPU and once outlived SIGTERM. One line, code 1;
+    a command still works piped."""
+    (tmp_path / "main.py").write_text("def main():\n    return 1\n")
+    started = time.monotonic()
+    proc = subprocess.run([WORKSTATION, "-C", str(tmp_path), *argv], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == ("error: the app needs a terminal, and its output is not one (the commands, "
+                           "`workstation --help`, work piped)\n")
+    assert time.monotonic() - started < 30
+    if not argv:  # the fast path refuses before it opens the workspace
+        assert not Paths.for_root(tmp_path).state.exists()
+    piped = subprocess.run([WORKSTATION, "-C", str(tmp_path), "map", "main.py"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and "main" in piped.stdout
 
 
 def _children(pid: int) -> dict[int, str]:
@@ -88,6 +114,22 @@ def test_sigterm_quits_the_app_cleanly(tmp_path):
     assert b"\x1b[?1049l" in term.raw[before:]  # it left the alternate screen: the terminal is usable
     assert not _alive(sidecars[0])
     assert not Paths.for_root(tmp_path).owner_socket.exists()  # the database closed at exit
+
+
+def test_sigterm_ends_the_app_even_when_its_shutdown_hangs(tmp_path):
+    """Issue 22: the app once ignored SIGTERM for 10 minutes. Here a thread that never ends (as a stuck worker
+    would) keeps the clean exit from finishing: the process still ends, SIGTERM_GRACE_S after the signal."""
+    from workstation.tui.app import SIGTERM_GRACE_S
+
+    (tmp_path / "main.py").write_text("def main():\n    return 1\n")
+    script = ("import sys, threading, time; threading.Thread(target=time.sleep, args=(3600,)).start(); "
+              "from workstation.launch import entry; sys.argv = ['workstation', sys.argv[1]]; entry()")
+    with Terminal([sys.executable, "-c", script, str(tmp_path)], tmp_path) as term:
+        term.wait_for(b"Ask, or / for commands", b"session ")
+        started = time.monotonic()
+        term.signal(signal.SIGTERM)
+        assert term.wait_exit(SIGTERM_GRACE_S + 20) == 128 + signal.SIGTERM
+        assert time.monotonic() - started >= SIGTERM_GRACE_S - 0.5  # the clean quit had its chance first
 
 
 def test_sigterm_ends_a_command_through_its_exit_handlers(tmp_path):

@@ -89,7 +89,8 @@ def test_a_canary_secret_reaches_no_model_no_file_no_export_no_terminal(tmp_path
     refused_read, no_hit, refused_write = seen["refused"]
     assert refused_read == refused_write == ("error: .env is an .env-style file (its values are secrets): the agent "
                                              "opens one only when the user names it in the message")
-    assert no_hit == "no match for 'stripe-'"  # the map, which grep searches, never holds an .env
+    assert no_hit == ("no match for 'stripe-'\n[1 file(s) not searched:\n"  # named, never opened
+                      "  .env: secrets (an .env-style file: its values are secrets, kept out of the map)]")
     assert (ws.root / ".env").read_text() == "".join(f"{k}={v}\n" for k, v in DOTENV.items())
     assert not (ws.paths.state / "checkpoints").exists() or not any((ws.paths.state / "checkpoints").rglob("*.*"))
 

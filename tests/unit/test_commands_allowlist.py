@@ -110,3 +110,17 @@ def test_config_refuses_a_bad_entry_naming_it():
         with pytest.raises(ConfigError) as err:
             validate({"agent": bad})
         assert f"agent.{key}" in str(err.value)
+
+
+def test_command_env_pass_is_validated_and_a_workspace_cannot_set_it_untrusted():
+    from workstation import trust
+    from workstation.config import validate
+    from workstation.errors import ConfigError
+
+    assert validate({"agent": {"command_env_pass": ["GH_TOKEN"]}}).agent.command_env_pass == ["GH_TOKEN"]
+    with pytest.raises(ConfigError) as err:
+        validate({"agent": {"command_env_pass": ["GH_TOKEN", "NOT A NAME"]}})
+    assert "agent.command_env_pass: entry 2" in str(err.value) and str(err.value).count("\n") == 0
+    layer = trust.split({"agent": {"command_env_pass": ["GH_TOKEN"], "max_steps": 3}})
+    assert layer.applied(False, []) == {"agent": {"max_steps": 3}}
+    assert layer.applied(True, [])["agent"]["command_env_pass"] == ["GH_TOKEN"]

@@ -122,3 +122,30 @@ def test_the_fast_prefilter_misses_no_key_the_detectors_find():
         assert said or not found, path
         said_yes += said
     assert said_yes < len(files) // 4
+
+
+def test_encoded_copies_of_a_known_value_are_masked_at_any_offset(monkeypatch):
+    import base64
+    from urllib.parse import quote
+
+    secret = "enc-secret/+value-0123456789"
+    monkeypatch.setenv("WS_ENCODED_TOKEN", secret)
+    raw = secret.encode()
+    encoded = [raw.hex(), raw.hex().upper(), quote(secret, safe="")]
+    for prefix in (b"", b"a", b"ab", b"abc"):  # inside a longer base64 text, at every alignment
+        whole = base64.b64encode(prefix + raw + b"!tail")
+        encoded += [whole.decode(), base64.urlsafe_b64encode(prefix + raw + b"!tail").decode()]
+    for text in encoded:
+        masked = scrub.mask(f"out: {text} end")
+        assert scrub.MASK in masked and len(masked) <= len("out: *** end") + 12, (text, masked)  # edges + tail
+    monkeypatch.delenv("WS_ENCODED_TOKEN")
+    assert scrub.mask(f"out: {raw.hex()} end") == f"out: {raw.hex()} end"  # only known values' encodings
+
+
+def test_commands_get_the_environment_without_secret_named_variables():
+    env = {"PATH": "/usr/bin", "HOME": "/home/u", "LANG": "C.UTF-8", "TERM": "xterm", "PWD": "/w",
+           "OPENAI_API_KEY": "k", "AWS_ACCESS_KEY_ID": "k", "AWS_SESSION_TOKEN": "k", "GH_TOKEN": "k",
+           "SSH_AUTH_SOCK": "/s", "MY_PASSWD": "k", "BROWSER_COOKIE_JAR": "k", "GOOGLE_APPLICATION_CREDENTIALS": "/c",
+           "MODEL_VAR": "k", "PASSED_SECRET": "k", "KEYBOARD_LAYOUT": "us", "EDITOR": "vi"}
+    got = scrub.command_env(env, passed=["PASSED_SECRET"], withheld=["MODEL_VAR"])
+    assert sorted(got) == ["EDITOR", "HOME", "KEYBOARD_LAYOUT", "LANG", "PASSED_SECRET", "PATH", "PWD", "TERM"]

@@ -86,7 +86,7 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
             raise CommandDenied(refusal)
         approved_by = "user"
     argv = _tokens(command)
-    env = dict(os.environ)
+    env = policy.env(dict(os.environ))
     if approved_by == "allow-list" and argv and program_of(argv) == "git":
         env = _git_safe(env)
         if len(argv) > 1 and argv[1] in GIT_SAFE_FLAGS:

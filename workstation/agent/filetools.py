@@ -335,36 +335,48 @@ def compile_pattern(pattern: str, ignore_case: bool = False):
 
 def grep(root: Path, pattern: str, files: Iterable[str], *, max_hits: int = 200,
          ignore_case: bool = False, private: Sequence[Path] = (),
-         timeout_s: float | None = None) -> tuple[list[GrepHit], bool]:
-    """Regex (RE2) search over the given repo paths; returns (hits, truncated). FIFOs, devices, files over
-    GREP_MAX_FILE_BYTES are skipped; the whole search gives up with one line after `timeout_s`."""
+         timeout_s: float | None = None) -> tuple[list[GrepHit], bool, list[tuple[str, str]]]:
+    """Regex (RE2) search over the given repo paths, streamed line by line; returns (hits, truncated,
+    not_searched). `not_searched` names each file grep did not look at in full, with why: gone, not a
+    regular file, unreadable, over GREP_MAX_FILE_BYTES, or not UTF-8 (binary) from some line on (its
+    earlier lines were searched). The whole search gives up with one line after `timeout_s`."""
     regex = compile_pattern(pattern, ignore_case)
     files = list(files)
 
-    def search(stop: threading.Event) -> tuple[list[GrepHit], bool]:
+    def search(stop: threading.Event) -> tuple[list[GrepHit], bool, list[tuple[str, str]]]:
         hits: list[GrepHit] = []
+        skipped: list[tuple[str, str]] = []
         for rel in files:
             if stop.is_set():
                 break
             try:
                 real, rel = confine(root, rel, private)
                 fd = _open_regular(real, rel)
-            except WorkstationError:
-                continue  # outside, in the state folder, gone since indexing, or not a regular file
+            except WorkstationError as err:  # outside, in the state folder, gone since indexing, not regular
+                skipped.append((rel, str(err).removeprefix(f"{rel}: ")))
+                continue
+            number = 0
             try:
-                with open(fd, "r", encoding="utf-8", errors="strict") as fh:
-                    if os.fstat(fh.fileno()).st_size > GREP_MAX_FILE_BYTES:
+                with open(fd, "rb") as fh:  # decoded line by line: lines before a bad byte are searched
+                    size = os.fstat(fh.fileno()).st_size
+                    if size > GREP_MAX_FILE_BYTES:
+                        skipped.append((rel, f"too large ({size} bytes, grep's limit {GREP_MAX_FILE_BYTES})"))
                         continue
-                    for number, line in enumerate(fh, start=1):
+                    for number, raw in enumerate(fh, start=1):
                         if stop.is_set():
                             break
+                        line = raw.decode("utf-8")
+                        if line.endswith("\r\n"):
+                            line = line[:-2] + "\n"
                         if regex.search(line):
                             hits.append(GrepHit(rel, number, line.rstrip("\n")[:300]))
                             if len(hits) >= max_hits:
-                                return hits, True
-            except (OSError, UnicodeDecodeError):
-                continue  # unreadable or binary: not a match
-        return hits, False
+                                return hits, True, skipped
+            except UnicodeDecodeError:
+                skipped.append((rel, "binary or not UTF-8" + (f" after line {number - 1}" if number > 1 else "")))
+            except OSError as err:
+                skipped.append((rel, f"unreadable ({err.strerror or err})"))
+        return hits, False, skipped
 
     return _bounded("grep", GREP_TIMEOUT_S if timeout_s is None else timeout_s, search)
 

@@ -135,7 +135,8 @@ class Agent:
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg),
+                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
+                                                                              self.config.model.api_key_env),
                                staging=workspace.paths.state / "tmp")
         self.ranges = self.ctx.ranges
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff

@@ -120,7 +120,7 @@ def sandbox_command(ws, as_json: bool) -> None:
     """Which sandbox the agent's commands run in here, and what it enforces (checked by a probe run)."""
     from ..sandbox import Policy, status  # lazy: the sandbox, loaded with the config, not by --help
 
-    policy = Policy.for_workspace(ws.paths, ws.config.agent)
+    policy = Policy.for_workspace(ws.paths, ws.config.agent, ws.config.model.api_key_env)
     found = status(policy)
     if as_json:
         print_json({"backend": found.backend, "full": found.full, "line": found.line, "mode": policy.mode,

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import ConfigError, WorkstationError
-from ..terminal import safe
+from ..terminal import escape_unencodable, safe
 
 
 class WorkstationGroup(click.Group):
@@ -88,6 +88,7 @@ def print_table(rows: list[dict], columns: list[str] | None = None, title: str |
 
 def run_main(main: Callable) -> None:
     """Run the click group, turning known errors into one line on stderr."""
+    escape_unencodable(sys.stdout, sys.stderr)
     try:
         sys.exit(main(standalone_mode=False, prog_name="workstation") or 0)
     except click.exceptions.Abort:

@@ -6,6 +6,8 @@ What a sandbox must enforce (a `full` one; README, "What the sandbox enforces"):
 - the state folder (`<root>/.workstation`, a moved `workspace.state_dir`) not even readable, and the
   paths of `agent.sandbox_hide` (keys, tokens) hidden;
 - no network unless `agent.command_network = true`;
+- no secret from our environment: a command gets `scrub.command_env` of it (secret-named variables and
+  the model's key variable left out, unless `agent.command_env_pass` passes them);
 - the process tree dies with the command, the turn and this process.
 
 Backends, in the order `agent.sandbox = "auto"` tries them: bubblewrap on Linux (`bwrap.py`; the system
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+from .. import scrub
 from ..paths import STATE_DIRNAME
 
 if TYPE_CHECKING:
@@ -40,7 +43,10 @@ if TYPE_CHECKING:
 
 MODES = ("auto", "bwrap", "landlock", "seatbelt", "off")
 DEFAULT_HIDE = ("~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.kube", "~/.docker", "~/.config/gcloud",
-                "~/.config/gh", "~/.netrc", "~/.git-credentials", "~/.pypirc", "~/.npmrc")
+                "~/.config/gh", "~/.netrc", "~/.git-credentials", "~/.pypirc", "~/.npmrc",
+                # other coding agents' keys and sessions: Codex, Claude Code, Copilot, Gemini CLI, opencode, aider
+                "~/.codex", "~/.claude", "~/.claude.json", "~/.config/claude", "~/.config/github-copilot",
+                "~/.copilot", "~/.gemini", "~/.local/share/opencode", "~/.config/opencode", "~/.aider")
 PROBE_TIMEOUT_S = 20.0
 
 
@@ -53,6 +59,8 @@ class Policy:
     hide: tuple[Path, ...] = ()  # hidden from commands when they exist (agent.sandbox_hide)
     network: bool = False
     mode: str = "auto"
+    env_pass: tuple[str, ...] = ()  # secret-named variables the user's config passes (agent.command_env_pass)
+    env_withheld: tuple[str, ...] = ()  # variables left out whatever their name (the model's api_key_env)
 
     def __post_init__(self) -> None:
         root = Path(os.path.realpath(self.root))
@@ -64,10 +72,15 @@ class Policy:
             raise ValueError(f"agent.sandbox must be one of {', '.join(MODES)}")
 
     @classmethod
-    def for_workspace(cls, paths: "Paths", agent: "AgentConfig") -> "Policy":
-        """From a workspace's `Paths` and its `AgentConfig`."""
+    def for_workspace(cls, paths: "Paths", agent: "AgentConfig", key_env: str = "") -> "Policy":
+        """From a workspace's `Paths` and its `AgentConfig`; `key_env`: the configured model's api_key_env."""
         hide = tuple(Path(os.path.expanduser(p)) for p in agent.sandbox_hide)
-        return cls(paths.root, (paths.state,), hide, agent.command_network, agent.sandbox)
+        return cls(paths.root, (paths.state,), hide, agent.command_network, agent.sandbox,
+                   tuple(agent.command_env_pass), (key_env,) if key_env else ())
+
+    def env(self, environ: dict[str, str]) -> dict[str, str]:
+        """The environment a command gets: `environ` scrubbed of secrets (`scrub.command_env`)."""
+        return scrub.command_env(environ, passed=self.env_pass, withheld=self.env_withheld)
 
     def private(self) -> tuple[Path, ...]:
         """The folders file tools and the allow-list keep out of (the state folders)."""

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import signal
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Iterable
@@ -48,6 +50,7 @@ HIDE_BELOW = 12  # a side column squeezed narrower than this is hidden (terminal
 MAP_SHARE = 0.2  # of the terminal's width, until the user resizes
 SIDE_SHARE = 0.3
 PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height", "stop_agent"})
+SIGTERM_GRACE_S = 10.0  # after a SIGTERM, the seconds a clean quit may take before the process ends anyway
 
 
 def column_widths(total: int, map_share: float, side_share: float) -> tuple[int, int, int]:
@@ -96,6 +99,7 @@ class WorkstationApp(App):
         super().__init__(**kwargs)
         self.backend = backend
         self.quit_on_sigterm = quit_on_sigterm  # the real command: a SIGTERM quits as ctrl+q does
+        self._sigterm_backstop: threading.Timer | None = None
         themes, self.theme_problems = load_themes()
         self.workstation_themes = sorted(themes)
         for item in themes.values():
@@ -123,9 +127,8 @@ class WorkstationApp(App):
 
     def on_mount(self) -> None:
         self._layout_columns(self.size.width)
-        if self.quit_on_sigterm:
-            asyncio.get_running_loop().add_signal_handler(
-                signal.SIGTERM, partial(self.exit, return_code=128 + signal.SIGTERM))
+        if self.quit_on_sigterm:  # a Python handler, not the loop's: it runs even when the loop is stuck
+            signal.signal(signal.SIGTERM, partial(self._sigterm, asyncio.get_running_loop()))
         for problem in self.theme_problems:
             self.notify(problem, severity="warning", timeout=8)
         self.theme_changed_signal.subscribe(self, lambda theme: self.post_message(ThemeChanged(theme.name)))
@@ -135,6 +138,20 @@ class WorkstationApp(App):
             # after the first frame: the backend's imports would otherwise compete with it for the GIL
             self.call_after_refresh(self.run_worker, partial(self.backend.start, self), thread=True,
                                     group="backend", exit_on_error=False, name="backend.start")
+
+    def _sigterm(self, loop: asyncio.AbstractEventLoop, signum: int, _frame) -> None:
+        """Quit as ctrl+q does; a process still alive SIGTERM_GRACE_S later (a shutdown that hangs, a blocked
+        loop: once seen ignoring SIGTERM for 10 minutes) or sent a second SIGTERM ends at once."""
+        code = 128 + signum
+        if self._sigterm_backstop is not None:
+            os._exit(code)
+        self._sigterm_backstop = threading.Timer(SIGTERM_GRACE_S, os._exit, (code,))
+        self._sigterm_backstop.daemon = True
+        self._sigterm_backstop.start()
+        try:
+            loop.call_soon_threadsafe(partial(self.exit, return_code=code))
+        except RuntimeError:
+            pass  # the loop is closed: the app is already on its way out, and the backstop runs
 
     def _initial_focus(self) -> None:
         if self.screen.focused is None:  # a key may have chosen a pane already

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import tomllib
 
+from ..errors import WorkstationError
 from ..paths import Paths
 from .app import WorkstationApp
 from .backend import LiveBackend
@@ -28,7 +30,11 @@ def configured_theme(root: str) -> str | None:
 
 def run_app(root: str, *, model: str | None = None, session: str | None = None, sidecar: bool = True) -> int:
     """Run the app until it quits and return its exit code (143 after a SIGTERM);
-    raises what stopped the workspace from opening (e.g. a bad config)."""
+    raises what stopped the workspace from opening (e.g. a bad config), or a non-terminal output: the
+    app drawn into a pipe or a file spins (~55% CPU seen) and no one can see or quit it."""
+    if not sys.stdout.isatty():
+        raise WorkstationError("the app needs a terminal, and its output is not one (the commands, "
+                               "`workstation --help`, work piped)")
     backend = LiveBackend(root, model=model, session=session, sidecar=sidecar)
     app = WorkstationApp(backend, theme=configured_theme(root), quit_on_sigterm=True)
     app.run()

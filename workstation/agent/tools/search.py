@@ -1,5 +1,5 @@
 """Map queries: impact (call sites and references of a symbol), find (files and symbols by name),
-grep (regex over the workspace's indexed text files). Each runs the staleness gate first."""
+grep (regex over the workspace's text files, naming any it did not search). Each runs the staleness gate first."""
 
 from __future__ import annotations
 
@@ -67,19 +67,48 @@ def _find_comparable(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if line.strip() != _NO_MODEL_NOTE)
 
 
+_NAMED_SKIPS = 20  # files named in grep's "not searched" note; the rest are counted
+
+
+def _in_scope(rel: str, scope: str) -> bool:
+    return not scope or rel == scope or rel.startswith(scope.rstrip("/") + "/")
+
+
+def _not_searched(skipped: list[tuple[str, str]]) -> str:
+    """Every file grep did not look at, so that "no match" never hides one: the first few by name."""
+    if not skipped:
+        return ""
+    rows = [f"  {rel}: {why}" for rel, why in skipped[:_NAMED_SKIPS]]
+    if len(skipped) > _NAMED_SKIPS:
+        rows.append(f"  ... and {len(skipped) - _NAMED_SKIPS} more (a narrower path names them)")
+    return f"\n[{len(skipped)} file(s) not searched:\n" + "\n".join(rows) + "]"
+
+
 def _grep(ctx: ToolContext, pattern: str, path: str = "", ignore_case: Any = False) -> ToolResult:
+    """The indexed files and those the map left out as too large (streamed, within grep's own limits);
+    every other file the map skipped is named with its reason."""
     ctx.reindex()
-    files = [f.path for f in ctx.kmap.files()]
+    scope = ""
     if path:
-        _, rel = confine(ctx.root, as_text("path", path), ctx.private)
-        if rel:
-            files = [f for f in files if f == rel or f.startswith(rel.rstrip("/") + "/")]
-    hits, truncated = grep(ctx.root, as_text("pattern", pattern), files, ignore_case=bool(ignore_case),
-                           private=ctx.private)
+        _, scope = confine(ctx.root, as_text("path", path), ctx.private)
+    files = [f.path for f in ctx.kmap.files() if _in_scope(f.path, scope)]
+    skipped = []
+    for row in ctx.kmap.skipped():
+        if not _in_scope(row["path"], scope):
+            continue
+        if row["reason"] == "too_large":
+            files.append(row["path"])
+        else:
+            outside = row["reason"] == "outside_root"  # named, but not where it leads
+            detail = "a symlink out of the workspace" if outside else row["detail"]
+            skipped.append((row["path"], f"{row['reason'].replace('_', ' ')} ({detail})"))
+    hits, truncated, unread = grep(ctx.root, as_text("pattern", pattern), sorted(files),
+                                   ignore_case=bool(ignore_case), private=ctx.private)
+    skipped = sorted(skipped + unread)
     text = "\n".join(f"{h.path}:{h.line}: {h.text}" for h in hits) or f"no match for {pattern!r}"
     if truncated:
         text += "\n[more matches cut; narrow the pattern or the path]"
-    return ToolResult(cap(text), data={"hits": len(hits)})
+    return ToolResult(cap(text) + _not_searched(skipped), data={"hits": len(hits), "not_searched": len(skipped)})
 
 
 TOOLS = [
@@ -89,7 +118,7 @@ TOOLS = [
     Tool("find", "Find files and symbols by name or path (exact, prefix, fuzzy; by meaning when few match).",
          params(["query"], query=STR), _find, QUERY, meaning=_lookup_meaning("query", "find"), verify=RECOMPUTE,
          verify_skip=_find_skip, comparable=_find_comparable),
-    Tool("grep", "Regex search over the workspace's indexed text files; path limits it to a file or folder. "
-         "Returns path:line: text.", params(["pattern"], pattern=STR, path=STR, ignore_case=BOOL), _grep, QUERY,
-         verify=RECOMPUTE),
+    Tool("grep", "Regex search over the workspace's text files; path limits it to a file or folder. "
+         "Returns path:line: text, then the files it did not search and why (binary, secrets, unreadable).",
+         params(["pattern"], pattern=STR, path=STR, ignore_case=BOOL), _grep, QUERY, verify=RECOMPUTE),
 ]
