@@ -81,7 +81,7 @@ def test_the_report_command(tmp_path):
     s = handmade_log(tmp_path)
     result = CliRunner().invoke(main, ["-C", str(tmp_path), "report", s.slug, "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["agent"]["file_reads"] == 2 and data["baseline"]["file_reads"] == 3
     assert data["reduction"]["file_reads"] == pytest.approx(1 / 3)
     assert data["baseline_reading_unchanged_files_once"]["file_reads"] == 2
@@ -196,7 +196,7 @@ def test_the_demo_episode_is_a_real_readable_log():
 def test_the_demo_reports_without_a_model_or_database(tmp_path):
     result = CliRunner().invoke(main, ["-C", str(tmp_path), "report", str(DEMO_LOG), "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["session"] == "demo-request-id"
     assert data["agent"]["file_reads"] < data["baseline"]["file_reads"]
     assert data["agent"]["tokens_sent"] < data["baseline"]["tokens_sent"]

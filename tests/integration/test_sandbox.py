@@ -322,7 +322,7 @@ def test_the_command_line_says_which_sandbox_commands_get(ws):
 
     shown = CliRunner().invoke(main, ["-C", str(ws), "sandbox", "--json"])
     assert shown.exit_code == 0, shown.output
-    found = json.loads(shown.output)
+    found = json.loads(shown.stdout)
     assert found["backend"] == "bwrap" and found["full"] is True and found["network"] is False
     assert str(ws.resolve() / ".workstation") in found["hidden"]
     (ws / ".workstation").mkdir(exist_ok=True)

@@ -63,6 +63,6 @@ def test_session_show_says_what_the_session_cost_as_billed(tmp_path):
     # 12,000 of 19,000 prompt tokens read from the cache; the steps 12,000 of 15,000
     assert want == pytest.approx(0.0138 + 0.0135 + 0.0057)  # at Sonnet 4.5's $3 / $15 per million
     assert f"# 3 model calls billed ${want:.4f}, cache hit 63.2% (steps 80.0%, 1 compaction calls 0.0%)" in shown.output
-    data = json.loads(CliRunner().invoke(main, ["-C", str(tmp_path), "session", "show", "billed", "--json"]).output)
+    data = json.loads(CliRunner().invoke(main, ["-C", str(tmp_path), "session", "show", "billed", "--json"]).stdout)
     assert data["billed"]["total"]["cost_usd"] == pytest.approx(want)
     assert (data["billed"]["last_hit"], data["billed"]["last_break"]) == (0.8, "compaction")

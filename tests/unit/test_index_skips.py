@@ -111,7 +111,7 @@ def test_cli_reports_skips(messy: Path):
     (messy / ".workstation" / "config.toml").write_text("[index]\nmax_file_bytes = 1000\n")
     result = CliRunner().invoke(main, ["-C", str(messy), "index", "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["skipped"]["symlink_loop"] == 3 and data["files"] == 3
     text = CliRunner().invoke(main, ["-C", str(messy), "index"])
     assert "skipped 10: binary 1, invalid_utf8 1, outside_root 2, symlink_loop 3, too_large 1, unreadable 2" \
