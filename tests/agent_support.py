@@ -10,6 +10,7 @@ from typing import Callable
 
 import pytest
 
+import scenario_common
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply, ScriptedLLM
 
@@ -131,13 +132,12 @@ def module_server():
 def is_compaction(body: dict) -> bool:
     """A compaction request: a transcript sent cold (the prompt first), or the chat model's conversation
     with the prompt appended (read from the provider's cache)."""
-    messages = body["messages"]
-    return any(str(m.get("content") or "").startswith("You compact") for m in (messages[0], messages[-1]))
+    return scenario_common.is_compaction(body["messages"])
 
 
 def is_update(message: dict) -> bool:
     """A context update the loop appended (agent.updates): not the user's words."""
-    return message["role"] == "user" and str(message.get("content") or "").startswith("[workstation] ")
+    return scenario_common.is_note(message)
 
 
 def requests_since(server) -> list[dict]:

@@ -20,10 +20,11 @@ import json
 import re
 
 from fakellm import Reply
+from workstation.sessions.context import UPDATE_PREFIX
 
 DECISION = re.compile(r"\[D:(d[0-9a-f]{12})\] (.*)")
 COMPACT_MARK = "You compact the older part"
-NOTE = "[workstation] "
+NOTE = UPDATE_PREFIX  # a context update the loop appended (agent.updates)
 NUMBERED = re.compile(r"^\s*(\d+)\| ?(.*)$")  # a read_lines row
 
 
