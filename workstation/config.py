@@ -135,6 +135,13 @@ class AgentConfig(_Section):
     auto_commit: bool = False  # commit the files each turn changed (git repositories only; never pushes)
     # how long a provider keeps the prompt cached (Anthropic's cache_control ttl; a 1h write costs 2x, 5m 1.25x)
     cache_ttl: Literal["5m", "1h"] = "5m"
+    # sub-agents (the task tool, agent/subagent.py): how many of one agent's run at once, how deep they may nest
+    # (1: the agent's own sub-agents start none), each one's budget, and whether one may be granted writes
+    max_subagents: Annotated[int, Meta(ge=1, le=16)] = 4
+    subagent_depth: Annotated[int, Meta(ge=0, le=3)] = 1  # 0: no sub-agents at all
+    subagent_max_steps: Annotated[int, Meta(ge=1, le=1000)] = 12  # model calls of one sub-agent
+    subagent_max_tokens: Annotated[int, Meta(ge=1000, le=100_000_000)] = 300_000  # its input + output tokens
+    subagent_writes: bool = False  # a task call's `write: true` is honored only when this is true
 
     @staticmethod
     def _check_command_allow(entries: list[str]) -> None:

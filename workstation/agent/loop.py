@@ -58,9 +58,11 @@ from .context import ContextOverflow, Request
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions, budget_for, section_of
 from .tools import ToolContext, ToolResult
-from .tools.base import RangeMemory
+from .tools.base import ARG_CLIP, RangeMemory
+from .tools.task import at_once, groups
 
 if TYPE_CHECKING:
+    from ..memory import Memory
     from ..runtime import Workspace
     from ..sessions.log import Session
 
@@ -78,7 +80,6 @@ is shown in every context: follow it, and cite [D:<id>] in your reply whenever y
 NO_MODEL = ("no model configured: set [model] name in ~/.config/workstation/config.toml, WORKSTATION_MODEL, or "
             "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")
 _CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
-_ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
 COMPACTION_MODES = ("background", "sync", "off")
 
 
@@ -119,7 +120,8 @@ class Agent:
     """One agent bound to a workspace (runtime.Workspace) and a session (sessions.Session)."""
 
     def __init__(self, workspace: "Workspace", session: "Session", *, approve: Approver | None = None,
-                 model: str | None = None, compaction: str = "background", toolset: tools.Toolset | None = None):
+                 model: str | None = None, compaction: str = "background", toolset: tools.Toolset | None = None,
+                 memory: "Memory | None" = None):
         if compaction not in COMPACTION_MODES:
             raise ValueError(f"compaction must be one of {COMPACTION_MODES}")
         self.ws = workspace
@@ -128,7 +130,7 @@ class Agent:
         self.config = workspace.config
         self.model_name = model or self.config.model.name
         self.compaction = compaction
-        self.memory = workspace.memory(session.slug)
+        self.memory = memory or workspace.memory(session.slug)  # a sub-agent's: its own flow (agent/subagent.py)
         self.kmap = workspace.kmap
         agent_cfg = self.config.agent
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
@@ -137,7 +139,7 @@ class Agent:
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
                                ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
                                                                               self.config.model.api_key_env),
-                               staging=workspace.paths.state / "tmp")
+                               staging=workspace.paths.state / "tmp", delegate=self._delegate)
         self.ranges = self.ctx.ranges
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
         self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
@@ -146,9 +148,9 @@ class Agent:
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
         self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
-                                            intend=None, env_files=None)
+                                            intend=None, env_files=None, delegate=None)
         records = session.read().records
-        self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user"), "")
+        self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user" and not r.get("sidechain")), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._turn = memoryfirst.TurnMemory()
@@ -351,7 +353,8 @@ class Agent:
         if not calls:
             result.text = text
             return True
-        for index, (call, raw) in enumerate(zip(calls, completion.tool_calls)):
+        index = 0
+        for group in groups(calls):  # consecutive task calls run at once, any other call alone
             if cancel is not None and cancel.is_set():
                 for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
                     self._wrote(self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]",
@@ -359,8 +362,12 @@ class Agent:
                 self.ctx.reindex()
                 result.error = self._notice("cancelled", "cancelled")
                 return True
-            result.tool_calls += 1
-            self._run_tool(call["id"], raw, events)
+            result.tool_calls += len(group)
+            runs = at_once([lambda i=i: self._execute(calls[i]["id"], completion.tool_calls[i], events)
+                            for i in group], self.config.agent.max_subagents)
+            for done in runs:  # recorded in the order the model asked
+                self._record(*done, events)
+            index = group[-1] + 1
         self.ctx.reindex()  # the step's edits are in the map before the next request is assembled
         return False
 
@@ -506,7 +513,14 @@ class Agent:
         self._call_ids.add(call_id)
         return call_id
 
-    def _run_tool(self, call_id: str, call, events: AgentEvents) -> None:
+    def _delegate(self, prompt: str, write: bool) -> ToolResult:
+        """The task tool: a sub-agent of this agent."""
+        from .subagent import delegate  # (it subclasses Agent)
+
+        return delegate(self, prompt, write)
+
+    def _execute(self, call_id: str, call, events: AgentEvents) -> tuple:
+        """Run one tool call inside its episodic operation; what `_record` writes of it."""
         started = time.perf_counter()
         malformed: ToolResult | None = None
         try:
@@ -515,9 +529,10 @@ class Agent:
             args = None
             malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
                                    ok=False, data={"outcome": "malformed"})
-        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments[:_ARG_CLIP + 512])[:_ARG_CLIP]}
+        logged_args = (tools.logged_args(args) if args is not None
+                       else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]})
         if events.on_activity:
-            events.on_activity("tool", _activity_label(call.name, logged_args))
+            events.on_activity("tool", tools.activity_label(call.name, logged_args))
         # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
         record_id = new_record_id()  # the tool_call event names the record its result becomes
         with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args, call_id=call_id,
@@ -535,6 +550,11 @@ class Agent:
                        if args is not None and tool is not None else tools.Meaning())
             for kind, name, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
                 self.memory.record(kind, name, **fields)
+        return call_id, call, args, result, meaning, record_id, started
+
+    def _record(self, call_id: str, call, args: dict | None, result: ToolResult, meaning: tools.Meaning,
+                record_id: str, started: float, events: AgentEvents) -> None:
+        """The session record of a call `_execute` ran, and what the UI hears of it."""
         data = result.data
         data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
         self._wrote(self.session.tool(call_id, call.name, result.text, id=record_id, ok=result.ok,
@@ -589,15 +609,6 @@ class Agent:
         return line
 
 
-def _activity_label(name: str, args: dict) -> str:
-    """`run_command: pytest -q`, `read_lines: a.py 1-40`: what a running tool works on, in one line."""
-    subject = args.get("cmd") or args.get("path") or next((v for v in args.values() if isinstance(v, str)), "")
-    if "start" in args and "end" in args:
-        subject = f"{subject} {args['start']}-{args['end']}"
-    subject = " ".join(str(subject).split())
-    return f"{name}: {subject[:80]}" if subject else name
-
-
 def _register_env_writes(call) -> None:
     """What a call would write into an .env-style file is a secret before the call is even logged."""
     if call.oversized or ".env" not in (call.arguments or ""):
@@ -610,18 +621,4 @@ def _register_env_writes(call) -> None:
         for key in ("content", "old", "new"):
             if isinstance(args.get(key), str):
                 scrub.register_env_values(args[key])
-
-
-def _clipped(args: dict) -> dict:
-    out = {}
-    for key, value in args.items():
-        if isinstance(value, str):
-            value = scrub.mask(value)
-            if len(value) > _ARG_CLIP:
-                value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
-        else:
-            value = scrub.mask_data(value)  # a list or an object may hold a key as well
-        out[key] = value
-    return out
-
 

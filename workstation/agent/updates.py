@@ -80,7 +80,8 @@ def known(view: LogView, epoch: dict) -> State:
         if record is epoch or record.get("id") == epoch.get("id"):
             after = True
             continue
-        if after and record["type"] == "system" and isinstance(record.get("update"), dict):
+        if after and record["type"] == "system" and isinstance(record.get("update"), dict) and \
+                not record.get("sidechain"):  # what a sub-agent was told (agent/subagent.py) is its own
             told = record["update"]
             state.decisions.update({str(k): str(v) for k, v in (told.get("decisions") or {}).items()})
             for pin in told.get("pins_added") or ():
@@ -227,7 +228,8 @@ def cache_break(view: LogView, messages: list[dict], last: list[dict] | None, mo
     """Why a request's prefix is not (all) in the provider's cache, for the status line and the figures; None
     when it extends the previous request within the cache's lifetime. `last` and `last_model`: the previous
     request's messages and model in this process (None after a restart: not compared)."""
-    previous = next((r for r in reversed(view.records) if r["type"] == "assistant" and r.get("model")), None)
+    previous = next((r for r in reversed(view.records)
+                     if r["type"] == "assistant" and r.get("model") and not r.get("sidechain")), None)
     if previous is None:
         return "first request"
     since = view.records[view.records.index(previous) + 1:]

@@ -28,7 +28,7 @@ def items_of(value: Any) -> list[dict] | None:
 def current(records: Iterable[dict]) -> list[dict] | None:
     """The plan in force after these records; None when none was written ([] when it was cleared)."""
     for record in reversed(list(records)):
-        if record.get("type") == "tool" and record.get("ok", True) and "plan" in record:
+        if record.get("type") == "tool" and record.get("ok", True) and "plan" in record and not record.get("sidechain"):
             items = items_of(record.get("plan"))
             if items is not None:
                 return items

@@ -9,6 +9,8 @@ line, and nothing raises.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import inspect
 import pkgutil
@@ -19,13 +21,13 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
-from .base import (COMMAND, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning, Tool, ToolContext,
-                   ToolResult, cap, default_label, events)
+from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning,
+                   Tool, ToolContext, ToolResult, activity_label, cap, default_label, events, logged_args)
 from .memory import render_decisions, render_rows
 from .search import render_find
 
-__all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "call", "cap",
-           "default_label", "events", "get",
+__all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "activity_label",
+           "call", "cap", "default_label", "events", "get", "logged_args", "DELEGATE",
            "meaning_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
@@ -97,8 +99,10 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
         bound = inspect.signature(tool.run).bind(ctx, **arguments)
     except TypeError as err:
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
-    else:
-        result = _env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments) or _run_bounded(tool, ctx, bound)
+    else:  # one edit at a time: an agent's sub-agents share its lock (ToolContext.write_lock)
+        with ctx.write_lock if tool.effect == WRITE else contextlib.nullcontext():
+            result = (_env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments)
+                      or _run_bounded(tool, ctx, bound))
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
 
@@ -168,7 +172,9 @@ def _run_bounded(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) ->
         except BaseException as err:  # a bug: raised again in the caller's thread, as if run there
             box.append(err)
 
-    worker = threading.Thread(target=work, daemon=True, name=f"tool-{tool.name}")
+    # in the caller's context: events the tool records belong to its call's operation (memory.episodic)
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(work,), daemon=True,
+                              name=f"tool-{tool.name}")
     worker.start()
     deadline = None if tool.time_limit_s is None else time.monotonic() + tool.time_limit_s
     while True:
@@ -177,8 +183,8 @@ def _run_bounded(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) ->
             if isinstance(box[0], BaseException):
                 raise box[0]
             return box[0]
-        if ctx.cancel is not None and ctx.cancel.is_set() and tool.effect != "command":
-            # (run_command watches the stop itself: it kills its process group and says so)
+        if ctx.cancel is not None and ctx.cancel.is_set() and tool.effect not in (COMMAND, DELEGATE):
+            # (run_command watches the stop itself: it kills its process group and says so; a sub-agent stops)
             return ToolResult(f"error: {tool.name} stopped by the user", ok=False, data={"outcome": "cancelled"})
         if deadline is not None and time.monotonic() > deadline:
             return ToolResult(f"error: {tool.name} took longer than {tool.time_limit_s:g}s and was abandoned; "

@@ -7,7 +7,9 @@ tool's name:
 
 * `effect`: whether a call only looks (`QUERY`), writes memory (`MEMORY`),
   changes files (`WRITE`: checkpointed before it runs, refused in read-only
-  servers) or runs a process (`COMMAND`);
+  servers, one at a time per agent and its sub-agents), runs a process
+  (`COMMAND`) or a sub-agent (`DELEGATE`: its own calls are recorded and
+  checked one by one, each with its own effect);
 * `writes(args)`: the paths a `WRITE` call will change, known before it runs;
 * `meaning(call)`: what one finished call did, from its arguments and the
   fields recorded with its result (`Meaning`: maps and ranges read, files
@@ -51,7 +53,8 @@ QUERY = "query"  # reads the knowledge map, files or memory; changes nothing
 MEMORY = "memory"  # writes the agent's memory (STM, LTM, decisions)
 WRITE = "write"  # changes files in the workspace
 COMMAND = "command"  # runs a process
-EFFECTS = (QUERY, MEMORY, WRITE, COMMAND)
+DELEGATE = "delegate"  # runs a sub-agent (agent/subagent.py); never served over MCP
+EFFECTS = (QUERY, MEMORY, WRITE, COMMAND, DELEGATE)
 
 # What `replay --verify` may do with a past call.
 RECOMPUTE = "recompute"  # run it again against today's tree and compare the result
@@ -60,7 +63,7 @@ NEVER = "never"  # not re-run (a command, a memory write)
 
 # Fields of ToolResult.data that are written on the session log's tool record (sessions/README.md).
 RECORDED_FIELDS = ("duration_ms", "path", "lines", "served_from", "memory", "sha", "file_tokens", "chars",
-                   "chars_saved", "lines_changed", "outcome", "edits", "plan")
+                   "chars_saved", "lines_changed", "outcome", "edits", "plan", "subagent")
 
 
 # --------------------------------------------------------------------------- calls and what they mean
@@ -290,6 +293,10 @@ class ToolContext:
     # the .env-style files the user named this turn (scrub.is_env_file): only those reach the model;
     # None: any (the user's own slash commands)
     env_files: frozenset[str] | None = frozenset()
+    # runs a sub-agent for the task tool: (prompt, write) -> its summary (agent/subagent.py); None: none here
+    delegate: Callable[[str, bool], "ToolResult"] | None = None
+    # held by every WRITE call: an agent's sub-agents share their parent's, so their edits never interleave
+    write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -369,3 +376,29 @@ def as_text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise WorkstationError(f"{name} must be a string, got {type(value).__name__}")
     return value
+
+
+ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
+
+
+def logged_args(args: Mapping[str, Any]) -> dict:
+    """A call's arguments as the episodic log keeps them: masked, each text clipped to ARG_CLIP."""
+    out = {}
+    for key, value in args.items():
+        if isinstance(value, str):
+            value = scrub.mask(value)
+            if len(value) > ARG_CLIP:
+                value = value[:ARG_CLIP] + f"... [{len(value):,} chars]"
+        else:
+            value = scrub.mask_data(value)  # a list or an object may hold a key as well
+        out[key] = value
+    return out
+
+
+def activity_label(name: str, args: Mapping[str, Any]) -> str:
+    """`run_command: pytest -q`, `read_lines: a.py 1-40`: what a running tool works on, in one line."""
+    subject = args.get("cmd") or args.get("path") or next((v for v in args.values() if isinstance(v, str)), "")
+    if "start" in args and "end" in args:
+        subject = f"{subject} {args['start']}-{args['end']}"
+    subject = " ".join(str(subject).split())
+    return f"{name}: {subject[:80]}" if subject else name
