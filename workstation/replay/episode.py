@@ -86,7 +86,11 @@ class Step:
         return self.record["id"]
 
     def label(self) -> str:
-        """What happened at this step, in one line."""
+        """What happened at this step, in one line; a sub-agent's step (`sidechain`) behind its flow's name."""
+        flow = self.record.get("sidechain")
+        return f"[{flow}] {self._label()}" if flow else self._label()
+
+    def _label(self) -> str:
         r = self.record
         kind = self.kind
         if kind == "user":
@@ -338,9 +342,12 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
 
 # --------------------------------------------------------------------------- transcript turns
 def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
-    """Chat turns of one step, shaped as tui.viewdata.Turn (a mapping the TUI coerces)."""
+    """Chat turns of one step, shaped as tui.viewdata.Turn (a mapping the TUI coerces). A sub-agent's records
+    (`sidechain`) are none: the chat shows its task call and summary, the timeline and the steps its work."""
     r = step.record
     kind = step.kind
+    if r.get("sidechain"):
+        return []
     base = {"id": step.id, "ts": step.ts, "tokens": r.get("tokens")}
     if kind == "user":
         return [{**base, "role": "user", "text": str(r.get("content") or "")}]
@@ -389,7 +396,7 @@ def _timeline_events(step: Step, session: str) -> list[dict]:
 
     def add(type_: str, name: str, duration_ms: Any = None, tokens: Any = None, **details: Any) -> None:
         events.append({"ts": step.ts, "type": type_, "name": name, "id": f"{step.id}:{len(events)}",
-                       "turn_id": step.id, "session": session,
+                       "turn_id": step.id, "session": session, "flow": str(r.get("sidechain") or ""),
                        "duration_ms": float(duration_ms) if duration_ms is not None else None,
                        "tokens": int(tokens) if tokens is not None else None,
                        "details": {k: v for k, v in details.items() if v is not None}})

@@ -601,7 +601,8 @@ def timeline_row(event: dict) -> dict:
     return {"ts": event["ts"], "type": event["type"], "name": event.get("name", ""),
             "duration_ms": event.get("duration_ms"),
             "tokens": (event.get("tokens_in") or 0) + (event.get("tokens_out") or 0) or None,
-            "id": event["id"], "turn_id": turn_id, "session": event.get("session", ""), "details": data}
+            "id": event["id"], "turn_id": turn_id, "session": event.get("session", ""), "details": data,
+            "flow": "" if event.get("flow") in (None, "main") else event["flow"]}  # a sub-agent's flow: nested
 
 
 def _ltm_entry(row: dict) -> MemoryEntry:

@@ -104,6 +104,12 @@ class TimelineEvent:
     turn_id: str = ""  # the transcript turn this event belongs to, for jumps
     session: str = ""
     details: dict = field(default_factory=dict)
+    flow: str = ""  # a sub-agent's events: its flow (`task-3fa2c1`, nested `task-3fa2c1/task-09be77`); "": the agent's
+
+    @property
+    def depth(self) -> int:
+        """How deep the flow nests: 0 for the agent's own events, 1 for its sub-agents', 2 for theirs."""
+        return 0 if self.flow in ("", "main") else self.flow.count("/") + 1
 
 
 @dataclass(slots=True, frozen=True)

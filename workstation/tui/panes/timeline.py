@@ -5,7 +5,9 @@ Data down: `set_events(events)`, `append_events(events)` (TimelineEvent or mappi
 Messages up: `EventSelected(event)` on enter or click (the app moves the chat to
 `event.turn_id`, or says why it cannot); moving the cursor only shows the details.
 A failed event (a tool call that failed, a model call that errored or was
-stopped) is marked ✗ in the name column and in the details.
+stopped) is marked ✗ in the name column and in the details. A sub-agent's events
+(its flow, agent/subagent.py) are nested under the task call that ran it: their
+name is indented one step per level, behind `↳`.
 
 The type filter is a label cycled by keys (t / T / a), a click, or the command
 palette (one entry per type): a Select widget would double the pane's start-up cost.
@@ -189,10 +191,11 @@ class TimelinePane(DeferredPane):
 
     def _cells(self, event: TimelineEvent) -> tuple[str, str, Text, str, str]:
         # seconds in the table, milliseconds in the details; a failure is marked by shape and colour
+        nest = "  " * (event.depth - 1) + "↳ " if event.depth else ""
         if failed(event):
-            name = Text(f"✗ {event.name}", foreground_only(self.get_component_rich_style("timeline--failed")))
+            name = Text(f"{nest}✗ {event.name}", foreground_only(self.get_component_rich_style("timeline--failed")))
         else:
-            name = Text(event.name)  # never markup: names are paths and symbols
+            name = Text(nest + event.name)  # never markup: names are paths and symbols
         return (event_time(event.ts)[:8], event.type, name, human_duration(event.duration_ms),
                 human_count(event.tokens))
 
@@ -250,6 +253,8 @@ def details_text(event: TimelineEvent) -> str:
         facts.append(f"turn {event.turn_id}")
     if event.session:
         facts.append(f"session {event.session}")
+    if event.flow:
+        facts.append(f"sub-agent {event.flow}")
     if facts:
         lines.append(" · ".join(facts))
     for key, value in event.details.items():
