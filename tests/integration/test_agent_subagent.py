@@ -106,3 +106,171 @@ def test_replay_usage_and_report_count_the_child(tmp_path, server):
     rep = report.build(ws.paths, slug)
     assert rep.agent.model_calls == 4 and rep.billing.steps.requests == 4
     ws.close()
+
+
+def child_tools(session) -> list[dict]:
+    return [r for r in records(session, "tool") if r.get("sidechain")]
+
+
+def task_result(session) -> dict:
+    return next(r for r in records(session, "tool") if r["name"] == "task" and not r.get("sidechain"))
+
+
+def test_a_read_only_child_cannot_write_run_or_remember(tmp_path, server):
+    util = "pkg/util.py"
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Tidy pkg/util.py."}),
+                                               ("task", {"prompt": "Tidy it, writing.", "write": True})]),
+                             Reply(text="refused, fine")],
+             child=[Reply(tool_calls=[("read_lines", {"path": util, "start": 1, "end": 6}),
+                                      ("replace_lines", {"path": util, "start": 4, "end": 5, "content": "pwned"}),
+                                      ("write_file", {"path": "new.py", "content": "pwned"}),
+                                      ("run_command", {"cmd": "touch pwned"}),
+                                      ("log_decision", {"decision": "pwned"}),
+                                      ("todo", {"items": [{"text": "pwn", "status": "pending"}]})]),
+                    Reply(text="I could not change anything.")])
+    ws = workspace(tmp_path, server.url)
+    before = (ws.root / util).read_text()
+    a = agent(ws)
+    assert a.run("tidy the utilities").error is None
+    refused = child_tools(a.session)[1:]
+    assert [r["name"] for r in refused] == ["replace_lines", "write_file", "run_command", "log_decision", "todo"]
+    for r in refused:
+        assert not r["ok"] and r["outcome"] == "denied" and "\n" not in r["content"]
+        assert r["content"] == (f"error: {r['name']} is refused: this sub-agent is read-only (it may look, not "
+                                "change files, run commands or write memory); say in your summary what should change")
+    assert (ws.root / util).read_text() == before and not (ws.root / "new.py").exists()
+    assert not (ws.root / "pwned").exists() and a.memory.decisions() == [] and not records(a.session, "checkpoint")
+    # the model asked for a writer: this workspace does not let sub-agents write, in one line
+    writer = [r for r in records(a.session, "tool") if r["name"] == "task"][1]
+    assert not writer["ok"] and writer["content"] == (
+        "error: sub-agents may not write in this workspace (agent.subagent_writes is false): run the task "
+        "read-only and make the changes yourself")
+    a.close()
+    ws.close()
+
+
+def test_a_writer_edits_under_the_parents_turn_and_undo_takes_it_back(tmp_path, server):
+    util = "pkg/util.py"
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Rename clean to scrub in pkg/util.py.",
+                                                         "write": True})]), Reply(text="renamed")],
+             child=[Reply(tool_calls=[("read_lines", {"path": util, "start": 4, "end": 5})]),
+                    Reply(tool_calls=[("replace_lines", {"path": util, "start": 4, "end": 4,
+                                                         "content": "def scrub(text: str) -> str:"})]),
+                    Reply(text="pkg/util.py:4 now defines scrub.")])
+    ws = workspace(tmp_path, server.url, agent={"subagent_writes": True})
+    before = (ws.root / util).read_text()
+    a = agent(ws)
+    assert a.run("rename clean").error is None
+    assert "def scrub(text: str) -> str:" in (ws.root / util).read_text()
+    assert task_result(a.session)["content"] == "pkg/util.py:4 now defines scrub."
+    (checkpoint,) = records(a.session, "checkpoint")  # kept in the parent's turn, not the sub-agent's
+    user = next(r for r in records(a.session, "user") if not r.get("sidechain"))
+    assert checkpoint["turn"] == user["id"] and checkpoint["path"] == util and not checkpoint.get("sidechain")
+    assert util in a.undo().files
+    assert (ws.root / util).read_text() == before
+    a.close()
+    ws.close()
+
+
+def test_budget_exhaustion_returns_a_partial_summary(tmp_path, server):
+    grep = Reply(tool_calls=[("grep", {"pattern": "clean"})])
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Map every use of clean."})]), Reply(text="ok")],
+             child=[grep, grep, Reply(tool_calls=[("grep", {"pattern": "fetch"})], text="pkg/util.py:4 defines clean")])
+    ws = workspace(tmp_path, server.url, agent={"subagent_max_steps": 2})
+    a = agent(ws)
+    assert a.run("where is clean used?").error is None
+    child = [b for b in requests_since(server) if is_child(b)]
+    assert len(child) == 3  # two steps, then the one request asking for what it found
+    wrap = child[-1]["messages"][-1]["content"]
+    assert wrap.startswith("[workstation] Your budget for this task is spent (2 model calls")
+    result = task_result(a.session)
+    first, rest = result["content"].split("\n", 1)
+    assert first == ("[partial: the sub-agent's budget ran out after 2 model calls (agent.subagent_max_steps); this "
+                     "is what it found so far]")
+    assert rest == "pkg/util.py:4 defines clean"
+    assert result["ok"] and result["outcome"] == "partial" and result["subagent"]["spent"].startswith("2 model")
+    # the tool it still asked for in its last request was not run
+    assert child_tools(a.session)[-1]["content"] == "error: not run: your budget is spent; reply with your summary now"
+    a.close()
+    ws.close()
+
+
+def test_the_token_budget_stops_a_child_too(tmp_path, server):
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Map every use of clean."})]), Reply(text="ok")],
+             child=[Reply(tool_calls=[("grep", {"pattern": "clean"})], usage=(1500, 20)),
+                    Reply(text="", usage=(1600, 5))])
+    ws = workspace(tmp_path, server.url, agent={"subagent_max_tokens": 1000})
+    a = agent(ws)
+    assert a.run("where is clean used?").error is None
+    result = task_result(a.session)
+    assert result["content"] == ("[partial: the sub-agent's budget ran out after 1,520 tokens "
+                                 "(agent.subagent_max_tokens); this is what it found so far]\n"
+                                 "(the sub-agent wrote no summary)")
+    assert result["subagent"]["tokens_in"] == 3100 and result["subagent"]["steps"] == 2
+    a.close()
+    ws.close()
+
+
+def test_a_child_cannot_start_a_child_beyond_the_depth_limit(tmp_path, server):
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Look into clean."})]), Reply(text="ok")],
+             child=[Reply(tool_calls=[("task", {"prompt": "Look deeper."})]), Reply(text="did it myself")])
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws)
+    assert a.run("look").error is None
+    (nested,) = child_tools(a.session)
+    assert not nested["ok"] and nested["content"] == (
+        "error: a sub-agent cannot start another beyond depth 1 (agent.subagent_depth): do this part yourself")
+    assert {r["sidechain"] for r in records(a.session) if r.get("sidechain")} == {task_result(a.session)["subagent"]["flow"]}
+    a.close()
+    ws.close()
+
+
+def test_depth_two_nests_one_flow_in_another(tmp_path, server):
+    def respond(body):
+        last, asked = body["messages"][-1], body["messages"][-1]["role"] == "user"
+        if last["content"] == "Look deeper.":
+            return Reply(text="deep answer")
+        if last["content"] == "Look into clean.":
+            return Reply(tool_calls=[("task", {"prompt": "Look deeper."})])
+        if is_child(body):
+            return Reply(text="child answer")
+        return Reply(tool_calls=[("task", {"prompt": "Look into clean."})]) if asked else Reply(text="ok")
+
+    server.dispatch.fn = respond
+    ws = workspace(tmp_path, server.url, agent={"subagent_depth": 2})
+    a = agent(ws)
+    assert a.run("look").error is None
+    flows = list(dict.fromkeys(r["sidechain"] for r in records(a.session) if r.get("sidechain")))
+    assert len(flows) == 2 and flows[1].startswith(flows[0] + "/task-")
+    assert task_result(a.session)["content"] == "child answer"
+    deep = next(r for r in records(a.session, "tool") if r.get("sidechain") == flows[0] and r["name"] == "task")
+    assert deep["content"] == "deep answer"
+    a.close()
+    ws.close()
+
+
+def test_several_tasks_run_at_once_and_are_recorded_in_order(tmp_path, server):
+    prompts = ["Find uses of clean.", "Find uses of fetch.", "Find uses of parse."]
+
+    def respond(body):
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        if not is_child(body):
+            return Reply(tool_calls=[("task", {"prompt": p}) for p in prompts]) \
+                if body["messages"][-1]["role"] == "user" else Reply(text="all found")
+        if body["messages"][-1]["role"] == "user":  # a child's first request: slow, so the others overlap it
+            return Reply(tool_calls=[("grep", {"pattern": users[-1].split()[-1].rstrip(".")})], delay_s=0.6)
+        return Reply(text=f"summary of: {users[-1]}")
+
+    server.dispatch.fn = respond
+    ws = workspace(tmp_path, server.url, agent={"max_subagents": 2})
+    a = agent(ws)
+    assert a.run("find them all").error is None
+    child = [b for b in requests_since(server) if is_child(b)]
+    firsts = [b["messages"][-1]["role"] == "user" for b in child]
+    assert firsts[:2] == [True, True]  # two started before either finished its first step
+    assert firsts.count(True) == 3 and len(child) == 6
+    tasks = [r for r in records(a.session, "tool") if r["name"] == "task"]
+    assert [t["content"] for t in tasks] == [f"summary of: {p}" for p in prompts]  # in the order asked
+    assert len({t["subagent"]["flow"] for t in tasks}) == 3
+    a.close()
+    ws.close()
