@@ -274,3 +274,33 @@ def test_several_tasks_run_at_once_and_are_recorded_in_order(tmp_path, server):
     assert len({t["subagent"]["flow"] for t in tasks}) == 3
     a.close()
     ws.close()
+
+
+def test_the_childs_first_request_reads_the_parents_prefix_from_the_cache(tmp_path, server):
+    """Against the fake Anthropic endpoint's cache accounting: the child's first request reads, from the cache
+    the parent's requests wrote, exactly its tools and the parent's head (everything up to the system block)."""
+    from conftest_llm import CLAUDE_MODEL
+    from fake_cache import anthropic_blocks, count_tokens
+
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": FIND})]), Reply(text="Only fetch uses it.")],
+             child=[Reply(tool_calls=[("grep", {"pattern": "timeout"})]), Reply(text=SUMMARY)])
+    ws = workspace(tmp_path, server.url, model={"name": CLAUDE_MODEL})
+    a = agent(ws)
+    assert a.run("Where is the timeout setting used?").error is None
+    bodies = server.anthropic_requests[server.mark:]
+    usages = server.usages[server.mark:]
+    kinds = [is_child(b) for b in requests_since(server)]
+    assert kinds == [False, True, True, False]
+    parent_first, child_first = bodies[0], bodies[1]
+    assert json.dumps(child_first["tools"]) == json.dumps(parent_first["tools"])
+    assert json.dumps(child_first["system"]) == json.dumps(parent_first["system"])
+    blocks = anthropic_blocks(child_first)
+    head = len(child_first["tools"]) + len(child_first["system"])  # tools, then the system blocks
+    prefix = sum(count_tokens(text) for text, _ in blocks[:head])
+    assert usages[0]["cache_read_input_tokens"] == 0 and usages[0]["cache_creation_input_tokens"] > prefix
+    assert usages[1]["cache_read_input_tokens"] == prefix > 1024
+    # recorded as the child's own call, and the session's cost counts it
+    first_child = next(r for r in records(a.session, "assistant") if r.get("sidechain"))
+    assert first_child["cache_read_tokens"] == prefix
+    a.close()
+    ws.close()
