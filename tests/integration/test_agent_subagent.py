@@ -105,6 +105,16 @@ def test_replay_usage_and_report_count_the_child(tmp_path, server):
     assert row["calls"] == 4
     rep = report.build(ws.paths, slug)
     assert rep.agent.model_calls == 4 and rep.billing.steps.requests == 4
+    # the naive baseline gives the sub-agent a history of its own: the parent's grows by the call and summary
+    from workstation.sessions import Session
+    from workstation.tokens import count
+
+    view = Session.open(ws.paths, slug).read()
+    naive: list[tuple] = []
+    report.baseline_figures(view, ws.root, 999, count, requests=naive)
+    assert [len(r) for r in naive] == [3, 4, 4, 3] and naive[1][3] == naive[2][3] == flow
+    call = next(r for r in view.records if r["type"] == "assistant" and not r.get("sidechain"))
+    assert naive[3][0] == naive[0][0] + report._assistant_tokens(call, count) + count(SUMMARY) + 4
     ws.close()
 
 
@@ -287,10 +297,9 @@ def test_the_childs_first_request_reads_the_parents_prefix_from_the_cache(tmp_pa
     ws = workspace(tmp_path, server.url, model={"name": CLAUDE_MODEL})
     a = agent(ws)
     assert a.run("Where is the timeout setting used?").error is None
-    bodies = server.anthropic_requests[server.mark:]
-    usages = server.usages[server.mark:]
     kinds = [is_child(b) for b in requests_since(server)]
     assert kinds == [False, True, True, False]
+    bodies, usages = server.anthropic_requests[-4:], server.usages[-4:]  # (the module's server served others)
     parent_first, child_first = bodies[0], bodies[1]
     assert json.dumps(child_first["tools"]) == json.dumps(parent_first["tools"])
     assert json.dumps(child_first["system"]) == json.dumps(parent_first["system"])

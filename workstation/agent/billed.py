@@ -8,12 +8,14 @@ for a model the map gives no write price, as plain input). It never expires. Req
   naive, naive*   their histories are append-only: each request reads the whole previous request
                   from the cache and writes what is new (the previous answer, the new results); the
                   first request is all cache write. A different `base_tokens` (system prompt and tool
-                  schemas) from the request before reads nothing.
+                  schemas) from the request before reads nothing. A sub-agent's requests are a history
+                  of their own, whose first reads the base when an earlier request sent the same.
   agent steps     from the log: each request reads the previous request (`context_tokens`) unless
                   its history was rewritten since: a compact, redaction, rewind or epoch record in between,
                   fewer tokens than the request before, or a `cache_break` of compaction or rewind
                   recorded on it: then only its base (`base_tokens`, the head every request starts
-                  with) is read, or nothing when the base changed. A `cache_break` of "system changed",
+                  with) is read, or nothing when the base changed; a sub-agent's requests (`sidechain`)
+                  follow each other the same way, its first reading the base. A `cache_break` of "system changed",
                   "model switch" or "tools changed" reads nothing. A log written before the loop
                   recorded `cache_break` cannot show a system message changed between two requests:
                   for it the agent's figure is a bound from below on what it would be billed.
@@ -164,20 +166,27 @@ def session_rates(view: LogView) -> tuple[str, Rates, str, str]:
         "multipliers (cache write 1.25, cache read 0.1, output 5)")
 
 
-def appended(requests: list[tuple[int, int, int]], rates_: Rates) -> Billed:
-    """Append-only requests [(prompt tokens, base tokens, output tokens)] with an ideal prefix cache."""
+def appended(requests: list[tuple], rates_: Rates) -> Billed:
+    """Append-only requests [(prompt tokens, base tokens, output tokens[, a sub-agent's flow])] with an ideal
+    prefix cache: each history (the agent's, each sub-agent's) reads its previous request."""
     out = Billed()
-    previous: tuple[int, int, int] | None = None
-    for prompt, base, output in requests:
-        out.add(rates_, prompt, output, read=previous[0] if previous and previous[1] == base else 0)
-        previous = (prompt, base, output)
+    last: dict[str, tuple[int, int]] = {}  # flow ("": the agent's) -> (prompt, base) of its previous request
+    for prompt, base, output, *flow in requests:
+        chain = flow[0] if flow else ""
+        previous = last.get(chain)
+        if previous is None:
+            read = base if chain and any(b == base for _, b in last.values()) else 0
+        else:
+            read = previous[0] if previous[1] == base else 0
+        out.add(rates_, prompt, output, read=read)
+        last[chain] = (prompt, base)
     return out
 
 
 def agent_steps(view: LogView, rates_: Rates, output_of: Callable[[dict], int]) -> Billed:
     """The agent's steps with an ideal prefix cache (the module docstring's rules)."""
     out = Billed()
-    previous: dict | None = None
+    last: dict[str, dict] = {}  # flow ("": the agent's own steps) -> its previous request
     rewritten = False
     for record in view.records:
         kind = record["type"]
@@ -187,16 +196,20 @@ def agent_steps(view: LogView, rates_: Rates, output_of: Callable[[dict], int]) 
             continue
         prompt, base = _int(record.get("context_tokens")), _int(record.get("base_tokens"))
         cause = record.get("cache_break")
-        if previous is None or cause in COLD:
+        flow = str(record.get("sidechain") or "")
+        previous = last.get(flow)
+        if flow and previous is None:  # a sub-agent's first request starts with its parent's head
+            read = base if base and last.get("", {}).get("base") == base else 0
+        elif previous is None or cause in COLD:
             read = 0
-        elif rewritten or cause in RESTARTS or prompt < previous["prompt"] or \
+        elif (rewritten and not flow) or cause in RESTARTS or prompt < previous["prompt"] or \
                 record.get("trimmed") != previous["trimmed"]:
             read = base if base and base == previous["base"] else 0
         else:
             read = previous["prompt"]
         out.add(rates_, prompt, output_of(record), read=read)
-        previous = {"prompt": prompt, "base": base, "trimmed": record.get("trimmed")}
-        rewritten = False
+        last[flow] = {"prompt": prompt, "base": base, "trimmed": record.get("trimmed")}
+        rewritten = rewritten and bool(flow)  # a rewrite of the agent's history waits for its next step
     return out
 
 

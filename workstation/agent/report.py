@@ -26,6 +26,9 @@ whole file (`file_tokens`, counted when the agent looked; a file looked at
 twice within one model step is read once). Every other tool result, message
 and tool call costs what it cost the agent. Memory figures are zero.
 
+A sub-agent's steps (`sidechain` records, agent/subagent.py) are a history of their own in both
+columns: the naive agent delegates the same tasks, each sub-agent starting from the base.
+
 A second, more charitable baseline is reported beside it: the same naive
 agent re-reading a file only when it changed since its last full read (an
 edit in between, or another content hash); otherwise the copy already in its
@@ -38,7 +41,7 @@ the agent as its provider reported it, per request kind (agent/billed.py).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -155,7 +158,8 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
 
     With reread_unchanged=False the naive agent reads a file again only when it changed since its
     last full read (an edit, or another content hash): the most charitable reading of "naive".
-    `requests` gets (tokens sent, base tokens, output tokens) of each of its requests."""
+    `requests` gets (tokens sent, base tokens, output tokens) of each of its requests, a sub-agent's with its
+    flow as a fourth: each sub-agent (`sidechain`) has a history of its own."""
     fig = Figures()
     sizes: dict[str, int] = {}
 
@@ -170,40 +174,51 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
         return sizes[path] if sizes[path] >= 0 else count(str(record.get("content") or ""))
 
     meanings = {id(record): meaning for record, meaning in _meanings(view)}
-    read_this_step: set[str] = set()
-    last_read: dict[str, str | None] = {}  # path -> content hash at the naive agent's last full read
-    history = 0
+    chains: dict[str, _Chain] = {}  # "": the agent's own history; else a sub-agent's, by flow
     for record in view.records:
         kind = record["type"]
+        flow = str(record.get("sidechain") or "")
+        chain = chains.setdefault(flow, _Chain())
+        read_this_step, last_read = chain.read_this_step, chain.last_read
         if kind == "user" or (kind == "system" and not record.get("notice")):
-            history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
+            chain.history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
         elif kind == "assistant":
             fig.model_calls += 1
             base = int(record.get("base_tokens") or default_base_tokens)
-            sent = base + history
+            sent = base + chain.history
             if requests is not None:
-                requests.append((sent, base, output_tokens(record, count)))
+                requests.append((sent, base, output_tokens(record, count), *((flow,) if flow else ())))
             fig.tokens_sent += sent
             fig.peak_context = max(fig.peak_context, sent)
-            history += _assistant_tokens(record, count)
-            read_this_step = set()
+            chain.history += _assistant_tokens(record, count)
+            chain.read_this_step = set()
         elif kind == "tool":
             meaning = meanings[id(record)]
             looked = meaning.looked_at
             for path in looked:  # every look at a file is a full read of it for the naive agent
                 unchanged = path in last_read and last_read[path] == record.get("sha") is not None
                 if path in read_this_step or (not reread_unchanged and unchanged):
-                    history += MESSAGE_OVERHEAD  # the whole file is in the history already
+                    chain.history += MESSAGE_OVERHEAD  # the whole file is in the history already
                 else:
                     read_this_step.add(path)
                     last_read[path] = record.get("sha")
                     fig.file_reads += 1
-                    history += whole_file(record, path) + MESSAGE_OVERHEAD
+                    chain.history += whole_file(record, path) + MESSAGE_OVERHEAD
             for edit in meaning.edits:
                 last_read.pop(edit.path, None)  # its copy in the history is out of date
             if not looked:
-                history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
+                chain.history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
     return fig
+
+
+@dataclass
+class _Chain:
+    """One history of the naive agent: its tokens, the files read in its current step, its last full reads
+    (path -> content hash)."""
+
+    history: int = 0
+    read_this_step: set[str] = field(default_factory=set)
+    last_read: dict[str, str | None] = field(default_factory=dict)
 
 
 def load(paths, target: str) -> tuple[LogView, str]:
