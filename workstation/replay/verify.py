@@ -260,6 +260,9 @@ def _check_step(step: Step, ctx: tools.ToolContext, scratch: bool, report: Verif
         report.checks.append(Check(step.index, step.id, name, args, "edit-same" if same else "edit-differ",
                                    "" if same else "the episode's edit does not apply the same way",
                                    "" if same else _short_diff(then, result.text)))
+    elif tool.effect == tools.DELEGATE:
+        report.notes.append(f"step {step.number} ran a sub-agent ({tool.label(name, args)}): its own calls are "
+                            "checked as the steps they are")
     elif tool.effect == tools.COMMAND:
         if r.get("outcome") == "denied" or then.startswith(_REFUSED):
             report.notes.append(f"step {step.number}: the command {tool.label(name, args)} was refused and "
