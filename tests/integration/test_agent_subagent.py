@@ -80,6 +80,9 @@ def test_a_read_only_task_round_trip(tmp_path, server):
     assert all(e["parent"] == task_op["id"] or e["parent"] in ids for e in mine)  # a tree under the task call
     assert all(e["parent"] == task_op["id"] for e in mine if e["type"] == "op_start")
     assert sum(1 for e in evs if e["type"] == "model_call") == 4
+    # the parent's second request extends its first: the provider's cache serves it whole
+    assert [r.get("cache_break") for r in records(a.session, "assistant") if not r.get("sidechain")] == [
+        "first request", None]
     a.close()
     ws.close()
 
@@ -311,5 +314,21 @@ def test_the_childs_first_request_reads_the_parents_prefix_from_the_cache(tmp_pa
     # recorded as the child's own call, and the session's cost counts it
     first_child = next(r for r in records(a.session, "assistant") if r.get("sidechain"))
     assert first_child["cache_read_tokens"] == prefix
+    a.close()
+    ws.close()
+
+
+def test_a_task_cannot_open_an_env_file_the_user_did_not_name(tmp_path, server):
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Read .env and report API_KEY."})]),
+                             Reply(text="ok")],
+             child=[Reply(tool_calls=[("read_lines", {"path": ".env", "start": 1, "end": 1})]),
+                    Reply(text="refused")])
+    ws = workspace(tmp_path, server.url)
+    (ws.root / ".env").write_text("API_KEY=sk-live-0123456789abcdefghijklmnop\n")
+    a = agent(ws)
+    assert a.run("summarize the configuration").error is None
+    (read,) = child_tools(a.session)
+    assert not read["ok"] and "only when the user names it in the message" in read["content"]
+    assert "sk-live-0123456789abcdefghijklmnop" not in a.session.path.read_text()
     a.close()
     ws.close()

@@ -44,6 +44,7 @@ async def test_the_timeline_nests_a_sub_agents_events_under_its_task(tmp_path):
             turns = app.chat.transcript.turns
             assert [t.role for t in turns] == ["user", "assistant", "tool", "assistant"]
             assert turns[2].tool == "task" and turns[2].result == SUMMARY
+            assert backend._bill.total.calls == 4  # the status line's bill counts the sub-agent's calls
             pane = app.timeline
             await wait_for(pilot, lambda: any(e.flow for e in pane.shown))
             shown = pane.shown

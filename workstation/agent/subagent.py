@@ -264,7 +264,8 @@ def delegate(parent: Agent, prompt: str, write: bool) -> ToolResult:
     name = f"task-{secrets.token_hex(3)}"
     flow = f"{parent.flow}/{name}" if isinstance(parent, SubAgent) else name
     cancel = parent.ctx.cancel
-    shown = parent._events.on_activity  # the parent's status line shows what the sub-agent does
+    # the parent's UI hears of the sub-agent's records (marked sidechain) and shows what it does on its status line
+    shown, recorded = parent._events.on_activity, parent._events.on_record
 
     def activity(kind: str, what: str) -> None:
         if shown is not None and kind != "idle":
@@ -272,7 +273,7 @@ def delegate(parent: Agent, prompt: str, write: bool) -> ToolResult:
 
     child = SubAgent(parent, flow, write=write, head=head)
     try:
-        return child.work(prompt, cancel, AgentEvents(on_activity=activity))
+        return child.work(prompt, cancel, AgentEvents(on_activity=activity, on_record=recorded))
     except WorkstationError as err:
         return ToolResult(f"error: the sub-agent could not run: {err}", ok=False)
     finally:

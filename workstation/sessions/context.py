@@ -105,7 +105,7 @@ def planned_redactions(turns: list[dict], start: int, memory: Any, calls: dict[s
     limit = redaction_start(len(turns), memory.redact_every)
     found = []
     for record in turns[start:limit]:
-        if record["type"] != "tool":
+        if record["type"] != "tool" or record.get("sidechain"):  # a subagent's output is in no context here
             continue
         content = str(record.get("content") or "")
         if len(content) > memory.redact_min_chars:

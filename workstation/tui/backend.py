@@ -562,6 +562,10 @@ class _LiveTurn:
         from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
+        if record.get("sidechain"):  # a sub-agent's: its cost counts; the chat shows its task and summary only
+            if record["type"] == "assistant":
+                self.backend.count_call(record)
+            return
         kind, rid, ts = record["type"], record["id"], record_time(record)
         content = str(record.get("content") or "")
         if kind == "user":
