@@ -104,6 +104,17 @@ def test_replay_usage_and_report_count_the_child(tmp_path, server):
     child_calls = [e for e in timeline if e.get("flow") == flow and e["type"] == "model_call"]
     assert len(child_calls) == 2
     assert [e["type"] for e in timeline if e["type"] == "model_call" and not e.get("flow")] == ["model_call"] * 2
+    # search finds what only the sub-agent saw, in the parent's turn; --verify re-runs its grep
+    from workstation.replay.verify import verify
+    from workstation.sessions import textindex
+
+    grep = next(s.record for s in nested if s.kind == "tool")
+    textindex.sync(ws.paths, ws.db)
+    hits = textindex.search(ws.paths, ws.db, "timeout: float", 10)
+    assert [(h.slug, h.record_id, h.turn) for h in hits if h.record_id == grep["id"]] == [(slug, grep["id"], 1)]
+    checked = verify(episode, ws)
+    assert [(c.tool, c.status) for c in checked.checks] == [("grep", "same")]
+    assert any("ran a sub-agent" in note for note in checked.notes)
     (row,) = usage(ws.db, "session", session=slug).records()
     assert row["calls"] == 4
     rep = report.build(ws.paths, slug)
