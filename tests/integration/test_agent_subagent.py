@@ -119,6 +119,8 @@ def test_replay_usage_and_report_count_the_child(tmp_path, server):
     assert row["calls"] == 4
     rep = report.build(ws.paths, slug)
     assert rep.agent.model_calls == 4 and rep.billing.steps.requests == 4
+    assert rep.subagents["tasks"] == 1 and rep.subagents["model_calls"] == 2
+    assert rep.subagent_line().startswith("sub-agents: 1 task(s), 2 of the 4 model calls")
     # the naive baseline gives the sub-agent a history of its own: the parent's grows by the call and summary
     from workstation.sessions import Session
     from workstation.tokens import count

@@ -75,6 +75,7 @@ class Report:
     baseline: Figures  # the naive policy as the issue defines it: a full read at every look
     baseline_once: Figures  # the same, re-reading a file only after it changed
     billing: billed.Billing | None = None  # what each costs as billed (agent/billed.py)
+    subagents: dict | None = None  # {tasks, model_calls, tokens_sent} of its sub-agents (subagent_figures)
 
     def reduction(self, name: str, baseline: Figures | None = None) -> float | None:
         base = getattr(baseline or self.baseline, name)
@@ -85,7 +86,16 @@ class Report:
                 "baseline_reading_unchanged_files_once": asdict(self.baseline_once),
                 "reduction": {name: self.reduction(name) for name in REDUCED},
                 "reduction_vs_reading_once": {name: self.reduction(name, self.baseline_once) for name in REDUCED},
-                "billed": self.billing.to_dict() if self.billing else None}
+                "billed": self.billing.to_dict() if self.billing else None, "subagents": self.subagents}
+
+    def subagent_line(self) -> str | None:
+        """What the sub-agents took of the agent's figures, in one line (None: it ran none)."""
+        sub = self.subagents
+        if not sub:
+            return None
+        return (f"sub-agents: {sub['tasks']} task(s), {sub['model_calls']:,} of the {self.agent.model_calls:,} model "
+                f"calls and {sub['tokens_sent']:,} of the {self.agent.tokens_sent:,} tokens sent (each a history of "
+                "its own in the naive columns)")
 
     def rows(self) -> list[dict]:
         out = []
@@ -149,6 +159,16 @@ def agent_figures(view: LogView) -> Figures:
             fig.file_reads += sum(r.served_from == "disk" for r in meaning.reads)
             fig.decisions_logged += meaning.decision is not None
     return fig
+
+
+def subagent_figures(view: LogView) -> dict | None:
+    """The sub-agents' part of a session (agent/subagent.py): task calls, and their model calls and tokens sent."""
+    tasks = sum(1 for r in view.records if r["type"] == "tool" and isinstance(r.get("subagent"), dict))
+    calls = [r for r in view.records if r["type"] == "assistant" and r.get("sidechain")]
+    if not tasks and not calls:
+        return None
+    return {"tasks": tasks, "model_calls": len(calls),
+            "tokens_sent": sum(int(r.get("context_tokens") or 0) for r in calls)}
 
 
 def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
@@ -252,4 +272,5 @@ def build(paths, target: str) -> Report:
     once: list[tuple[int, int, int]] = []
     return Report(name, agent_figures(view), baseline_figures(view, paths.root, base, count, requests=naive),
                   baseline_figures(view, paths.root, base, count, reread_unchanged=False, requests=once),
-                  billed.build(view, naive, once, lambda record: output_tokens(record, count)))
+                  billed.build(view, naive, once, lambda record: output_tokens(record, count)),
+                  subagent_figures(view))

@@ -103,6 +103,8 @@ def report(ws, session: str, as_json: bool) -> None:
     click.echo("naive: the same steps with a full-file read at every file_meta/read_lines and the whole raw history "
                "in every request (no memory, no compaction, no redaction); naive*: the same, re-reading a file only "
                "after it changed. Method: workstation/agent/report.py")
+    if rep.subagent_line():
+        click.echo(rep.subagent_line())
     if rep.billing is not None:
         bill = rep.billing
         click.echo()
