@@ -345,3 +345,22 @@ def test_a_task_cannot_open_an_env_file_the_user_did_not_name(tmp_path, server):
     assert "sk-live-0123456789abcdefghijklmnop" not in a.session.path.read_text()
     a.close()
     ws.close()
+
+
+def test_a_writers_command_goes_to_the_users_approval_naming_the_sub_agent(tmp_path, server):
+    scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": "Make a file.", "write": True})]),
+                             Reply(text="ok")],
+             child=[Reply(tool_calls=[("run_command", {"cmd": "touch made-by-child"})]), Reply(text="refused")])
+    ws = workspace(tmp_path, server.url, agent={"subagent_writes": True, "command_allow": []})
+    asked = []
+    a = agent(ws, approve=lambda request: asked.append(request) or False)
+    assert a.run("make a file").error is None
+    (request,) = asked
+    assert request.subject == "touch made-by-child"
+    flow = task_result(a.session)["subagent"]["flow"]
+    assert request.reason.endswith(f"; asked by sub-agent {flow}")
+    (command,) = child_tools(a.session)
+    assert not command["ok"] and command["content"].startswith("error: you refused: 'touch made-by-child'")
+    assert not (ws.root / "made-by-child").exists()
+    a.close()
+    ws.close()

@@ -33,6 +33,7 @@ refuses an edit of a file another changed since it read it.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from typing import TYPE_CHECKING, Any
@@ -41,10 +42,12 @@ from ..errors import WorkstationError
 from ..sessions.context import seen, summary_turn_text
 from ..sessions.log import LogView, Session
 from . import context, tools, updates
+from .approval import ApprovalRequest
 from .loop import Agent, AgentEvents, TurnResult
 from .tools import DELEGATE, QUERY, ToolContext, ToolResult
 
 if TYPE_CHECKING:
+    from .approval import Approver
     from .context import Request
 
 ROLE = """You are a sub-agent: the main agent handed you the task in the next message, with a context of your \
@@ -58,6 +61,7 @@ WRAP_UP = ("[workstation] Your budget for this task is spent ({spent}). Reply no
            "found so far, and what is left undone.")
 NO_SUMMARY = "(the sub-agent wrote no summary)"
 _IDS = threading.Lock()
+_ASKING = threading.Lock()  # sub-agents running at once put one question to the user at a time
 
 
 class Sidechain:
@@ -122,7 +126,7 @@ class SubAgent(Agent):
 
     def __init__(self, parent: Agent, flow: str, *, write: bool, head: tuple[dict, str | None]):
         base = parent.session.base if isinstance(parent.session, Sidechain) else parent.session
-        super().__init__(parent.ws, Sidechain(base, flow), approve=parent.ctx.approve if write else None,
+        super().__init__(parent.ws, Sidechain(base, flow), approve=_asking(parent.ctx.approve, flow) if write else None,
                          model=parent.model_name, compaction="off", toolset=_Guarded(parent.toolset, self),
                          memory=parent.ws.memory(base.slug, flow=flow))
         cfg = self.config.agent
@@ -224,6 +228,18 @@ class SubAgent(Agent):
 
     def _auto_commit(self, *args) -> None:
         """The parent's turn commits (agent.auto_commit), sub-agents' changes with it."""
+
+
+def _asking(approve: "Approver | None", flow: str) -> "Approver | None":
+    """The parent's approver, the question naming the sub-agent that asks; one question at a time."""
+    if approve is None:
+        return None
+
+    def ask(request: ApprovalRequest) -> bool:
+        with _ASKING:
+            return approve(dataclasses.replace(request, reason=f"{request.reason}; asked by sub-agent {flow}"))
+
+    return ask
 
 
 def depth_of(agent: Agent) -> int:
