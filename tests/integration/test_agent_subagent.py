@@ -246,7 +246,8 @@ def test_a_child_cannot_start_a_child_beyond_the_depth_limit(tmp_path, server):
     (nested,) = child_tools(a.session)
     assert not nested["ok"] and nested["content"] == (
         "error: a sub-agent cannot start another beyond depth 1 (agent.subagent_depth): do this part yourself")
-    assert {r["sidechain"] for r in records(a.session) if r.get("sidechain")} == {task_result(a.session)["subagent"]["flow"]}
+    flow = task_result(a.session)["subagent"]["flow"]
+    assert {r["sidechain"] for r in records(a.session) if r.get("sidechain")} == {flow}
     a.close()
     ws.close()
 

@@ -49,6 +49,7 @@ from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import fetch_original, seen
 from ..sessions.log import new_record_id
+from ..sessions.turns import starts_turn
 from ..tokens import count
 from . import context, memoryfirst, tools, updates
 from .approval import Approver
@@ -150,7 +151,7 @@ class Agent:
         self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
                                             intend=None, env_files=None, delegate=None)
         records = session.read().records
-        self._turn_id = next((r["id"] for r in reversed(records) if r.get("type") == "user" and not r.get("sidechain")), "")
+        self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._turn = memoryfirst.TurnMemory()
