@@ -126,9 +126,9 @@ class SubAgent(Agent):
 
     def __init__(self, parent: Agent, flow: str, *, write: bool, head: tuple[dict, str | None]):
         base = parent.session.base if isinstance(parent.session, Sidechain) else parent.session
-        super().__init__(parent.ws, Sidechain(base, flow), approve=_asking(parent.ctx.approve, flow) if write else None,
-                         model=parent.model_name, compaction="off", toolset=_Guarded(parent.toolset, self),
-                         memory=parent.ws.memory(base.slug, flow=flow))
+        super().__init__(parent.ws, Sidechain(base, flow), model=parent.model_name, compaction="off",
+                         approve=_asking(parent.ctx.approve, flow) if write else None,
+                         toolset=_Guarded(parent.toolset, self), memory=parent.ws.memory(base.slug, flow=flow))
         cfg = self.config.agent
         self.flow = flow
         self.depth = depth_of(parent) + 1
