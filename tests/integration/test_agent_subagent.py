@@ -365,3 +365,27 @@ def test_a_writers_command_goes_to_the_users_approval_naming_the_sub_agent(tmp_p
     assert not (ws.root / "made-by-child").exists()
     a.close()
     ws.close()
+
+
+def test_stopping_the_turn_stops_the_sub_agent(tmp_path, server):
+    import threading
+
+    cancel = threading.Event()
+
+    def respond(body):
+        if not is_child(body):
+            return Reply(tool_calls=[("task", {"prompt": "Map every use of clean."})])
+        threading.Timer(0.3, cancel.set).start()  # the user stops the turn while the sub-agent waits on its model
+        return Reply(text="too late", delay_s=3.0)
+
+    server.dispatch.fn = respond
+    ws = workspace(tmp_path, server.url)
+    a = agent(ws)
+    result = a.run("where is clean used?", cancel=cancel)
+    assert result.error == "cancelled"
+    task = task_result(a.session)
+    assert not task["ok"] and task["content"] == "error: the sub-agent stopped: cancelled"
+    assert task["outcome"] == "cancelled"
+    assert len(requests_since(server)) == 2  # the parent's, the sub-agent's: nothing after the stop
+    a.close()
+    ws.close()
