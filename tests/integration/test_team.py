@@ -158,9 +158,9 @@ def test_server_stopped_mid_push_loses_and_duplicates_nothing(tmp_path, pg, proj
     pusher = threading.Thread(target=push)
     pusher.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # stop the server while a COPY is running
+    while time.monotonic() < deadline and pusher.is_alive():  # stop the server while a COPY is running
         try:
-            busy = pg.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY push_rows%' "
+            busy = pg.sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY workstation.events%' "
                           "AND state = 'active'")[0][0]
             landed = server_rows(pg, project)[0]
         except Exception:

@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 
 from ..store.broker import readonly
-from .server import COLUMNS
+from .server import COLUMNS, bare
 
 LTM_LAG_NS = 120 * 10**9  # how far back a push looks again for LTM writes that landed late (a flush is ms)
 _CSV_IN = "auto_detect = false, header = false, allow_quoted_nulls = false, delim = ',', quote = '\"', escape = '\"'"  # "" is an empty string, an empty field NULL
@@ -57,20 +57,28 @@ def _mark(con, kind: str) -> tuple[int, int]:
 _NONE = -1  # the mark before the first push: rowids start at 0
 
 
+def _text(*cols: str) -> str:
+    """Text columns as PostgreSQL takes them: it refuses a NUL character, which DuckDB's VARCHAR may hold (one
+    such row would stop every later push)."""
+    return ", ".join(f"replace({c}, chr(0), '')" for c in cols)
+
+
 _EXPORT = {  # server.COLUMNS, from the local tables
-    "events": "id, ts, session, flow, step, parent, type, name, duration_ms, tokens_in, tokens_out, cost_usd, ok, data",
-    "decisions": "id, ts, session, flow, step, decision, reasoning, to_json(related_files)",
+    "events": f"{_text('id')}, ts, {_text('session', 'flow')}, step, {_text('parent', 'type', 'name')}, duration_ms, "
+              f"tokens_in, tokens_out, cost_usd, ok, {_text('data::VARCHAR')}",
+    "decisions": f"{_text('id')}, ts, {_text('session', 'flow')}, step, {_text('decision', 'reasoning')}, "
+                 "to_json(related_files)",
 }
 
 
 @readonly
-def export_pending(con, kind: str, path: str, limit: int, private: list[str],
-                   after: int | None = None) -> tuple[int, int]:
-    """Write up to `limit` rows not pushed yet (past `after`, else past the watermark) to `path` as CSV in
-    server.COLUMNS order; returns (rows, the mark to record once the server has them). It never moves the
-    watermark itself: a push that fails sends the same rows again."""
+def export_pending(con, kind: str, path: str, limit: int, private: list[str], after: int | None,
+                   stamp: tuple[str, str]) -> tuple[int, int]:
+    """Write up to `limit` rows not pushed yet (past `after`, else past the watermark) to `path` as CSV:
+    `stamp` (project, origin), then server.COLUMNS. Returns (rows, the mark to record once the server has
+    them). It never moves the watermark itself: a push that fails sends the same rows again."""
     if kind == "ltm":
-        return _export_ltm(con, path, limit, private, after)
+        return _export_ltm(con, path, limit, private, after, stamp)
     if after is None:
         after, counted = _mark(con, kind)
         if con.execute(f"SELECT count(*) FROM main.{kind} WHERE rowid <= ?", [after]).fetchone()[0] != counted:
@@ -79,13 +87,15 @@ def export_pending(con, kind: str, path: str, limit: int, private: list[str],
                       f"ORDER BY rowid LIMIT ?)", [after, limit]).fetchone()[0]
     if top is None:
         return 0, after
-    n = con.execute(f"COPY (SELECT {_EXPORT[kind]} FROM main.{kind} WHERE rowid > {int(after)} "
-                    f"AND rowid <= {int(top)}) TO '{_q(path)}' (FORMAT csv, HEADER false)").fetchone()[0]
+    n = con.execute(f"COPY (SELECT $project, $origin, {_EXPORT[kind]} FROM main.{kind} WHERE rowid > {int(after)} "
+                    f"AND rowid <= {int(top)}) TO '{_q(path)}' (FORMAT csv, HEADER false)",
+                    {"project": stamp[0], "origin": stamp[1]}).fetchone()[0]
     return n, top
 
 
 _LTM_PENDING = """
-    SELECT l.namespace, l.key, CASE WHEN l.deleted THEN NULL ELSE l.value::VARCHAR END AS value, l.deleted,
+    SELECT $project, $origin, replace(l.namespace, chr(0), ''), replace(l.key, chr(0), ''),
+           CASE WHEN l.deleted THEN NULL ELSE l.value::VARCHAR END AS value, l.deleted,
            greatest(l.stamp, coalesce((SELECT max(r.stamp) + 1 FROM team.remote_ltm r WHERE r.namespace = l.namespace
                                        AND r.key = l.key AND r.seen_at < l.stamp), 0)) AS stamp,
            l.updated_at, l.updated_by
@@ -94,7 +104,8 @@ _LTM_PENDING = """
 """
 
 
-def _export_ltm(con, path: str, limit: int, private: list[str], after: int | None) -> tuple[int, int]:
+def _export_ltm(con, path: str, limit: int, private: list[str], after: int | None,
+                stamp: tuple[str, str]) -> tuple[int, int]:
     if after is None:  # the writes of the last LTM_LAG_NS again: one stamped earlier may have landed since
         after = max(_NONE, _mark(con, "ltm")[0] - LTM_LAG_NS)
     params = {"since": after, "private": private}
@@ -102,7 +113,7 @@ def _export_ltm(con, path: str, limit: int, private: list[str], after: int | Non
                       f"list_contains($private, namespace) ORDER BY s LIMIT {int(limit)})", params).fetchone()[0]
     if top is None:
         return 0, after
-    params["top"] = top
+    params.update(top=top, project=stamp[0], origin=stamp[1])
     n = con.execute(f"COPY ({_LTM_PENDING} ORDER BY l.stamp) TO '{_q(path)}' (FORMAT csv, HEADER false)",
                     params).fetchone()[0]
     return n, top
@@ -149,7 +160,7 @@ def _select_csv(kind: str, path: str) -> str:
 
 
 def _duck_type(pg: str) -> str:
-    base = pg.replace(" NOT NULL", "")
+    base = bare(pg)
     return {"text": "VARCHAR", "timestamp": "TIMESTAMP", "integer": "INTEGER", "bigint": "BIGINT",
             "double precision": "DOUBLE", "boolean": "BOOLEAN"}[base]
 

@@ -26,20 +26,21 @@ from . import TeamError
 SCHEMA_VERSION = 1  # the server schema this client writes and reads; a newer one asks for an upgrade
 CONNECT_TIMEOUT_S = 5
 
+# Key columns compare bytewise (COLLATE "C") whatever the server's locale: cheaper to index, one order.
 # Columns of the synced tables after (seq, project, origin, author), as the server types them. Pushed and
 # pulled as CSV in this order (replica.py writes and reads the same order).
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "events": [("id", "text NOT NULL"), ("ts", "timestamp NOT NULL"), ("session", "text NOT NULL"),
+    "events": [("id", 'text COLLATE "C" NOT NULL'), ("ts", "timestamp NOT NULL"), ("session", "text NOT NULL"),
                ("flow", "text NOT NULL"), ("step", "integer"), ("parent", "text"), ("type", "text NOT NULL"),
                ("name", "text NOT NULL"), ("duration_ms", "double precision"), ("tokens_in", "integer"),
                ("tokens_out", "integer"), ("cost_usd", "double precision"), ("ok", "boolean"), ("data", "text")],
-    "decisions": [("id", "text NOT NULL"), ("ts", "timestamp NOT NULL"), ("session", "text NOT NULL"),
+    "decisions": [("id", 'text COLLATE "C" NOT NULL'), ("ts", "timestamp NOT NULL"), ("session", "text NOT NULL"),
                   ("flow", "text NOT NULL"), ("step", "integer"), ("decision", "text NOT NULL"),
                   ("reasoning", "text NOT NULL"), ("related_files", "text NOT NULL")],  # a JSON list
-    "ltm": [("namespace", "text NOT NULL"), ("key", "text NOT NULL"), ("value", "text"),
+    "ltm": [("namespace", 'text COLLATE "C" NOT NULL'), ("key", 'text COLLATE "C" NOT NULL'), ("value", "text"),
             ("deleted", "boolean NOT NULL"), ("stamp", "bigint NOT NULL"), ("updated_at", "timestamp NOT NULL"),
             ("updated_by", "text NOT NULL")],
-    "session_lines": [("slug", "text NOT NULL"), ("line", "bigint NOT NULL"), ("text", "text NOT NULL")],
+    "session_lines": [("slug", 'text COLLATE "C" NOT NULL'), ("line", "bigint NOT NULL"), ("text", "text NOT NULL")],
 }
 KEYS = {"events": ("id",), "decisions": ("id",), "ltm": ("namespace", "key", "stamp"),
         "session_lines": ("slug", "line")}
@@ -47,11 +48,16 @@ KINDS = tuple(COLUMNS)
 SHARE_OF = {"events": "events", "decisions": "decisions", "ltm": "ltm", "session_lines": "sessions"}
 
 
+def bare(sqltype: str) -> str:
+    """A column's type without its constraints and collation ('text COLLATE "C" NOT NULL' -> 'text')."""
+    return sqltype.replace(' COLLATE "C"', "").replace(" NOT NULL", "")
+
+
 def _table_sql(kind: str) -> str:
     cols = ",\n    ".join(f"{name} {kind_}" for name, kind_ in COLUMNS[kind])
     key = ", ".join(KEYS[kind])
     return (f"CREATE TABLE workstation.{kind} (\n    seq bigint GENERATED ALWAYS AS IDENTITY,\n"
-            f"    project text NOT NULL,\n    origin text NOT NULL,\n"
+            f"    project text COLLATE \"C\" NOT NULL,\n    origin text COLLATE \"C\" NOT NULL,\n"
             f"    author text NOT NULL DEFAULT current_user,\n    {cols},\n"
             f"    PRIMARY KEY (project, origin, {key})\n);\n"
             f"CREATE INDEX {kind}_pull ON workstation.{kind} (project, origin, seq);")

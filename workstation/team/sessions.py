@@ -23,8 +23,9 @@ def _sent(con) -> dict[str, int]:
             con.execute("SELECT kind, mark FROM team.pushed WHERE kind LIKE 'session:%'").fetchall()}
 
 
-def _export(path: str, slug: str, log: str, skip: int) -> int:
-    """The complete lines of `log` after the first `skip`, as CSV rows (slug, line, text); how many."""
+def _export(path: str, stamp: tuple[str, str], slug: str, log: str, skip: int) -> int:
+    """The complete lines of `log` after the first `skip`, as CSV rows (project, origin, slug, line, text);
+    how many."""
     n = 0
     with open(log, "rb") as src, open(path, "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
@@ -33,7 +34,7 @@ def _export(path: str, slug: str, log: str, skip: int) -> int:
                 break  # still being written
             if number <= skip:
                 continue
-            writer.writerow([slug, number, raw[:-1].decode("utf-8", "replace")])
+            writer.writerow([*stamp, slug, number, raw[:-1].decode("utf-8", "replace").replace("\0", "")])
             n += 1
     return n
 
@@ -51,7 +52,7 @@ def push(team: Any, con) -> tuple[int, int]:
         try:
             skip = sent_before.get(slug, 0)
             try:
-                n = _export(path, slug, log, skip)
+                n = _export(path, (team.team.project, team.origin), slug, log, skip)
             except FileNotFoundError:  # archived meanwhile
                 continue
             if not n:
