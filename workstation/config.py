@@ -22,6 +22,7 @@ import warnings
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, get_args, get_origin
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 from msgspec import Meta, field
@@ -235,8 +236,6 @@ _WEAK_SSL = frozenset({"disable", "allow", "prefer", "require", "verify-ca"})
 
 def team_url_parts(url: str):
     """`url` split (urllib), for the checks below and for workstation.team.server."""
-    from urllib.parse import parse_qs, urlsplit
-
     parts = urlsplit(url)
     return parts, {k: v[-1] for k, v in parse_qs(parts.query).items()}
 

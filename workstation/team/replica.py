@@ -23,9 +23,11 @@ see each other are concurrent: the higher (stamp, origin) wins, the same on ever
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from ..store.broker import readonly
+from ..store.schema import mirror_views
 from .server import COLUMNS, bare
 
 LTM_LAG_NS = 120 * 10**9  # how far back a push looks again for LTM writes that landed late (a flush is ms)
@@ -199,8 +201,6 @@ def apply_pulled(con, kind: str, path: str) -> int:
 
 
 def _now_ns() -> int:
-    import time
-
     return time.time_ns()
 
 
@@ -234,6 +234,4 @@ def path_for(state: Path, what: str) -> str:
 
 def refresh_views(con) -> int:
     """The team schema's reflection views brought in line with main's (store.schema.mirror_views)."""
-    from ..store.schema import mirror_views
-
     return mirror_views(con, "team")

@@ -8,11 +8,14 @@ copies locally (replica table team.session_lines), offline too.
 
 from __future__ import annotations
 
+import contextlib
 import csv
-from typing import Any
+import os
+from typing import Any, Callable
 
 from ..sessions.log import SUFFIX, live_slugs
 from ..store.broker import readonly
+from . import replica
 
 MAX_SEARCH_HITS = 200
 
@@ -39,11 +42,9 @@ def _export(path: str, stamp: tuple[str, str], slug: str, log: str, skip: int) -
     return n
 
 
-def push(team: Any, con) -> tuple[int, int]:
-    """Every live log's new lines to the server; (rows the server took, rows sent)."""
-    from . import replica
-    from .sync import _unlink, copy_in  # the sync module imports this one
-
+def push(team: Any, con, copy_in: Callable[..., int]) -> tuple[int, int]:
+    """Every live log's new lines to the server through `copy_in` (sync.copy_in); (rows the server took,
+    rows sent)."""
     sent_before = team.db.call(_sent)
     taken = sent = 0
     for slug in live_slugs(team.paths):
@@ -60,7 +61,8 @@ def push(team: Any, con) -> tuple[int, int]:
             taken += copy_in(con, team.team.project, team.origin, "session_lines", path)
             sent += n
         finally:
-            _unlink(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         team.db.call(replica.mark_pushed, f"session:{slug}", skip + n, n)
     return taken, sent
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ class Team:
                 if server.SHARE_OF[kind] not in self.team.share:
                     continue
                 if kind == "session_lines":
-                    taken, sent = session_sync.push(self, con)
+                    taken, sent = session_sync.push(self, con, copy_in)
                 else:
                     taken, sent = self._push_kind(con, kind)
                 report.rows[kind], report.sent[kind] = taken, sent
@@ -117,8 +118,6 @@ class Team:
 
     def _push_kind(self, con, kind: str) -> tuple[int, int]:
         """Batches past the watermark, each exported (by the owner) while the one before is being COPYed."""
-        from concurrent.futures import ThreadPoolExecutor
-
         def export(after: int | None) -> tuple[str, int, int]:
             path = self._tmp("push")
             n, top = self.db.call(replica.export_pending, kind, path, BATCH_ROWS, self.private, after,
