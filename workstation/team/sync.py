@@ -199,6 +199,15 @@ class Team:
         return out
 
 
+def label(state: dict[str, str]) -> str:
+    """The status line's team sync state from replica.summary's facts: the last push's time, or a failure
+    newer than it."""
+    push, error = state.get("last_push", ""), state.get("last_error", "")
+    if error and error.split(" ", 1)[0] > push:
+        return f"team ✗ {error[11:16]}"
+    return f"team ↑{push[11:16]}" if push else "team: not pushed yet"
+
+
 def copy_in(con, project: str, origin: str, kind: str, path: str) -> int:
     """One batch (`path`: CSV of project, origin and server.COLUMNS) into the server, in one transaction
     holding the origin's advisory lock (so an origin's rows commit in seq order); returns the rows the

@@ -207,6 +207,12 @@ class LiveBackend:
         found = git.status(self.ws.root)
         if not self._closing.is_set():
             self._ui(self.app.chat.set_git, found.label if found is not None else "")
+        if self.ws.config.team.enabled:  # the sidecar pushes; the state it noted is read here
+            from ..team import replica, sync  # lazy: the team package, only with [team]
+
+            label = sync.label(self.ws.db.call(replica.summary)["state"])
+            if not self._closing.is_set():
+                self._ui(self.app.chat.set_team, label)
 
     def _say_sandbox(self) -> None:
         """Say at start which sandbox commands will run in, or why none (then every command asks): the
