@@ -366,3 +366,32 @@ def test_shared_sessions_travel_as_lines_and_search_locally(tmp_path, pg, projec
     hits = json.loads(out)
     assert len(hits) == 1 and hits[0]["author"] == "alice" and "CSRF token" in hits[0]["text"]
     assert server_rows(pg, project, "session_lines", "slug, line") == (lines, lines)
+
+
+def test_an_accepted_author_needs_no_item_accept(tmp_path, pg, project, capsys, monkeypatch):
+    from workstation.runtime import Workspace
+    from workstation.team.sync import Team
+
+    bob = make_ws(tmp_path, "bob", pg, project)
+    record(bob, "s-bob", 1, decision="bob: squash merges only")
+    run(bob, "team", "push", capsys=capsys, monkeypatch=monkeypatch)
+    root = tmp_path / "carol"
+    root.mkdir()
+    team = {"url": pg.url("carol"), "project": project}
+    with Workspace(root, overrides={"team": team}) as ws:
+        Team(ws.db, ws.paths, ws.config.team).pull()
+        with ws.memory("s") as mem:
+            assert [d.decision for d in mem.decisions()] == []
+    with Workspace(root, overrides={"team": {**team, "accept_authors": ["bob"]}}) as ws:
+        with ws.memory("s") as mem:
+            found = mem.decisions()
+    assert [(d.decision, d.author) for d in found] == [("bob: squash merges only", "bob")]
+
+
+def test_the_sidecar_pushes_when_team_is_configured(tmp_path, pg, project, capsys, monkeypatch):
+    root = make_ws(tmp_path, "alice", pg, project)
+    record(root, "s", 7)
+    code, out, err = run(root, "sidecar", "--once", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert "team push: pushed 7 events" in out
+    assert server_rows(pg, project) == (7, 7)
