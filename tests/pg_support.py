@@ -98,17 +98,29 @@ def start(tmp_root: str | os.PathLike | None = None) -> PgServer:
         raise FileNotFoundError(why)
     as_user = None
     base = Path(tempfile.mkdtemp(prefix="wspg-", dir=tmp_root))
-    if os.geteuid() == 0:
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            raise FileNotFoundError("running as root and no `postgres` system user to run the server as") from None
-        as_user = "postgres"
+    if os.geteuid() == 0:  # initdb refuses root: the server runs as `postgres`, else as `nobody`
+        for name in ("postgres", "nobody"):
+            try:
+                pw = pwd.getpwnam(name)
+                break
+            except KeyError:
+                continue
+        else:
+            raise FileNotFoundError("running as root with neither a `postgres` nor a `nobody` user to run "
+                                    "the server as")
+        as_user = name
         os.chown(base, pw.pw_uid, pw.pw_gid)
         os.chmod(base, 0o700)
-        for parent in [base.parent, *base.parent.parents]:  # the postgres user must reach its folder
+        for parent in [base.parent, *base.parent.parents]:  # the server's user must reach its folder
             if parent.stat().st_mode & 0o001 == 0:
-                raise FileNotFoundError(f"the postgres user cannot reach {base} ({parent} is not searchable)")
+                raise FileNotFoundError(f"the {name} user cannot reach {base} ({parent} is not searchable)")
+        if subprocess.run(["runuser", "-u", name, "--", str(folder / "initdb"), "--version"],
+                          capture_output=True).returncode != 0:
+            # the binaries sit where that user cannot reach them (a clone under /root): a copy it can
+            copy = base / "pg"
+            shutil.copytree(folder.parent, copy, symlinks=True)
+            subprocess.run(["chown", "-R", f"{pw.pw_uid}:{pw.pw_gid}", str(copy)], check=True)
+            folder = copy / "bin"
     server = PgServer(folder, base, _free_port(), as_user)
     server._run("initdb", "-D", str(server.data), "-U", SUPERUSER, "-A", "trust", "-E", "UTF8",
                 "--no-sync", "--no-instructions")

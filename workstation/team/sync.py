@@ -79,12 +79,16 @@ class Team:
         return con
 
     def _failed(self, action: str, err: BaseException) -> TeamError:
+        """One line for a failed push or pull, noted for `team status` and the status line."""
         line = f"team {action} failed: {_line(err)}; local work goes on and the next {action} catches up"
-        try:
-            self.db.call(replica.note, "last_error", f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}")
-        except Exception:  # the note is for status; the line is what matters
-            pass
+        self.db.call(replica.note, "last_error", f"{_now()} {line}")
         return TeamError(line)
+
+    def _open(self, action: str):
+        try:
+            return self._connect()
+        except TeamError as err:
+            raise self._failed(action, err) from None
 
     def _tmp(self, what: str) -> str:
         folder = self.paths.state / "tmp"
@@ -98,7 +102,7 @@ class Team:
 
         started = time.monotonic()
         report = Report("push")
-        con = self._connect()
+        con = self._open("push")
         try:
             for kind in server.KINDS:
                 if server.SHARE_OF[kind] not in self.team.share:
@@ -151,7 +155,7 @@ class Team:
 
         started = time.monotonic()
         report = Report("pull")
-        con = self._connect()
+        con = self._open("pull")
         try:
             for kind in server.KINDS:
                 report.rows[kind] = self._pull_kind(con, kind)
