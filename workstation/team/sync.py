@@ -212,6 +212,11 @@ def label(state: dict[str, str]) -> str:
     return f"team ↑{push[11:16]}" if push else "team: not pushed yet"
 
 
+def state_label(db: Any) -> str:
+    """label() of the sync state noted in this workspace's replica."""
+    return label(db.call(replica.summary)["state"])
+
+
 def copy_in(con, project: str, origin: str, kind: str, path: str) -> int:
     """One batch (`path`: CSV of project, origin and server.COLUMNS) into the server, in one transaction
     holding the origin's advisory lock (so an origin's rows commit in seq order); returns the rows the
