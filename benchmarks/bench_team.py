@@ -55,7 +55,9 @@ def _cpu(pid: int) -> float:
 
 
 def server_cpu(pg) -> float:
-    """CPU seconds the PostgreSQL server has used: the postmaster, its reaped backends, its live processes."""
+    """CPU seconds the PostgreSQL server has used: the postmaster, its reaped backends, its live processes
+    (after a pause, so that a connection just closed has been reaped into the postmaster's count)."""
+    time.sleep(0.5)
     master = int((pg.data / "postmaster.pid").read_text().split()[0])
     total = _cpu(master)
     for entry in Path("/proc").iterdir():
