@@ -10,6 +10,7 @@ which the same reflection views run, offline too.
 - replica.py: the owner-side half (run through the broker): what is pending, the replica, the views.
 - sync.py: push, pull and status, each failure one line.
 - accept.py: teammates' memory enters the model's context only once the user accepts it.
+- sessions.py: session logs shared as lines (off by default), listed and searched on the pulled copies.
 
 psycopg is imported only where sync runs (130-300 ms).
 """
