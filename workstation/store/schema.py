@@ -412,4 +412,6 @@ def migrate(con, schema: str, migrations: list[Migration]) -> int:
             con.execute("ROLLBACK")
             raise
         ran += 1
+    if ran and migrations is MEMORY_MIGRATIONS and len(done) >= 6:  # a later migration may change main's views
+        mirror_views(con, "team")
     return ran
