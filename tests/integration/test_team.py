@@ -390,6 +390,9 @@ def test_an_accepted_author_needs_no_item_accept(tmp_path, pg, project, capsys, 
         with ws.memory("s") as mem:
             found = mem.decisions()
     assert [(d.decision, d.author) for d in found] == [("bob: squash merges only", "bob")]
+    from workstation.agent.tools.memory import render_decisions
+
+    assert f"(teammate bob, {found[0].origin}) step " in render_decisions(found)  # the decisions tool says whose
 
 
 def test_the_sidecar_pushes_when_team_is_configured(tmp_path, pg, project, capsys, monkeypatch):
