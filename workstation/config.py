@@ -22,6 +22,7 @@ import warnings
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, get_args, get_origin
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 from msgspec import Meta, field
@@ -236,6 +237,64 @@ class McpConfig(_Section):
                 raise ValueError(f"server name {name!r}: use letters, digits, '-' or single '_' (at most 32)")
 
 
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", ""})
+_WEAK_SSL = frozenset({"disable", "allow", "prefer", "require", "verify-ca"})
+
+
+def team_url_parts(url: str):
+    """`url` split (urllib), for the checks below and for workstation.team.server."""
+    parts = urlsplit(url)
+    return parts, {k: v[-1] for k, v in parse_qs(parts.query).items()}
+
+
+def is_loopback(host: str) -> bool:
+    """A host the traffic to which never leaves this machine (a unix socket folder counts)."""
+    return host in _LOOPBACK or host.startswith("/") or host.startswith("127.")
+
+
+class TeamConfig(_Section):
+    """A team's memory on PostgreSQL (workstation.team; README "Team memory"). Off while url is empty."""
+
+    url: str = ""  # postgresql://user@host:port/db, never with a password
+    password_env: str = ""  # the variable holding the password; else libpq's PGPASSWORD or ~/.pgpass
+    project: str = ""  # the shared project's name: one server holds many
+    share: list[Literal["events", "decisions", "ltm", "sessions"]] = field(
+        default_factory=lambda: ["events", "decisions", "ltm"])  # what leaves this machine
+    # teammates whose decisions and LTM enter the model's context without accepting each item: read only
+    # from the user's own config (workstation.trust NEVER), so a repository cannot vouch for anyone
+    accept_authors: list[str] = field(default_factory=list)
+    private_namespaces: list[str] = field(default_factory=lambda: ["private"])  # LTM that stays local
+    push_every_s: Annotated[float, Meta(ge=1, le=DAY_S)] = 5.0  # the sidecar's push interval
+
+    @staticmethod
+    def _check_url(url: str) -> None:
+        if not url:
+            return
+        parts, query = team_url_parts(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError(f"must be a postgresql:// URL, got {url.split(':', 1)[0]!r}")
+        if parts.password is not None or "password" in query:
+            raise ValueError("must not hold a password: put it in the variable named by team.password_env, "
+                             "or in PGPASSWORD or ~/.pgpass")
+        host = query.get("host", parts.hostname or "")
+        if not is_loopback(host) and query.get("sslmode", "verify-full") in _WEAK_SSL:
+            raise ValueError(f"sslmode={query['sslmode']} to {host}: a host other than loopback needs "
+                             "sslmode=verify-full (TLS with the certificate and host name checked)")
+
+    @staticmethod
+    def _check_password_env(name: str) -> None:
+        if name and not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+
+    def _check(self) -> None:
+        if self.url and not self.project.strip():
+            raise ValueError("team.url is set: give team.project too (the shared project's name)")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+
 class Config(_Section):
     model: ModelConfig = field(default_factory=ModelConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
@@ -245,6 +304,7 @@ class Config(_Section):
     workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
     import_: ImportConfig = field(default_factory=ImportConfig, name="import")  # [import] in the file
     mcp: McpConfig = field(default_factory=McpConfig)
+    team: TeamConfig = field(default_factory=TeamConfig)
 
 
 # ---------------------------------------------------------------- checking, key by key

@@ -10,7 +10,7 @@ from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/integration/test_launch.py checks this against workstation.cli.main.
 COMMANDS = frozenset({"chat", "find", "impact", "import", "index", "map", "mcp", "memory", "reflect", "replay",
-                      "report", "sandbox", "session", "sidecar", "trust", "ui", "watch"})
+                      "report", "sandbox", "session", "sidecar", "team", "trust", "ui", "watch"})
 
 
 def app_arguments(argv: list[str]) -> dict | None:

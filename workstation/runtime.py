@@ -98,7 +98,8 @@ class Workspace:
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""
         from .memory import Memory  # lazy: the memory package, ~12 ms
 
-        return Memory(self.db, session=session, flow=flow, record_lookups=("stm", "ltm"))
+        return Memory(self.db, session=session, flow=flow, record_lookups=("stm", "ltm"),
+                      team_authors=tuple(self.config.team.accept_authors))
 
     def model_spec(self, name: str | None = None) -> "ModelSpec | None":
         """The configured model (or `name`) as an llm.ModelSpec, None if unset (providers.spec_for:

@@ -42,6 +42,7 @@ SAFE: dict[str, frozenset[str]] = {
 # Keys a workspace's config never sets, trusted or not: endpoints and the names of key variables.
 NEVER: dict[str, frozenset[str]] = {
     "model": frozenset({"api_base", "api_key_env"}),
+    "team": frozenset({"accept_authors"}),  # whose memory steers the agent: the user's word only
 }
 # The workspace's own files that pose as the user's (instructions) or hide files (ignore).
 FILES = (f"{STATE_DIRNAME}/instructions.md", f"{STATE_DIRNAME}/ignore")
@@ -200,8 +201,8 @@ class Trust:
             parts.append(f"workspace {self.root} is {why}: ignored {', '.join(self.ignored)} "
                          f"(review them and run `workstation trust {self.root}` to apply them)")
         if self.never:
-            parts.append(f"ignored {', '.join(self.never)} from the workspace config: model endpoints and key "
-                         "names come only from your own config and environment")
+            parts.append(f"ignored {', '.join(self.never)} from the workspace config: model endpoints, key "
+                         "names and accepted team authors come only from your own config and environment")
         return "; ".join(parts) or None
 
 

@@ -71,7 +71,9 @@ DECISION_HEAD = "Decision log (follow these; cite [D:<id>] when you apply one):"
 
 
 def decision_line(d) -> str:
-    return f"- [D:{d.id}] {d.decision}" + (f" (why: {d.reasoning})" if d.reasoning else "")
+    """One decision for the head; a teammate's (accepted: workstation.team) says whose it is."""
+    by = f" (teammate {d.author}, {d.origin})" if getattr(d, "author", "") else ""
+    return f"- [D:{d.id}]{by} {d.decision}" + (f" (why: {d.reasoning})" if d.reasoning else "")
 
 
 def decision_section(lines: dict[str, str], omitted: int) -> str:

@@ -11,7 +11,7 @@ import click
 from ..process import exit_on_sigterm, finish
 from ..terminal import safe
 from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds, replay_cmds,
-               session_cmds, trust_cmds)
+               session_cmds, team_cmds, trust_cmds)
 from .common import WorkstationGroup, run_main
 
 
@@ -38,7 +38,7 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
 
 def _register() -> None:
     for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds,
-                   trust_cmds):
+                   trust_cmds, team_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 

@@ -198,14 +198,15 @@ def fence_cmd(ws: Workspace, tier: str | None) -> None:
 @click.option("--list", "list_names", is_flag=True, help="List the named reflections.")
 @click.option("--session", default=None, help="Only this session (named reflections).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many rows.")
-@click.option("--by", type=click.Choice(["session", "day", "month", "model"]), default=None,
-              help="usage: one row per session (default), day, month or model.")
+@click.option("--by", type=click.Choice(["session", "day", "month", "model", "person"]), default=None,
+              help="usage: one row per session (default), day, month, model or person (with --team).")
+@click.option("--team", is_flag=True, help="Over the team's rows too (pulled by `workstation team pull`).")
 @click.option("--like-ccusage", is_flag=True,
               help="usage: count streamed Claude Code answers' output as ccusage does (first snapshot).")
 @json_option
 @pass_workspace
 def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bool, session: str | None,
-                limit: int | None, by: str | None, like_ccusage: bool, as_json: bool) -> None:
+                limit: int | None, by: str | None, team: bool, like_ccusage: bool, as_json: bool) -> None:
     """Ask the episodic history: `reflect NAME`, `reflect usage [--by ...]`, `reflect --sql "SELECT ..."`,
     `reflect --list`."""
     from ..memory import reflect  # lazy: the memory package, ~80 ms on --help
@@ -215,7 +216,7 @@ def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bo
     if (by or like_ccusage) and name != "usage":
         raise click.UsageError("--by and --like-ccusage go with `reflect usage`")
     if name == "usage":
-        _usage(ws, by or "session", session, like_ccusage, limit, as_json)
+        _usage(ws, by or "session", session, like_ccusage, limit, as_json, team)
         return
     if list_names:
         rows = [{"name": "usage", "description": "Tokens (input, output, cache) and cost per session, day, "
@@ -224,9 +225,9 @@ def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bo
         print_json(rows) if as_json else print_table(rows, ["name", "description"])
         return
     if sql:
-        result = reflect.run_sql(ws.db, sql, limit=limit or reflect.SQL_ROW_LIMIT)
+        result = reflect.run_sql(ws.db, sql, limit=limit or reflect.SQL_ROW_LIMIT, team=team)
     else:
-        result = reflect.run(ws.db, name, session=session, limit=limit or reflect.DEFAULT_LIMIT)
+        result = reflect.run(ws.db, name, session=session, limit=limit or reflect.DEFAULT_LIMIT, team=team)
     if as_json:
         print_json(result.records())
     else:
@@ -236,10 +237,10 @@ def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bo
 
 
 def _usage(ws: Workspace, by: str, session: str | None, like_ccusage: bool, limit: int | None,
-           as_json: bool) -> None:
+           as_json: bool, team: bool = False) -> None:
     from ..memory.usage import usage  # lazy: the memory package, ~80 ms on --help
 
-    result = usage(ws.db, by, session=session, like_ccusage=like_ccusage)
+    result = usage(ws.db, by, session=session, like_ccusage=like_ccusage, team=team)
     records = result.records()[:limit] if limit else result.records()
     if as_json:
         print_json({"by": by, "like_ccusage": like_ccusage, "rows": records, "totals": result.meta["totals"]},

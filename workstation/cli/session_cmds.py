@@ -45,13 +45,30 @@ def session_group() -> None:
     diff."""
 
 
+team_option = click.option("--team", is_flag=True,
+                           help="Teammates' sessions pulled by `workstation team pull` (with author and origin).")
+
+
 @session_group.command("list")
 @click.option("--archived", is_flag=True, help="Include archived sessions.")
+@team_option
 @json_option
 @pass_workspace
-def list_cmd(ws, archived: bool, as_json: bool) -> None:
+def list_cmd(ws, archived: bool, team: bool, as_json: bool) -> None:
     """Sessions with turns, compacted range, size and last activity."""
     from ..sessions.catalog import info_dict, list_sessions  # lazy: the sessions package, ~60 ms on --help
+
+    if team:
+        from ..team.sessions import team_sessions  # lazy: the team package
+
+        rows = ws.db.call(team_sessions)
+        if as_json:
+            print_json(rows)
+        elif not rows:
+            click.echo("no teammates' sessions pulled (they share them with [team] share = [..., \"sessions\"])")
+        else:
+            print_table(rows, ["author", "origin", "slug", "lines"])
+        return
 
     infos = list_sessions(ws.paths, archived=archived, warn=_warn)
     if as_json:
@@ -219,11 +236,25 @@ def export_cmd(ws, slug: str, fmt: str) -> None:
 @session_group.command("search")
 @click.argument("text")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True)
+@team_option
 @json_option
 @pass_workspace
-def search_cmd(ws, text: str, limit: int, as_json: bool) -> None:
+def search_cmd(ws, text: str, limit: int, team: bool, as_json: bool) -> None:
     """Find TEXT in every session, archived ones included."""
     from ..sessions.catalog import search  # lazy: the sessions package, ~60 ms on --help
+
+    if team:
+        from ..team.sessions import team_search  # lazy: the team package
+
+        rows = ws.db.call(team_search, text, limit)
+        if as_json:
+            print_json(rows)
+        elif not rows:
+            click.echo(f"no teammate's session mentions {safe(repr(text))}")
+        else:
+            print_table([{**r, "text": safe(r["text"][:120])} for r in rows],
+                        ["author", "origin", "slug", "line", "text"])
+        return
 
     hits = search(ws.paths, text, limit=limit, warn=_warn, db=ws.db)
     if as_json:
@@ -325,10 +356,25 @@ def sidecar_cmd(ws, once: bool, parent: int | None, as_json: bool) -> None:
             click.echo(line if once else f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}")
 
     results = serve(ws.paths, ws.config, once=once, episodic=_episodic(ws, "sidecar"), report=report,
-                    parent_pid=parent)
+                    parent_pid=parent, jobs=_team_jobs(ws))
     if as_json:
         print_json([{"slug": r.slug, "status": r.status, "first_turn": r.first_turn, "last_turn": r.last_turn,
                      "model": r.model, "reason": r.reason} for r in results])
+
+
+def _team_jobs(ws) -> list:
+    """The sidecar's team push every [team] push_every_s, when [team] is configured."""
+    if not ws.config.team.enabled:
+        return []
+    from ..team.sync import Team  # lazy: the team package, only with [team]
+
+    team = Team(ws.db, ws.paths, ws.config.team)
+
+    def push() -> str | None:
+        report = team.push()
+        return report.line() if sum(report.rows.values()) else None
+
+    return [("team push", ws.config.team.push_every_s, push)]
 
 
 COMMANDS: list = [session_group, sidecar_cmd]

@@ -28,12 +28,15 @@ class Decision:
     files: list[str] = field(default_factory=list)
     reuse_count: int = 0
     last_reused: float | None = None
+    author: str = ""  # a teammate's (workstation.team), else "": the user's own
+    origin: str = ""  # the teammate's machine and workspace
 
 
 class Decisions:
-    def __init__(self, db, episodic: Episodic) -> None:
+    def __init__(self, db, episodic: Episodic, team_authors: tuple[str, ...] = ()) -> None:
         self.db = db
         self.episodic = episodic
+        self.team_authors = list(team_authors)  # teammates whose decisions count without accepting each
 
     def log(self, decision: str, reasoning: str = "", files: list[str] | tuple[str, ...] = (),
             step: int | None = None) -> str:
@@ -63,9 +66,11 @@ class Decisions:
 
     def list(self, *, session: str | None = None, step: int | None = None, file: str | None = None,
              limit: int = 200) -> list[Decision]:
-        """Decisions, oldest first, with how often each was reused."""
+        """Decisions, oldest first, with how often each was reused; teammates' ones only once accepted
+        (TEAM_ACCEPTED), with their author and origin."""
         self.episodic.fence()  # reuse events of this execution count too
-        return [Decision(*row) for row in self.db.call(decisions_query, session, step, file, limit)]
+        return [Decision(*row) for row in self.db.call(decisions_query, session, step, file, limit,
+                                                       self.team_authors)]
 
 
 def decision_insert(con, decision_id: str, ts_us: int, session: str, flow: str, step: int | None,
@@ -80,13 +85,30 @@ def decision_exists(con, decision_id: str) -> bool:
     return con.execute("SELECT 1 FROM decisions WHERE id = ?", [decision_id]).fetchone() is not None
 
 
+# Memory other people wrote is not the user's word: a teammate's row (alias r) of team.remote_decisions or
+# team.remote_ltm counts only once the user accepted that item (`workstation team accept`) or its author
+# ($authors: [team] accept_authors of the user's own config; the server, not the client, names the author).
+TEAM_ACCEPTED = """(list_contains($authors, r.author) OR EXISTS (
+    SELECT 1 FROM team.accepted a WHERE a.kind = '{kind}' AND a.origin = r.origin AND a.id = {ident}))"""
+
+
 @readonly
-def decisions_query(con, session: str | None, step: int | None, file: str | None, limit: int) -> list[tuple]:
+def decisions_query(con, session: str | None, step: int | None, file: str | None, limit: int,
+                    authors: list[str] | None = None) -> list[tuple]:
+    accepted = TEAM_ACCEPTED.format(kind="decision", ident="r.id")
     return con.execute(
-        """SELECT d.id, epoch(d.ts), d.session, d.step, d.decision, d.reasoning, d.related_files,
-                  count(e.id), epoch(max(e.ts))
+        f"""SELECT * FROM (
+           SELECT d.id, epoch(d.ts), d.session, d.step, d.decision, d.reasoning, d.related_files,
+                  count(e.id), epoch(max(e.ts)), '' AS author, '' AS origin
            FROM decisions d LEFT JOIN events e ON e.type = 'decision_reused' AND e.name = d.id
            WHERE ($session IS NULL OR d.session = $session) AND ($step IS NULL OR d.step = $step)
              AND ($file IS NULL OR list_contains(d.related_files, $file))
-           GROUP BY ALL ORDER BY 2, 1 LIMIT $limit""",
-        {"session": session, "step": step, "file": file, "limit": limit}).fetchall()
+           GROUP BY ALL
+           UNION ALL
+           SELECT r.id, epoch(r.ts), r.session, r.step, r.decision, r.reasoning, r.related_files,
+                  0, NULL, r.author, r.origin
+           FROM team.remote_decisions r
+           WHERE {accepted} AND ($session IS NULL OR r.session = $session) AND ($step IS NULL OR r.step = $step)
+             AND ($file IS NULL OR list_contains(r.related_files, $file)))
+           ORDER BY 2, 1 LIMIT $limit""",
+        {"session": session, "step": step, "file": file, "limit": limit, "authors": list(authors or [])}).fetchall()

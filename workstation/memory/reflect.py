@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
 
 from ..store.broker import readonly
 from .errors import ReflectError
@@ -219,20 +220,46 @@ def canonical(name: str) -> str:
     return key
 
 
-def run(db, name: str, *, session: str | None = None, limit: int = DEFAULT_LIMIT) -> Result:
-    """Run a named reflection in the owner; see QUERIES."""
+def run(db, name: str, *, session: str | None = None, limit: int = DEFAULT_LIMIT, team: bool = False) -> Result:
+    """Run a named reflection in the owner; see QUERIES. `team`: over the team's rows (workstation.team's
+    replica beside this workspace's own), with the same SQL."""
     key = canonical(name)
-    columns, rows = db.call(reflect_named, key, session, int(limit))
+    columns, rows = db.call(reflect_named, key, session, int(limit), schema=_schema(team))
     return Result(columns, rows, name=key)
 
 
 def run_sql(db, sql: str, *, limit: int = SQL_ROW_LIMIT, timeout_s: float = SQL_TIMEOUT_S,
-            memory_limit: str = SQL_MEMORY_LIMIT) -> Result:
-    """Run one read-only SELECT over the workspace's tables and views in the owner."""
+            memory_limit: str = SQL_MEMORY_LIMIT, team: bool = False) -> Result:
+    """Run one read-only SELECT over the workspace's tables and views in the owner (`team`: its unqualified
+    names read the team's tables and views first)."""
     if not isinstance(sql, str) or not sql.strip():
         raise ReflectError("reflect --sql needs a SELECT statement")
-    columns, rows, truncated = db.call(reflect_sql, sql, int(limit), float(timeout_s), str(memory_limit))
+    columns, rows, truncated = db.call(reflect_sql, sql, int(limit), float(timeout_s), str(memory_limit),
+                                       schema=_schema(team))
     return Result(columns, rows, truncated=truncated)
+
+
+def _schema(team: bool) -> str:
+    return "team" if team else "main"
+
+
+@contextmanager
+def in_schema(con, schema: str) -> Iterator[None]:
+    """Unqualified names read `schema` first (then main) on this cursor, for the length of the block.
+
+    The team schema (store.schema._memory_006) holds the same views as main over everyone's rows, so a
+    reflection's SQL runs unchanged there."""
+    if schema == "main":
+        yield
+        return
+    if schema != "team":
+        raise ReflectError(f"no reflection schema {schema!r}")
+    (db,) = con.execute("SELECT current_database()").fetchone()
+    con.execute("SET search_path = ?", [f"{db}.{schema},{db}.main"])
+    try:
+        yield
+    finally:
+        con.execute("RESET search_path")
 
 
 # ---------------------------------------------------------------- owner side
@@ -262,14 +289,16 @@ def _fetch(cur, limit: int) -> tuple[list[str], list[list[Any]], bool]:
 
 
 @readonly
-def reflect_named(con, name: str, session: str | None, limit: int) -> tuple[list[str], list[list[Any]]]:
+def reflect_named(con, name: str, session: str | None, limit: int,
+                  schema: str = "main") -> tuple[list[str], list[list[Any]]]:
     import duckdb  # lazy: duckdb, +90 ms; runs in the database's owner only, clients never load it
 
-    try:
-        cur = con.execute(QUERIES[name].sql, {"session": session, "limit": limit})
-    except duckdb.Error as err:
-        raise ReflectError(f"reflection {name} failed: {' '.join(str(err).split())}") from None
-    columns, rows, _ = _fetch(cur, limit)
+    with in_schema(con, schema):
+        try:
+            cur = con.execute(QUERIES[name].sql, {"session": session, "limit": limit})
+            columns, rows, _ = _fetch(cur, limit)
+        except duckdb.Error as err:
+            raise ReflectError(f"reflection {name} failed: {' '.join(str(err).split())}") from None
     return columns, rows
 
 
@@ -328,8 +357,14 @@ def _walk(node: Any, known: set[tuple[str, str, str]], ctes: frozenset[str]) -> 
 
 
 @readonly
-def reflect_sql(con, sql: str, limit: int, timeout_s: float,
-                memory_limit: str = SQL_MEMORY_LIMIT) -> tuple[list[str], list[list[Any]], bool]:
+def reflect_sql(con, sql: str, limit: int, timeout_s: float, memory_limit: str = SQL_MEMORY_LIMIT,
+                schema: str = "main") -> tuple[list[str], list[list[Any]], bool]:
+    with in_schema(con, schema):
+        return _reflect_sql(con, sql, limit, timeout_s, memory_limit)
+
+
+def _reflect_sql(con, sql: str, limit: int, timeout_s: float,
+                 memory_limit: str) -> tuple[list[str], list[list[Any]], bool]:
     import duckdb  # lazy: duckdb, +90 ms; runs in the database's owner only, clients never load it
 
     _check_read_only(con, sql)

@@ -17,11 +17,13 @@ those snapshots and says so when there are none.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
+from ..store.broker import readonly
 from . import reflect
-from .decisions import Decision, Decisions
+from .decisions import TEAM_ACCEPTED, Decision, Decisions
 from .episodic import MEMORY_HIT, MEMORY_MISS, OP, Episodic, Operation, new_id
 from .errors import MemoryKeyError, MemoryTierError
 from .ltm import ABSENT, DEFAULT_NAMESPACE, LTM, check_key
@@ -45,7 +47,7 @@ class Memory:
     """The memory of one execution (a session's run)."""
 
     def __init__(self, db, session: str = "", flow: str = "", *, writer: str = "",
-                 record_lookups: tuple[str, ...] = ("ltm",)) -> None:
+                 record_lookups: tuple[str, ...] = ("ltm",), team_authors: tuple[str, ...] = ()) -> None:
         self.db = db
         self.session = session
         self.flow = flow
@@ -53,7 +55,8 @@ class Memory:
         self.stm = STM()
         self.ltm = LTM(db, writer or session or f"pid{os.getpid()}")
         self.episodic = Episodic(db, session, flow)
-        self.decision_log = Decisions(db, self.episodic)
+        self.decision_log = Decisions(db, self.episodic, team_authors)
+        self.team_authors = list(team_authors)  # teammates whose memory counts unasked ([team] accept_authors)
         self.record_lookups = frozenset(record_lookups)  # tiers whose qmem records memory_hit/miss
         self._published = False
         self._closed = False
@@ -77,7 +80,10 @@ class Memory:
             value = self.stm.get(key, MISSING)
         elif tier == "ltm":
             value = self.ltm.get(key, namespace, ABSENT)
-            value = MISSING if value is ABSENT else value
+            if value is ABSENT:  # a teammate's value, once accepted, says whose it is
+                found = self.db.call(team_ltm_get, namespace, key, self.team_authors)
+                value = MISSING if found is None else {"team_value": json.loads(found[0]), "author": found[1],
+                                                       "origin": found[2]}
         else:
             try:
                 value = self.episodic.get(key)
@@ -189,6 +195,18 @@ class Memory:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@readonly
+def team_ltm_get(con, namespace: str, key: str, authors: list[str]) -> tuple[str, str, str] | None:
+    """The newest accepted teammate's write of (namespace, key): (JSON text, author, origin), or None when
+    there is none or the newest accepted one deleted it (decisions.TEAM_ACCEPTED)."""
+    row = con.execute(f"""SELECT r.value, r.author, r.origin, r.deleted FROM team.remote_ltm r
+                          WHERE r.namespace = $ns AND r.key = $key
+                            AND {TEAM_ACCEPTED.format(kind='ltm', ident="r.namespace || chr(0) || r.key")}
+                          ORDER BY r.stamp DESC, r.origin DESC LIMIT 1""",
+                      {"ns": namespace, "key": key, "authors": list(authors)}).fetchone()
+    return None if row is None or row[3] else (row[0] or "null", row[1], row[2])
 
 
 def published_stm(db, session: str | None = None) -> list[dict]:

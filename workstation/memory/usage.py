@@ -32,21 +32,25 @@ from typing import Any
 from ..importers.pricing import TIER_TOKENS, output_price, rates
 from ..store.broker import readonly
 from .errors import ReflectError
-from .reflect import Result
+from .reflect import Result, in_schema
 
-BY = ("session", "day", "month", "model")
+BY = ("session", "day", "month", "model", "person")  # person: the team's rows (team=True), by author
 _KEYS = {"session": "session", "day": "strftime(ts, '%Y-%m-%d')", "month": "strftime(ts, '%Y-%m')",
-         "model": "model"}
+         "model": "model", "person": "author"}
 COLUMNS = ["calls", "input", "output", "cache_creation", "cache_read", "cache_hit", "total_tokens", "cost_usd",
            "unpriced"]
 
 
-def usage(db: Any, by: str = "session", *, session: str | None = None, like_ccusage: bool = False) -> Result:
-    """One row per session | day | month | model, newest (or costliest model) first, and totals in meta."""
+def usage(db: Any, by: str = "session", *, session: str | None = None, like_ccusage: bool = False,
+          team: bool = False) -> Result:
+    """One row per session | day | month | model | person, newest (or costliest model or person) first, and
+    totals in meta. `team`: over the team's rows (workstation.team's replica and this workspace's own)."""
     if by not in BY:
         raise ReflectError(f"reflect usage --by takes one of {', '.join(BY)}, not {by!r}")
+    if by == "person" and not team:
+        raise ReflectError("reflect usage --by person counts the team's rows: add --team")
     groups: dict[Any, dict] = {}
-    for row in db.call(usage_groups, by, session):
+    for row in db.call(usage_groups, by, session, schema="team" if team else "main"):
         part = dict(zip(_PART_COLUMNS, row))
         group = groups.setdefault(part["key"], {by: part["key"], "agents": set(), "cost_usd": 0.0, "unpriced": 0,
                                                 "first": None, "last": None,
@@ -81,7 +85,7 @@ def usage(db: Any, by: str = "session", *, session: str | None = None, like_ccus
         out.append(group)
     if by == "session":
         out.sort(key=lambda g: g["last"] or "", reverse=True)
-    elif by == "model":
+    elif by in ("model", "person"):
         out.sort(key=lambda g: (-g["cost_usd"], -g["total_tokens"]))
     else:
         out.sort(key=lambda g: g[by])
@@ -111,7 +115,7 @@ def _iso(ts: Any) -> str | None:
 # (one `->>` each read it six times: most of the query's time over a gigabyte of imported history).
 _CALLS = """
     WITH raw AS (
-        SELECT session, ts, type, name, tokens_in, tokens_out, cost_usd,
+        SELECT session, ts, type, name, tokens_in, tokens_out, cost_usd, {who} AS author,
                json_transform(data, '{"model": "VARCHAR", "cache_read_tokens": "VARCHAR",
                                       "cache_creation_tokens": "VARCHAR", "cache_creation_1h_tokens": "VARCHAR",
                                       "tokens_out_first": "VARCHAR",
@@ -121,7 +125,7 @@ _CALLS = """
           AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR cost_usd IS NOT NULL)
           AND ($session IS NULL OR session = $session)),
     calls AS (
-        SELECT session, ts,
+        SELECT session, ts, author,
                CASE WHEN type = 'compaction' THEN coalesce(d.model, '')
                     ELSE coalesce(nullif(name, ''), d.model, '') END AS model,
                coalesce(tokens_in, 0) AS tin, coalesce(tokens_out, 0) AS tout,
@@ -137,11 +141,16 @@ _PART_COLUMNS = ["key", "model", "native", "high", "agents", "calls", "input", "
 
 
 @readonly
-def usage_groups(con, by: str, session: str | None) -> list[tuple]:
+def usage_groups(con, by: str, session: str | None, schema: str = "main") -> list[tuple]:
     """Sums per (row key, model, the agent's own or imported, prompt past the price map's 200k tier) of every
     model call and compaction with tokens or a cost (_PART_COLUMNS)."""
     key = _KEYS[by]
-    cur = con.execute(f"""{_CALLS}
+    with in_schema(con, schema):
+        return _groups(con, key, "author" if schema == "team" else "''", session)
+
+
+def _groups(con, key: str, who: str, session: str | None) -> list[tuple]:
+    cur = con.execute(f"""{_CALLS.replace("{who}", who)}
         SELECT {key} AS key, model, agent = 'workstation' AS native, tin > {TIER_TOKENS} AS high,
                list(DISTINCT agent), count(*) FILTER (NOT continues), sum(greatest(tin - cread - cwrite, 0)),
                sum(tout), sum(cwrite), sum(least(cwrite1h, cwrite)), sum(cread), sum(cost_usd),

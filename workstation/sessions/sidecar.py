@@ -33,6 +33,7 @@ from .turns import number as number_turns
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
+Job = tuple[str, float, Callable[[], "str | None"]]  # name, every seconds, what to run (returns a line or None)
 IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before starting it again
 
 
@@ -71,8 +72,10 @@ def _unpersisted(view: LogView, config: Any, session: Session) -> list:
 
 class Sidecar:
     def __init__(self, paths: Paths, config: Any, *, episodic: Any = None,
-                 report: Callable[[str], None] | None = None, window_tokens: int | None = None):
+                 report: Callable[[str], None] | None = None, window_tokens: int | None = None,
+                 jobs: list[Job] | None = None):
         self.paths = paths
+        self.jobs = list(jobs or [])  # (name, every seconds, fn): run on a thread of their own
         self.config = config
         self.episodic = episodic
         self.report = report or (lambda line: None)
@@ -159,6 +162,8 @@ class Sidecar:
         if compact_models(self.config):
             threading.Thread(target=self._warm, name="sidecar-warm", daemon=True).start()
         importing = self._start_import(stop)
+        for job in self.jobs:
+            threading.Thread(target=self._every, args=(job, stop), name=f"sidecar-{job[0]}", daemon=True).start()
         self.paths.ensure()
         observer = Observer()
         observer.schedule(Handler(), str(self.paths.sessions), recursive=False)
@@ -222,6 +227,26 @@ class Sidecar:
         if sources:
             self._watcher(sources).pass_once()
 
+    def _every(self, job: Job, stop: threading.Event) -> None:
+        """Run a job every `seconds` until `stop`: what it returns is reported; a failure is one line, said
+        once until it changes (a team server away for an hour is not 720 lines), and the job goes on."""
+        name, seconds, fn = job
+        last_failure = None
+        while not stop.is_set():
+            try:
+                said = fn()
+                if said:
+                    self.report(f"{name}: {said}")
+                if last_failure is not None:
+                    self.report(f"{name}: working again")
+                last_failure = None
+            except Exception as err:  # a job must never take the compaction worker down
+                line = " ".join(str(err).split())[:300]
+                if line != last_failure:
+                    self.report(f"{name}: {line}")
+                last_failure = line
+            stop.wait(seconds)
+
     def _import(self, sources: tuple[str, ...], stop: threading.Event) -> None:
         self.report(f"importing {', '.join(sources)} sessions of {self.paths.root}")
         while not stop.is_set():
@@ -234,11 +259,20 @@ class Sidecar:
 
 
 def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
-          report: Callable[[str], None] | None = None, parent_pid: int | None = None) -> list[CompactResult]:
-    """What `workstation sidecar` runs: one pass, or watch until SIGTERM/SIGINT."""
-    sidecar = Sidecar(paths, config, episodic=episodic, report=report)
+          report: Callable[[str], None] | None = None, parent_pid: int | None = None,
+          jobs: list[Job] | None = None) -> list[CompactResult]:
+    """What `workstation sidecar` runs: one pass, or watch until SIGTERM/SIGINT. `jobs` run every few
+    seconds beside (the command line passes the team push when [team] is configured)."""
+    sidecar = Sidecar(paths, config, episodic=episodic, report=report, jobs=jobs)
     if once:
         sidecar.import_once()
+        for name, _, fn in sidecar.jobs:
+            try:
+                said = fn()
+            except Exception as err:  # --once reports a failed job and still compacts
+                said = " ".join(str(err).split())[:300]
+            if said:
+                sidecar.report(f"{name}: {said}")
         return sidecar.run_once(summary=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

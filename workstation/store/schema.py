@@ -9,6 +9,7 @@ Append a function to a list to change the schema; never edit an applied one.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Callable
 
@@ -311,8 +312,68 @@ def _index_005(con, s: str) -> None:
     con.execute(f"UPDATE {s}.files SET purpose = '', purpose_source = 'source' WHERE purpose_source = 'model'")
 
 
+def _memory_006(con, s: str) -> None:
+    # The team replica (workstation.team): teammates' rows pulled from the team server, beside what this
+    # workspace pushed and pulled. Derived from the server (a re-pull rebuilds it), so it never mixes
+    # with the user's own tables: `team.events` and the team's reflection views read both.
+    con.execute("CREATE SCHEMA team")
+    con.execute("CREATE TABLE team.me (origin VARCHAR NOT NULL, project VARCHAR NOT NULL, author VARCHAR NOT NULL)")
+    con.execute("""CREATE TABLE team.pushed (kind VARCHAR PRIMARY KEY, mark BIGINT NOT NULL, -- rowid, or LTM stamp
+                   counted BIGINT NOT NULL, rows BIGINT NOT NULL, pushed_at TIMESTAMP)""")  # counted: rows at or below mark
+    con.execute("""CREATE TABLE team.pulled (kind VARCHAR NOT NULL, origin VARCHAR NOT NULL,
+                   seq BIGINT NOT NULL, PRIMARY KEY (kind, origin))""")  # the server's seq of the last row pulled
+    con.execute("CREATE TABLE team.state (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)")
+    con.execute(f"""CREATE TABLE team.remote_events AS SELECT *, ''::VARCHAR AS origin, ''::VARCHAR AS author
+                    FROM {s}.events LIMIT 0""")
+    con.execute("ALTER TABLE team.remote_events ADD PRIMARY KEY (origin, id)")
+    con.execute(f"""CREATE TABLE team.remote_decisions AS SELECT *, ''::VARCHAR AS origin, ''::VARCHAR AS author
+                    FROM {s}.decisions LIMIT 0""")
+    con.execute("ALTER TABLE team.remote_decisions ADD PRIMARY KEY (origin, id)")
+    con.execute(f"""CREATE TABLE team.remote_ltm AS SELECT *, ''::VARCHAR AS origin, ''::VARCHAR AS author,
+                    0::BIGINT AS seen_at FROM {s}.ltm LIMIT 0""")  # seen_at: when pulled (ns), for the clock rule
+    con.execute("ALTER TABLE team.remote_ltm ADD PRIMARY KEY (origin, namespace, key, stamp)")
+    con.execute("""CREATE TABLE team.session_lines (origin VARCHAR NOT NULL, author VARCHAR NOT NULL,
+                   slug VARCHAR NOT NULL, line BIGINT NOT NULL, text VARCHAR NOT NULL, PRIMARY KEY (origin, slug, line))""")
+    con.execute("""CREATE TABLE team.accepted (kind VARCHAR NOT NULL, origin VARCHAR NOT NULL, id VARCHAR NOT NULL,
+                   accepted_at TIMESTAMP NOT NULL, PRIMARY KEY (kind, origin, id))""")  # decisions and LTM keys let in
+    me = "(SELECT origin FROM team.me) AS origin, (SELECT author FROM team.me) AS author"
+    con.execute(f"CREATE VIEW team.events AS SELECT *, {me} FROM {s}.events UNION ALL SELECT * FROM team.remote_events")
+    con.execute(f"""CREATE VIEW team.decisions AS SELECT *, {me} FROM {s}.decisions
+                    UNION ALL SELECT * FROM team.remote_decisions""")
+    con.execute(f"""CREATE VIEW team.ltm AS SELECT * EXCLUDE (seen_at) FROM (
+                        SELECT *, {me}, 0 AS seen_at FROM {s}.ltm UNION ALL SELECT * FROM team.remote_ltm)
+                    QUALIFY row_number() OVER (PARTITION BY namespace, key ORDER BY stamp DESC, origin DESC) = 1""")
+    mirror_views(con, "team")
+
+
+_VIEW_HEAD = re.compile(r'^\s*CREATE\s+VIEW\s+(?:"?main"?\.)?("?)(\w+)\1\s+AS\s+', re.IGNORECASE)
+_TEAM_OWN = frozenset({"events", "decisions", "ltm"})  # the team schema's own views: everyone's rows
+
+
+def mirror_views(con, schema: str) -> int:
+    """Give `schema` every view of main, with main's own text; returns how many it (re)made.
+
+    A view binds its unqualified names in its own schema, so each runs unchanged over that schema's
+    tables (the team's `events` is everyone's). Run after migrations change main's views, as the team
+    sync does at each pull."""
+    have = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE schema_name = ? "
+                            "AND database_name = current_database()", [schema]).fetchall())
+    changed = 0
+    for name, sql in con.execute("SELECT view_name, sql FROM duckdb_views() WHERE schema_name = 'main' "
+                                 "AND database_name = current_database() AND NOT internal").fetchall():
+        match = _VIEW_HEAD.match(sql)
+        if match is None or name in _TEAM_OWN:
+            continue
+        body = sql[match.end():].rstrip().rstrip(";")
+        if have.get(name) != f"CREATE VIEW {schema}.{name} AS {body};":
+            con.execute(f"CREATE OR REPLACE VIEW {schema}.{name} AS {body}")
+            changed += 1
+    return changed
+
+
 INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002, _index_003, _index_004, _index_005]
-MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003, _memory_004, _memory_005]
+MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003, _memory_004, _memory_005,
+                                     _memory_006]
 
 
 RETRY_RECORDS_KEPT_S = 24 * 3600
@@ -351,4 +412,6 @@ def migrate(con, schema: str, migrations: list[Migration]) -> int:
             con.execute("ROLLBACK")
             raise
         ran += 1
+    if ran and migrations is MEMORY_MIGRATIONS and len(done) >= 6:  # a later migration may change main's views
+        mirror_views(con, "team")
     return ran

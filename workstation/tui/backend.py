@@ -207,6 +207,10 @@ class LiveBackend:
         found = git.status(self.ws.root)
         if not self._closing.is_set():
             self._ui(self.app.chat.set_git, found.label if found is not None else "")
+        if self.ws.config.team.enabled and not self._closing.is_set():  # the state the sidecar's push noted
+            from ..team.sync import state_label  # lazy: the team package, only with [team]
+
+            self._ui(self.app.chat.set_team, state_label(self.ws.db))
 
     def _say_sandbox(self) -> None:
         """Say at start which sandbox commands will run in, or why none (then every command asks): the

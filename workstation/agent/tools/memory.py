@@ -29,7 +29,9 @@ def render_rows(rows: list[dict], limit: int = 40, width: int = 40) -> str:
 
 
 def render_decisions(rows) -> str:
-    return "\n".join(f"[D:{d.id}] step {d.step if d.step is not None else '-'}: {d.decision}"
+    """The decision log for the decisions tool; a teammate's accepted decision says whose it is."""
+    return "\n".join(f"[D:{d.id}] " + (f"(teammate {d.author}, {d.origin}) " if d.author else "")
+                     + f"step {d.step if d.step is not None else '-'}: {d.decision}"
                      + (f" — {d.reasoning}" if d.reasoning else "")
                      + (f" (reused {d.reuse_count}x)" if d.reuse_count else "") for d in rows)
 

@@ -208,6 +208,7 @@ class ChatPane(Vertical):
         self._bill = ""  # the session's cost as billed and the last request's cache hit, after it
         self._job = ""  # a background job's line, after the session's
         self._git = ""  # "main ±3", beside the gauge
+        self._team = ""  # "team ↑09:12" or "team ✗ 09:12" ([team] sync state), beside the branch
         self._plan: list[dict] = []
         self._activity: tuple[str, str, float] | None = None  # (kind, what, monotonic start)
         self._ticker = None  # the timer that refreshes the elapsed time
@@ -285,6 +286,11 @@ class ChatPane(Vertical):
         self._git = label
         self._show_gauge()
 
+    def set_team(self, label: str) -> None:
+        """The team sync state (workstation.team.sync.label), beside the branch; "" for none."""
+        self._team = label
+        self._show_gauge()
+
     def _show_gauge(self) -> None:
         """The git label and the gauge on the right of the status line: the gauge without its bar in a
         narrow chat, and both left out there while the agent works (what it does is worth the room more)."""
@@ -294,11 +300,13 @@ class ChatPane(Vertical):
             return
         style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
         gauge = Content.styled(gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR), style)
-        if self._git:
-            both = Content.assemble(Content.styled(f"⎇ {self._git}", "$text-secondary"), " │ ", gauge)
-            room = self.size.width - 2  # the bar's padding
-            if both.cell_length + 1 + MIN_LEFT <= room:  # else the gauge alone: it matters more than the branch
-                gauge = both
+        room = self.size.width - 2  # the bar's padding
+        for text, style in ((self._git and f"⎇ {self._git}", "$text-secondary"),
+                            (self._team, "$text-error" if "✗" in self._team else "$text-secondary")):
+            if text:
+                both = Content.assemble(Content.styled(text, style), " │ ", gauge)
+                if both.cell_length + 1 + MIN_LEFT <= room:  # else without: the gauge matters more
+                    gauge = both
         self.status_bar.set(right=gauge)
 
     def on_resize(self) -> None:

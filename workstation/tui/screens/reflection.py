@@ -108,6 +108,7 @@ class ReflectionScreen(Screen):
     BINDINGS = [
         Binding("escape", "close", "Back"),
         Binding("s", "toggle_scope", "This session / all"),
+        Binding("t", "toggle_team", "Mine / team"),
         Binding("g", "reload", "Reload"),
     ]
     DEFAULT_CSS = """
@@ -130,6 +131,7 @@ class ReflectionScreen(Screen):
         self.workspace = workspace
         self.session = session  # the session the plots show (None: the newest one)
         self.all_sessions = False
+        self.team = False  # over the team's rows too (workstation.team's replica)
         self.query_name = reflect.canonical(query) if query else ""  # shown first (default: the first one)
         self.result: Any = None  # the reflect.Result on screen
         self.context: ContextSeries | None = None
@@ -187,12 +189,17 @@ class ReflectionScreen(Screen):
         self.all_sessions = not self.all_sessions
         self.action_reload()
 
+    def action_toggle_team(self) -> None:
+        self.team = not self.team
+        self.action_reload()
+
     def action_close(self) -> None:
         self.dismiss()
 
     def _update_title(self) -> None:
         scope = "every session" if self.scope is None else f"session {self.scope}"
-        self.query_one("#reflection-title", Static).update(f"Reflection · {scope}")
+        team = " · team (pulled by `workstation team pull`)" if self.team else ""
+        self.query_one("#reflection-title", Static).update(f"Reflection · {scope}{team}")
 
     @on(OptionList.OptionHighlighted, "#reflection-queries")
     def _query_chosen(self, event: OptionList.OptionHighlighted) -> None:
@@ -203,11 +210,11 @@ class ReflectionScreen(Screen):
         self.query_name = name
         self.query_one("#reflection-about", Static).update(reflect.QUERIES[name].description)
         self.status.set(left=f"running {name}…")
-        self._run_query(name, self.scope)
+        self._run_query(name, self.scope, self.team)
 
     @work(thread=True, exit_on_error=False, group=WORKER_GROUP, exclusive=True, name="reflection query")
-    def _run_query(self, name: str, session: str | None) -> None:
-        result = reflect.run(self.workspace.db, name, session=session)
+    def _run_query(self, name: str, session: str | None, team: bool = False) -> None:
+        result = reflect.run(self.workspace.db, name, session=session, team=team)
         self.app.call_from_thread(self._show_result, result)
 
     def _show_result(self, result: Any) -> None:
@@ -243,7 +250,7 @@ class ReflectionScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-tools", exclusive=True, name="tool plot")
     def _load_tools(self) -> None:
-        result = reflect.run(self.workspace.db, "tool_errors", session=self.scope, limit=40)
+        result = reflect.run(self.workspace.db, "tool_errors", session=self.scope, limit=40, team=self.team)
         self.app.call_from_thread(self._set_tools, tool_usage(result.columns, result.rows))
 
     def _set_tools(self, usage: ToolUsage) -> None:

@@ -75,6 +75,7 @@ class SessionsScreen(Screen):
         Binding("e", "export('md')", "Export md"),
         Binding("j", "export('json')", "Export JSON"),
         Binding("g", "reload", "Reload"),
+        Binding("t", "toggle_team", "Mine / team"),
     ]
     DEFAULT_CSS = """
     SessionsScreen {
@@ -98,6 +99,7 @@ class SessionsScreen(Screen):
         self.current = current  # the slug the chat is on: it is not archived from here
         self.sessions: dict[str, Any] = {}  # slug -> SessionInfo, in table order
         self.last_export: str | None = None  # path of the last export, for the status line and tests
+        self.team = False  # teammates' shared sessions instead (read-only: `workstation team pull` brings them)
 
     # ---------------------------------------------------------------- composition
     def compose(self) -> ComposeResult:
@@ -134,10 +136,33 @@ class SessionsScreen(Screen):
     def action_reload(self) -> None:
         self._load()
 
+    def action_toggle_team(self) -> None:
+        self.team = not self.team
+        self._load()
+
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-list", exclusive=True, name="list sessions")
     def _load(self) -> None:
+        if self.team:
+            from ...team.sessions import team_sessions  # lazy: the team package, only on this toggle
+
+            rows = self.workspace.db.call(team_sessions)
+            self.app.call_from_thread(self._show_team, rows)
+            return
         infos = list_sessions(self.workspace.paths, archived=True)
         self.app.call_from_thread(self._show, infos)
+
+    def _show_team(self, rows: list[dict]) -> None:
+        """Teammates' sessions, each with its author and origin; nothing here can be resumed or changed."""
+        table = self.table
+        table.clear()
+        self.sessions = {}
+        for row in rows:
+            table.add_row("", f"{row['author']}/{row['slug']}", "team", "", "", f"{row['lines']} lines", "",
+                          clip(row["origin"], TITLE_CHARS), key=f"{row['origin']}\0{row['slug']}")
+        self.query_one("#sessions-title", Static).update(f"Sessions · team · {len(rows)} shared by teammates")
+        self.query_one("#sessions-detail", Static).update(
+            "teammates' sessions, read-only (`workstation session search TEXT --team`)" if rows else
+            "no teammates' sessions pulled: they share them with [team] share = [..., \"sessions\"]")
 
     def _show(self, infos: list) -> None:
         table = self.table

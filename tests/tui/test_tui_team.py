@@ -1,0 +1,83 @@
+"""The team toggles of the reflection and sessions screens, and the status line's sync state, over a
+replica filled as `workstation team pull` fills it (replica.apply_pulled on the server's CSV)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from textual.app import App
+from tui_support import settle, started
+
+from workstation.runtime import Workspace
+from workstation.team import replica, sync
+from workstation.tui.screens.reflection import ReflectionScreen
+from workstation.tui.screens.sessions import SessionsScreen
+
+
+class ScreenApp(App):
+    def __init__(self, screen) -> None:
+        super().__init__()
+        self.first = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self.first)
+
+
+@pytest.fixture
+def ws(tmp_path):
+    workspace = Workspace(tmp_path)
+    yield workspace
+    workspace.close()
+
+
+def pulled(ws, kind: str, rows: list[list]) -> None:
+    """Rows as the server's COPY writes them (seq, origin, author, then server.COLUMNS), into the replica."""
+    path = ws.paths.state / f"pulled-{kind}.csv"
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows([["" if v is None else v for v in row] for row in rows])
+    ws.db.call(replica.apply_pulled, kind, str(path))
+
+
+def teammate_history(ws) -> None:
+    pulled(ws, "events", [[i + 1, "laptop:/src/shop", "bob", f"e{i}", "2026-11-01 10:00:00", "bob-s1", "main", 1,
+                           None, "tool_call", "grep", 3.5, None, None, None, "t", '{"outcome": "ok"}']
+                          for i in range(4)])
+    pulled(ws, "session_lines", [[1, "laptop:/src/shop", "bob", "fix-login", 1, '{"type": "user"}']])
+
+
+async def test_the_reflection_screen_toggles_to_the_teams_rows(ws):
+    mem = ws.memory("mine")
+    mem.record("tool_call", "read_lines", ok=True)
+    mem.close()
+    teammate_history(ws)
+    app = ScreenApp(ReflectionScreen(ws, query="tool_errors"))
+    async with started(app) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert [r["tool"] for r in screen.result.records()] == ["read_lines"]
+        await pilot.press("t")
+        await settle(pilot)
+        assert {r["tool"]: r["calls"] for r in screen.result.records()} == {"grep": 4, "read_lines": 1}
+        assert "team" in str(screen.query_one("#reflection-title").render())
+        assert "grep" in screen.tools.tools
+
+
+async def test_the_sessions_screen_toggles_to_teammates_sessions(ws):
+    teammate_history(ws)
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        screen = app.screen
+        row = screen.table.get_row_at(0)
+        assert row[1] == "bob/fix-login" and row[2] == "team" and "laptop:/src/shop" in row[7]
+        assert screen.selected is None  # read-only: nothing to resume or archive
+
+
+def test_the_status_lines_sync_state():
+    assert sync.label({}) == "team: not pushed yet"
+    assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑09:12"
+    assert sync.label({"last_push": "2026-11-27T09:12:02Z",
+                       "last_error": "2026-11-27T09:20:00Z team push failed: ..."}) == "team ✗ 09:20"

@@ -1,0 +1,152 @@
+"""The team server: PostgreSQL, append-only, shared by a team's engineers.
+
+One definition of the server's schema: ADMIN_SQL, which a team admin runs once (`workstation team
+admin-sql` prints it; the README shows it) and the tests run on their server. Engineers' roles hold
+only INSERT and SELECT (and USAGE of the row sequences): nobody's client can change or delete what
+another wrote. Every row carries the project, its origin (machine and workspace) and its author, which is always
+the role that inserted it (engineers may not write that column): acceptance by author rests on the
+server's authentication, not on what a client claims. A row's
+key is the origin and the row's local key, so a push sent twice lands once (ON CONFLICT DO NOTHING).
+`seq` orders each origin's rows: a push holds its origin's advisory lock until it commits, so an
+origin's rows become visible in seq order and a puller's per-origin watermark never skips one.
+
+Connecting: the URL carries no password (config refuses one); it comes from the variable named by
+`team.password_env`, or libpq's PGPASSWORD or ~/.pgpass. Any host but loopback is reached over TLS with
+the certificate and host name checked (sslmode=verify-full), whatever the URL says.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..config import TeamConfig, is_loopback, team_url_parts
+from . import TeamError
+
+SCHEMA_VERSION = 1  # the server schema this client writes and reads; a newer one asks for an upgrade
+CONNECT_TIMEOUT_S = 5
+
+# Key columns compare bytewise (COLLATE "C") whatever the server's locale: cheaper to index, one order.
+# Columns of the synced tables after (seq, project, origin, author), as the server types them. Pushed and
+# pulled as CSV in this order (replica.py writes and reads the same order).
+COLUMNS: dict[str, list[tuple[str, str]]] = {
+    "events": [("id", 'text COLLATE "C" NOT NULL'), ("ts", "timestamp NOT NULL"), ("session", "text NOT NULL"),
+               ("flow", "text NOT NULL"), ("step", "integer"), ("parent", "text"), ("type", "text NOT NULL"),
+               ("name", "text NOT NULL"), ("duration_ms", "double precision"), ("tokens_in", "integer"),
+               ("tokens_out", "integer"), ("cost_usd", "double precision"), ("ok", "boolean"), ("data", "text")],
+    "decisions": [("id", 'text COLLATE "C" NOT NULL'), ("ts", "timestamp NOT NULL"), ("session", "text NOT NULL"),
+                  ("flow", "text NOT NULL"), ("step", "integer"), ("decision", "text NOT NULL"),
+                  ("reasoning", "text NOT NULL"), ("related_files", "text NOT NULL")],  # a JSON list
+    "ltm": [("namespace", 'text COLLATE "C" NOT NULL'), ("key", 'text COLLATE "C" NOT NULL'), ("value", "text"),
+            ("deleted", "boolean NOT NULL"), ("stamp", "bigint NOT NULL"), ("updated_at", "timestamp NOT NULL"),
+            ("updated_by", "text NOT NULL")],
+    "session_lines": [("slug", 'text COLLATE "C" NOT NULL'), ("line", "bigint NOT NULL"), ("text", "text NOT NULL")],
+}
+KEYS = {"events": ("id",), "decisions": ("id",), "ltm": ("namespace", "key", "stamp"),
+        "session_lines": ("slug", "line")}
+KINDS = tuple(COLUMNS)
+SHARE_OF = {"events": "events", "decisions": "decisions", "ltm": "ltm", "session_lines": "sessions"}
+
+
+def bare(sqltype: str) -> str:
+    """A column's type without its constraints and collation ('text COLLATE "C" NOT NULL' -> 'text')."""
+    return sqltype.replace(' COLLATE "C"', "").replace(" NOT NULL", "")
+
+
+def _table_sql(kind: str) -> str:
+    cols = ",\n    ".join(f"{name} {kind_}" for name, kind_ in COLUMNS[kind])
+    key = ", ".join(KEYS[kind])
+    return (f"CREATE TABLE workstation.{kind} (\n    seq bigint GENERATED ALWAYS AS IDENTITY,\n"
+            f"    project text COLLATE \"C\" NOT NULL,\n    origin text COLLATE \"C\" NOT NULL,\n"
+            f"    author text NOT NULL DEFAULT current_user,\n    {cols},\n"
+            f"    PRIMARY KEY (project, origin, {key})\n);\n"
+            f"CREATE INDEX {kind}_pull ON workstation.{kind} (project, origin, seq);")
+
+
+def insert_columns(kind: str) -> list[str]:
+    """The columns a push writes (seq is the server's, author is the inserting role)."""
+    return ["project", "origin", *(name for name, _ in COLUMNS[kind])]
+
+
+ADMIN_SQL = "\n".join([
+    "-- Run once, as the database's owner, in the database the team's [team] url names.",
+    "CREATE SCHEMA workstation;",
+    "CREATE TABLE workstation.meta (key text PRIMARY KEY, value text NOT NULL);",
+    f"INSERT INTO workstation.meta VALUES ('schema_version', '{SCHEMA_VERSION}');",
+    *[_table_sql(kind) for kind in KINDS],
+    "-- Engineers may add rows and read them, nothing else: the server side is append-only.",
+    "CREATE ROLE workstation_engineer NOLOGIN;",
+    "GRANT USAGE ON SCHEMA workstation TO workstation_engineer;",
+    "GRANT SELECT ON ALL TABLES IN SCHEMA workstation TO workstation_engineer;",
+    "-- author is not among the columns they may write: it is always the role that inserted the row.",
+    *[f"GRANT INSERT ({', '.join(insert_columns(kind))}) ON workstation.{kind} TO workstation_engineer;"
+      for kind in KINDS],
+    "GRANT USAGE ON ALL SEQUENCES IN SCHEMA workstation TO workstation_engineer;",
+    "-- One login per engineer; its name is the author their rows carry:",
+    "-- CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE workstation_engineer;",
+])
+
+
+def connect_args(team: TeamConfig, environ: os._Environ | dict | None = None) -> dict[str, Any]:
+    """psycopg.connect's arguments for `team`: TLS forced for any host but loopback, the password
+    from the environment only. One line (TeamError) when the named variable is unset."""
+    environ = os.environ if environ is None else environ
+    parts, query = team_url_parts(team.url)
+    host = query.get("host", parts.hostname or "")
+    args: dict[str, Any] = {"conninfo": team.url, "connect_timeout": CONNECT_TIMEOUT_S,
+                            "application_name": "workstation-team", "autocommit": False}
+    if not is_loopback(host):
+        args["sslmode"] = "verify-full"
+    if team.password_env:
+        password = environ.get(team.password_env)
+        if password is None:
+            raise TeamError(f"team.password_env names {team.password_env}, which is not set")
+        args["password"] = password
+    return args
+
+
+def where(team: TeamConfig) -> str:
+    """The server as people name it: host:port/db (never a password, which the URL cannot hold)."""
+    parts, query = team_url_parts(team.url)
+    return f"{query.get('host', parts.hostname or 'localhost')}:{parts.port or 5432}{parts.path or '/'}"
+
+
+def connect(team: TeamConfig):
+    """An open psycopg connection, or TeamError with one line (down, refused, bad password, no TLS)."""
+    import psycopg  # lazy: psycopg, 130-300 ms; only where sync runs
+
+    try:
+        return psycopg.connect(**connect_args(team))
+    except psycopg.Error as err:
+        raise TeamError(f"team server {where(team)} is unreachable: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[-1].strip() if text else type(err).__name__
+
+
+def check_schema(con, team: TeamConfig) -> int:
+    """The server's schema version, or TeamError: none (the admin SQL was never run) or newer than ours."""
+    import psycopg  # lazy: psycopg, only where sync runs
+
+    try:
+        with con.cursor() as cur:
+            cur.execute("SELECT value FROM workstation.meta WHERE key = 'schema_version'")
+            row = cur.fetchone()
+        con.rollback()
+    except psycopg.errors.UndefinedTable:
+        con.rollback()
+        raise TeamError(f"team server {where(team)} has no workstation schema: a team admin runs the SQL "
+                        "of `workstation team admin-sql` there once") from None
+    except psycopg.errors.InsufficientPrivilege:
+        con.rollback()
+        raise TeamError(f"team server {where(team)} refuses this role: a team admin grants it "
+                        "workstation_engineer") from None
+    version = int(row[0]) if row and str(row[0]).isdigit() else 0
+    if version > SCHEMA_VERSION:
+        raise TeamError(f"team server {where(team)} has schema version {version}, newer than this "
+                        f"workstation's {SCHEMA_VERSION}: upgrade workstation to sync with it")
+    if version < 1:
+        raise TeamError(f"team server {where(team)} has an unreadable schema version {row!r}")
+    return version
