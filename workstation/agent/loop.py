@@ -42,15 +42,14 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import llm, scrub
 from ..errors import WorkstationError
-from ..llm import LLMError
 from ..memory.decisions import decision_exists
-from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
+from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import fetch_original, seen
 from ..sessions.log import new_record_id
 from ..tokens import count
-from . import context, memoryfirst, tools, updates
+from . import context, memoryfirst, toolcall, tools, updates
 from .approval import Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
@@ -78,7 +77,6 @@ is shown in every context: follow it, and cite [D:<id>] in your reply whenever y
 NO_MODEL = ("no model configured: set [model] name in ~/.config/workstation/config.toml, WORKSTATION_MODEL, or "
             "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")
 _CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
-_ARG_CLIP = 300  # characters of one tool argument kept in the episodic log
 COMPACTION_MODES = ("background", "sync", "off")
 
 
@@ -333,7 +331,7 @@ class Agent:
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
         for call in completion.tool_calls:
-            _register_env_writes(call)
+            toolcall.register_env_writes(call)
         calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
@@ -508,33 +506,9 @@ class Agent:
 
     def _run_tool(self, call_id: str, call, events: AgentEvents) -> None:
         started = time.perf_counter()
-        malformed: ToolResult | None = None
-        try:
-            args: dict | None = call.parsed_arguments()
-        except LLMError as err:
-            args = None
-            malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
-                                   ok=False, data={"outcome": "malformed"})
-        logged_args = _clipped(args) if args is not None else {"raw": scrub.mask(call.arguments[:_ARG_CLIP + 512])[:_ARG_CLIP]}
-        if events.on_activity:
-            events.on_activity("tool", _activity_label(call.name, logged_args))
-        # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
         record_id = new_record_id()  # the tool_call event names the record its result becomes
-        with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args, call_id=call_id,
-                                   turn_id=record_id) as op:
-            if malformed is not None:
-                result = malformed
-            else:
-                self.ctx.call_id = call_id
-                result = self.toolset.call(self.ctx, call.name, args)
-            result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
-            op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
-                   or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
-            tool = self.toolset.get(call.name)
-            meaning = (tool.meaning(tools.Call(call.name, args, result.ok, result.text, result.data))
-                       if args is not None and tool is not None else tools.Meaning())
-            for kind, name, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
-                self.memory.record(kind, name, **fields)
+        args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, call, record_id,
+                                             events.on_activity)
         data = result.data
         data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
         self._wrote(self.session.tool(call_id, call.name, result.text, id=record_id, ok=result.ok,
@@ -587,41 +561,4 @@ class Agent:
         line = " ".join(scrub.redact(text).split())
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
-
-
-def _activity_label(name: str, args: dict) -> str:
-    """`run_command: pytest -q`, `read_lines: a.py 1-40`: what a running tool works on, in one line."""
-    subject = args.get("cmd") or args.get("path") or next((v for v in args.values() if isinstance(v, str)), "")
-    if "start" in args and "end" in args:
-        subject = f"{subject} {args['start']}-{args['end']}"
-    subject = " ".join(str(subject).split())
-    return f"{name}: {subject[:80]}" if subject else name
-
-
-def _register_env_writes(call) -> None:
-    """What a call would write into an .env-style file is a secret before the call is even logged."""
-    if call.oversized or ".env" not in (call.arguments or ""):
-        return
-    try:
-        args = call.parsed_arguments()
-    except Exception:  # malformed: the call fails and is logged masked like any other
-        return
-    if any(isinstance(args.get(k), str) and scrub.is_env_file(args[k]) for k in ("path", "dst")):
-        for key in ("content", "old", "new"):
-            if isinstance(args.get(key), str):
-                scrub.register_env_values(args[key])
-
-
-def _clipped(args: dict) -> dict:
-    out = {}
-    for key, value in args.items():
-        if isinstance(value, str):
-            value = scrub.mask(value)
-            if len(value) > _ARG_CLIP:
-                value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
-        else:
-            value = scrub.mask_data(value)  # a list or an object may hold a key as well
-        out[key] = value
-    return out
-
 
