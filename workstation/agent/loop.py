@@ -392,7 +392,8 @@ class Agent:
             return context.head_text(self._base(), sections, state.excerpt)
 
         return updates.sync(self.session, view, self.config, now, blocks, head, tools=self._tools_digest(),
-                            model=self.model_name, window=window, wrote=self._wrote)
+                            model=self.model_name, window=window, wrote=self._wrote,
+                            schemas=scrub.mask_data(self.toolset.schemas()))
 
     def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
