@@ -1,7 +1,7 @@
 """The memory agent versus a naive baseline on scripted multi-step tasks. Prints figures, asserts nothing.
 
     .venv/bin/python benchmarks/bench_agent.py [--scenario shop|httpx|both] [--size full|small]
-                                               [--compaction sync|off] [--keep DIR]
+                                               [--compaction sync|off] [--keep DIR] [--httpx-steps file|function]
 
 Two scenarios (--scenario, default both): `shop`, steps 1-5 below, and `httpx`, seed 003's own evaluation on
 the real httpx sources (tests/httpx_scenario.py: the httpx package installed beside litellm is copied as the
@@ -131,14 +131,15 @@ class Scenario:
     done: str  # what a passing edit check means
 
 
-def scenario(name: str, size: str) -> Scenario:
+def scenario(name: str, size: str, httpx_steps: str = "file") -> Scenario:
     if name == "shop":
         return Scenario("shop", f"fixture package shop/ ({size}), request_id through every public function",
                         lambda root: shop.make_repo(root, size), shop.RequestIdPolicy, (shop.TASK, shop.CHECK),
                         lambda root: shop.check_repo(root, size),
                         "every public function takes and passes request_id and the package runs")
     return Scenario("httpx", f"httpx {httpx_version()} sources (installed beside litellm, copied), seed 003's task",
-                    httpx_scenario.make_repo, httpx_scenario.HttpxRequestIdPolicy,
+                    httpx_scenario.make_repo,
+                    lambda: httpx_scenario.HttpxRequestIdPolicy(per_function=httpx_steps == "function"),
                     (httpx_scenario.TASK, httpx_scenario.CHECK), httpx_scenario.check_repo,
                     "every function in scope takes request_id, every call between them passes it, and requests through "
                     "httpx.MockTransport carry it (sync, async and the module API)")
@@ -387,6 +388,9 @@ def main() -> None:
     parser.add_argument("--provider", choices=sorted(MODELS), default="anthropic",
                         help="which of the scripted server's endpoints (and cache accounting) the agent talks to")
     parser.add_argument("--cache-ttl", choices=["5m", "1h"], default="5m", help="agent.cache_ttl")
+    parser.add_argument("--httpx-steps", choices=["file", "function"], default="file",
+                        help="the httpx policy's edits: all of a file's in one response, or one function's per "
+                             "response (more, smaller steps: the same edits)")
     args = parser.parse_args()
     llm.warm_import()
     tmp = None
@@ -403,7 +407,7 @@ def main() -> None:
         for name in (["shop", "httpx"] if args.scenario == "both" else [args.scenario]):
             root = base / name
             root.mkdir()
-            ok = run_scenario(scenario(name, args.size), root, args) and ok
+            ok = run_scenario(scenario(name, args.size, args.httpx_steps), root, args) and ok
             if name == "shop":
                 ok = run_undo(root) and ok
         if not ok:

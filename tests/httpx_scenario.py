@@ -19,7 +19,9 @@ through Client and AsyncClient. Shared by benchmarks/bench_agent.py and tests/in
   convention once (log_decision) and cites [D:id] whenever it applies it, greps each file for the
   definitions, the calls and the closing parentheses of the targets (a grep is not a file read), reads only
   build_request's body (the one edit beyond a line insertion) and edits bottom-up with replace_lines and
-  edit_file. The second turn checks from fresh maps and one grep. It answers compaction requests with a
+  edit_file: all of a file's edits in one response (as one MultiEdit-like batch), or with
+  `per_function=True` one function's edits per response (as a model making one edit call at a time
+  would; bench_agent --httpx-steps function). The second turn checks from fresh maps and one grep. It answers compaction requests with a
   summary (tests/scenario_common.py).
 * `check_repo(root)` proves the edit: the signatures and every call between the targets (compared with
   the calls in the installed, unedited package), then the edited package imported in a subprocess sends
@@ -239,8 +241,9 @@ def map_functions(fmap: str) -> dict[str, tuple[int, int]]:
 class HttpxRequestIdPolicy(ScriptedPolicy):
     """The scripted model of the httpx scenario (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, per_function: bool = False) -> None:
         super().__init__()
+        self.per_function = per_function  # one response per function's edits, not one per file
         self.files: list[str] = []
         self.ranges: dict[str, dict[str, tuple[int, int]]] = {}  # path -> its functions' lines, from the maps
 
@@ -369,18 +372,19 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
                     return n
             raise PolicyError(f"{path}:{after}: no closing line in the grep")
 
-        inserts: list[tuple[int, str]] = []  # (insert before this line, text)
+        groups: list[tuple[int, list[tuple[int, str]]]] = []  # per function: (its first line, its inserts)
         for key in wanted:
             first, last = self.ranges[path][key]
             d = lines.get(first, "")
             if not re.match(r"\s*(?:async )?def \w+\($", d):
                 raise PolicyError(f"{path}:{first}: {key}'s definition is not a wrapped signature: {d!r}")
             indent = d[:len(d) - len(d.lstrip())]
-            inserts.append((closing(first, indent, True), f"{indent}    {param},"))
+            inserts = [(closing(first, indent, True), f"{indent}    {param},")]
             for n in sorted(lines):
                 m = _CALL.match(lines[n])
                 if first < n <= last and m and m.group(2) in names:
                     inserts.append((closing(n, m.group(1), False), f"{m.group(1)}    request_id=request_id,"))
+            groups.append((first, inserts))
         edit_file = []
         if body:  # the sink: the id joins the extensions the Request is built with
             ret = next((n for n in sorted(body) if body[n].lstrip().startswith("return Request(")), None)
@@ -392,19 +396,35 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
             new = (f"{body[ret - 1]}\n{indent}if request_id is not None:\n"
                    f"{indent}    extensions = {{**extensions, \"request_id\": request_id}}\n{body[ret]}")
             edit_file = [("edit_file", {"path": path, "old": old, "new": new})]
-        inserts.sort(key=lambda e: -e[0])  # bottom-up: an insertion never moves a line still to edit
+        groups.sort(key=lambda g: -g[0])  # bottom-up: an insertion never moves a line still to edit
         self.phase = f"edited-{'api' if path == API else 'client'}"
-        self.log.append(f"edit {path}: {len(inserts)} lines inserted" + (", the sink's body" if body else ""))
-        calls = [("replace_lines", {"path": path, "start": n, "end": n - 1, "content": t}) for n, t in inserts]
-        return Reply(text=f"Applying [D:{did}] to {path}, bottom-up so the line numbers stay valid.",
-                     tool_calls=calls + edit_file)  # edit_file by text, after every insertion by number
+        steps = [[("replace_lines", {"path": path, "start": n, "end": n - 1, "content": t})
+                  for n, t in sorted(inserts, key=lambda e: -e[0])] for _, inserts in groups]
+        if not self.per_function:
+            steps = [[call for step in steps for call in step]]
+        self.log.append(f"edit {path}: {sum(len(g) for _, g in groups)} lines inserted in {len(groups)} functions, "
+                        f"{'one function per step' if self.per_function else 'in one step'}"
+                        + (", the sink's body" if body else ""))
+        if edit_file:  # edit_file by text, after every insertion by number
+            steps = [*steps, edit_file] if self.per_function else [steps[0] + edit_file]
+        self.pending = steps
+        self.did, self.path = did, path
+        return self._next_edit()
+
+    def _next_edit(self) -> Reply:
+        return Reply(text=f"Applying [D:{self.did}] to {self.path}, bottom-up so the line numbers stay valid.",
+                     tool_calls=self.pending.pop(0))
 
     def _after_edited_api(self, messages, results) -> Reply:
         self._expect(results, "replace_lines")
+        if self.pending:
+            return self._next_edit()
         return self._grep(messages, CLIENT)
 
     def _after_edited_client(self, messages, results) -> Reply:
         self._expect(results, "replace_lines", "edit_file")
+        if self.pending:
+            return self._next_edit()
         did, _ = self._decision(messages)
         self.phase = "done"
         return Reply(text=f"Done: the API functions and both clients' request methods take request_id and pass "

@@ -51,6 +51,11 @@ def provider_of(model: str) -> str:
 CACHE_TTLS = ("5m", "1h")  # the lifetimes of a prompt-cache entry a request may ask for
 
 
+def cache_ttl_seconds(ttl: str) -> float:
+    """How long a provider keeps a cached prefix unused, for a CACHE_TTLS value (agent.cache_ttl)."""
+    return 3600.0 if ttl == "1h" else 300.0
+
+
 def cache_style(model: str) -> str:
     """How a request to `model` asks for prompt caching: "anthropic" (`cache_control` breakpoints: Claude
     on Anthropic's API, on Bedrock or on Vertex AI), "openai" (`prompt_cache_key`: OpenAI and the

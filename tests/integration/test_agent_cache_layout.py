@@ -5,6 +5,7 @@ on disk); only a compaction writes a new head. Through the real litellm path to 
 from __future__ import annotations
 
 import json
+import time
 
 from agent_support import agent, module_server, records, requests_since, workspace
 from fakellm import Reply
@@ -165,5 +166,40 @@ def test_a_compaction_between_turns_is_named_on_the_next_answer(tmp_path, server
     assert a.run("message 3").error is None
     assert [r.get("cache_break") for r in records(a.session, "assistant")] == [
         "first request", None, None, "compaction"]
+    a.close()
+    ws.close()
+
+
+CLAUDE = "anthropic/claude-sonnet-4-5-20250929"  # answered by the scripted server's Messages endpoint
+
+
+def test_the_sidecars_compaction_reads_the_agents_cached_history(tmp_path, server):
+    """The sidecar rebuilds from the log what the agent last sent (the epoch's head and tools, the turns)
+    and appends the summary instruction: the provider serves the history from its cache. Past the TTL the
+    cache is gone, and the sidecar sends a transcript instead."""
+    from workstation.sessions.sidecar import CACHE_MARGIN_S, Sidecar, logged_conversation
+
+    ws = workspace(tmp_path, server.url, model={"name": CLAUDE}, memory={"compact_threshold": 3, "keep_recent": 1})
+    scripted(server, [Reply(text=f"answer {i} " + "words " * 400) for i in range(3)])
+    a = agent(ws)  # compaction off: the sidecar does it
+    for i in range(3):
+        assert a.run(f"message {i}").error is None
+    last_sent = requests_since(server)[-1]
+    assert logged_conversation(a.session, ws.config, now=time.time() + 300 - CACHE_MARGIN_S + 1) is None  # cold
+    car = Sidecar(ws.paths, ws.config)
+    result = car.process(a.session.slug)
+    assert result is not None and result.ok and result.model == CLAUDE
+    sent = requests_since(server)[-1]
+    assert sent["messages"][-1]["content"].startswith("You compact")
+    assert_grows_at_the_end([last_sent, sent])  # the agent's last request, byte for byte, then the instruction
+    assert json.dumps(server.anthropic_requests[-1]["tools"]) == json.dumps(server.anthropic_requests[-2]["tools"])
+    # every token of the agent's last request is read from the cache; only the answer to it and the
+    # instruction are new
+    before, usage = server.usages[-2:]
+    assert usage["cache_read_input_tokens"] == sum(before[k] for k in (
+        "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")), (before, usage)
+    assert usage["input_tokens"] == 0 and usage["cache_creation_input_tokens"] < usage["cache_read_input_tokens"] / 3
+    (compact,) = records(a.session, "compact")
+    assert compact["cached_history"] is True and compact["cache_read_tokens"] == usage["cache_read_input_tokens"]
     a.close()
     ws.close()

@@ -237,12 +237,21 @@ def test_replace_lines_needs_a_read_and_a_map_counts_as_one(ag, ws):
                         "# end of clean")
     assert edit.ok and edit.text.splitlines()[0] == ("pkg/util.py: replaced lines 4-5; the new text is lines 4-6; "
                                                      "lines after it moved by +1")
-    assert edit.text.splitlines()[1:3] == ["@@ -3,4 +3,5 @@", " "]  # one line of context around the change
-    assert "-    return text.strip()" in edit.text and "+# end of clean" in edit.text  # the diff, for the model
+    # below the head, what it replaced: the model sent the new text, so it is not shown back (the log keeps
+    # the whole diff)
+    assert edit.text.splitlines()[1:] == ["-def clean(text: str) -> str:", "-    return text.strip()"]
+    assert "+# end of clean" in edit.data["edits"][0]["diff"]
+    # an insertion shows the lines it landed between, numbered as the file is now
+    inserted = call(ag, "replace_lines", path="pkg/util.py", start=7, end=6, content="# cleaned\n# twice")
+    assert inserted.ok and inserted.text.splitlines() == [
+        "pkg/util.py: inserted 2 lines before line 7; the new text is lines 7-8; lines after it moved by +2",
+        " 6| # end of clean", " 9| "]
+    at_end = call(ag, "replace_lines", path="pkg/util.py", start=14, end=13, content="# the end")
+    assert at_end.ok and at_end.text.splitlines()[1:] == [" 13|         return clean(text)"]  # nothing below
     # the next look at the map sees the edit: re-indexed before anything reads the map
     again = call(ag, "file_meta", path="pkg/util.py")
     assert "4-5 def clean(text: str, strip: bool = True) -> str" in again.text
-    assert "9-11 class Cleaner" in again.text
+    assert "11-13 class Cleaner" in again.text  # below the two lines inserted
 
 
 def test_file_meta_of_a_changed_file_is_a_miss_and_fresh(ag, ws):

@@ -22,10 +22,11 @@ def test_a_fresh_copy_fails_the_check(tmp_path):
 
 
 @pytest.mark.timeout(60, func_only=True)  # the run itself; importing litellm for the module is apart
-def test_the_httpx_scenario_through_the_real_loop(tmp_path, server):
-    policy = HttpxRequestIdPolicy()
+@pytest.mark.parametrize("per_function", [False, True], ids=["edits-per-file", "edits-per-function"])
+def test_the_httpx_scenario_through_the_real_loop(tmp_path, server, per_function):
+    policy = HttpxRequestIdPolicy(per_function=per_function)
     server.dispatch.fn = policy
-    ws = workspace(tmp_path, server.url, files={})
+    ws = workspace(tmp_path, server.url, files={}, agent={"max_steps": 40})  # as bench_agent's
     copied = make_repo(ws.root)
     assert API in copied and CLIENT in copied and len(copied) > 20
     ws.kmap.index_all()
@@ -34,6 +35,9 @@ def test_the_httpx_scenario_through_the_real_loop(tmp_path, server):
     a.close()
     assert first.error is None and second.error is None, (first.error, second.error)
     assert second.text.startswith("Verified: all 28 functions take request_id and pass it on, per [D:d")
+    # map, decide, grep, edit _api.py, grep + read, edit _client.py, done; or one step per function's edits
+    # (9 in _api.py, 19 in _client.py) and one for build_request's body
+    assert first.steps == (7 + 8 + 19 if per_function else 7) and first.tool_calls == 62
     assert check_repo(ws.root) == []
 
     rep = report_mod.build(ws.paths, "httpx")

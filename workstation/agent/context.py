@@ -17,13 +17,12 @@ MESSAGE_OVERHEAD per message, plus the tool schemas sent with every request.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import scrub
 from ..errors import WorkstationError
-from ..sessions.context import assemble
+from ..sessions.context import as_sent
 from ..sessions.log import LogView
 
 MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (role and separators)
@@ -96,15 +95,10 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
     agent.updates), then the turns. `count` counts message texts, `counter` is the session's record counter
     (sessions.context.assemble uses it)."""
     budget = window - reply_reserve(window)
-    hidden = {str(r.get("content") or "") for r in view.records
-              if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}
     system = str(epoch.get("system") or "")
     excerpt = str(epoch.get("excerpt") or "")
     system_without_map = system.removesuffix(f"\n\n{excerpt}") if excerpt else system
-    ctxview = assemble(view, config, system_prompt=system, counter=counter, epoch=epoch)
-    head_len = 2 if ctxview.summary_id else 1
-    head = ctxview.messages[:head_len]
-    body = [m for m in ctxview.messages[head_len:] if not (m["role"] == "system" and m["content"] in hidden)]
+    ctxview, head, body = as_sent(view, config, epoch=epoch, counter=counter)
 
     def tokens(message: dict) -> int:
         total = count(str(message.get("content") or "")) + MESSAGE_OVERHEAD
@@ -112,7 +106,7 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
             total += count(call["function"]["name"] + call["function"]["arguments"])
         return total
 
-    units = _units([_sanitized(m) for m in body])
+    units = _units(body)
     cost = [sum(tokens(m) for m in unit) for unit in units]
     total = tools_tokens + sum(tokens(m) for m in head) + sum(cost)
     keep = [True] * len(units)
@@ -152,18 +146,3 @@ def _units(messages: list[dict]) -> list[list[dict]]:
             units.append([message])
     return units
 
-
-def _sanitized(message: dict) -> dict:
-    """Tool-call arguments the model mangled are sent back as {}: providers reject invalid JSON there
-    (the log keeps them as the model sent them)."""
-    calls = message.get("tool_calls")
-    if not calls:
-        return message
-    fixed = []
-    for call in calls:
-        try:
-            ok = isinstance(json.loads(call["function"]["arguments"] or "{}"), dict)
-        except (ValueError, RecursionError):
-            ok = False
-        fixed.append(call if ok else {**call, "function": {**call["function"], "arguments": "{}"}})
-    return {**message, "tool_calls": fixed}

@@ -42,16 +42,15 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import llm, scrub
 from ..errors import WorkstationError
-from ..llm import LLMError
 from ..memory.decisions import decision_exists
-from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TOOL_CALL, TURN
+from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import fetch_original, seen
 from ..sessions.log import new_record_id
 from ..sessions.turns import starts_turn
 from ..tokens import count
-from . import context, memoryfirst, tools, updates
+from . import context, memoryfirst, toolcall, tools, updates
 from .approval import Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
@@ -59,7 +58,7 @@ from .context import ContextOverflow, Request
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions, budget_for, section_of
 from .tools import ToolContext, ToolResult
-from .tools.base import ARG_CLIP, RangeMemory
+from .tools.base import RangeMemory
 from .tools.task import at_once, groups
 
 if TYPE_CHECKING:
@@ -336,7 +335,7 @@ class Agent:
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
         for call in completion.tool_calls:
-            _register_env_writes(call)
+            toolcall.register_env_writes(call)
         calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
@@ -402,7 +401,8 @@ class Agent:
             return context.head_text(self._base(), sections, state.excerpt)
 
         return updates.sync(self.session, view, self.config, now, blocks, head, tools=self._tools_digest(),
-                            model=self.model_name, window=window, wrote=self._wrote)
+                            model=self.model_name, window=window, wrote=self._wrote,
+                            schemas=scrub.mask_data(self.toolset.schemas()))
 
     def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
@@ -523,34 +523,9 @@ class Agent:
     def _execute(self, call_id: str, call, events: AgentEvents) -> tuple:
         """Run one tool call inside its episodic operation; what `_record` writes of it."""
         started = time.perf_counter()
-        malformed: ToolResult | None = None
-        try:
-            args: dict | None = call.parsed_arguments()
-        except LLMError as err:
-            args = None
-            malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
-                                   ok=False, data={"outcome": "malformed"})
-        logged_args = (tools.logged_args(args) if args is not None
-                       else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]})
-        if events.on_activity:
-            events.on_activity("tool", tools.activity_label(call.name, logged_args))
-        # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
         record_id = new_record_id()  # the tool_call event names the record its result becomes
-        with self.memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args, call_id=call_id,
-                                   turn_id=record_id) as op:
-            if malformed is not None:
-                result = malformed
-            else:
-                self.ctx.call_id = call_id
-                result = self.toolset.call(self.ctx, call.name, args)
-            result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
-            op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
-                   or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
-            tool = self.toolset.get(call.name)
-            meaning = (tool.meaning(tools.Call(call.name, args, result.ok, result.text, result.data))
-                       if args is not None and tool is not None else tools.Meaning())
-            for kind, name, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
-                self.memory.record(kind, name, **fields)
+        args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, call, record_id,
+                                             events.on_activity)
         return call_id, call, args, result, meaning, record_id, started
 
     def _record(self, call_id: str, call, args: dict | None, result: ToolResult, meaning: tools.Meaning,
@@ -608,18 +583,4 @@ class Agent:
         line = " ".join(scrub.redact(text).split())
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
-
-
-def _register_env_writes(call) -> None:
-    """What a call would write into an .env-style file is a secret before the call is even logged."""
-    if call.oversized or ".env" not in (call.arguments or ""):
-        return
-    try:
-        args = call.parsed_arguments()
-    except Exception:  # malformed: the call fails and is logged masked like any other
-        return
-    if any(isinstance(args.get(k), str) and scrub.is_env_file(args[k]) for k in ("path", "dst")):
-        for key in ("content", "old", "new"):
-            if isinstance(args.get(key), str):
-                scrub.register_env_values(args[key])
 

@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..sessions.context import due_redactions, epoch_redactions, redaction_targets, seen
+from ..providers import cache_ttl_seconds
+from ..sessions.context import current_epoch, due_redactions, epoch_redactions, redaction_targets, seen
 from ..sessions.log import LogView, Session, ts_seconds
 from ..sessions.turns import count as count_turns
 
@@ -58,18 +59,6 @@ class State:
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def current_epoch(view: LogView) -> dict | None:
-    """The epoch the next request belongs to: the newest `epoch` record, if it was written for the
-    summary now in force (a compaction since starts a new epoch). `view` is the model's view
-    (sessions.context.seen)."""
-    compact = view.last_compact()
-    summary = compact["id"] if compact else None
-    for record in reversed(view.records):
-        if record["type"] == "epoch":
-            return record if record.get("summary") == summary else None
-    return None
 
 
 def known(view: LogView, epoch: dict) -> State:
@@ -176,18 +165,19 @@ def redaction_pays(freed: int, after: int, horizon: float, model: str) -> bool:
 
 def sync(session: Session, view: LogView, config: Any, now: State, blocks: dict[str, str],
          head: Callable[[State], str], *, tools: str, model: str, window: int,
-         wrote: Callable[[dict], dict]) -> bool:
+         wrote: Callable[[dict], dict], schemas: list[dict] | None = None) -> bool:
     """Before a request: write a new epoch (its head, `head(now)`, once) when the log has none for the summary
     in force, else the update that tells the model what changed since (and a redaction, if it pays). `view` is
-    the whole log, `now` what the model should know; `wrote` hears of every record written. True when an
-    epoch began."""
+    the whole log, `now` what the model should know; `wrote` hears of every record written; `schemas`, the
+    tools sent (`tools` is their digest), go on the epoch record, so any process can rebuild the request's
+    cached prefix from the log (sessions.context.as_sent). True when an epoch began."""
     model_view = seen(view)
     epoch = current_epoch(model_view)
     if epoch is None:
         now.redacted = due_redactions(view, config)
         compact = model_view.last_compact()
         wrote(session.append("epoch", system=head(now), excerpt=now.excerpt, state=now.as_record(), tools=tools,
-                             summary=compact["id"] if compact else None, model=model))
+                             tool_schemas=schemas, summary=compact["id"] if compact else None, model=model))
         return True
     if due := paying_redactions(model_view, epoch, config, window, model):
         session.append("redaction", targets=redaction_targets(model_view, due), at_turn=count_turns(view.records),
@@ -220,7 +210,7 @@ def paying_redactions(view: LogView, epoch: dict, config: Any, window: int, mode
 
 def cache_ttl_s(config: Any) -> float:
     """How long the provider keeps a cached prefix unused (agent.cache_ttl)."""
-    return 3600.0 if config.agent.cache_ttl == "1h" else 300.0
+    return cache_ttl_seconds(config.agent.cache_ttl)
 
 
 def cache_break(view: LogView, messages: list[dict], last: list[dict] | None, model: str, last_model: str | None,

@@ -9,6 +9,7 @@ compaction running elsewhere cannot slow a reply down.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +279,49 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
 
     return ContextView(messages, tokens, len(turns), start, compact["id"] if compact and start else None,
                        sorted(redactions.values(), key=lambda r: r.record_id), list(view.problems))
+
+
+def current_epoch(view: LogView) -> dict | None:
+    """The epoch the next request belongs to: the newest `epoch` record, if it was written for the
+    summary now in force (a compaction since starts a new epoch). `view` is the model's view (`seen`)."""
+    compact = view.last_compact()
+    summary = compact["id"] if compact else None
+    for record in reversed(view.records):
+        if record["type"] == "epoch":
+            return record if record.get("summary") == summary else None
+    return None
+
+
+def as_sent(view: LogView, config: Any, *, epoch: dict, counter: TokenCounter | None = None
+            ) -> tuple[ContextView, list[dict], list[dict]]:
+    """The messages of a request in `epoch` as the agent sends them before it trims any to fit the window:
+    the head (the epoch's system message, then the summary in force), then the body (the turns, without
+    the pins and notices, which are the head's and the user's, and with tool-call arguments the model
+    mangled sent as {}). Any process rebuilds the same bytes from the log (sidecar compaction reads them
+    from the provider's cache)."""
+    ctxview = assemble(view, config, system_prompt=str(epoch.get("system") or ""), counter=counter, epoch=epoch)
+    hidden = {str(r.get("content") or "") for r in view.records
+              if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}
+    head_len = 2 if ctxview.summary_id else 1
+    body = [_sanitized(m) for m in ctxview.messages[head_len:]
+            if not (m["role"] == "system" and m["content"] in hidden)]
+    return ctxview, ctxview.messages[:head_len], body
+
+
+def _sanitized(message: dict) -> dict:
+    """Tool-call arguments the model mangled are sent back as {}: providers reject invalid JSON there
+    (the log keeps them as the model sent them)."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    fixed = []
+    for call in calls:
+        try:
+            ok = isinstance(json.loads(call["function"]["arguments"] or "{}"), dict)
+        except (ValueError, RecursionError):
+            ok = False
+        fixed.append(call if ok else {**call, "function": {**call["function"], "arguments": "{}"}})
+    return {**message, "tool_calls": fixed}
 
 
 def _tokens(record: dict, counter: TokenCounter) -> int:

@@ -4,7 +4,9 @@
 starts it with `start_sidecar` and stops it with `stop_sidecar`. Every
 change it makes is an appended record taken under the session's claim and
 append lock, so it can run beside a TUI that appends to the same session,
-beside another sidecar, and be killed at any moment.
+beside another sidecar, and be killed at any moment. A compaction by the chat model sends the
+conversation as the agent last sent it, rebuilt from the log, while the provider still caches it
+(`logged_conversation`); otherwise a transcript.
 
 With `[import] watch = ["claude-code", "codex"]` in the config it also keeps
 importing those agents' sessions of this workspace as they write them
@@ -26,15 +28,17 @@ from .. import llm
 from ..paths import Paths
 from ..process import alive
 from .archive import recover
-from .compaction import AutoCompactor, CompactResult, compact_models, context_window_of
-from .context import assemble
-from .log import SUFFIX, LogView, Session, SessionError, live_slugs
+from ..providers import cache_ttl_seconds
+from .compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
+from .context import as_sent, assemble, current_epoch, seen
+from .log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
 from .turns import number as number_turns
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
 Job = tuple[str, float, Callable[[], "str | None"]]  # name, every seconds, what to run (returns a line or None)
 IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before starting it again
+CACHE_MARGIN_S = 30.0  # a prefix cached this close to its TTL may be gone by the time the request lands
 
 
 def persist_redactions(session: Session, config: Any, episodic: Any = None) -> dict | None:
@@ -70,6 +74,30 @@ def _unpersisted(view: LogView, config: Any, session: Session) -> list:
     return [r for r in assemble(view, config, counter=session.counter).redactions if r.record_id not in done]
 
 
+def logged_conversation(session: Session, config: Any, *, now: float | None = None) -> Conversation | None:
+    """What the chat model was last sent, rebuilt from the log (sessions.context.as_sent: the epoch's head
+    and tools, then the turns) and grown to now, so that a compaction by that model reads the history from
+    the provider's prompt cache, as the agent's own does (compaction.Conversation), instead of a transcript
+    sent cold. None when those bytes are not what was sent or their cache is likely gone: no request in the
+    current epoch, its tools not on the epoch record, tools changed or the request trimmed to fit since,
+    or the last request older than agent.cache_ttl (re-caching the history costs more than a transcript)."""
+    view = session.read()
+    model_view = seen(view)
+    epoch = current_epoch(model_view)
+    if epoch is None or not isinstance(epoch.get("tool_schemas"), list):
+        return None
+    at = next(i for i, r in enumerate(model_view.records) if r is epoch)
+    answers = [r for r in model_view.records[at:] if r["type"] == "assistant"]
+    if not answers or any(a.get("cache_break") == "tools changed" for a in answers) or answers[-1].get("trimmed"):
+        return None
+    sent = ts_seconds(answers[-1].get("ts"))
+    ttl = cache_ttl_seconds(getattr(getattr(config, "agent", None), "cache_ttl", "5m"))
+    if sent is None or (time.time() if now is None else now) - sent > ttl - CACHE_MARGIN_S:
+        return None
+    _, head, body = as_sent(view, config, epoch=epoch, counter=session.counter)
+    return Conversation(str(answers[-1].get("model") or ""), head + body, epoch["tool_schemas"], session.slug)
+
+
 class Sidecar:
     def __init__(self, paths: Paths, config: Any, *, episodic: Any = None,
                  report: Callable[[str], None] | None = None, window_tokens: int | None = None,
@@ -102,7 +130,8 @@ class Sidecar:
 
     def _maybe_compact(self, session: Session) -> CompactResult | None:
         slug = session.slug
-        result = self._auto.run(session, self.config, self.window_tokens)
+        result = self._auto.run(session, self.config, self.window_tokens,
+                                conversation=lambda: logged_conversation(session, self.config))
         if result is None:
             return None
         if result.ok:

@@ -13,7 +13,7 @@ from ...fsutil import confine
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
-from .writes import change, shown_diff, summary_line
+from .writes import change, shown_range, summary_line
 
 MAX_MAP_TOKENS = 4096
 
@@ -162,7 +162,8 @@ def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: A
     moved = f"; lines after it moved by {shift:+d}" if shift else ""
     new = f"; the new text is lines {first}-{last}" if added else "; nothing inserted (lines deleted)"
     entry = change(rel, done.before, done.after, "edit")
-    return ToolResult(f"{rel}: {what}{new}{moved}\n{shown_diff(rel, done.before, done.after)}",
+    shown = shown_range(done.before or b"", done.after, start, end, first, last)
+    return ToolResult(f"{rel}: {what}{new}{moved}" + (f"\n{shown}" if shown else ""),
                       data={"path": rel, "lines": [first, last], "lines_changed": max(removed, added),
                             "edits": [entry]})
 

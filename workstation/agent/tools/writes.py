@@ -10,7 +10,8 @@ the model sends), its UTF-8 byte-order mark and its mode; nothing adds or drops 
 
 Every result carries the change as data (`edits`: per file its content hashes before and after and the
 full unified diff; sessions/README.md) and, for the model, the diff's hunks with one line of context
-(it sent the new text itself: the result shows where it landed) within DIFF_BUDGET characters. What the file held before is kept by the caller's checkpoint (ToolContext.checkpoint),
+(it sent the new text itself: the result shows where it landed) within DIFF_BUDGET characters;
+replace_lines shows only what it replaced, or what surrounds an insertion (shown_range). What the file held before is kept by the caller's checkpoint (ToolContext.checkpoint),
 before the tool runs.
 """
 
@@ -88,6 +89,20 @@ def replace_file(ctx: ToolContext, real: Path, rel: str, data: bytes) -> None:
 def shown_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
     """The change as the model reads it in a result: hunks with SHOWN_CONTEXT lines, within DIFF_BUDGET."""
     return clip(file_diff(before, after, rel, context=SHOWN_CONTEXT).text, DIFF_BUDGET)
+
+
+def shown_range(before: bytes, after: bytes, start: int, end: int, first: int, last: int) -> str:
+    """What replace_lines shows the model below its head line, within DIFF_BUDGET: the lines it replaced
+    (`-`), or for an insertion the lines either side of it (numbered as the file is now). The model sent the
+    new text and the head says where it landed, so it is not shown back: what the model may not have read is
+    what it replaced, and what an insertion landed between. The log keeps the whole diff."""
+    if end >= start:
+        rows = [f"-{line}" for line in before.decode("utf-8", "replace").splitlines()[start - 1:end]]
+    else:
+        now = after.decode("utf-8", "replace").splitlines()
+        below = last + 1 if last >= first else first  # the line the insertion went before, numbered as now
+        rows = [f" {n}| {now[n - 1]}" for n in (first - 1, below) if 1 <= n <= len(now)]
+    return clip("\n".join(rows), DIFF_BUDGET) if rows else ""
 
 
 def edited_result(head: str, entries: list[dict], *, lines: list[int] | None = None, diff: str = "") -> ToolResult:
