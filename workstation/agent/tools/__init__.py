@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
+from .. import lspcheck
 from .base import (COMMAND, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning, Tool, ToolContext,
                    ToolResult, cap, default_label, events)
 from .memory import render_decisions, render_rows
@@ -98,7 +99,8 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
     except TypeError as err:
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
     else:
-        result = _env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments) or _run_bounded(tool, ctx, bound)
+        result = (_env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments)
+                  or lspcheck.around(tool, ctx, arguments, lambda: _run_bounded(tool, ctx, bound)))
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
 
