@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Callable
 
 from .check import MARK, EditCheck, Report
 from .client import Diagnostic, Location, Server, ServerFailed, Symbol
-from .servers import language_of, spec_for
+from .servers import ServerSpec, language_of, spec_for
 
 if TYPE_CHECKING:
     from ..config import LspConfig
     from ..sandbox import Policy
 
 __all__ = ["MARK", "Diagnostic", "EditCheck", "LanguageServers", "Location", "Report", "Server", "ServerFailed",
-           "Symbol", "block_of", "language_of"]
+           "ServerSpec", "Symbol", "block_of", "language_of"]
 
 MAX_DEPENDANTS = 30  # files importing an edited one that are checked with it
 
@@ -53,10 +53,12 @@ def block_of(text: str) -> str:
 class LanguageServers:
     """The language servers of one workspace; see the module docstring."""
 
-    def __init__(self, root: Path, config: "LspConfig", policy: "Policy | None"):
+    def __init__(self, root: Path, config: "LspConfig", policy: "Policy | None",
+                 specs: Callable[[str], "ServerSpec | str"] = spec_for):
         self.root = root
         self.config = config
         self.policy = policy
+        self.specs = specs  # how each language's server starts (servers.spec_for; tests start others)
         self._servers: dict[str, Server] = {}
         self._absent: dict[str, str] = {}  # language -> why it has no server
         self._told: set[str] = set()  # languages whose absence a result has said once
@@ -73,7 +75,7 @@ class LanguageServers:
             if found is not None or language in self._absent:
                 return found
             why = self._no_sandbox()
-            spec = spec_for(language) if not why else why
+            spec = self.specs(language) if not why else why
             if isinstance(spec, str):
                 self._absent[language] = spec
                 return None

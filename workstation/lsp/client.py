@@ -137,13 +137,20 @@ class Server:
                 return
             self._stopped = True
         if self._started is not None:
-            try:
-                asyncio.run_coroutine_threadsafe(self._shutdown(timeout_s), self._loop).result(timeout_s + 2)
-            except Exception:  # already dead or stuck: killed below
-                pass
+            if self.ready:  # a server that never finished starting is not asked
+                try:
+                    asyncio.run_coroutine_threadsafe(self._shutdown(timeout_s), self._loop).result(timeout_s + 2)
+                except Exception:  # already dead or stuck: killed below
+                    pass
             self._kill()
+            try:
+                asyncio.run_coroutine_threadsafe(self._reap(), self._loop).result(timeout_s)
+            except Exception:  # a process that outlives SIGKILL: its thread is a daemon
+                pass
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout_s)
+            if not self._thread.is_alive():
+                self._loop.close()
         self._stack.close()  # the sandbox's private /tmp
 
     async def _start(self) -> None:
@@ -225,6 +232,19 @@ class Server:
             await asyncio.wait_for(client.stop(), timeout_s)
         except Exception:  # killed by the caller
             pass
+
+    async def _reap(self) -> None:
+        """Wait for the killed process and let every task of the loop end, so nothing is left to collect."""
+        process = getattr(self._client, "_server", None)
+        if process is not None:
+            await process.wait()
+        current = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not current]
+        if pending:
+            _, left = await asyncio.wait(pending, timeout=1.0)
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
 
     def _kill(self) -> None:
         process = getattr(self._client, "_server", None)
