@@ -40,7 +40,7 @@ class Cache:
 def warm(store) -> None:
     store.get_json("k")
 '''
-LSP = {"timeout_s": 90.0}  # a first start on a loaded 2-core machine took 12 s; warm checks take well under 1 s
+LSP = {"enabled": True, "timeout_s": 90.0}  # a first start on a loaded 2-core machine took 12 s; warm checks take well under 1 s
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,7 @@ def _broken(tmp_path, argv):
     """A workspace whose Python server is the given program (a real process that fails or hangs)."""
     from workstation.lsp import LanguageServers, ServerSpec
 
-    ws = workspace(tmp_path, None, lsp={"timeout_s": 3.0})
+    ws = workspace(tmp_path, None, lsp={"enabled": True, "timeout_s": 3.0})
     servers = LanguageServers(ws.root, ws.config.lsp, None, specs=lambda language: ServerSpec(language, "broken", argv))
     ws.__dict__["lsp"] = servers  # the workspace's servers are these (closed with it)
     return ws
@@ -211,7 +211,7 @@ def test_a_server_that_fails_or_hangs_is_one_line_never_a_stuck_turn(tmp_path, a
 @pytest.mark.skipif(shutil.which("typescript-language-server") is not None,
                     reason="typescript-language-server is installed here: its absence cannot be shown")
 def test_no_typescript_server_is_said_once(tmp_path):
-    ws = workspace(tmp_path, None)
+    ws = workspace(tmp_path, None, lsp={"enabled": True})
     a = agent(ws)
     try:
         first = tools.call(a.ctx, "write_file", {"path": "web/app.ts", "content": "export const a: number = 1;\n"})
