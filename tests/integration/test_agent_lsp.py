@@ -223,3 +223,23 @@ def test_no_typescript_server_is_said_once(tmp_path):
     lines = [line for line in first.text.splitlines() if line.startswith("lsp: ")]
     assert len(lines) == 1 and "no TypeScript/JavaScript language server" in lines[0]
     assert "lsp:" not in again.text
+
+
+def test_an_edit_over_mcp_is_checked_too(demo):
+    from workstation.mcp.server import Service
+
+    ws = demo
+    at = _line(ws, "shop/http.py", "def build_url(")
+    service = Service(ws)
+    state = service.client("k", "editor", "1")
+    try:
+        assert service.call(state, "read_lines", {"path": "shop/http.py", "start": at, "end": at}).ok
+        broke = service.call(state, "replace_lines", {"path": "shop/http.py", "start": at, "end": at,
+                                                      "content": "def build_url(path: str, host: str) -> dict:\n"})
+        mended = service.call(state, "replace_lines", {"path": "shop/http.py", "start": at, "end": at,
+                                                       "content": "def build_url(path: str, host: str = 'api.shop.test') -> dict:\n"})
+    finally:
+        service.close()
+    caller = _line(ws, "shop/http.py", "build_url_result = build_url(")
+    assert f"lsp: 1 new error (basedpyright):\n  shop/http.py:{caller}:" in broke.text, broke.text
+    assert f"lsp: fixed: shop/http.py:{caller} Argument missing" in mended.text, mended.text
