@@ -243,3 +243,26 @@ def test_an_edit_over_mcp_is_checked_too(demo):
     caller = _line(ws, "shop/http.py", "build_url_result = build_url(")
     assert f"lsp: 1 new error (basedpyright):\n  shop/http.py:{caller}:" in broke.text, broke.text
     assert f"lsp: fixed: shop/http.py:{caller} Argument missing" in mended.text, mended.text
+
+
+def test_stopping_the_turn_ends_a_wait_for_the_server_at_once(tmp_path):
+    import threading
+
+    ws = _broken(tmp_path, (sys.executable, "-c", "import time; time.sleep(120)"))
+    ws.config.lsp.timeout_s = 30.0
+    a = agent(ws)
+    try:
+        assert tools.call(a.ctx, "read_lines", {"path": "pkg/util.py", "start": 1, "end": 5}).ok
+        a.ctx.cancel = threading.Event()
+        threading.Timer(0.5, a.ctx.cancel.set).start()
+        started = time.monotonic()
+        res = tools.call(a.ctx, "replace_lines", {"path": "pkg/util.py", "start": 1, "end": 1,
+                                                  "content": '"""Utilities, edited."""\n'})
+        assert time.monotonic() - started < 3.0  # not the 30 s of lsp.timeout_s
+        # the edit itself was quick and is done; its check says why it did not run
+        assert "lsp: stopped by the user; this edit was not checked" in res.text or (
+            not res.ok and "stopped by the user" in res.text)
+    finally:
+        a.ctx.cancel = None
+        a.close()
+        ws.close()

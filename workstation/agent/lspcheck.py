@@ -33,7 +33,7 @@ def around(tool: Tool, ctx: ToolContext, arguments: dict[str, Any], run: Callabl
     if tool.effect != WRITE:
         return run()
     rels = _confined(ctx, tool.writes(arguments))
-    check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited)) if rels else None
+    check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited), ctx.cancel) if rels else None
     result = run()
     if check is None or not result.ok or not result.data.get("edits"):
         return result

@@ -123,7 +123,8 @@ class LanguageServers:
                 return None
         return found
 
-    def begin_edit(self, paths: list[str], dependants: Callable[[list[str]], list[str]]) -> "EditCheck | str | None":
+    def begin_edit(self, paths: list[str], dependants: Callable[[list[str]], list[str]],
+                   cancel: "threading.Event | None" = None) -> "EditCheck | str | None":
         """Before an edit of `paths`: its check (the baseline taken), or one line saying why there is none
         to say in the result (once per language), or None (nothing to check)."""
         by_language: dict[str, list[str]] = {}
@@ -146,7 +147,7 @@ class LanguageServers:
             self._told.add(language)
             return found.error
         more = [rel for rel in dependants(rels) if language_of(rel) == language and rel not in rels]
-        return EditCheck(found, rels + more[:MAX_DEPENDANTS], self.config.timeout_s)
+        return EditCheck(found, rels + more[:MAX_DEPENDANTS], self.config.timeout_s, cancel)
 
     def close(self) -> None:
         with self._lock:

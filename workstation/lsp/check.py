@@ -14,6 +14,7 @@ The block the result gets starts with a line beginning `MARK`, so the chat can s
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -104,8 +105,9 @@ def difference(before: list[Diagnostic], after: list[Diagnostic]) -> tuple[list[
 class EditCheck:
     """Begun before an edit (the baseline), finished after it (`finish`)."""
 
-    def __init__(self, server: Server, scope: list[str], timeout_s: float):
+    def __init__(self, server: Server, scope: list[str], timeout_s: float, cancel: "threading.Event | None" = None):
         self.server = server
+        self.cancel = cancel
         self.scope = scope
         self.timeout_s = timeout_s
         self.started = time.perf_counter()
@@ -113,7 +115,7 @@ class EditCheck:
         self.before: list[Diagnostic] = []
         self.existed = {rel: (server.root / rel).exists() for rel in scope}
         try:
-            self.before = _errors(server.diagnostics(scope, timeout_s))
+            self.before = _errors(server.diagnostics(scope, timeout_s, cancel))
         except ServerFailed as err:
             self.note = f"{err}; this edit was not checked"
         self.spent = time.perf_counter() - self.started
@@ -128,7 +130,7 @@ class EditCheck:
                  if (self.server.root / rel).exists() != self.existed.get(rel, True)}
         self.server.files_changed(moved)  # a created or vanished module: imports resolve anew
         try:
-            after = _errors(self.server.diagnostics(self.scope, self.timeout_s))
+            after = _errors(self.server.diagnostics(self.scope, self.timeout_s, self.cancel))
         except ServerFailed as err:
             report.note = f"{err}; this edit was not checked"
             return report

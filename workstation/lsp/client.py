@@ -42,6 +42,26 @@ class ServerFailed(Exception):
     """The server cannot answer (never started, died, timed out): the message is the one line to show."""
 
 
+class Stopped(ServerFailed):
+    """The user stopped the turn while a request waited (the server is fine)."""
+
+
+POLL_S = 0.05
+
+
+def _wait(future, deadline: float, cancel: threading.Event | None):
+    """`future`'s result by `deadline` (TimeoutError after it), or Stopped as soon as `cancel` is set."""
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return future.result(timeout=max(0.0, min(left, POLL_S) if cancel is not None else left))
+        except TimeoutError:
+            if cancel is not None and cancel.is_set():
+                raise Stopped("stopped by the user") from None
+            if time.monotonic() >= deadline:
+                raise
+
+
 @dataclass(frozen=True)
 class Location:
     path: str  # workspace-relative, '/'
@@ -113,15 +133,17 @@ class Server:
             self._thread.start()
             self._started = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
 
-    def wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float, cancel: threading.Event | None = None) -> None:
         """Raise ServerFailed unless the server has started within `timeout_s` (from now)."""
         self.start()
         if self.error:
             raise ServerFailed(self.error)
         try:
-            self._started.result(timeout=timeout_s)
+            _wait(self._started, time.monotonic() + timeout_s, cancel)
         except TimeoutError:
             raise ServerFailed(f"{self.spec.name} is still starting (not ready in {timeout_s:g}s)") from None
+        except Stopped:
+            raise
         except Exception as err:  # the start failed: the process, the sandbox, the handshake
             self._fail(f"{self.spec.name} did not start: {self._why(err)}")
             raise ServerFailed(self.error) from None
@@ -262,7 +284,7 @@ class Server:
         return f"{text} ({said[:160]})" if said else text
 
     # ------------------------------------------------------------------ requests
-    def _call(self, coro_fn, deadline: float):
+    def _call(self, coro_fn, deadline: float, cancel: threading.Event | None = None):
         """Run `coro_fn(client)` on the loop, waiting until `deadline` (time.monotonic); ServerFailed otherwise."""
         client = self._client
         if client is None or client.stopped:
@@ -270,7 +292,10 @@ class Server:
             raise ServerFailed(self.error)
         future = asyncio.run_coroutine_threadsafe(coro_fn(client), self._loop)
         try:
-            answer = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            answer = _wait(future, deadline, cancel)
+        except Stopped:
+            future.cancel()
+            raise
         except TimeoutError:
             future.cancel()
             self._timeouts += 1
@@ -287,10 +312,10 @@ class Server:
         self._timeouts = 0
         return answer
 
-    def _begin(self, timeout_s: float) -> float:
+    def _begin(self, timeout_s: float, cancel: threading.Event | None = None) -> float:
         """The deadline of a request of `timeout_s`, once the server is ready within it."""
         deadline = time.monotonic() + timeout_s
-        self.wait_ready(timeout_s)
+        self.wait_ready(timeout_s, cancel)
         return deadline
 
     def _last_said(self) -> str:
@@ -352,6 +377,7 @@ class Server:
             self._notify(lambda c, r=old: c.text_document_did_close(T.DidCloseTextDocumentParams(
                 text_document=T.TextDocumentIdentifier(uri=self.uri(r)))))
 
+    @_serialized
     def files_changed(self, changes: dict[str, int]) -> None:
         """Files created (1), changed (2) or deleted (3) outside the open documents (a move, a delete)."""
         from lsprotocol import types as T  # lazy: see _start
@@ -379,12 +405,13 @@ class Server:
         return list(self._docs)
 
     @_serialized
-    def diagnostics(self, rels: list[str], timeout_s: float) -> dict[str, list[Diagnostic]]:
+    def diagnostics(self, rels: list[str], timeout_s: float,
+                    cancel: threading.Event | None = None) -> dict[str, list[Diagnostic]]:
         """The server's diagnostics of each file as it is on disk now (pulled, all at once; a report
         already pulled since the last change anywhere is reused)."""
         from lsprotocol import types as T  # lazy: see _start
 
-        deadline = self._begin(timeout_s)
+        deadline = self._begin(timeout_s, cancel)
         self.sync(list(dict.fromkeys([*rels, *self._docs])))
         wanted = [rel for rel in rels if rel in self._docs]
         todo = [rel for rel in wanted if self._results.get(rel, (-1,))[0] != self.generation]
@@ -397,7 +424,7 @@ class Server:
             return await asyncio.gather(*(one(rel) for rel in todo))
 
         if todo:
-            reports = self._call(pull, deadline)
+            reports = self._call(pull, deadline, cancel)
             for rel, report in zip(todo, reports):
                 items = getattr(report, "items", None) or ()
                 self._results[rel] = (generation, [_diagnostic(rel, d) for d in items])
