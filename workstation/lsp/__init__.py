@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .check import MARK, EditCheck, Report
-from .client import Diagnostic, Location, Server, ServerFailed, Symbol
+from .results import Diagnostic, Location, ServerFailed, Symbol
 from .servers import ServerSpec, language_of, spec_for
 
 if TYPE_CHECKING:
     from ..config import LspConfig
+    from .client import Server
     from ..sandbox import Policy
 
 __all__ = ["MARK", "Diagnostic", "EditCheck", "LanguageServers", "Location", "Report", "Server", "ServerFailed",
@@ -79,6 +80,8 @@ class LanguageServers:
             if isinstance(spec, str):
                 self._absent[language] = spec
                 return None
+            from .client import Server  # lazy: asyncio, for the processes that start a server
+
             found = self._servers[language] = Server(spec, self.root, self.policy)
         found.start()
         return found

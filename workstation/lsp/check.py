@@ -17,8 +17,12 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .client import Diagnostic, Server, ServerFailed
+from .results import Diagnostic, ServerFailed
+
+if TYPE_CHECKING:
+    from .client import Server
 
 MARK = "lsp: "
 ERROR = 1
@@ -105,7 +109,7 @@ def difference(before: list[Diagnostic], after: list[Diagnostic]) -> tuple[list[
 class EditCheck:
     """Begun before an edit (the baseline), finished after it (`finish`)."""
 
-    def __init__(self, server: Server, scope: list[str], timeout_s: float, cancel: "threading.Event | None" = None):
+    def __init__(self, server: "Server", scope: list[str], timeout_s: float, cancel: "threading.Event | None" = None):
         self.server = server
         self.cancel = cancel
         self.scope = scope

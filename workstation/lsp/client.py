@@ -22,11 +22,11 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fsutil import sha256_bytes
+from .results import Diagnostic, Location, ServerFailed, Stopped, Symbol
 
 if TYPE_CHECKING:
     from ..sandbox import Policy
@@ -36,14 +36,6 @@ MAX_OPEN = 200  # documents kept open; the least recently used is closed past it
 MAX_DOC_BYTES = 2_000_000  # a larger file is not sent to the server
 STDERR_LINES = 20
 GIVE_UP_AFTER = 3  # requests in a row that time out: the server is stopped and not asked again
-
-
-class ServerFailed(Exception):
-    """The server cannot answer (never started, died, timed out): the message is the one line to show."""
-
-
-class Stopped(ServerFailed):
-    """The user stopped the turn while a request waited (the server is fine)."""
 
 
 POLL_S = 0.05
@@ -60,38 +52,6 @@ def _wait(future, deadline: float, cancel: threading.Event | None):
                 raise Stopped("stopped by the user") from None
             if time.monotonic() >= deadline:
                 raise
-
-
-@dataclass(frozen=True)
-class Location:
-    path: str  # workspace-relative, '/'
-    line: int  # 1-indexed
-    end_line: int
-    column: int = 1  # 1-indexed, in characters
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    path: str
-    line: int  # 1-indexed
-    column: int  # 1-indexed
-    message: str
-    code: str
-    severity: int  # 1 error, 2 warning, 3 information, 4 hint
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """What makes two reports the same problem, wherever an edit moved it."""
-        return self.path, self.code, " ".join(self.message.split())
-
-
-@dataclass(frozen=True)
-class Symbol:
-    name: str
-    kind: int  # lsprotocol SymbolKind
-    line: int  # 1-indexed, inclusive
-    end_line: int
-    parent: str = ""
 
 
 def _serialized(method):
@@ -150,7 +110,10 @@ class Server:
 
     @property
     def ready(self) -> bool:
-        return self._started is not None and self._started.done() and self.error is None
+        """Started, and neither its start nor anything since failed."""
+        started = self._started
+        return (started is not None and started.done() and not started.cancelled() and started.exception() is None
+                and self.error is None)
 
     def stop(self, timeout_s: float = 3.0) -> None:
         """Shut the server down (politely, then by force) and end its thread; safe to call twice."""
@@ -173,6 +136,8 @@ class Server:
             self._thread.join(timeout_s)
             if not self._thread.is_alive():
                 self._loop.close()
+        else:
+            self._loop.close()  # never run
         self._stack.close()  # the sandbox's private /tmp
 
     async def _start(self) -> None:
@@ -506,6 +471,3 @@ def _diagnostic(rel: str, d) -> Diagnostic:
     return Diagnostic(rel, d.range.start.line + 1, d.range.start.character + 1, str(d.message), str(code),
                       int(d.severity or 1))
 
-
-def elapsed_ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 1)
