@@ -266,3 +266,32 @@ def test_stopping_the_turn_ends_a_wait_for_the_server_at_once(tmp_path):
         a.ctx.cancel = None
         a.close()
         ws.close()
+
+
+def _typescript_ready() -> str:
+    from workstation.lsp.servers import spec_for
+
+    spec = spec_for("typescript")
+    if isinstance(spec, str):
+        return spec
+    return "" if spec.init_options else "typescript-language-server has no tsserver beside it (typescript@5)"
+
+
+@pytest.mark.skipif(bool(_typescript_ready()), reason=f"no TypeScript server here: {_typescript_ready()}")
+def test_a_typescript_edit_that_breaks_a_caller_and_its_fix(tmp_path):
+    files = {"src/lib.ts": 'export function greet(name: string): string {\n  return "hi " + name;\n}\n',
+             "src/main.ts": 'import { greet } from "./lib";\n\nexport const out = greet("x");\n',
+             "tsconfig.json": '{"compilerOptions": {"strict": true, "target": "es2020", "module": "commonjs"}}\n'}
+    ws = workspace(tmp_path, None, files=files, lsp=LSP)
+    a = agent(ws)
+    try:
+        assert tools.call(a.ctx, "read_lines", {"path": "src/lib.ts", "start": 1, "end": 1}).ok
+        broke = tools.call(a.ctx, "replace_lines", {"path": "src/lib.ts", "start": 1, "end": 1,
+                                                    "content": "export function greet(name: string, n: number): string {\n"})
+        mended = tools.call(a.ctx, "replace_lines", {"path": "src/lib.ts", "start": 1, "end": 1,
+                                                     "content": "export function greet(name: string, n = 1): string {\n"})
+    finally:
+        a.close()
+        ws.close()
+    assert "lsp: 1 new error (typescript-language-server):\n  src/main.ts:3:" in broke.text, broke.text
+    assert "lsp: fixed: src/main.ts:3 Expected 2 arguments" in mended.text, mended.text

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 MAX_OPEN = 200  # documents kept open; the least recently used is closed past it
 MAX_DOC_BYTES = 2_000_000  # a larger file is not sent to the server
 STDERR_LINES = 20
+QUIET_S = 0.3  # a push-only server has published everything once it says nothing for this long
 GIVE_UP_AFTER = 3  # requests in a row that time out: the server is stopped and not asked again
 
 
@@ -83,6 +84,12 @@ class Server:
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._started: Any = None  # concurrent Future of the start
         self._stopped = False
+        # servers that only push diagnostics (typescript-language-server): what each file last got, numbered
+        self._pull = True  # until the server says it does not serve textDocument/diagnostic
+        self._push_cond = threading.Condition()
+        self._pushes = 0
+        self._pushed: dict[str, tuple[int, list[Diagnostic]]] = {}
+        self._change_mark = 0  # the push count when the last change was told
 
     # ------------------------------------------------------------------ life
     def start(self) -> None:
@@ -164,8 +171,13 @@ class Server:
                 self._stderr.append(" ".join(str(params.message).split()))
 
         @client.feature(T.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        def pushed(params) -> None:
-            return None  # pulled instead (textDocument/diagnostic): a pull answers for the text it was asked on
+        def pushed(params: T.PublishDiagnosticsParams) -> None:  # used where pulling is not served
+            rel = self.rel(params.uri)
+            if rel is not None:
+                with self._push_cond:
+                    self._pushes += 1
+                    self._pushed[rel] = (self._pushes, [_diagnostic(rel, d) for d in params.diagnostics])
+                    self._push_cond.notify_all()
 
         for method in ("pyright/beginProgress", "pyright/reportProgress", "pyright/endProgress", T.PROGRESS):
             client.feature(method)(lambda params: None)
@@ -356,6 +368,8 @@ class Server:
     def _changed(self, rel: str) -> None:
         self.generation += 1
         self._results.pop(rel, None)
+        with self._push_cond:
+            self._change_mark = self._pushes
 
     def _notify(self, send) -> None:
         client = self._client
@@ -383,17 +397,46 @@ class Server:
         generation = self.generation
 
         async def pull(client):
+            from pygls.exceptions import JsonRpcMethodNotFound  # lazy: see _start
+
             async def one(rel: str):
                 return await client.text_document_diagnostic_async(T.DocumentDiagnosticParams(
                     text_document=T.TextDocumentIdentifier(uri=self.uri(rel))))
-            return await asyncio.gather(*(one(rel) for rel in todo))
+            try:
+                return await asyncio.gather(*(one(rel) for rel in todo))
+            except JsonRpcMethodNotFound:
+                return None
 
-        if todo:
+        if todo and self._pull:
             reports = self._call(pull, deadline, cancel)
-            for rel, report in zip(todo, reports):
-                items = getattr(report, "items", None) or ()
-                self._results[rel] = (generation, [_diagnostic(rel, d) for d in items])
+            if reports is None:
+                self._pull = False  # from now on, what it pushes
+            else:
+                for rel, report in zip(todo, reports):
+                    items = getattr(report, "items", None) or ()
+                    self._results[rel] = (generation, [_diagnostic(rel, d) for d in items])
+        if todo and not self._pull:
+            for rel, found in self._await_pushes(todo, deadline, cancel).items():
+                self._results[rel] = (generation, found)
         return {rel: self._results[rel][1] for rel in wanted if rel in self._results}
+
+    def _await_pushes(self, rels: list[str], deadline: float, cancel) -> dict[str, list[Diagnostic]]:
+        """Each file's diagnostics pushed since the last change, once the server has been quiet for QUIET_S
+        (it publishes every open file after a change, the changed one first)."""
+        with self._push_cond:
+            while True:
+                if all(self._pushed.get(rel, (0,))[0] > self._change_mark for rel in rels):
+                    count = self._pushes
+                    self._push_cond.wait(QUIET_S)
+                    if self._pushes == count:
+                        return {rel: self._pushed[rel][1] for rel in rels}
+                    continue
+                if cancel is not None and cancel.is_set():
+                    raise Stopped("stopped by the user")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ServerFailed(f"{self.spec.name} published no diagnostics in time")
+                self._push_cond.wait(min(left, POLL_S))
 
     @_serialized
     def references(self, rel: str, line: int, column: int, timeout_s: float, also: list[str] = ()) -> list[Location]:

@@ -6,7 +6,8 @@
   unless the project configures its own (pyrightconfig.json, [tool.basedpyright]); only errors are
   ever reported to the agent.
 - TypeScript and JavaScript: `typescript-language-server --stdio` when it and `node` are on PATH
-  (`npm i -g typescript-language-server typescript`); otherwise one line says so.
+  (`npm i -g typescript-language-server typescript@5`: TypeScript 7 has no tsserver); otherwise one line
+  says so. It only pushes diagnostics: after a change, what it published once it has been quiet 0.3 s.
 """
 
 from __future__ import annotations
@@ -78,5 +79,22 @@ def _typescript() -> "ServerSpec | str":
         return "no TypeScript/JavaScript language server: Node.js is not installed"
     if server is None:
         return ("no TypeScript/JavaScript language server: typescript-language-server is not on PATH "
-                "(npm i -g typescript-language-server typescript)")
-    return ServerSpec("typescript", "typescript-language-server", (server, "--stdio"))
+                "(npm i -g typescript-language-server typescript@5)")
+    tsserver = _tsserver(server)
+    return ServerSpec("typescript", "typescript-language-server", (server, "--stdio"),
+                      init_options={"tsserver": {"path": tsserver}} if tsserver else {})
+
+
+def _tsserver(server: str) -> str:
+    """The tsserver.js of the `typescript` installed beside the server (npm i -g puts them side by side), or
+    the one of `tsc` on PATH; "" lets the server look in the workspace's node_modules."""
+    candidates = []
+    real = Path(os.path.realpath(server))
+    for parent in real.parents:
+        if parent.name == "node_modules":
+            candidates.append(parent / "typescript" / "lib" / "tsserver.js")
+            break
+    tsc = shutil.which("tsc")
+    if tsc:
+        candidates.append(Path(os.path.realpath(tsc)).parent.parent / "lib" / "tsserver.js")
+    return next((str(c) for c in candidates if c.is_file()), "")
