@@ -47,9 +47,11 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # fakellm and the scenario
+sys.path.insert(0, str(HERE))  # bench_lsp
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import agent_scenario as shop  # noqa: E402
+import bench_lsp  # noqa: E402
 import httpx_scenario  # noqa: E402
 from fakellm import ScriptedLLM  # noqa: E402
 from scenario_common import is_compaction  # noqa: E402
@@ -335,6 +337,8 @@ def run_scenario(sc: Scenario, root: Path, args) -> bool:
     print()
     print_billed(rep.billing, sc)
     print()
+    bench_lsp.print_scenario_checks(ws, slug, not problems)
+    print()
     return not problems
 
 
@@ -410,6 +414,7 @@ def main() -> None:
             ok = run_scenario(scenario(name, args.size, args.httpx_steps), root, args) and ok
             if name == "shop":
                 ok = run_undo(root) and ok
+        bench_lsp.run_warm()
         if not ok:
             sys.exit(1)  # a scenario itself failed: its figures mean nothing
     finally:

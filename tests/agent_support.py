@@ -65,6 +65,9 @@ def config_overrides(url: str | None, **sections) -> dict:
     model = {"name": MODEL if url else "", "api_base": url or "", "api_key_env": TEST_KEY_ENV if url else "",
              "timeout_s": 5.0, "max_retries": 0, "context_window": 32768}
     model.update(sections.pop("model", {}))
+    # no language server unless a test asks for one (tests/integration/test_agent_lsp.py): a server per
+    # workspace would start for every test that reads or edits a .py file
+    sections.setdefault("lsp", {"enabled": False})
     return {"model": model, **sections}
 
 

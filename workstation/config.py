@@ -167,6 +167,15 @@ class AgentConfig(_Section):
                 raise ValueError(f"entry {number}: {path!r} is not an absolute path (or one starting with ~)")
 
 
+class LspConfig(_Section):
+    """Language servers (workstation.lsp): errors an edit introduced, real references for impact."""
+
+    enabled: bool = True
+    timeout_s: Annotated[float, Meta(gt=0, le=600)] = 15.0  # one check or query, a first start included
+    max_errors: Annotated[int, Meta(ge=1, le=1000)] = 8  # errors listed in one edit's result
+    max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1200  # characters of them
+
+
 class UIConfig(_Section):
     theme: str = "workstation-dark"
 
@@ -305,6 +314,7 @@ class Config(_Section):
     import_: ImportConfig = field(default_factory=ImportConfig, name="import")  # [import] in the file
     mcp: McpConfig = field(default_factory=McpConfig)
     team: TeamConfig = field(default_factory=TeamConfig)
+    lsp: LspConfig = field(default_factory=LspConfig)
 
 
 # ---------------------------------------------------------------- checking, key by key

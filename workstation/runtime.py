@@ -16,6 +16,7 @@ from .providers import spec_for
 if TYPE_CHECKING:
     from .index.map import KnowledgeMap
     from .llm import ModelSpec
+    from .lsp import LanguageServers
     from .memory import Memory
     from .store import Database
 
@@ -94,6 +95,15 @@ class Workspace:
                 self._on_warning(problem)
         return kmap
 
+    @cached_property
+    def lsp(self) -> "LanguageServers":
+        """The workspace's language servers (workstation.lsp): each starts on first use, all stop at close."""
+        from .lsp import LanguageServers  # lazy: nothing starts until a file of a language is edited or queried
+        from .sandbox import Policy
+
+        return LanguageServers(self.root, self.config.lsp,
+                               Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env))
+
     def memory(self, session: str = "", flow: str = "main") -> "Memory":
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""
         from .memory import Memory  # lazy: the memory package, ~12 ms
@@ -107,6 +117,9 @@ class Workspace:
         return spec_for(self.config.model, name, cache_ttl=self.config.agent.cache_ttl)
 
     def close(self) -> None:
+        servers = self.__dict__.pop("lsp", None)
+        if servers is not None:
+            servers.close()
         if "db" in self.__dict__:
             self.db.close()
             del self.__dict__["db"]

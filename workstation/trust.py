@@ -38,6 +38,7 @@ SAFE: dict[str, frozenset[str]] = {
                          "redact_min_chars"}),
     "agent": frozenset({"command_timeout_s", "max_output_chars", "max_steps", "cache_ttl"}),  # cost, not reach
     "ui": frozenset({"theme"}),
+    "lsp": frozenset({"timeout_s", "max_errors", "max_chars"}),  # cost and length, not reach (enabled is gated)
 }
 # Keys a workspace's config never sets, trusted or not: endpoints and the names of key variables.
 NEVER: dict[str, frozenset[str]] = {

@@ -289,3 +289,22 @@ async def test_replies_render_plain_until_markdown_loads_then_formatted(cold_ren
         text = "\n".join(visible_text(transcript))
         assert "Use bold" in text and "**" not in text and "x = 1" in text
         assert {turn_render.MARKDOWN, "python"} <= turn_render._ready
+
+
+async def test_the_language_servers_word_on_an_edit_shows_under_it_while_folded(warm_renderer, backend):
+    result = ("shop/api.py: replaced lines 8-8; the new text is lines 8-8\n@@ -7,3 +7,3 @@\n-from shop import http\n"
+              "+from shop import transport\n"
+              "lsp: 2 new errors (basedpyright):\n"
+              '  shop/api.py:8:18 "transport" is unknown import symbol [reportAttributeAccessIssue]\n'
+              '  shop/api.py:48:23 "http" is not defined [reportUndefinedVariable]')
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        transcript = app.chat.transcript
+        app.chat.set_turns([Turn("tool", id="e1", tool="replace_lines", args={"path": "shop/api.py"}, result=result),
+                            Turn("tool", id="e2", tool="read_lines", args={"path": "shop/api.py"}, result="8| x")])
+        await settle(pilot)
+        text = "\n".join(visible_text(transcript))
+        assert "lsp: 2 new errors (basedpyright):" in text
+        assert 'shop/api.py:48:23 "http" is not defined' in text
+        assert "+from shop import transport" not in text  # the diff stays folded; only the errors show
+        assert text.count("lsp:") == 1  # nothing under a result without them

@@ -101,3 +101,14 @@ async def test_select_event_by_id_and_plain_mappings():
         assert pane.select_event("x") and not pane.select_event("missing")
         await pilot.pause()
         assert "pattern: TODO" in pane.query_one("#timeline-details").render().plain
+
+
+async def test_an_edit_with_new_errors_is_marked():
+    app = WorkstationApp()
+    async with started(app) as pilot:
+        pane = app.timeline
+        pane.set_events([TimelineEvent(1.0, "file_edit", "shop/http.py", id="a", details={"new_errors": 2}),
+                         TimelineEvent(2.0, "file_edit", "shop/http.py", id="b", details={"fixed_errors": 2})])
+        await pilot.pause()
+        cells = [pane.table.get_row_at(i)[2] for i in range(2)]
+        assert [c.plain for c in cells] == ["⚠2 shop/http.py", "shop/http.py"]

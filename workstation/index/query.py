@@ -342,21 +342,9 @@ def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
     (`err.status = 403`) when the symbol is a function, method or class, and in MEMBER_LANGUAGES a
     bare name when the symbol is a method. A name the map neither defines nor mentions is an error.
     """
-    spec = symbol.strip()
-    if not spec:
-        raise WorkstationError("impact needs a symbol name")
-    only_path = None
-    if ":" in spec and not spec.startswith(":"):
-        only_path, spec = spec.rsplit(":", 1)
-        only_path = km.relpath(only_path)
-    for sep in ("::", "#", "->"):
-        spec = spec.replace(sep, ".")
-    name = spec.rsplit(".", 1)[-1]
-    if not name:
-        raise WorkstationError(f"cannot tell which name {symbol!r} means")
+    only_path, spec, name = _parse_symbol(km, symbol)
     defs, refs, deps = km.db.call(_impact_rows, name)
-    wanted = [d for d in defs if (d[1] == spec or d[1].endswith("." + spec) or "." not in spec)
-              and (only_path is None or d[0] == only_path)]
+    wanted = _wanted(defs, spec, only_path)
     if (only_path is not None or "." in spec or not refs) and not wanted:
         where = f" in {only_path}" if only_path else ""
         raise WorkstationError(f"no symbol {spec}{where} in the knowledge map")
@@ -387,6 +375,41 @@ def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
         hits.append(ImpactHit(path, line, enclosing, kind, target, evidence))
     hits.sort(key=lambda h: h.evidence == "name-only")  # stable: by path and line within each group
     return hits
+
+
+def _parse_symbol(km: KnowledgeMap, symbol: str) -> tuple[str | None, str, str]:
+    """(path or None, qualified name, bare name) of `name`, `Class.method` or `path:name`."""
+    spec = symbol.strip()
+    if not spec:
+        raise WorkstationError("impact needs a symbol name")
+    only_path = None
+    if ":" in spec and not spec.startswith(":"):
+        only_path, spec = spec.rsplit(":", 1)
+        only_path = km.relpath(only_path)
+    for sep in ("::", "#", "->"):
+        spec = spec.replace(sep, ".")
+    name = spec.rsplit(".", 1)[-1]
+    if not name:
+        raise WorkstationError(f"cannot tell which name {symbol!r} means")
+    return only_path, spec, name
+
+
+def _wanted(defs: list, spec: str, only_path: str | None) -> list:
+    return [d for d in defs if (d[1] == spec or d[1].endswith("." + spec) or "." not in spec)
+            and (only_path is None or d[0] == only_path)]
+
+
+def definitions(km: KnowledgeMap, symbol: str) -> list[tuple[str, str, str, int]]:
+    """(path, qualname, kind, start line) of each definition `symbol` (as impact reads it) names."""
+    only_path, spec, name = _parse_symbol(km, symbol)
+    rows = km.db.call(_definition_rows, name)
+    return [row for row in rows if _wanted([row[:3]], spec, only_path)]
+
+
+@readonly
+def _definition_rows(con, name: str) -> list[tuple]:
+    return con.execute("SELECT DISTINCT path, qualname, kind, start_line FROM kmap.symbols WHERE name = ? "
+                       "ORDER BY path, start_line", [name]).fetchall()
 
 
 def _attribute(path: str, name: str, def_paths: dict[str, list[str]], imports) -> tuple[str | None, str]:
@@ -423,3 +446,14 @@ def _impact_rows(con, name: str) -> tuple[list, list, list]:
         """SELECT path, module, names, target FROM kmap.deps
            WHERE path IN (SELECT DISTINCT path FROM kmap.refs WHERE name = ?)""", [name]).fetchall()
     return defs, refs, deps
+
+
+@readonly
+def dependants(con, rels: list[str]) -> list[str]:
+    """The files that import any of `rels` (as the map resolved their imports), by path; use with db.call."""
+    if not rels:
+        return []
+    marks = ", ".join("?" for _ in rels)
+    return [r[0] for r in con.execute(
+        f"SELECT DISTINCT path FROM kmap.deps WHERE target IN ({marks}) AND path NOT IN ({marks}) ORDER BY path",
+        [*rels, *rels]).fetchall()]

@@ -177,7 +177,7 @@ class Service:
         ctx = ToolContext(root=self.ws.root, kmap=self.ws.kmap, memory=memory, recall=state.recall,
                           ledger=state.ledger, approve=None, allow=[], private=(self.ws.paths.state,),
                           session=session.slug, cancel=cancel, ranges=None, call_id=call_id, step=step,
-                          _file_tokens=state.file_tokens)
+                          _file_tokens=state.file_tokens, lsp=self.ws.lsp)
         with memory.operation(TOOL_CALL, name, tool=name, args=logged, call_id=call_id, turn_id=record_id,
                               via="mcp", client=state.name) as op:
             result = refused if refused is not None else self._run(ctx, name, args)

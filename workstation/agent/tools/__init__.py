@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
+from .. import lspcheck
 from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning,
                    Tool, ToolContext, ToolResult, activity_label, cap, default_label, events, logged_args)
 from .memory import render_decisions, render_rows
@@ -102,7 +103,7 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
     else:  # one edit at a time: an agent's sub-agents share its lock (ToolContext.write_lock)
         with ctx.write_lock if tool.effect == WRITE else contextlib.nullcontext():
             result = (_env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments)
-                      or _run_bounded(tool, ctx, bound))
+                      or lspcheck.around(tool, ctx, arguments, lambda: _run_bounded(tool, ctx, bound)))
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
 

@@ -29,6 +29,7 @@ session log's tool record.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from ..filetools import ReadLedger
 
 if TYPE_CHECKING:
     from ...index.map import KnowledgeMap
+    from ...lsp import LanguageServers
     from ...memory import Memory
     from ...sandbox import Policy
 
@@ -63,7 +65,8 @@ NEVER = "never"  # not re-run (a command, a memory write)
 
 # Fields of ToolResult.data that are written on the session log's tool record (sessions/README.md).
 RECORDED_FIELDS = ("duration_ms", "path", "lines", "served_from", "memory", "sha", "file_tokens", "chars",
-                   "chars_saved", "lines_changed", "outcome", "edits", "plan", "subagent")
+                   "chars_saved", "lines_changed", "outcome", "edits", "plan", "subagent",
+                   "diagnostics")
 
 
 # --------------------------------------------------------------------------- calls and what they mean
@@ -112,6 +115,15 @@ class Edit:
     path: str
     lines: list | None = None  # [start, end] of the new text, when it is one range
     lines_changed: int | None = None
+    new_errors: int = 0  # the language server's errors the call introduced (its first file carries them)
+    fixed_errors: int = 0
+
+    def checked(self, data: Mapping[str, Any]) -> "Edit":
+        """This edit with the counts of its call's `diagnostics` (workstation.lsp.check.Report.data)."""
+        found = data.get("diagnostics")
+        if not isinstance(found, Mapping):
+            return self
+        return dataclasses.replace(self, new_errors=int(found.get("new") or 0), fixed_errors=int(found.get("fixed") or 0))
 
 
 @dataclass(frozen=True)
@@ -169,7 +181,10 @@ def events(meaning: Meaning, *, live: bool) -> list[tuple[str, str, dict]]:
             out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": r.chars,
                                               "served_from": "disk"}))
     for e in meaning.edits:
-        out.append(("file_edit", e.path, {"path": e.path, "lines": e.lines, "lines_changed": e.lines_changed}))
+        fields = {"path": e.path, "lines": e.lines, "lines_changed": e.lines_changed}
+        if e.new_errors or e.fixed_errors:  # the timeline marks an edit that broke (or mended) something
+            fields.update(new_errors=e.new_errors, fixed_errors=e.fixed_errors)
+        out.append(("file_edit", e.path, fields))
     for lk in meaning.lookups:
         out.append(("memory_hit" if lk.hit else "memory_miss", lk.key, {"tier": "kmap", "kind": lk.kind}))
     if meaning.decision and not live:
@@ -297,6 +312,7 @@ class ToolContext:
     delegate: Callable[[str, bool], "ToolResult"] | None = None
     # held by every WRITE call: an agent's sub-agents share their parent's, so their edits never interleave
     write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

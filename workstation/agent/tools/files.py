@@ -172,7 +172,7 @@ def _replace_lines_meaning(call: Call) -> Meaning:
     path = call.path()
     if not call.ok or path is None:
         return NOTHING
-    return Meaning(edits=(Edit(path, call.data.get("lines"), call.data.get("lines_changed")),))
+    return Meaning(edits=(Edit(path, call.data.get("lines"), call.data.get("lines_changed")).checked(call.data),))
 
 
 def _path_arg(args: Mapping[str, Any]) -> list[str]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...fsutil import confine
+from .. import lspcheck
 from ..filetools import grep
+from ...lsp.servers import SERVER_NAMES
 from .base import (BOOL, NOTHING, QUERY, RECOMPUTE, STR, Call, Lookup, Meaning, Tool, ToolContext, ToolResult,
                    as_text, cap, params)
 
@@ -39,27 +41,52 @@ def _lookup_meaning(key_arg: str, kind: str):
 
 
 def _impact(ctx: ToolContext, symbol: str) -> ToolResult:
+    """The language server's references first, when one runs for the definition's language (marked
+    [lsp]); then the map's other matches, marked [map] (attributed) or [map, name-only]."""
     ctx.reindex()
     hits = ctx.kmap.impact(as_text("symbol", symbol))
-    if not hits:
+    served, server, note = lspcheck.references(ctx, symbol, [h.path for h in hits])
+    lines = [f"{loc.path}:{loc.line} in {enclosing} [{server}]" for loc, enclosing in served]
+    seen = {(loc.path, loc.line) for loc, _ in served}
+    for h in hits:  # real references first (the map sorts them so too)
+        if (h.path, h.line) in seen:
+            continue
+        mark = "" if not server else " [map, name-only]" if h.evidence == "name-only" else " [map]"
+        lines.append(f"{h.path}:{h.line} in {h.enclosing or '<module>'} ({h.kind}" + (f" of {h.target}" if h.target else "")
+                     + ")" + (" [name-only]" if h.evidence == "name-only" and not server else mark))
+    if note:
+        lines.append(f"({note}; the map's matches only)")
+    if not served and not hits:
         return ToolResult(f"no references to {symbol} in the knowledge map", data={"hits": 0, "memory": "miss"})
-    lines = [f"{h.path}:{h.line} in {h.enclosing or '<module>'} ({h.kind}"
-             + (f" of {h.target}" if h.target else "") + ")"
-             + (" [name-only]" if h.evidence == "name-only" else "") for h in hits]  # real references first
-    return ToolResult(cap("\n".join(lines)), data={"hits": len(hits), "memory": "hit"})
+    return ToolResult(cap("\n".join(lines)), data={"hits": len(lines), "memory": "hit", "lsp": len(served)})
 
 
-def _find(ctx: ToolContext, query: str) -> ToolResult:
+def _find(ctx: ToolContext, query: str, at: Any = None) -> ToolResult:
     ctx.reindex()
-    result = ctx.kmap.find(as_text("query", query))
-    return ToolResult(cap(render_find(result)),
-                      data={"hits": len(result.hits), "memory": "hit" if result.hits else "miss"})
+    query = as_text("query", query)
+    head, found = "", 0
+    if at is not None:
+        locations, server, note = lspcheck.definition(ctx, query, as_text("at", at))
+        found = len(locations)
+        head = "\n".join(f"definition: {lspcheck.defined_as(ctx, loc)} [{server}]" for loc in locations)
+        if not locations:
+            head = f"(no definition of {query} at {at} from the language server: {note or 'none found'})"
+        head += "\n"
+    result = ctx.kmap.find(query)
+    return ToolResult(cap(head + render_find(result)),
+                      data={"hits": len(result.hits) + found, "memory": "hit" if result.hits or found else "miss"})
+
+
+def _lsp_skip(call: Call) -> str | None:
+    if any(f"[{name}]" in call.text for name in SERVER_NAMES) or "from the language server" in call.text:
+        return "asked a language server"
+    return None
 
 
 def _find_skip(call: Call) -> str | None:
     if "[semantic]" in call.text or "(tier two failed:" in call.text:
         return "used the model (semantic search)"
-    return None
+    return _lsp_skip(call)
 
 
 def _find_comparable(text: str) -> str:
@@ -113,10 +140,12 @@ def _grep(ctx: ToolContext, pattern: str, path: str = "", ignore_case: Any = Fal
 
 TOOLS = [
     Tool("impact", "Every call site and reference of a symbol (name, Class.method or path:name): "
-         "file:line and the enclosing symbol.", params(["symbol"], symbol=STR), _impact, QUERY,
-         meaning=_lookup_meaning("symbol", "impact"), verify=RECOMPUTE),
-    Tool("find", "Find files and symbols by name or path (exact, prefix, fuzzy; by meaning when few match).",
-         params(["query"], query=STR), _find, QUERY, meaning=_lookup_meaning("query", "find"), verify=RECOMPUTE,
+         "file:line and the enclosing symbol; the language server's references first when one runs.",
+         params(["symbol"], symbol=STR), _impact, QUERY,
+         meaning=_lookup_meaning("symbol", "impact"), verify=RECOMPUTE, verify_skip=_lsp_skip),
+    Tool("find", "Find files and symbols by name or path (exact, prefix, fuzzy; by meaning when few match). "
+         "With at=path:line, first the definition of the name query as used on that line (language server).",
+         params(["query"], query=STR, at=STR), _find, QUERY, meaning=_lookup_meaning("query", "find"), verify=RECOMPUTE,
          verify_skip=_find_skip, comparable=_find_comparable),
     Tool("grep", "Regex search over the workspace's text files; path limits it to a file or folder. "
          "Returns path:line: text, then the files it did not search and why (binary, secrets, unreadable).",

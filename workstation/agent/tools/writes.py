@@ -120,7 +120,7 @@ def edits_meaning(call: Call) -> Meaning:
     lines = call.data.get("lines")
     return Meaning(edits=tuple(
         Edit(e["path"], lines if i == 0 else None, max(int(e.get("added") or 0), int(e.get("removed") or 0)))
-        for i, e in enumerate(entries)))
+        .checked(call.data if i == 0 else {}) for i, e in enumerate(entries)))
 
 
 def path_args(*names: str):

@@ -196,6 +196,9 @@ class TimelinePane(DeferredPane):
             name = Text(f"{nest}✗ {event.name}", foreground_only(self.get_component_rich_style("timeline--failed")))
         else:
             name = Text(nest + event.name)  # never markup: names are paths and symbols
+        if event.details.get("new_errors"):  # an edit the language server found errors in (workstation.lsp)
+            name = Text(f"⚠{event.details['new_errors']} ",
+                        foreground_only(self.get_component_rich_style("timeline--failed"))).append_text(name)
         return (event_time(event.ts)[:8], event.type, name, human_duration(event.duration_ms),
                 human_count(event.tokens))
 

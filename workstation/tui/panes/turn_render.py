@@ -22,6 +22,7 @@ from rich.style import Style
 from rich.text import Text
 from rich.theme import Theme
 
+from ...lsp import block_of
 from ...terminal import safe
 from ..viewdata import Turn, human_count
 
@@ -77,6 +78,8 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
         parts.append(Padding(body, (0, 0, 0, INDENT)))
     elif role == "tool":
         parts.append(_tool_line(turn, expanded, styles))
+        if not expanded and (checked := block_of(turn.result)):  # the language server's word on an edit
+            parts.append(Padding(_lsp_text(checked, styles), (0, 0, 0, INDENT + 2)))
         if expanded:
             parts.append(Padding(Text(_tool_details(turn), styles.meta), (0, 0, 0, INDENT + 2)))
             if turn.diff:
@@ -207,6 +210,14 @@ def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles) -> Text:
     summary = turn.text or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
     line.append(f" → {summary}", styles.meta if turn.ok else styles.tool_error)
     return line
+
+
+def _lsp_text(block: str, styles: TurnStyles) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for line in safe(block).splitlines():
+        text.append(line + "\n", styles.tool if line.startswith("lsp: fixed") else styles.tool_error)
+    text.rstrip()
+    return text
 
 
 def args_summary(args, limit: int = 60) -> str:

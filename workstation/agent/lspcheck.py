@@ -1,0 +1,135 @@
+"""Where the language servers (workstation.lsp) meet the tools: every WRITE call is checked around its run,
+and `impact` and `find` ask the server first (`references`, `definition`).
+
+Before the call, the errors of the files it writes and of the files importing them are taken (the
+baseline); after it, the new and the fixed errors are appended to its result for the model (within
+`[lsp] max_errors` and `max_chars`) and kept as `diagnostics` on its record. A query that names a file
+of a language with a server starts that server in the background, so the first edit finds it warm.
+Nothing here waits past `[lsp] timeout_s`, and no failure of a server fails the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import WorkstationError
+from ..fsutil import confine
+import re
+
+from ..index.query import definitions, dependants
+from ..lsp import MARK, EditCheck, Location, ServerFailed, language_of
+from .tools.base import QUERY, WRITE, Tool, ToolContext, ToolResult
+
+
+def around(tool: Tool, ctx: ToolContext, arguments: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
+    servers = ctx.lsp
+    if servers is None:
+        return run()
+    if tool.effect == QUERY:
+        path = arguments.get("path")
+        if isinstance(path, str) and path:
+            servers.warm(path)
+        return run()
+    if tool.effect != WRITE:
+        return run()
+    rels = _confined(ctx, tool.writes(arguments))
+    check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited), ctx.cancel) if rels else None
+    result = run()
+    if check is None or not result.ok or not result.data.get("edits"):
+        return result
+    if isinstance(check, str):  # no server for this language here: said once
+        result.text += f"\n{MARK}{check}"
+        return result
+    report = check.finish(rels)
+    shown = report.render(servers.config.max_errors, servers.config.max_chars)
+    if shown:
+        result.text += f"\n{shown}"
+    result.data["diagnostics"] = report.data(shown)
+    return result
+
+
+def _confined(ctx: ToolContext, paths: list[str]) -> list[str]:
+    out = []
+    for path in paths:
+        try:
+            out.append(confine(ctx.root, path, ctx.private)[1])
+        except WorkstationError:
+            continue  # refused by the tool itself
+    return out
+
+
+MAX_DEFINITIONS = 5  # definitions of one name whose references are asked for
+MAX_OPENED = 50  # files the map saw a name in, opened in the server before it is asked for references
+
+
+def references(ctx: ToolContext, symbol: str, seen: list[str] = ()) -> tuple[list[tuple[Location, str]], str, str]:
+    """The server's references to the definitions `symbol` names in the map: ([(location, enclosing
+    symbol)], the server's name, a note); ([], "", "") when no server runs for their language. `seen`:
+    the files where the map found the name."""
+    servers = ctx.lsp
+    if servers is None:
+        return [], "", ""
+    found: dict[Location, str] = {}
+    name, note = "", ""
+    for path, _qualname, _kind, line in definitions(ctx.kmap, symbol)[:MAX_DEFINITIONS]:
+        server = servers.running(path)
+        if server is None:
+            continue
+        column = _column(ctx, path, line, symbol.replace("::", ".").rsplit(":", 1)[-1].rsplit(".", 1)[-1])
+        try:
+            also = [rel for rel in dict.fromkeys(seen) if language_of(rel) == language_of(path)][:MAX_OPENED]
+            for loc in server.references(path, line, column, servers.config.timeout_s, also):
+                found.setdefault(loc, _enclosing(ctx, loc))
+        except ServerFailed as err:
+            note = str(err)
+            continue
+        name = server.spec.name
+    return sorted(found.items(), key=lambda item: (item[0].path, item[0].line)), name, note
+
+
+def definition(ctx: ToolContext, name: str, at: str) -> tuple[list[Location], str, str]:
+    """Where the server says `name`, as used at `at` ("path:line"), is defined: (locations, server, note)."""
+    path, _, line = at.rpartition(":")
+    if not path or not line.strip().isdigit():
+        raise WorkstationError(f"at must be path:line, got {at!r}")
+    _, rel = confine(ctx.root, path, ctx.private)
+    servers = ctx.lsp
+    server = servers.running(rel) if servers is not None else None
+    if server is None:
+        why = servers.absent_for(rel) if servers is not None else ""
+        return [], "", why or "no language server runs for this file"
+    column = _column(ctx, rel, int(line), name.rsplit(".", 1)[-1])
+    try:
+        return server.definition(rel, int(line), column, servers.config.timeout_s), server.spec.name, ""
+    except ServerFailed as err:
+        return [], server.spec.name, str(err)
+
+
+def _column(ctx: ToolContext, rel: str, line: int, name: str) -> int:
+    """The 1-indexed column of `name` on a line: after `def`/`class` when it is defined there, else its
+    first use as a whole word."""
+    try:
+        text = (ctx.root / rel).read_text("utf-8", "replace").splitlines()[line - 1]
+    except (OSError, IndexError):
+        return 1
+    found = re.search(rf"\b(?:def|class|function|interface|type|const|let|var)\s+({re.escape(name)})\b", text)
+    if found is None:
+        found = re.search(rf"\b({re.escape(name)})\b", text)
+    return found.start(1) + 1 if found else 1
+
+
+def defined_as(ctx: ToolContext, loc: Location) -> str:
+    """`path:start-end kind qualname` of the map's symbol defined at a location (else path:line)."""
+    here = [s for s in ctx.kmap.symbols(loc.path) if s.start_line <= loc.line <= s.end_line]
+    if not here:
+        return f"{loc.path}:{loc.line}"
+    s = max(here, key=lambda s: s.start_line)
+    return f"{loc.path}:{s.start_line}-{s.end_line} {s.kind} {s.qualname}"
+
+
+def _enclosing(ctx: ToolContext, loc: Location) -> str:
+    inside = [s for s in ctx.kmap.symbols(loc.path) if s.start_line <= loc.line <= s.end_line]
+    return max(inside, key=lambda s: s.start_line).qualname if inside else "<module>"
+
+
+__all__ = ["EditCheck", "around", "definition", "references"]
