@@ -26,6 +26,7 @@ from ..sessions.turns import Coverage, hit_turn, number as number_turns, of_log,
 from ..textdiff import record_diff
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
+UNTIMED_STEP_S = 1.0  # a record whose time was not recorded (SWE-agent's, an unreadable ts) plays this long
 
 
 class ReplayError(WorkstationError):
@@ -33,6 +34,13 @@ class ReplayError(WorkstationError):
 
 
 # --------------------------------------------------------------------------- steps
+def timed(record: dict) -> bool:
+    """Does the record carry the time it happened? An importer says when it does not (`source.time`:
+    SWE-agent logs no times, so its records all get the file's modification time)."""
+    source = record.get("source")
+    return _epoch(record.get("ts")) is not None and not (isinstance(source, dict) and source.get("time"))
+
+
 def _epoch(ts: Any) -> float | None:
     if not isinstance(ts, str) or not ts:
         return None
@@ -60,7 +68,8 @@ class Step:
     index: int  # 0-based position in the episode
     record: dict  # the log record, verbatim
     ts: float  # epoch seconds (a record without a readable ts takes its predecessor's)
-    offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S)
+    offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S, a record
+    # without a recorded time UNTIMED_STEP_S after its predecessor)
     turn: int | None  # the turn (sessions.turns) of a user/assistant/tool/system record; None before the first
     # user message and for the other records (as search hits say it: sessions.turns.hit_turn)
     call: dict | None = None  # for a tool result: the call that asked for it ({id, name, arguments})
@@ -246,6 +255,17 @@ class Episode:
     def duration_s(self) -> float:
         return self.steps[-1].ts - self.steps[0].ts
 
+    @property
+    def timed(self) -> bool:
+        """Do the records carry their times? (False: every step is paced UNTIMED_STEP_S)"""
+        return any(timed(r) for r in self.records)
+
+    def length_text(self) -> str:
+        """'41.3 s recorded', or for an untimed episode 'times not recorded: 1 s a step'."""
+        if self.timed:
+            return f"{self.duration_s:.1f} s recorded"
+        return f"times not recorded: {UNTIMED_STEP_S:g} s a step"
+
     def index_of(self, record_id: str) -> int:
         """The step of a record id (e.g. a timeline event's turn_id)."""
         for step in self.steps:
@@ -323,7 +343,8 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
         if ts is None:
             ts = last_ts if last_ts is not None else 0.0
         if last_ts is not None:
-            offset += min(max(ts - last_ts, 0.0), max_pause_s)
+            offset += min(max(ts - last_ts, 0.0), max_pause_s) if timed(record) else min(UNTIMED_STEP_S,
+                                                                                          max_pause_s)
         last_ts = ts
         if record["type"] == "assistant":
             for call in record.get("tool_calls") or ():

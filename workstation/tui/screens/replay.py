@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from textual import on
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -26,6 +27,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from ...replay import Episode, Player
+from ..app import HIDE_BELOW, MIN_CHAT
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..panes.chat import ChatPane
@@ -37,6 +39,14 @@ from ..themes import DEFAULT_THEME, load_themes
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MIN_TICK_S = 0.01
 RECALL_ITEMS = 12  # decisions / files listed before "… n more"
+SIDE_WIDTH = 58  # the memory, recall and timeline column, while the chat keeps MIN_CHAT beside it
+
+
+def side_width(total: int) -> int:
+    """The side column's width on a screen `total` columns wide: SIDE_WIDTH, less where the chat would get
+    under MIN_CHAT (80 columns: 40 and 40), none once it would be narrower than HIDE_BELOW."""
+    width = min(SIDE_WIDTH, max(0, total - MIN_CHAT))
+    return 0 if width < HIDE_BELOW else width
 
 
 class ReplayMemoryPane(MemoryPane):
@@ -101,7 +111,6 @@ class ReplayScreen(Screen):
         #replay-title { height: 1; padding: 0 1; background: $panel; color: $text-primary; text-style: bold; }
         #replay-columns { height: 1fr; }
         #replay-chat { width: 1fr; }
-        #replay-side { width: 58; }
         #replay-memory { height: 1fr; }
         #replay-timeline { height: 2fr; }
         #replay-recall {
@@ -130,7 +139,7 @@ class ReplayScreen(Screen):
     def compose(self) -> ComposeResult:
         ep = self.episode
         where = Path(ep.source).name if ep.source.endswith(".jsonl") else ep.source  # a file, or live / archived
-        yield Static(f"Replay · {ep.name} · {len(ep.steps)} steps · {ep.duration_s:.1f} s recorded · {where}",
+        yield Static(f"Replay · {ep.name} · {len(ep.steps)} steps · {ep.length_text()} · {where}",
                      id="replay-title", markup=False)
         with Horizontal(id="replay-columns"):
             yield ChatPane(id="replay-chat")
@@ -142,7 +151,17 @@ class ReplayScreen(Screen):
         yield StatusBar(id="replay-status")
         yield Footer()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width)
+
+    def _layout(self, total: int) -> None:
+        side = self.query_one("#replay-side")
+        width = side_width(total)
+        side.styles.width = width
+        side.display = width > 0
+
     def on_mount(self) -> None:
+        self._layout(self.app.size.width)
         self.query_one("#replay-recall").border_title = "Recall"
         for problem in self.episode.problems:
             self.notify(f"unreadable {problem}", severity="warning", timeout=8)
