@@ -289,3 +289,23 @@ async def test_replies_render_plain_until_markdown_loads_then_formatted(cold_ren
         text = "\n".join(visible_text(transcript))
         assert "Use bold" in text and "**" not in text and "x = 1" in text
         assert {turn_render.MARKDOWN, "python"} <= turn_render._ready
+
+
+async def test_python_names_keep_their_double_underscores_streamed_and_in_the_transcript(warm_renderer):
+    """Markdown read `pkg/__init__.py` as pkg/**init**.py; a name in double underscores stays as written,
+    while bold (asterisks, or underscores around words) and code are still markdown."""
+    app = WorkstationApp()
+    async with started(app) as pilot:
+        chat = app.chat
+        await chat.begin_reply()
+        await chat.stream_fragment("Edit pkg/__init__.py: self.__dict__ and __post_init__ move. ")
+        await chat.stream_fragment("This is **bold**, __two words__ too, and `__x__` is code.\n")
+        await pilot.pause()
+        streamed = str(chat.query_one(Markdown).children[-1].render())
+        assert "pkg/__init__.py" in streamed and "self.__dict__" in streamed and "__post_init__" in streamed
+        assert "**bold**" not in streamed and "__two words__" not in streamed and "two words" in streamed
+        await chat.end_reply(id="a1")
+        await pilot.pause()
+        shown = " ".join(visible_text(chat.transcript))
+        assert "pkg/__init__.py: self.__dict__ and __post_init__ move." in " ".join(shown.split())
+        assert "This is bold, two words too, and __x__ is code." in " ".join(shown.split())

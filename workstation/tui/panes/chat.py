@@ -32,6 +32,7 @@ from ...terminal import safe
 from ..messages import BackendRequest
 from ..viewdata import SlashCommand, Turn, coerce, human_count
 from .bar import MIN_LEFT, StatusBar
+from .md_parser import textual_parser
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -405,7 +406,7 @@ class ChatPane(Vertical):
         if self._stream is not None:
             await self.end_reply()
         self._reply_parts = []
-        self._reply = Markdown()
+        self._reply = Markdown(parser_factory=textual_parser)  # `__init__.py` stays as written
         box = VerticalScroll(self._reply, id="reply-box")
         await self.mount(box, before=self.query_one("#plan-box"))
         box.anchor()
