@@ -149,7 +149,7 @@ class LiveBackend:
         self._offer_trust()
         self.refresh_git()
         self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing,
-                                job=lambda text: self._ui(app.chat.set_job, text))
+                                job=lambda text: self._ui(app.chat.set_job, text), paths=app.chat.set_files)
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()

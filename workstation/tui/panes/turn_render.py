@@ -24,6 +24,7 @@ from rich.theme import Theme
 
 from ...terminal import safe
 from ..viewdata import Turn, human_count
+from .md_parser import rich_parser
 
 EXPANDABLE = frozenset({"tool", "compaction", "redaction"})
 SEPARATED = frozenset({"user", "assistant", "system", "command", "compaction"})  # blank line before
@@ -160,8 +161,6 @@ def warm(name: str) -> None:
 def _markdown_class():
     from rich.markdown import CodeBlock, Markdown  # lazy: markdown-it, +60 ms; warm() loads it after the first frame
     from rich.syntax import Syntax  # lazy: pygments, +10 ms; warm() loads it after the first frame
-
-    from .md_parser import rich_parser
 
     parser = rich_parser()
 
