@@ -119,3 +119,40 @@ def test_styles_reference_theme_variables_only():
                     "transparent", "initial", "inherit", "auto"):
                 offenders.append(f"{where}: {prop}: {value}")
     assert offenders == []
+
+
+async def test_a_theme_picked_in_the_app_is_kept_in_the_workspace_config_and_opens_next_time(tmp_path):
+    """ui.theme is a SAFE key (workstation.trust): an untrusted workspace's own config may set it. The palette's
+    pick is written there, the user's formatting kept, and both the first frame and the config read it back."""
+    from test_tui_live import make_repo, wait_for
+    from tui_support import settle, started
+    from workstation import trust
+    from workstation.runtime import Workspace
+    from workstation.tui.app import WorkstationApp
+    from workstation.tui.backend import LiveBackend
+    from workstation.tui.launch import configured_theme
+
+    make_repo(tmp_path)
+    config = tmp_path / ".workstation" / "config.toml"
+    config.write_text("# my settings\n[memory]\nkeep_recent = 3  # turns\n")
+    assert "theme" in trust.SAFE["ui"]
+    backend = LiveBackend(str(tmp_path), sidecar=False)
+    app = WorkstationApp(backend, theme=configured_theme(str(tmp_path)))
+    async with started(app) as pilot:
+        await wait_for(pilot, lambda: backend._ready.is_set())
+        assert app.theme == "workstation-dark"
+        next(c for c in app.get_system_commands(app.screen) if c.title == "Theme: workstation-light").callback()
+        await settle(pilot)
+        await wait_for(pilot, lambda: "workstation-light" in config.read_text())
+    assert config.read_text() == ('# my settings\n[memory]\nkeep_recent = 3  # turns\n\n[ui]\n'
+                                  'theme = "workstation-light"\n')
+    assert configured_theme(str(tmp_path)) == "workstation-light"
+    ws = Workspace(str(tmp_path))
+    try:
+        assert ws.config.ui.theme == "workstation-light" and ws.config.memory.keep_recent == 3
+    finally:
+        ws.close()
+    again = WorkstationApp(theme=configured_theme(str(tmp_path)))
+    async with started(again) as pilot:
+        await pilot.pause()
+        assert again.theme == "workstation-light"
