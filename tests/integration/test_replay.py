@@ -91,7 +91,7 @@ class Recorded:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory, server_module):
-    from workstation.sessions.sidecar import persist_redactions
+    from workstation.sidecar import persist_redactions
 
     tmp = tmp_path_factory.mktemp("replay")
     mark = len(server_module.requests)

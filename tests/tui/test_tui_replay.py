@@ -234,7 +234,7 @@ def test_seeking_outside_the_episode_is_an_error_naming_the_range(demo):
 @pytest.mark.parametrize("size, side", [((80, 24), 40), ((200, 50), 58), ((50, 20), 0)])
 async def test_the_chat_keeps_a_usable_width_on_a_small_terminal(demo, size, side):
     """At 80x24 the side column gives way to the chat (it took 58 of 80 columns once, leaving the chat 22)."""
-    from workstation.tui.app import MIN_CHAT
+    from workstation.tui.layout import MIN_CHAT
 
     app = ReplayApp(demo)
     async with started(app, size=size) as pilot:

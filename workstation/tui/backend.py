@@ -125,7 +125,7 @@ class LiveBackend:
             self._ui(app.chat.set_status, f"starting MCP servers: {', '.join(ws.config.mcp.servers)} …")
         try:
             if self.with_sidecar:
-                from ..sessions.sidecar import start_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
+                from ..sidecar import start_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
                 self.sidecar = start_sidecar(ws.paths, model=self.model)
             if self.resume_slug:
@@ -224,7 +224,7 @@ class LiveBackend:
         if self.map_feed is not None:
             self.map_feed.stop()
         if self.sidecar is not None:
-            from ..sessions.sidecar import stop_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
+            from ..sidecar import stop_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
             stop_sidecar(self.sidecar)
         if self.agent is not None:

@@ -27,7 +27,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from ...replay import Episode, Player
-from ..app import HIDE_BELOW, MIN_CHAT
+from ..layout import side_width
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..panes.chat import ChatPane
@@ -39,14 +39,6 @@ from ..themes import DEFAULT_THEME, load_themes
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 MIN_TICK_S = 0.01
 RECALL_ITEMS = 12  # decisions / files listed before "… n more"
-SIDE_WIDTH = 58  # the memory, recall and timeline column, while the chat keeps MIN_CHAT beside it
-
-
-def side_width(total: int) -> int:
-    """The side column's width on a screen `total` columns wide: SIDE_WIDTH, less where the chat would get
-    under MIN_CHAT (80 columns: 40 and 40), none once it would be narrower than HIDE_BELOW."""
-    width = min(SIDE_WIDTH, max(0, total - MIN_CHAT))
-    return 0 if width < HIDE_BELOW else width
 
 
 class ReplayMemoryPane(MemoryPane):

@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import llm
-from ..paths import Paths
-from ..process import alive
-from .archive import recover
-from .compaction import AutoCompactor, CompactResult, compact_models, context_window_of
-from .context import assemble
-from .log import SUFFIX, LogView, Session, SessionError, live_slugs
-from .turns import number as number_turns
+from . import llm
+from .paths import Paths
+from .process import alive
+from .sessions.archive import recover
+from .sessions.compaction import AutoCompactor, CompactResult, compact_models, context_window_of
+from .sessions.context import assemble
+from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs
+from .sessions.turns import number as number_turns
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
@@ -201,8 +201,8 @@ class Sidecar:
         return thread
 
     def _watcher(self, sources: tuple[str, ...]):
-        from ..importers.engine import Importer  # lazy: importers and store, +75 ms; the app only spawns it
-        from ..importers.watch import Watcher  # lazy: importers and store, +75 ms; the app only spawns it
+        from .importers.engine import Importer  # lazy: importers and store, +75 ms; the app only spawns it
+        from .importers.watch import Watcher  # lazy: importers and store, +75 ms; the app only spawns it
 
         def said(result) -> None:
             for problem in result.problems:
