@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import llm
 from .paths import Paths
@@ -31,12 +31,16 @@ from .sessions.context import assemble
 from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs
 from .sessions.turns import number as number_turns
 
+if TYPE_CHECKING:
+    from .config import Config
+    from .memory.episodic import Episodic
+
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
 IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before starting it again
 
 
-def persist_redactions(session: Session, config: Any, episodic: Any = None) -> dict | None:
+def persist_redactions(session: Session, config: Config, episodic: Episodic | None = None) -> dict | None:
     """Append a `redaction` record for tool outputs that rolling redaction newly hides, if any.
 
     The context builder redacts by rule anyway; the record makes each decision
@@ -64,13 +68,13 @@ def _persisted(view: LogView) -> set[str]:
     return {t.get("id") for r in view.records if r["type"] == "redaction" for t in r.get("targets") or ()}
 
 
-def _unpersisted(view: LogView, config: Any, session: Session) -> list:
+def _unpersisted(view: LogView, config: Config, session: Session) -> list:
     done = _persisted(view)
     return [r for r in assemble(view, config, counter=session.counter).redactions if r.record_id not in done]
 
 
 class Sidecar:
-    def __init__(self, paths: Paths, config: Any, *, episodic: Any = None,
+    def __init__(self, paths: Paths, config: Config, *, episodic: Episodic | None = None,
                  report: Callable[[str], None] | None = None, window_tokens: int | None = None):
         self.paths = paths
         self.config = config
@@ -233,7 +237,7 @@ class Sidecar:
                 stop.wait(IMPORT_RETRY_S)
 
 
-def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
+def serve(paths: Paths, config: Config, *, once: bool, episodic: Episodic | None = None,
           report: Callable[[str], None] | None = None, parent_pid: int | None = None) -> list[CompactResult]:
     """What `workstation sidecar` runs: one pass, or watch until SIGTERM/SIGINT."""
     sidecar = Sidecar(paths, config, episodic=episodic, report=report)

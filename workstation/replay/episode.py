@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..agent import tools
 from ..config import Config
@@ -201,7 +201,7 @@ class ReplayState:
 class Episode:
     """A recorded session, one step per log record; see the module docstring."""
 
-    def __init__(self, name: str, view: LogView, *, source: str = "", config: Any = None,
+    def __init__(self, name: str, view: LogView, *, source: str = "", config: Config | None = None,
                  max_pause_s: float = MAX_PAUSE_S):
         if not view.records:
             raise ReplayError(f"session {name} has no readable records to replay")
@@ -215,18 +215,21 @@ class Episode:
         self.steps: list[Step] = _make_steps(self.records, max_pause_s)
         self._turns = [_transcript_turns(s, self.records) for s in self.steps]
         self._events = [_timeline_events(s, name) for s in self.steps]
-        self._counter = None
+        self._counter: Callable[[str], int] | None = None
         self._token_cache: dict[str, int] = {}
 
     @classmethod
-    def load(cls, source: Any, target: str | os.PathLike | None = None, *, config: Any = None) -> "Episode":
+    def load(cls, source: Paths | str | os.PathLike, target: str | os.PathLike | None = None, *,
+             config: Config | None = None) -> "Episode":
         """`load(paths, "slug")` (live or archived), `load(paths, "dir/file.jsonl")`, or `load("file.jsonl")`."""
         if target is None:
             if isinstance(source, Paths):
                 raise ReplayError("which session? give a slug or a .jsonl file")
             paths, target = None, source
-        else:
+        elif isinstance(source, Paths):
             paths = source
+        else:
+            raise ReplayError("a session slug is read from a workspace: load(paths, slug)")
         target = str(target)
         if target.endswith(".jsonl") or "/" in target or os.sep in target:
             return cls._from_file(Path(target).expanduser(), config)
@@ -236,7 +239,7 @@ class Episode:
         return cls(target, view, source=state, config=config)
 
     @classmethod
-    def _from_file(cls, path: Path, config: Any) -> "Episode":
+    def _from_file(cls, path: Path, config: Config | None) -> "Episode":
         if not path.is_file():
             raise ReplayError(f"no session log file {path}")
         try:

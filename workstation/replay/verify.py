@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..agent import tools
 from ..errors import WorkstationError
@@ -33,6 +33,7 @@ from ..store import Database
 from .episode import Episode, Step, call_label
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..runtime import Workspace
 
 DIFF_LINES = 16  # lines of a "short diff"
@@ -192,7 +193,7 @@ def _edits_before_reads(episode: Episode) -> bool:
     return False
 
 
-def _verifier_config(config: Any) -> Any:
+def _verifier_config(config: Config) -> Config:
     """The workspace's config with no model (find stays in tier one; nothing leaves the machine)."""
     cfg = copy.deepcopy(config)
     cfg.model.name = ""
@@ -300,7 +301,7 @@ class _ScratchTree:
     """A private copy of the workspace's tree (what the index sees, plus the files the episode named),
     with its own state folder, database and knowledge map. Deleted on close."""
 
-    def __init__(self, workspace: Any, episode: Episode):
+    def __init__(self, workspace: Workspace, episode: Episode):
         self.workspace = workspace
         self.episode = episode
         self.tmp: Path | None = None
