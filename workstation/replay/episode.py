@@ -84,7 +84,7 @@ class Step:
         """What this step's tool call did, as its tool declares (nothing for other records)."""
         if self.kind != "tool":
             return tools.Meaning()
-        return tools.meaning_of(str(self.record.get("name") or ""), self.args, self.record)
+        return tools.meaning_of(str(self.record.get("name") or ""), self.args, self.record, self.call)
 
     @property
     def kind(self) -> str:
@@ -149,7 +149,7 @@ class MemoryView:
 
     decisions: list[dict] = field(default_factory=list)  # {id, decision, reasoning, files, step, reused}
     pins: list[str] = field(default_factory=list)
-    files_read: dict[str, list] = field(default_factory=dict)  # path -> [[start, end] | "map", ...]
+    files_read: dict[str, list] = field(default_factory=dict)  # path -> [[start, end] | "map" | "whole", ...]
     files_edited: dict[str, int] = field(default_factory=dict)  # path -> successful edits
     stm: list[dict] = field(default_factory=list)  # MemoryEntry-shaped: key, value, namespace, updated
     ltm: list[dict] = field(default_factory=list)  # the LTM writes of this episode (earlier values: not logged)
@@ -457,6 +457,12 @@ def _timeline_events(step: Step, session: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- memory view
+def read_text(read: list | str) -> str:
+    """One entry of MemoryView.files_read in words: '12-40', 'map', 'whole'."""
+    return read if isinstance(read, str) else f"{read[0]}-{read[1]}"
+
+
+
 def memory_at(steps: list[Step]) -> MemoryView:
     """Decisions, pins, files read and edited, STM/LTM writes, the plan: everything the steps so far put in
     memory."""
@@ -476,8 +482,8 @@ def memory_at(steps: list[Step]) -> MemoryView:
             meaning = step.meaning()
             for m in meaning.map_reads:
                 view.files_read.setdefault(m.path, []).append("map")
-            for read in meaning.reads:
-                view.files_read.setdefault(read.path, []).append(list(read.lines or []))
+            for read in meaning.reads:  # no lines: the whole file (another agent's Read, a read of it all)
+                view.files_read.setdefault(read.path, []).append(list(read.lines) if read.lines else "whole")
             for edit in meaning.edits:
                 view.files_edited[edit.path] = view.files_edited.get(edit.path, 0) + 1
             if meaning.decision:

@@ -27,6 +27,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from ...replay import Episode, Player
+from ...replay.episode import read_text
 from ..layout import side_width
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
@@ -76,8 +77,8 @@ def recall_text(memory: Any) -> str:
         lines += more(memory.pins, lambda p: f"• {p}")
     if memory.files_read:
         lines.append(f"Files read ({len(memory.files_read)})")
-        lines += more(sorted(memory.files_read.items()), lambda item: f"• {item[0]}: " + ", ".join(
-            "map" if r == "map" else f"{r[0]}-{r[1]}" for r in item[1]))
+        lines += more(sorted(memory.files_read.items()),
+                      lambda item: f"• {item[0]}: " + ", ".join(read_text(r) for r in item[1]))
     if memory.files_edited:
         lines.append(f"Files edited ({len(memory.files_edited)})")
         lines += more(sorted(memory.files_edited.items()), lambda item: f"• {item[0]}: {item[1]}×")
