@@ -280,7 +280,7 @@ class LiveBackend:
 
     def _billed(self, records: list[dict]) -> str:
         """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
-        from ..sessions import billing  # lazy: the sessions stack and the importers' base, +100 ms; off the first paint
+        from ..sessions import billing  # lazy: the sessions stack and the price map, +100 ms; off the first paint
 
         self._bill = billing.bill(records)
         return self._bill.line()
