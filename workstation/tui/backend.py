@@ -513,15 +513,20 @@ class LiveBackend:
         self._ui(self.app.memory.upsert, request.tier, entry)
 
     def on_theme_changed(self, request: ThemeChanged) -> None:
-        """Remember the chosen theme in the workspace config (tomlkit keeps the user's formatting)."""
+        """Remember the chosen theme where the theme in force was set: the workspace's config when it sets
+        `ui.theme` (a SAFE key, workstation.trust), else the user's own config, so a look picked once holds
+        in every workspace and a repository's config is not written for it. tomlkit keeps the formatting."""
         import tomlkit  # lazy: tomlkit, +9 ms; off the first paint
 
         from ..fsutil import atomic_write  # lazy: +4 ms; off the first paint
 
         if self.ws is None:
             return
-        path = self.ws.paths.config_file
-        doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+        docs = []
+        for path in (self.ws.paths.config_file, self.ws.paths.user_config_file):
+            doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+            docs.append((path, doc))
+        path, doc = next(((p, d) for p, d in docs if "theme" in d.get("ui", {})), docs[1])
         if doc.get("ui", {}).get("theme") == request.theme:
             return
         doc.setdefault("ui", tomlkit.table())["theme"] = request.theme
