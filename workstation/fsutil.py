@@ -155,7 +155,7 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: P
     try:
         _replace_via(where, path, data, mode, note)
     except OSError as err:
-        if err.errno != errno.EXDEV or where == directory:
+        if err.errno != errno.EXDEV or staging is None or where == directory:
             raise
         # one device, two mounts (a bind mount): rename cannot cross them
         _CROSSING.add((os.stat(staging).st_dev, os.stat(directory).st_dev))

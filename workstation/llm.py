@@ -47,11 +47,11 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 from . import scrub
-from .providers import CACHE_TTLS, cache_style, shares_endpoint, with_cache_breakpoints
+from .providers import CACHE_TTLS, ModelSpec, cache_style, shares_endpoint, with_cache_breakpoints
 
 __all__ = [
     "LLMError",
@@ -184,22 +184,6 @@ class Completion:
     cache_read_tokens: int = 0  # of tokens_in, read from the provider's prompt cache
     cache_creation_tokens: int = 0  # of tokens_in, written to the provider's prompt cache
     cache_creation_1h_tokens: int = 0  # of cache_creation_tokens, written for an hour (billed 2x, not 1.25x)
-
-
-@dataclass
-class ModelSpec:
-    model: str  # litellm model string, e.g. 'openai/gpt-4o', 'anthropic/claude-sonnet-4-5'
-    api_base: Optional[str] = None
-    api_key_env: Optional[str] = None  # NAME of the env var holding the key (never the key)
-    timeout_s: float = 60  # inactivity timeout, see module doc
-    max_retries: int = 2  # retries after the first attempt, per model
-    # Fallback models, tried in order after this one failed.  A plain string inherits timeouts and
-    # extra_params from this spec, and api_base / api_key_env when it names the same provider;
-    # a ModelSpec is used as is.
-    fallbacks: tuple[Union[str, "ModelSpec"], ...] = ()
-    backoff_s: float = 1.0  # first retry delay; doubles each retry (+-20 % jitter), capped at MAX_BACKOFF_S
-    extra_params: dict[str, Any] = field(default_factory=dict)  # passed to litellm.completion (temperature, ...)
-    cache_ttl: str = "5m"  # lifetime of the prompt-cache breakpoints (CACHE_TTLS; agent.cache_ttl)
 
 
 # ============================================================================ secrets

@@ -18,11 +18,11 @@ whatever the model.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:
     from .config import ModelConfig
-    from .llm import ModelSpec
 
 # Bare model names litellm routes to a provider without a prefix.
 _BARE_FAMILIES = (
@@ -34,6 +34,24 @@ _BARE_FAMILIES = (
     (re.compile(r"^grok-"), "xai"),
     (re.compile(r"^deepseek-"), "deepseek"),
 )
+
+
+@dataclass
+class ModelSpec:
+    """How to call one model (llm.complete takes it; `spec_for` makes it from a `[model]` config)."""
+
+    model: str  # litellm model string, e.g. 'openai/gpt-4o', 'anthropic/claude-sonnet-4-5'
+    api_base: Optional[str] = None
+    api_key_env: Optional[str] = None  # NAME of the env var holding the key (never the key)
+    timeout_s: float = 60  # inactivity timeout, see the llm module doc
+    max_retries: int = 2  # retries after the first attempt, per model
+    # Fallback models, tried in order after this one failed.  A plain string inherits timeouts and
+    # extra_params from this spec, and api_base / api_key_env when it names the same provider;
+    # a ModelSpec is used as is.
+    fallbacks: tuple[Union[str, "ModelSpec"], ...] = ()
+    backoff_s: float = 1.0  # first retry delay; doubles each retry (+-20 % jitter), capped at MAX_BACKOFF_S
+    extra_params: dict[str, Any] = field(default_factory=dict)  # passed to litellm.completion (temperature, ...)
+    cache_ttl: str = "5m"  # lifetime of the prompt-cache breakpoints (CACHE_TTLS; agent.cache_ttl)
 
 
 def provider_of(model: str) -> str:
@@ -86,14 +104,12 @@ def shares_endpoint(configured: str, requested: str) -> bool:
 
 
 def spec_for(config: "ModelConfig", name: str | None = None, *, fallbacks: bool = True,
-             cache_ttl: str = "5m") -> "ModelSpec | None":
+             cache_ttl: str = "5m") -> ModelSpec | None:
     """The ModelSpec to call `name` (default: the configured model) with this `[model]` config: its
     timeouts and retries always; its `api_base` and `api_key_env` only for the configured model itself
     or the same provider (a config that names no model lends its endpoint to whatever model is named);
     its fallbacks when `fallbacks` (llm.complete applies the same rule to each of them); `cache_ttl`
     (agent.cache_ttl) for the prompt-cache breakpoints. None when no model is named anywhere."""
-    from .llm import ModelSpec  # lazy: cycle, llm imports providers
-
     configured = config.name.strip()
     name = (name or configured).strip()
     if not name:

@@ -302,7 +302,7 @@ def prefilter_source() -> str:
     return _prefilter_text
 
 
-def use_prefilter(source: str) -> None:
+def use_prefilter(source: str) -> Any:
     """Compile `source`, another process's `prefilter_source()`, as this process's `may_hold_key` pattern (the
     index's worker processes: each would import the detectors for it otherwise)."""
     global _prefilter_pattern
@@ -310,16 +310,16 @@ def use_prefilter(source: str) -> None:
     options.log_errors = False
     options.max_mem = 64 << 20
     _prefilter_pattern = re2.compile(source, options)  # a detector RE2 cannot read fails here
+    return _prefilter_pattern
 
 
 def may_hold_key(text: str) -> bool:
     """Whether `text` may hold a key format the detectors find: one pass of RE2 (linear time, ~400 MB/s)
     over `prefilter_source()`, a superset of their patterns, so the Python detectors (~5 MB/s) run only on
     text that has a candidate."""
-    if _prefilter_pattern is None:
-        use_prefilter(prefilter_source())
+    pattern = _prefilter_pattern if _prefilter_pattern is not None else use_prefilter(prefilter_source())
     try:
-        return _prefilter_pattern.search(text) is not None
+        return pattern.search(text) is not None
     except UnicodeEncodeError:  # a lone surrogate, which RE2's UTF-8 cannot hold: let the detectors look
         return True
 

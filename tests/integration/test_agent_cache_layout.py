@@ -177,7 +177,7 @@ def test_the_sidecars_compaction_reads_the_agents_cached_history(tmp_path, serve
     """The sidecar rebuilds from the log what the agent last sent (the epoch's head and tools, the turns)
     and appends the summary instruction: the provider serves the history from its cache. Past the TTL the
     cache is gone, and the sidecar sends a transcript instead."""
-    from workstation.sessions.sidecar import CACHE_MARGIN_S, Sidecar, logged_conversation
+    from workstation.sidecar import CACHE_MARGIN_S, Sidecar, logged_conversation
 
     ws = workspace(tmp_path, server.url, model={"name": CLAUDE}, memory={"compact_threshold": 3, "keep_recent": 1})
     scripted(server, [Reply(text=f"answer {i} " + "words " * 400) for i in range(3)])

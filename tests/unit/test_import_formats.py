@@ -321,7 +321,7 @@ def test_source_json_the_json_module_refuses_is_refused_with_its_reason(raw, rea
 
 
 def test_claude_one_hour_cache_writes_are_kept_and_priced_as_such(paths, tmp_path):
-    from workstation.importers.pricing import rates
+    from workstation.pricing import rates
 
     base = {"sessionId": "9f1c2d3e-0000-4000-8000-00000000beef", "cwd": "/work/demo", "isSidechain": False}
     usage = {"input_tokens": 10, "cache_creation_input_tokens": 1500, "cache_read_input_tokens": 8000,

@@ -1,10 +1,10 @@
-"""A call priced as billed (importers/pricing.py) and a session's bill (sessions/billing.py), worked out by hand."""
+"""A call priced as billed (pricing.py) and a session's bill (sessions/billing.py), worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from workstation.importers.pricing import UNIT, Rates, call_cost, cost, hit_share, price_map, rates
+from workstation.pricing import UNIT, Rates, call_cost, cost, hit_share, price_map, rates
 from workstation.sessions import billing
 
 # per token: input, output, cache read, cache write 5 minutes, 1 hour (Claude Sonnet 4.5's list prices)

@@ -10,7 +10,7 @@ from sessions_support import fill, make_config
 from workstation.sessions import Session, SessionContext, SessionError, fetch_original
 from workstation.sessions.context import redaction_start
 from workstation.sessions.log import new_record_id
-from workstation.sessions.sidecar import persist_redactions
+from workstation.sidecar import persist_redactions
 
 
 def setup(tmp_path, **memory):

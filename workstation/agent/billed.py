@@ -23,7 +23,7 @@ for a model the map gives no write price, as plain input). It never expires. Req
                   provider reported read from the cache (`cache_read_tokens`) are read, the rest written.
 
 Output tokens are the answers' `tokens_out` (counted when a record has none), the same in every column.
-Every column is priced with the session's model's prices in litellm's map (importers/pricing.py) or,
+Every column is priced with the session's model's prices in litellm's map (pricing.py) or,
 for a model the map does not know, with `pricing.UNIT`: Anthropic's multipliers on an input price of
 1 (cache write 1.25, cache read 0.1, output 5), in units of that price. Compactions are priced with
 their own model's prices when the map has them (and the session's are in USD too).
@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from ..importers.pricing import UNIT, Rates, hit_share, rates
+from ..pricing import UNIT, Rates, hit_share, rates
 from ..sessions import billing
 from ..sessions.log import LogView
 

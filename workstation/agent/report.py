@@ -131,8 +131,8 @@ def _meanings(view: LogView):
         if record["type"] == "assistant":
             calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
         elif record["type"] == "tool":
-            args = tool_call_arguments(calls.get(record.get("tool_call_id", ""), {}))
-            yield record, tools.meaning_of(str(record.get("name") or ""), args, record)
+            call = calls.get(record.get("tool_call_id", ""))
+            yield record, tools.meaning_of(str(record.get("name") or ""), tool_call_arguments(call or {}), record, call)
 
 
 def agent_figures(view: LogView) -> Figures:

@@ -157,7 +157,7 @@ def redaction_pays(freed: int, after: int, horizon: float, model: str) -> bool:
     of the `horizon` requests until the next compaction reads them from the cache; hiding, the `after`
     tokens that follow them are no longer a cached prefix and are written to the cache again once. Priced
     from the model's cache prices (litellm's price map), else Anthropic's multipliers (read 0.1, write 1.25)."""
-    from ..importers.pricing import UNIT, rates  # lazy: the price map, only when a redaction is weighed
+    from ..pricing import UNIT, rates  # lazy: the price map, only when a redaction is weighed
 
     price = rates(model) or UNIT
     return freed * price.cache_read * horizon > after * (price.cache_write - price.cache_read)

@@ -10,7 +10,7 @@ from ..errors import WorkstationError
 from ..terminal import safe
 from .common import json_option, pass_workspace, print_json
 
-EXIT_DIFFERS = 3  # --verify found a result that differs (0: the episode still applies; 1/2: errors)
+EXIT_DIFFERS = 3  # --verify found a result that differs (0: none did, or nothing was checkable; 1/2: errors)
 
 
 @click.command()
@@ -74,7 +74,7 @@ def _print(episode, step: int | None, as_json: bool) -> None:
         print_json(out)
         return
     click.echo(safe(f"episode {episode.name} ({episode.source}): {len(episode.steps)} steps, "
-                    f"{episode.duration_s:.1f} s recorded"))
+                    f"{episode.length_text()}"))
     click.echo(safe(render_steps(episode, upto)))
     if index is not None:
         click.echo()

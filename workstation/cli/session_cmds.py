@@ -349,7 +349,7 @@ def diff_cmd(ws, slug: str, path: str | None, as_json: bool) -> None:
 @pass_workspace
 def sidecar_cmd(ws, once: bool, parent: int | None, as_json: bool) -> None:
     """Watch the sessions folder and compact sessions past the threshold."""
-    from ..sessions.sidecar import serve  # lazy: the sessions package, ~60 ms on --help
+    from ..sidecar import serve  # lazy: the sessions package, ~60 ms on --help
 
     def report(line: str) -> None:
         if not as_json:

@@ -9,7 +9,6 @@
     engine       Importer: drafts -> session records (idempotent, incremental), events, state
     discover     the default folders of Claude Code and Codex for this workspace (--from)
     watch        keep importing while the other agent writes (--watch, the sidecar option)
-    pricing      offline prices from litellm's bundled price map
 
 Each format module says in its docstring what is peculiar about its logs and what the importer
 does with it. The rest of workstation never learns where a session came from, except through
@@ -29,8 +28,7 @@ _HEAD = 64 * 1024
 
 
 def _modules() -> dict[str, ModuleType]:
-    # `reflect usage` loads this package (memory/usage.py imports importers.pricing) and reads no source
-    from . import aider, claude_code, codex, openhands, swe_agent  # lazy: ~18 ms, off `reflect usage`
+    from . import aider, claude_code, codex, openhands, swe_agent  # lazy: ~18 ms, only when a source is read
 
     return {"claude-code": claude_code, "codex": codex, "swe-agent": swe_agent, "aider": aider,
             "openhands": openhands}

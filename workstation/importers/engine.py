@@ -48,7 +48,7 @@ from ..store.broker import readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
 from .events import event_lines
-from .pricing import cost
+from ..pricing import cost
 
 HEAD_BYTES = 4096
 

@@ -1,24 +1,21 @@
 """The episodic events of an imported record: turn, model_call (tokens and cost), tool_call (its arguments
-clipped, secret-looking keys redacted), file_read and file_edit for the tools that name a file, error;
+clipped, secret-looking keys redacted), file_read and file_edit for the tools that name a file (sessions.derive,
+the table `report` and replay read too), error;
 at the source's timestamps, in the shape `import_flush` stores (episodic.append_events' plus session and
 flow). Ids are the record's id and a number, the same at every import: a batch sent twice adds nothing."""
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import datetime
 from typing import Any
 
 from .. import scrub
+from ..sessions.derive import foreign_files
 from ..sessions.log import json_line, tool_call_arguments
 
 _ARG_CLIP = 300  # characters of a string argument kept in an episodic tool_call event
 _CLIP_DEPTH = 8  # levels of nested arguments kept in it
-_READ_TOOLS = {"Read": "file_path", "read_file": "path", "view": "path", "open": "path", "NotebookRead": "notebook_path"}
-_EDIT_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
-               "write_file": "path", "edit_file": "path", "edit": "path", "create": "path"}
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$", re.MULTILINE)
 
 
 def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[bytes]:
@@ -64,7 +61,7 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
                                 "result_chars": len(str(record.get("content") or "")),
                                 "outcome": "ok" if ok else "error"}, d=record.get("duration_ms"), o=ok)
         if ok:
-            for type_, path in _file_events(name, args, call):
+            for type_, path in foreign_files(name, args, call):
                 add(type_, path, {"path": path, "turn_id": rid, "source": fmt, "served_from": "disk"
                                   if type_ == "file_read" else None})
     elif kind == "compact":
@@ -81,22 +78,6 @@ def _int32(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31:
         return value
     return None
-
-
-def _file_events(name: str, args: dict, call: dict | None) -> list[tuple[str, str]]:
-    """file_read / file_edit events a known tool's call implies (Claude Code, Codex, OpenHands, SWE-agent)."""
-    command = args.get("command") if isinstance(args.get("command"), str) else ""
-    if name == "str_replace_editor" and isinstance(args.get("path"), str):
-        return [("file_read" if command == "view" else "file_edit", args["path"])]
-    if name in _READ_TOOLS and isinstance(args.get(_READ_TOOLS[name]), str):
-        return [("file_read", args[_READ_TOOLS[name]])]
-    if name in _EDIT_TOOLS and isinstance(args.get(_EDIT_TOOLS[name]), str):
-        return [("file_edit", args[_EDIT_TOOLS[name]])]
-    if name == "apply_patch" and call is not None:
-        patch = call.get("arguments") if isinstance(call.get("arguments"), str) else ""
-        patch = args.get("input", patch) if isinstance(args.get("input"), str) else patch
-        return [("file_edit", p.strip()) for p in _PATCH_FILE.findall(patch)]
-    return []
 
 
 def _micros(ts: str) -> int:

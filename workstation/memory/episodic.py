@@ -27,8 +27,8 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from json.encoder import c_make_encoder, encode_basestring
-from typing import Any
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]  # C speedups, no stubs
+from typing import Any, Literal
 
 from .. import scrub
 from ..store.broker import readonly
@@ -327,7 +327,7 @@ class Operation:
         self._started = time.perf_counter()
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         duration_ms = (time.perf_counter() - self._started) * 1000
         _current_op.reset(self._token)
         fields = {**self.data, **self.end}

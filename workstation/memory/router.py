@@ -17,6 +17,7 @@ those snapshots and says so when there are none.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from typing import Any
@@ -154,11 +155,11 @@ class Memory:
     def operation(self, type: str = OP, name: str = "", **data: Any) -> Operation:
         return self.episodic.operation(type, name, **data)
 
-    def log_decision(self, decision: str, reasoning: str = "", files: list[str] | tuple[str, ...] = (),
+    def log_decision(self, decision: str, reasoning: str = "", files: builtins.list[str] | tuple[str, ...] = (),
                      step: int | None = None) -> str:
         return self.decision_log.log(decision, reasoning, files, step)
 
-    def decisions(self, **filters: Any) -> list[Decision]:
+    def decisions(self, **filters: Any) -> builtins.list[Decision]:  # `list` here is Memory.list
         return self.decision_log.list(**filters)
 
     def mark_decision_reused(self, decision_id: str, step: int | None = None) -> None:

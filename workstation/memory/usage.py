@@ -9,7 +9,7 @@ and `compaction` events for the summaries it had written) and imported ones (eng
     cache_creation  prompt tokens written to a prompt cache (1-hour writes included)
     cache_read      prompt tokens read from it
     cache_hit       cache_read over the whole prompt (input + cache_creation + cache_read)
-    cost_usd        the cost as billed (importers/pricing.py): the agent's own calls priced by the
+    cost_usd        the cost as billed (pricing.py): the agent's own calls priced by the
                     litellm price map with the model's cache prices (reads, 5-minute and 1-hour
                     writes), or the cost recorded with the call (litellm's) for a model the map does
                     not know; imported calls as recorded (priced by the map at import, or the source's own)
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..importers.pricing import TIER_TOKENS, output_price, rates
+from ..pricing import TIER_TOKENS, output_price, rates
 from ..store.broker import readonly
 from .errors import ReflectError
 from .reflect import Result, in_schema

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..agent import tools
 from ..config import Config
@@ -26,6 +26,7 @@ from ..sessions.turns import Coverage, hit_turn, number as number_turns, of_log,
 from ..textdiff import record_diff
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
+UNTIMED_STEP_S = 1.0  # a record whose time was not recorded (SWE-agent's, an unreadable ts) plays this long
 
 
 class ReplayError(WorkstationError):
@@ -33,6 +34,13 @@ class ReplayError(WorkstationError):
 
 
 # --------------------------------------------------------------------------- steps
+def timed(record: dict) -> bool:
+    """Does the record carry the time it happened? An importer says when it does not (`source.time`:
+    SWE-agent logs no times, so its records all get the file's modification time)."""
+    source = record.get("source")
+    return _epoch(record.get("ts")) is not None and not (isinstance(source, dict) and source.get("time"))
+
+
 def _epoch(ts: Any) -> float | None:
     if not isinstance(ts, str) or not ts:
         return None
@@ -60,7 +68,8 @@ class Step:
     index: int  # 0-based position in the episode
     record: dict  # the log record, verbatim
     ts: float  # epoch seconds (a record without a readable ts takes its predecessor's)
-    offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S)
+    offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S, a record
+    # without a recorded time UNTIMED_STEP_S after its predecessor)
     turn: int | None  # the turn (sessions.turns) of a user/assistant/tool/system record; None before the first
     # user message and for the other records (as search hits say it: sessions.turns.hit_turn)
     call: dict | None = None  # for a tool result: the call that asked for it ({id, name, arguments})
@@ -75,7 +84,7 @@ class Step:
         """What this step's tool call did, as its tool declares (nothing for other records)."""
         if self.kind != "tool":
             return tools.Meaning()
-        return tools.meaning_of(str(self.record.get("name") or ""), self.args, self.record)
+        return tools.meaning_of(str(self.record.get("name") or ""), self.args, self.record, self.call)
 
     @property
     def kind(self) -> str:
@@ -144,7 +153,7 @@ class MemoryView:
 
     decisions: list[dict] = field(default_factory=list)  # {id, decision, reasoning, files, step, reused}
     pins: list[str] = field(default_factory=list)
-    files_read: dict[str, list] = field(default_factory=dict)  # path -> [[start, end] | "map", ...]
+    files_read: dict[str, list] = field(default_factory=dict)  # path -> [[start, end] | "map" | "whole", ...]
     files_edited: dict[str, int] = field(default_factory=dict)  # path -> successful edits
     stm: list[dict] = field(default_factory=list)  # MemoryEntry-shaped: key, value, namespace, updated
     ltm: list[dict] = field(default_factory=list)  # the LTM writes of this episode (earlier values: not logged)
@@ -196,7 +205,7 @@ class ReplayState:
 class Episode:
     """A recorded session, one step per log record; see the module docstring."""
 
-    def __init__(self, name: str, view: LogView, *, source: str = "", config: Any = None,
+    def __init__(self, name: str, view: LogView, *, source: str = "", config: Config | None = None,
                  max_pause_s: float = MAX_PAUSE_S):
         if not view.records:
             raise ReplayError(f"session {name} has no readable records to replay")
@@ -210,18 +219,21 @@ class Episode:
         self.steps: list[Step] = _make_steps(self.records, max_pause_s)
         self._turns = [_transcript_turns(s, self.records) for s in self.steps]
         self._events = [_timeline_events(s, name) for s in self.steps]
-        self._counter = None
+        self._counter: Callable[[str], int] | None = None
         self._token_cache: dict[str, int] = {}
 
     @classmethod
-    def load(cls, source: Any, target: str | os.PathLike | None = None, *, config: Any = None) -> "Episode":
+    def load(cls, source: Paths | str | os.PathLike, target: str | os.PathLike | None = None, *,
+             config: Config | None = None) -> "Episode":
         """`load(paths, "slug")` (live or archived), `load(paths, "dir/file.jsonl")`, or `load("file.jsonl")`."""
         if target is None:
             if isinstance(source, Paths):
                 raise ReplayError("which session? give a slug or a .jsonl file")
             paths, target = None, source
-        else:
+        elif isinstance(source, Paths):
             paths = source
+        else:
+            raise ReplayError("a session slug is read from a workspace: load(paths, slug)")
         target = str(target)
         if target.endswith(".jsonl") or "/" in target or os.sep in target:
             return cls._from_file(Path(target).expanduser(), config)
@@ -231,7 +243,7 @@ class Episode:
         return cls(target, view, source=state, config=config)
 
     @classmethod
-    def _from_file(cls, path: Path, config: Any) -> "Episode":
+    def _from_file(cls, path: Path, config: Config | None) -> "Episode":
         if not path.is_file():
             raise ReplayError(f"no session log file {path}")
         try:
@@ -249,6 +261,17 @@ class Episode:
     @property
     def duration_s(self) -> float:
         return self.steps[-1].ts - self.steps[0].ts
+
+    @property
+    def timed(self) -> bool:
+        """Do the records carry their times? (False: every step is paced UNTIMED_STEP_S)"""
+        return any(timed(r) for r in self.records)
+
+    def length_text(self) -> str:
+        """'41.3 s recorded', or for an untimed episode 'times not recorded: 1 s a step'."""
+        if self.timed:
+            return f"{self.duration_s:.1f} s recorded"
+        return f"times not recorded: {UNTIMED_STEP_S:g} s a step"
 
     def index_of(self, record_id: str) -> int:
         """The step of a record id (e.g. a timeline event's turn_id)."""
@@ -327,7 +350,8 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
         if ts is None:
             ts = last_ts if last_ts is not None else 0.0
         if last_ts is not None:
-            offset += min(max(ts - last_ts, 0.0), max_pause_s)
+            offset += min(max(ts - last_ts, 0.0), max_pause_s) if timed(record) else min(UNTIMED_STEP_S,
+                                                                                          max_pause_s)
         last_ts = ts
         if record["type"] == "assistant":
             for call in record.get("tool_calls") or ():
@@ -440,6 +464,12 @@ def _timeline_events(step: Step, session: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- memory view
+def read_text(read: list | str) -> str:
+    """One entry of MemoryView.files_read in words: '12-40', 'map', 'whole'."""
+    return read if isinstance(read, str) else f"{read[0]}-{read[1]}"
+
+
+
 def memory_at(steps: list[Step]) -> MemoryView:
     """Decisions, pins, files read and edited, STM/LTM writes, the plan: everything the steps so far put in
     memory."""
@@ -459,8 +489,8 @@ def memory_at(steps: list[Step]) -> MemoryView:
             meaning = step.meaning()
             for m in meaning.map_reads:
                 view.files_read.setdefault(m.path, []).append("map")
-            for read in meaning.reads:
-                view.files_read.setdefault(read.path, []).append(list(read.lines or []))
+            for read in meaning.reads:  # no lines: the whole file (another agent's Read, a read of it all)
+                view.files_read.setdefault(read.path, []).append(list(read.lines) if read.lines else "whole")
             for edit in meaning.edits:
                 view.files_edited[edit.path] = view.files_edited.get(edit.path, 0) + 1
             if meaning.decision:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..sessions.plan import MARKS
-from .episode import Episode, ReplayState, clip
+from .episode import Episode, ReplayState, clip, read_text
 
 
 def _elapsed(seconds: float) -> str:
@@ -43,7 +43,7 @@ def render_state(episode: Episode, state: ReplayState) -> str:
         lines.append("  pins: " + "; ".join(clip(p, 60) for p in mem.pins))
     if mem.files_read:
         lines.append("  files read: " + ", ".join(
-            f"{p} ({', '.join('map' if x == 'map' else f'{x[0]}-{x[1]}' for x in v)})"
+            f"{p} ({', '.join(read_text(x) for x in v)})"
             for p, v in sorted(mem.files_read.items())))
     if mem.files_edited:
         lines.append("  files edited: " + ", ".join(f"{p} ({n}x)" for p, n in sorted(mem.files_edited.items())))

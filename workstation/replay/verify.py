@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..agent import tools
 from ..errors import WorkstationError
@@ -33,6 +33,7 @@ from ..store import Database
 from .episode import Episode, Step, call_label
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..runtime import Workspace
 
 DIFF_LINES = 16  # lines of a "short diff"
@@ -102,6 +103,12 @@ class VerifyReport:
     def ok(self) -> bool:
         return self.first_difference is None
 
+    @property
+    def checkable(self) -> bool:
+        """Did anything get compared (a recomputed result or a re-applied edit)? An episode whose tools this
+        version does not know, or that only ran commands, has nothing to check."""
+        return bool(self.checked or self.edits_replayed)
+
     def status_of(self, index: int) -> str | None:
         """The verdict on step `index` (None: nothing to check there)."""
         return next((c.status for c in self.checks if c.index == index), None)
@@ -109,7 +116,7 @@ class VerifyReport:
     def to_dict(self) -> dict:
         first = self.first_difference
         return {"episode": self.episode, "root": self.root, "mode": self.mode, "ok": self.ok,
-                "checked": self.checked, "same": self.same, "differ": self.differ, "skipped": self.skipped,
+                "checkable": self.checkable, "checked": self.checked, "same": self.same, "differ": self.differ, "skipped": self.skipped,
                 "edits_replayed": self.edits_replayed, "edits_differ": self.edits_differ,
                 "first_difference": first.to_dict() if first else None,
                 "checks": [c.to_dict() for c in self.checks], "notes": self.notes,
@@ -129,7 +136,10 @@ class VerifyReport:
                 text += f"  ({check.reason})"
             lines.append(text)
         first = self.first_difference
-        if first is None:
+        if not self.checkable:
+            lines.append("nothing checkable: no tool call of this episode can be re-run today, so nothing "
+                         "says whether it still applies")
+        elif first is None:
             lines.append("every checked result is the same as what the agent saw: the episode still applies")
         else:
             lines.append(f"FIRST DIFFERENCE at step {first.number}: {call_label(first.tool, first.args)}")
@@ -183,7 +193,7 @@ def _edits_before_reads(episode: Episode) -> bool:
     return False
 
 
-def _verifier_config(config: Any) -> Any:
+def _verifier_config(config: Config) -> Config:
     """The workspace's config with no model (find stays in tier one; nothing leaves the machine)."""
     cfg = copy.deepcopy(config)
     cfg.model.name = ""
@@ -211,11 +221,20 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
             kmap = KnowledgeMap(workspace.db, workspace.paths, _verifier_config(workspace.config))
         ctx = tools.ToolContext(root=kmap.root, kmap=kmap, memory=None, recall=_no_recall, session=episode.name)
         work = [s for s in episode.steps if s.kind == "tool"]
+        unknown: dict[str, list[int]] = {}  # tool name -> steps: one note per name, not one per step
         for done, step in enumerate(work, start=1):
-            _check_step(step, ctx, scratch, report)
+            name = str(step.record.get("name") or "")
+            tool = tools.get(name)
+            if tool is None:
+                unknown.setdefault(name or "an unnamed tool", []).append(step.number)
+            else:
+                _check_step(step, tool, ctx, scratch, report)
             if progress is not None:
                 progress(done, len(work))
         ctx.reindex()
+        for name, numbers in unknown.items():
+            report.notes.append(f"{_steps_text(numbers)} called {name}, which this version does not know; "
+                                "not re-run")
     finally:
         if tree is not None:
             tree.close()
@@ -226,16 +245,13 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
 _REFUSED = ("error: you refused", "error: not approved", "error: command not approved")
 
 
-def _check_step(step: Step, ctx: tools.ToolContext, scratch: bool, report: VerifyReport) -> None:
+def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: bool,
+                report: VerifyReport) -> None:
     r = step.record
     name = str(r.get("name") or "")
-    tool = tools.get(name)
     args = step.args
     then = str(r.get("content") or "")
-    if tool is None:
-        report.notes.append(f"step {step.number} called {name or 'a tool'}, which this version does not know; "
-                            "not re-run")
-    elif tool.verify == tools.RECOMPUTE:
+    if tool.verify == tools.RECOMPUTE:
         reason = _skip_reason(step, tool)
         if reason is not None:
             report.checks.append(Check(step.index, step.id, name, args, "skipped", reason))
@@ -272,6 +288,14 @@ def _check_step(step: Step, ctx: tools.ToolContext, scratch: bool, report: Verif
                                 "re-run; whatever it changed is not in the checked tree")
 
 
+def _steps_text(numbers: list[int]) -> str:
+    """'step 4', 'steps 4, 6, 9', 'steps 4, 6, 9 … (12 in all)'."""
+    if len(numbers) == 1:
+        return f"step {numbers[0]}"
+    shown = ", ".join(str(n) for n in numbers[:6])
+    return f"steps {shown}" + (f" … ({len(numbers)} in all)" if len(numbers) > 6 else "")
+
+
 def _no_recall(record_id: str) -> str:
     raise WorkstationError("recall is not available while verifying")
 
@@ -280,7 +304,7 @@ class _ScratchTree:
     """A private copy of the workspace's tree (what the index sees, plus the files the episode named),
     with its own state folder, database and knowledge map. Deleted on close."""
 
-    def __init__(self, workspace: Any, episode: Episode):
+    def __init__(self, workspace: Workspace, episode: Episode):
         self.workspace = workspace
         self.episode = episode
         self.tmp: Path | None = None

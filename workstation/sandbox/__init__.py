@@ -38,7 +38,7 @@ from .. import scrub
 from ..paths import STATE_DIRNAME
 
 if TYPE_CHECKING:
-    from ..config import AgentConfig
+    from ..config import AgentConfig, Config
     from ..paths import Paths
 
 MODES = ("auto", "bwrap", "landlock", "seatbelt", "off")
@@ -108,7 +108,7 @@ def status(policy: Policy) -> Status:
         return _cache[key]
 
 
-def describe(paths: Any, config: Any) -> str:
+def describe(paths: Paths, config: Config) -> str:
     """The one line the app shows at start: which sandbox commands run in, or why none."""
     return status(Policy.for_workspace(paths, config.agent)).line
 
@@ -165,14 +165,18 @@ def _try(backend: str, policy: Policy) -> "Status | str":
 
 def _backend(name: str):
     if name == "bwrap":
-        from . import bwrap as module  # lazy: cycle, the backends import Status from here
-    elif name == "landlock":
-        from . import landlock as module  # lazy: cycle, the backends import Status from here
-    elif name == "seatbelt":
-        from . import seatbelt as module  # lazy: cycle, the backends import Status from here
-    else:  # Policy refuses other modes
-        raise ValueError(name)
-    return module
+        from . import bwrap  # lazy: cycle, the backends import Status from here
+
+        return bwrap
+    if name == "landlock":
+        from . import landlock  # lazy: cycle, the backends import Status from here
+
+        return landlock
+    if name == "seatbelt":
+        from . import seatbelt  # lazy: cycle, the backends import Status from here
+
+        return seatbelt
+    raise ValueError(name)  # Policy refuses other modes
 
 
 def _probe(module, found: Any, network: bool) -> "dict | str":

@@ -5,7 +5,6 @@ Light to import (no litellm, no watchdog); the submodules that need them import 
     log         Session (create/open/append/read), LogView, the record format
     context     SessionContext.build: the model's view (summary + recent turns, redaction markers)
     compaction  the two knobs and the token guard: compact_now (asked for), AutoCompactor (when due)
-    sidecar     the watching worker, start_sidecar / stop_sidecar
     archive     archive / restore / recover (finishing moves a crash cut short)
     catalog     list_sessions, load, search, export
 """

@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..fsutil import atomic_write, fsync_dir
 from ..paths import Paths
@@ -33,6 +33,8 @@ from .logview import changed_files
 from .turns import of_log
 
 if TYPE_CHECKING:
+    from ..config import Config
+    from ..memory.episodic import Episodic
     from .compaction import CompactResult
 
 GZ_SUFFIX = SUFFIX + ".gz"
@@ -120,7 +122,7 @@ def meta_for(slug: str, view: LogView, size: int) -> dict:
             "changed": changed_files(view.records)}
 
 
-def archive(paths: Paths, slug: str, config: Any, *, episodic: Any = None) -> ArchiveResult:
+def archive(paths: Paths, slug: str, config: Config, *, episodic: Episodic | None = None) -> ArchiveResult:
     """Summarize the whole session (if a compact model answers), then move it to the archive."""
     from .compaction import compact_now  # lazy: compaction and the model layer, ~15 ms of every search and listing
 
@@ -276,7 +278,7 @@ def _recover_one(paths: Paths, slug: str) -> str | None:
 
 def _remove_temps(paths: Paths, slug: str) -> None:
     """Temp files of atomic writes a killed process left behind (we hold the claim: none is live)."""
-    prefixes = {paths.sessions: f".{slug}{SUFFIX}.",
+    prefixes: dict[Path, str | tuple[str, ...]] = {paths.sessions: f".{slug}{SUFFIX}.",
                 paths.archive: (f".{slug}{GZ_SUFFIX}.", f".{slug}{META_SUFFIX}.")}
     for folder, prefix in prefixes.items():
         try:

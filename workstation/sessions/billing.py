@@ -2,7 +2,7 @@
 `session show`'s figures, and `workstation report`'s "as reported" column.
 
 Every assistant record and every compact record with tokens is a billed call (records a rewind
-took back included: they were billed all the same). Each is priced by importers/pricing.py
+took back included: they were billed all the same). Each is priced by pricing.py
 (`call_cost`: cache reads and 5-minute and 1-hour writes at the model's own prices). The hit share
 of a prompt is the part of its `tokens_in` read from the provider's cache; the newest assistant
 record's share and its `cache_break` (why its prefix was not fully cached, written by the agent
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from ..importers.pricing import call_cost, hit_share
+from ..pricing import call_cost, hit_share
 
 KINDS = {"assistant": "step", "compact": "compaction"}  # request kind of each billed record type
 

@@ -393,7 +393,7 @@ def cheaper_with_cache(conversation: Conversation, model: str, transcript_tokens
     """Whether summarizing with the chat model over its cached history costs less than sending `model`
     a transcript of `transcript_tokens` cold: computed from the price map (cache reads at the chat
     model's cache-read price); unknown prices keep the configured compaction model."""
-    from ..importers.pricing import rates  # lazy: the price map, only when two compaction models compete
+    from ..pricing import rates  # lazy: the price map, only when two compaction models compete
 
     chat, cheap = rates(conversation.model, history_tokens), rates(model, transcript_tokens)
     if chat is None or cheap is None:

@@ -216,7 +216,7 @@ def _name_of(fn: Callable) -> str:
 
 def readonly(fn: Callable) -> Callable:
     """Mark a store function as read-only: the owner runs it without the write lock."""
-    fn._ws_readonly = True
+    setattr(fn, "_ws_readonly", True)  # noqa: B010 (a function's attribute, which mypy will not see assigned)
     return fn
 
 
@@ -507,9 +507,12 @@ class _Owner:
 
     def _accept_loop(self) -> None:
         my_uid = os.getuid()
+        listener = self._listener
+        if listener is None:
+            return  # closed before the thread started
         while True:
             try:
-                conn, _ = self._listener.accept()
+                conn, _ = listener.accept()
             except OSError as err:
                 if self._closing:
                     return

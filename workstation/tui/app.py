@@ -11,7 +11,7 @@ The backend is a `seam.Backend` (or None, for tests and snapshots). The app call
 An exception from a backend call is shown as a one-line notification.
 
 Column widths are shares of the terminal's width with minimums, the chat's first
-(`column_widths`): from 80 columns up the chat keeps at least 40.
+(`layout.column_widths`): from 80 columns up the chat keeps at least 40.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
+from .layout import MAP_SHARE, MIN_CHAT, MIN_MAP, MIN_SIDE, SIDE_SHARE, column_widths
 from .messages import BackendRequest, NewSessionRequested, ThemeChanged
 from .panes.chat import ChatPane
 from .panes.map import MapPane
@@ -43,32 +44,8 @@ from .panes.timeline import TimelinePane
 from .seam import Backend
 from .themes import DEFAULT_THEME, load_themes
 
-MIN_MAP = 20  # columns, while the terminal has room for them beside the chat's minimum
-MIN_SIDE = 24
-MIN_CHAT = 40
-HIDE_BELOW = 12  # a side column squeezed narrower than this is hidden (terminals under 80 columns)
-MAP_SHARE = 0.2  # of the terminal's width, until the user resizes
-SIDE_SHARE = 0.3
 PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height", "stop_agent"})
 SIGTERM_GRACE_S = 10.0  # after a SIGTERM, the seconds a clean quit may take before the process ends anyway
-
-
-def column_widths(total: int, map_share: float, side_share: float) -> tuple[int, int, int]:
-    """(map, chat, side) widths for a terminal `total` columns wide.
-
-    Each side column takes its share of the width, at least its minimum; the chat
-    takes the rest, at least MIN_CHAT: when the sides would leave it less, they
-    shrink together, and one left narrower than HIDE_BELOW is hidden (width 0).
-    """
-    map_w = max(MIN_MAP, round(total * map_share))
-    side_w = max(MIN_SIDE, round(total * side_share))
-    room = max(0, total - MIN_CHAT)
-    if map_w + side_w > room:
-        map_w = room * map_w // (map_w + side_w)
-        side_w = room - map_w
-    map_w = 0 if map_w < HIDE_BELOW else map_w
-    side_w = 0 if side_w < HIDE_BELOW else side_w
-    return map_w, total - map_w - side_w, side_w
 
 
 class WorkstationApp(App):

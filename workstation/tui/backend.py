@@ -125,7 +125,7 @@ class LiveBackend:
             self._ui(app.chat.set_status, f"starting MCP servers: {', '.join(ws.config.mcp.servers)} …")
         try:
             if self.with_sidecar:
-                from ..sessions.sidecar import start_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
+                from ..sidecar import start_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
                 self.sidecar = start_sidecar(ws.paths, model=self.model)
             if self.resume_slug:
@@ -149,7 +149,7 @@ class LiveBackend:
         self._offer_trust()
         self.refresh_git()
         self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing,
-                                job=lambda text: self._ui(app.chat.set_job, text))
+                                job=lambda text: self._ui(app.chat.set_job, text), paths=app.chat.set_files)
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
@@ -228,7 +228,7 @@ class LiveBackend:
         if self.map_feed is not None:
             self.map_feed.stop()
         if self.sidecar is not None:
-            from ..sessions.sidecar import stop_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
+            from ..sidecar import stop_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
             stop_sidecar(self.sidecar)
         if self.agent is not None:
@@ -284,7 +284,7 @@ class LiveBackend:
 
     def _billed(self, records: list[dict]) -> str:
         """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
-        from ..sessions import billing  # lazy: the sessions stack and the importers' base, +100 ms; off the first paint
+        from ..sessions import billing  # lazy: the sessions stack and the price map, +100 ms; off the first paint
 
         self._bill = billing.bill(records)
         return self._bill.line()
@@ -517,15 +517,20 @@ class LiveBackend:
         self._ui(self.app.memory.upsert, request.tier, entry)
 
     def on_theme_changed(self, request: ThemeChanged) -> None:
-        """Remember the chosen theme in the workspace config (tomlkit keeps the user's formatting)."""
+        """Remember the chosen theme where the theme in force was set: the workspace's config when it sets
+        `ui.theme` (a SAFE key, workstation.trust), else the user's own config, so a look picked once holds
+        in every workspace and a repository's config is not written for it. tomlkit keeps the formatting."""
         import tomlkit  # lazy: tomlkit, +9 ms; off the first paint
 
         from ..fsutil import atomic_write  # lazy: +4 ms; off the first paint
 
         if self.ws is None:
             return
-        path = self.ws.paths.config_file
-        doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+        docs = []
+        for path in (self.ws.paths.config_file, self.ws.paths.user_config_file):
+            doc = tomlkit.parse(path.read_text()) if path.exists() else tomlkit.document()
+            docs.append((path, doc))
+        path, doc = next(((p, d) for p, d in docs if "theme" in d.get("ui", {})), docs[1])
         if doc.get("ui", {}).get("theme") == request.theme:
             return
         doc.setdefault("ui", tomlkit.table())["theme"] = request.theme

@@ -36,13 +36,16 @@ DESCRIBE_SHOW_S = 1.0  # new purposes reach the pane at most this often while th
 
 class MapFeed:
     def __init__(self, kmap: KnowledgeMap, pane: MapPane, ui: Callable[..., Any], warn: Callable[[str], None],
-                 closing: threading.Event, job: Callable[[str], None] | None = None):
+                 closing: threading.Event, job: Callable[[str], None] | None = None,
+                 paths: Callable[[list[str]], None] | None = None):
         self.kmap = kmap
         self.pane = pane
         self._ui = ui  # app.call_from_thread
         self._warn = warn  # one line for the user, from any thread
         self._closing = closing
         self._job = job  # one status line of the describing run (progress, then its cost), from any thread
+        self._paths = paths  # every indexed path, sorted, whenever the set changes (the prompt's @file completion)
+        self._sent_paths: list[str] | None = None
         self.described: DescribeReport | None = None  # the last describing run's report, for tests
         self.watcher = None
         self.state = "fresh"  # what a file's badge says once its row holds the index's facts
@@ -69,7 +72,9 @@ class MapFeed:
         except WorkstationError as err:
             self.state = "unknown"  # edits made outside the app will not show: no row may claim ✓
             self._warn(f"the map will not follow edits made outside the app: {err}")
-        self._ui(self.pane.set_root, self.children(""))
+        files = self.kmap.files()
+        self._ui(self.pane.set_root, self.children("", files))
+        self._send_paths(files)
 
     def stop(self) -> None:
         if self.watcher is not None:
@@ -141,9 +146,11 @@ class MapFeed:
         for path in removed:
             self._ui(pane.update_freshness, path, "deleted")
         if not indexed:
+            self._send_paths(self.kmap.files())
             self.applied += 1
             return
         files = self.kmap.files()
+        self._send_paths(files)
         by_path = {info.path: info for info in files}
         folders: set[str] = set()
         for path in indexed:
@@ -159,6 +166,12 @@ class MapFeed:
             if folder == "" or self._ui(pane.node_for, folder) is not None:
                 self._ui(pane.set_children, folder, self.children(folder, files))
         self.applied += 1
+
+    def _send_paths(self, files: list[FileInfo]) -> None:
+        paths = sorted(info.path for info in files)
+        if self._paths is not None and paths != self._sent_paths:
+            self._sent_paths = paths
+            self._ui(self._paths, paths)
 
     # ------------------------------------------------------------------ purposes
     def describe(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...fsutil import confine
-from .. import lspcheck
+from . import lspcheck
 from ..filetools import grep
 from ...lsp.servers import SERVER_NAMES
 from .base import (BOOL, NOTHING, QUERY, RECOMPUTE, STR, Call, Lookup, Meaning, Tool, ToolContext, ToolResult,

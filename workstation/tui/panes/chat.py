@@ -4,7 +4,7 @@ Data down: `set_turns`/`add_turn(s)`/`update_turn`, `begin_reply`/`stream_fragme
 `end_reply`/`discard_reply` (async: a thread worker calls them through
 `app.call_from_thread`), `set_activity(kind, what)` (the agent's state, shown
 with the time it has taken so far), `set_context(used, window)`,
-`set_commands`, `set_status`, `set_bill(text)` (what the session cost as billed and the last
+`set_commands`, `set_files(paths)` (what `@` completes), `set_status`, `set_bill(text)` (what the session cost as billed and the last
 request's cache hit, after the session's line: "cache 97% · $0.042"), `set_job(text)` (a background
 job's one line after those: file descriptions), `set_git(label)` (beside the gauge: "main ±3"),
 `set_plan(items)` (the agent's plan, [{text, status}], as a checklist above the status
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -25,13 +26,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
-from textual.suggester import SuggestFromList
 from textual.widgets import Input, Static
 
 from ...terminal import safe
 from ..messages import BackendRequest
 from ..viewdata import SlashCommand, Turn, coerce, human_count
 from .bar import MIN_LEFT, StatusBar
+from .completion import PromptSuggester, file_token, path_hints
+from .md_parser import textual_parser
 from .transcript import Transcript
 
 if TYPE_CHECKING:
@@ -200,6 +202,7 @@ class ChatPane(Vertical):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._commands: list[SlashCommand] = list(DEFAULT_COMMANDS)
+        self._paths: list[str] = []  # indexed files, for `@` completion (set_files)
         self._reply: Markdown | None = None
         self._stream: MarkdownStream | None = None
         self._reply_parts: list[str] = []
@@ -401,9 +404,13 @@ class ChatPane(Vertical):
                           for c in commands]
         self.prompt.suggester = self._suggester()
 
-    def _suggester(self) -> SuggestFromList:
-        return SuggestFromList([f"{c.name} " if c.usage else c.name for c in self._commands],
-                               case_sensitive=False)
+    def set_files(self, paths: list[str]) -> None:
+        """The workspace's indexed paths, which `@` completes in the prompt."""
+        self._paths = sorted(paths)
+        self.prompt.suggester = self._suggester()
+
+    def _suggester(self) -> PromptSuggester:
+        return PromptSuggester([f"{c.name} " if c.usage else c.name for c in self._commands], self._paths)
 
     # ---------------------------------------------------------- streaming
     async def begin_reply(self) -> None:
@@ -413,7 +420,7 @@ class ChatPane(Vertical):
         if self._stream is not None:
             await self.end_reply()
         self._reply_parts = []
-        self._reply = Markdown()
+        self._reply = Markdown(parser_factory=textual_parser)  # `__init__.py` stays as written
         box = VerticalScroll(self._reply, id="reply-box")
         await self.mount(box, before=self.query_one("#plan-box"))
         box.anchor()
@@ -464,6 +471,8 @@ class ChatPane(Vertical):
             matches = [c for c in self._commands if c.name.lower().startswith(typed)][:MAX_HINTS]
             hints = "\n".join(f"{c.name} {c.usage}".rstrip().ljust(24) + f" {c.help}"
                               for c in matches) or f"no command starts with {value}"
+        elif (typed := file_token(value)) is not None and self._paths:
+            hints = "\n".join(path_hints(self._paths, typed, MAX_HINTS)) or f"no indexed file holds {typed}"
         self.query_one("#command-hints", Static).update(hints)
         self.set_class(bool(hints), "-hints")
 
@@ -509,3 +518,23 @@ class ChatPane(Vertical):
         yield ("Chat: expand/collapse turn", "Toggle the selected tool call or marker",
                self.transcript.action_toggle_turn)
         yield "Chat: stop the agent", "Stop the model call, tool or command running now", self.action_cancel
+        for command in self._commands:
+            usage = f"{command.name} {command.usage}".rstrip()
+            if command.usage and not command.usage.startswith("["):  # arguments to give: the prompt takes them
+                yield f"Command {command.name}", f"{usage}: {command.help} (typed in the prompt for you to " \
+                      "finish)", partial(self._type_command, command.name)
+            else:
+                yield f"Command {command.name}", f"{usage}: {command.help}", partial(self._run_command, command.name)
+
+    def _type_command(self, name: str) -> None:
+        self.prompt.value = f"{name} "
+        self.prompt.cursor_position = len(self.prompt.value)
+        self.prompt.focus()
+
+    def _run_command(self, name: str) -> None:
+        """Send `name` as if typed in the prompt and entered (what was there before is kept in its history)."""
+        if self.prompt.value.strip():
+            self.prompt.remember(self.prompt.value)
+        self.prompt.value = name
+        self.prompt.focus()
+        self.prompt.post_message(Input.Submitted(self.prompt, name))

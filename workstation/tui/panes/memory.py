@@ -28,7 +28,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Input, Static
 
 from ..messages import BackendRequest
-from ..screens.edit_value import EditValueScreen
+from .edit_value import EditValueScreen
 from ..viewdata import MEMORY_TIERS, MemoryEntry, TimelineEvent, coerce, human_count, human_duration
 from .deferred import DeferredPane
 

@@ -25,6 +25,7 @@ from rich.theme import Theme
 from ...lsp import block_of
 from ...terminal import safe
 from ..viewdata import Turn, human_count
+from .md_parser import rich_parser
 
 EXPANDABLE = frozenset({"tool", "compaction", "redaction"})
 SEPARATED = frozenset({"user", "assistant", "system", "command", "compaction"})  # blank line before
@@ -164,6 +165,8 @@ def _markdown_class():
     from rich.markdown import CodeBlock, Markdown  # lazy: markdown-it, +60 ms; warm() loads it after the first frame
     from rich.syntax import Syntax  # lazy: pygments, +10 ms; warm() loads it after the first frame
 
+    parser = rich_parser()
+
     class DeferredCodeBlock(CodeBlock):
         def __rich_console__(self, console, options):
             lexer = self.lexer_name
@@ -176,7 +179,9 @@ def _markdown_class():
         elements = {**Markdown.elements, "fence": DeferredCodeBlock, "code_block": DeferredCodeBlock}
 
         def __init__(self, text: str, *, inline_code_style: Style | None = None, **kwargs) -> None:
-            super().__init__(text, **kwargs)
+            super().__init__("", **kwargs)
+            self.markup = text
+            self.parsed = parser.parse(text)  # Rich's own parser, `__init__.py` kept as written (md_parser)
             self.inline_code_style = inline_code_style
 
         def __rich_console__(self, console, options):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from textual import on
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -26,6 +27,8 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from ...replay import Episode, Player
+from ...replay.episode import read_text
+from ..layout import side_width
 from ..messages import BackendRequest
 from ..panes.bar import StatusBar
 from ..panes.chat import ChatPane
@@ -74,8 +77,8 @@ def recall_text(memory: Any) -> str:
         lines += more(memory.pins, lambda p: f"• {p}")
     if memory.files_read:
         lines.append(f"Files read ({len(memory.files_read)})")
-        lines += more(sorted(memory.files_read.items()), lambda item: f"• {item[0]}: " + ", ".join(
-            "map" if r == "map" else f"{r[0]}-{r[1]}" for r in item[1]))
+        lines += more(sorted(memory.files_read.items()),
+                      lambda item: f"• {item[0]}: " + ", ".join(read_text(r) for r in item[1]))
     if memory.files_edited:
         lines.append(f"Files edited ({len(memory.files_edited)})")
         lines += more(sorted(memory.files_edited.items()), lambda item: f"• {item[0]}: {item[1]}×")
@@ -101,7 +104,6 @@ class ReplayScreen(Screen):
         #replay-title { height: 1; padding: 0 1; background: $panel; color: $text-primary; text-style: bold; }
         #replay-columns { height: 1fr; }
         #replay-chat { width: 1fr; }
-        #replay-side { width: 58; }
         #replay-memory { height: 1fr; }
         #replay-timeline { height: 2fr; }
         #replay-recall {
@@ -130,7 +132,7 @@ class ReplayScreen(Screen):
     def compose(self) -> ComposeResult:
         ep = self.episode
         where = Path(ep.source).name if ep.source.endswith(".jsonl") else ep.source  # a file, or live / archived
-        yield Static(f"Replay · {ep.name} · {len(ep.steps)} steps · {ep.duration_s:.1f} s recorded · {where}",
+        yield Static(f"Replay · {ep.name} · {len(ep.steps)} steps · {ep.length_text()} · {where}",
                      id="replay-title", markup=False)
         with Horizontal(id="replay-columns"):
             yield ChatPane(id="replay-chat")
@@ -142,7 +144,17 @@ class ReplayScreen(Screen):
         yield StatusBar(id="replay-status")
         yield Footer()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width)
+
+    def _layout(self, total: int) -> None:
+        side = self.query_one("#replay-side")
+        width = side_width(total)
+        side.styles.width = width
+        side.display = width > 0
+
     def on_mount(self) -> None:
+        self._layout(self.app.size.width)
         self.query_one("#replay-recall").border_title = "Recall"
         for problem in self.episode.problems:
             self.notify(f"unreadable {problem}", severity="warning", timeout=8)

@@ -22,17 +22,21 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from .. import llm
-from ..paths import Paths
-from ..process import alive
-from .archive import recover
-from ..providers import cache_ttl_seconds
-from .compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
-from .context import as_sent, assemble, current_epoch, seen
-from .log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
-from .turns import number as number_turns
+from . import llm
+from .paths import Paths
+from .process import alive
+from .providers import cache_ttl_seconds
+from .sessions.archive import recover
+from .sessions.compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
+from .sessions.context import as_sent, assemble, current_epoch, seen
+from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
+from .sessions.turns import number as number_turns
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .memory.episodic import Episodic
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
@@ -41,7 +45,7 @@ IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before 
 CACHE_MARGIN_S = 30.0  # a prefix cached this close to its TTL may be gone by the time the request lands
 
 
-def persist_redactions(session: Session, config: Any, episodic: Any = None) -> dict | None:
+def persist_redactions(session: Session, config: Config, episodic: Episodic | None = None) -> dict | None:
     """Append a `redaction` record for tool outputs that rolling redaction newly hides, if any.
 
     The context builder redacts by rule anyway; the record makes each decision
@@ -69,12 +73,12 @@ def _persisted(view: LogView) -> set[str]:
     return {t.get("id") for r in view.records if r["type"] == "redaction" for t in r.get("targets") or ()}
 
 
-def _unpersisted(view: LogView, config: Any, session: Session) -> list:
+def _unpersisted(view: LogView, config: Config, session: Session) -> list:
     done = _persisted(view)
     return [r for r in assemble(view, config, counter=session.counter).redactions if r.record_id not in done]
 
 
-def logged_conversation(session: Session, config: Any, *, now: float | None = None) -> Conversation | None:
+def logged_conversation(session: Session, config: Config, *, now: float | None = None) -> Conversation | None:
     """What the chat model was last sent, rebuilt from the log (sessions.context.as_sent: the epoch's head
     and tools, then the turns) and grown to now, so that a compaction by that model reads the history from
     the provider's prompt cache, as the agent's own does (compaction.Conversation), instead of a transcript
@@ -99,7 +103,7 @@ def logged_conversation(session: Session, config: Any, *, now: float | None = No
 
 
 class Sidecar:
-    def __init__(self, paths: Paths, config: Any, *, episodic: Any = None,
+    def __init__(self, paths: Paths, config: Config, *, episodic: Episodic | None = None,
                  report: Callable[[str], None] | None = None, window_tokens: int | None = None,
                  jobs: list[Job] | None = None):
         self.paths = paths
@@ -235,8 +239,8 @@ class Sidecar:
         return thread
 
     def _watcher(self, sources: tuple[str, ...]):
-        from ..importers.engine import Importer  # lazy: importers and store, +75 ms; the app only spawns it
-        from ..importers.watch import Watcher  # lazy: importers and store, +75 ms; the app only spawns it
+        from .importers.engine import Importer  # lazy: importers and store, +75 ms; the app only spawns it
+        from .importers.watch import Watcher  # lazy: importers and store, +75 ms; the app only spawns it
 
         def said(result) -> None:
             for problem in result.problems:
@@ -287,7 +291,7 @@ class Sidecar:
                 stop.wait(IMPORT_RETRY_S)
 
 
-def serve(paths: Paths, config: Any, *, once: bool, episodic: Any = None,
+def serve(paths: Paths, config: Config, *, once: bool, episodic: Episodic | None = None,
           report: Callable[[str], None] | None = None, parent_pid: int | None = None,
           jobs: list[Job] | None = None) -> list[CompactResult]:
     """What `workstation sidecar` runs: one pass, or watch until SIGTERM/SIGINT. `jobs` run every few

@@ -10,15 +10,15 @@ Nothing here waits past `[lsp] timeout_s`, and no failure of a server fails the 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
-from ..errors import WorkstationError
-from ..fsutil import confine
-import re
+from ...errors import WorkstationError
+from ...fsutil import confine
 
-from ..index.query import definitions, dependants
-from ..lsp import MARK, EditCheck, Location, ServerFailed, language_of
-from .tools.base import QUERY, WRITE, Tool, ToolContext, ToolResult
+from ...index.query import definitions, dependants
+from ...lsp import MARK, EditCheck, Location, ServerFailed, language_of
+from .base import QUERY, WRITE, Tool, ToolContext, ToolResult
 
 
 def around(tool: Tool, ctx: ToolContext, arguments: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:

@@ -1,0 +1,97 @@
+"""One meaning for another agent's tool call (sessions.derive): the importer's events, `report`, replay and the
+app read the same table, so `report` and `reflect` agree about an imported session (report said 0 file reads
+where reflect said 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workstation.agent import tools
+from workstation.agent.report import agent_figures
+from workstation.importers.engine import Importer
+from workstation.importers.events import event_lines
+from workstation.paths import Paths
+from workstation.replay import Episode
+from workstation.sessions.derive import FILE_EDIT, FILE_READ, foreign_files
+from workstation.sessions.log import Session, tool_call_arguments
+
+FIX = Path(__file__).parents[1] / "fixtures" / "import"
+PATCH = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** Add File: src/b.py\n+z\n*** End Patch\n"
+
+
+def test_the_table_of_other_agents_tools():
+    assert foreign_files("Read", {"file_path": "/w/a.py"}, None) == [(FILE_READ, "/w/a.py")]
+    assert foreign_files("MultiEdit", {"file_path": "/w/a.py", "edits": []}, None) == [(FILE_EDIT, "/w/a.py")]
+    assert foreign_files("str_replace_editor", {"command": "view", "path": "a.py"}, None) == [(FILE_READ, "a.py")]
+    assert foreign_files("str_replace_editor", {"command": "create", "path": "b.py"}, None) == [(FILE_EDIT, "b.py")]
+    raw = {"id": "c", "name": "apply_patch", "arguments": PATCH}  # Codex sends the patch itself, not JSON
+    assert foreign_files("apply_patch", {}, raw) == [(FILE_EDIT, "src/a.py"), (FILE_EDIT, "src/b.py")]
+    assert foreign_files("apply_patch", {"input": PATCH}, {"arguments": "{}"}) == [(FILE_EDIT, "src/a.py"),
+                                                                                   (FILE_EDIT, "src/b.py")]
+    assert foreign_files("Bash", {"command": "cat a.py"}, None) == []  # a command line does not say
+    assert foreign_files("Read", {"file_path": 3}, None) == []
+
+
+def _events_and_meanings(records: list[dict], slug: str) -> tuple[list, list]:
+    calls: dict[str, dict] = {}
+    from_events, from_meanings = [], []
+    for record in records:
+        if record["type"] == "assistant":
+            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
+        if record["type"] != "tool":
+            continue
+        for line in event_lines(record, slug, "test", calls, "import:test"):
+            event = json.loads(line)
+            if event["y"] in (FILE_READ, FILE_EDIT):
+                from_events.append((event["y"], event["n"]))
+        call = calls.get(record.get("tool_call_id", ""))
+        meaning = tools.meaning_of(str(record.get("name") or ""), tool_call_arguments(call or {}), record, call)
+        from_meanings += [(FILE_READ, r.path) for r in meaning.reads] + [(FILE_EDIT, e.path) for e in meaning.edits]
+    return from_events, from_meanings
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("claude_session.jsonl", [(FILE_READ, "/work/demo/setup.py")]),  # Read
+    ("codex_0.40.jsonl", []),
+    ("codex_0.77.jsonl", [(FILE_EDIT, "test_x.py")]),  # apply_patch
+    ("openhands_events.json", [(FILE_EDIT, "/workspace/hi.py")]),  # str_replace_editor create
+    ("swe_function_calls.traj", [(FILE_READ, "division.py")]),  # open
+    ("swe_text_actions.traj", []),  # text actions: {"command": "open ..."}, no path argument
+])
+def test_events_report_and_replay_agree_on_what_an_import_read_and_edited(tmp_path, name, expected):
+    paths = Paths.for_root(tmp_path)
+    with Importer(paths) as importer:
+        (slug,) = [s.slug for s in importer.import_file(FIX / name).sessions]
+    view = Session(paths, slug).read()
+    from_events, from_meanings = _events_and_meanings(view.records, slug)
+    assert from_events == from_meanings == expected
+    assert agent_figures(view).file_reads == sum(kind == FILE_READ for kind, _ in expected)
+    episode = Episode.load(paths, slug)
+    last = episode.state_at(len(episode) - 1)
+    assert set(last.memory.files_read) == {p for kind, p in expected if kind == FILE_READ}
+    assert set(last.memory.files_edited) == {p for kind, p in expected if kind == FILE_EDIT}
+    timeline = [(e["type"], e["name"]) for e in last.timeline if e["type"] in (FILE_READ, FILE_EDIT)]
+    assert timeline == expected  # the replay's timeline shows what reflect counts
+
+
+def test_report_and_reflect_count_the_same_file_reads_from_the_command_line(tmp_path):
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "workstation", "-C", str(tmp_path), *args], env=env,
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    imported = json.loads(cli("import", str(FIX / "claude_session.jsonl"), "--json"))
+    slug = imported[0]["sessions"][0]["slug"]
+    report = json.loads(cli("report", slug, "--json"))
+    rows = json.loads(cli("reflect", "--sql", f"SELECT count(*) AS n FROM events WHERE session = '{slug}' "
+                                              "AND type = 'file_read'", "--json"))
+    assert report["agent"]["file_reads"] == rows[0]["n"] == 1
