@@ -21,6 +21,7 @@ An imported session's records map the same way: an unknown tool is labelled by i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -86,15 +87,24 @@ class Mapper:
         tool = self._tool(name)
         return EFFECT_KINDS.get(tool.effect, "other") if tool is not None else "other"
 
+    def inside(self, rel: object) -> str | None:
+        """The absolute path of a path argument inside the workspace; None for any other (the model's
+        arguments are not to be trusted: an editor following the agent must not open a file outside)."""
+        if not isinstance(rel, str) or not rel or "\0" in rel:
+            return None
+        where = os.path.normpath(os.path.join(self.root, rel))
+        real = os.path.realpath(where)  # a symlink out of the workspace is outside it
+        root = os.path.realpath(self.root)
+        return where if real == root or real.startswith(root + os.sep) else None
+
     def locations(self, args: dict) -> list[ToolCallLocation] | None:
         found = []
         for key in ("path", "dst"):
-            value = args.get(key)
-            if isinstance(value, str) and value:
+            where = self.inside(args.get(key))
+            if where is not None:
                 line = args.get("start")
-                found.append(ToolCallLocation(path=str(self.root / value),
-                                              line=line if key == "path" and isinstance(line, int) and line > 0
-                                              else None))
+                found.append(ToolCallLocation(path=where, line=line if key == "path" and isinstance(line, int)
+                                              and line > 0 else None))
         return found or None
 
     def started(self, call: dict) -> Any:
@@ -126,18 +136,18 @@ class Mapper:
     def _edited(self, record: dict) -> list[ToolCallLocation] | None:
         lines = record.get("lines")
         first = lines[0] if isinstance(lines, list) and lines and isinstance(lines[0], int) else None
-        found = [ToolCallLocation(path=str(self.root / e["path"]), line=first if i == 0 else None)
+        found = [ToolCallLocation(path=where, line=first if i == 0 else None)
                  for i, e in enumerate(record.get("edits") or ())
-                 if isinstance(e, dict) and isinstance(e.get("path"), str) and e.get("after")]
+                 if isinstance(e, dict) and e.get("after") and (where := self.inside(e.get("path"))) is not None]
         return found or None
 
     def diffs(self, edit: dict) -> list[Any]:
         """One `diff` content per hunk of one file's recorded change (a text line for a rename or a binary)."""
         path = edit.get("path")
         text = edit.get("diff")
-        if not isinstance(path, str) or not isinstance(text, str) or not text:
+        where = self.inside(path)
+        if where is None or not isinstance(text, str) or not text:
             return []
-        where = str(self.root / path)
         found = hunks(text)
         if not found:
             return [helpers.tool_content(helpers.text_block(f"{path}: {text}"))]
