@@ -2,7 +2,7 @@
 server through the real litellm path: a round trip (initialize, a new session, a prompt whose reply
 streams, an edit with its diff, the plan, permission requests answered allow and reject), cancel while the
 model streams and while a question is pending, loading a session (ours and an imported one) replayed to
-the client, an untrusted workspace, and lines that are not JSON-RPC."""
+the client, an untrusted workspace, the editor's own MCP server, and lines that are not JSON-RPC."""
 
 from __future__ import annotations
 
@@ -284,6 +284,28 @@ def test_an_untrusted_workspace_keeps_its_allow_list_to_itself(repo, home, serve
     assert not (repo / "planted").exists()
     assert "is not trusted: ignored agent.command_allow" in editor.text()
     assert "is not trusted: ignored agent.command_allow" in (tmp_path / "stderr").read_text()
+
+
+def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, server, tmp_path):
+    from acp.schema import McpServerStdio
+
+    fixture = str(Path(__file__).resolve().parent.parent / "mcp_fixture_server.py")
+    server.push(Reply(tool_calls=[("fixture__echo", {"text": "editor", "reverse": True})]), Reply(text="It said rotide."))
+    editor = Editor(["allow"])
+
+    async def session():
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[
+                    McpServerStdio(name="fixture", command=sys.executable, args=[fixture], env=[])])
+                return await conn.prompt(session_id=new.session_id, prompt=[text_block("echo it")])
+
+    assert run(session()).stop_reason == "end_turn"
+    assert "fixture__echo" in json.dumps(server.requests[-2]["tools"])
+    assert [call.title for call, _ in editor.asked] == ['fixture__echo {"text": "editor", "reverse": true}']
+    (done,) = editor.of(ToolCallProgress)
+    assert done.status == "completed" and done.content[-1].content.text == "rotide"
 
 
 def test_a_line_that_is_not_json_rpc_gets_one_error_and_serving_goes_on(repo, home, tmp_path):

@@ -9,7 +9,8 @@ an editor can load any session of ours, imported ones included (the ACP session 
 What each request does:
 
     initialize       protocol version 1, loadSession, session/list; prompts of text and resource links
-    session/new      a new session in the folder; its modes and slash commands follow
+    session/new      a new session in the folder; its modes and slash commands follow; the editor's own
+                     stdio MCP servers start for the session, beside the folder's, and ask before each call
     session/load     the session's whole conversation replayed as updates (acp.records), then its plan
     session/prompt   one agent turn, on a worker thread: text streams as agent_message_chunk, each tool
                      call is a tool_call then a tool_call_update with its result and diffs; a prompt
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,19 +87,22 @@ class Place:
 class Live:
     """One open ACP session: its agent, how its records map, its mode, its cancel."""
 
-    def __init__(self, server: "Server", place: Place, session: "Session"):
+    def __init__(self, server: "Server", place: Place, session: "Session", toolset: Any = None, own: Any = None):
         from ..agent.loop import Agent  # lazy: the agent stack, ~150 ms, not for --help
 
         self.server = server
         self.place = place
         self.slug = session.slug
-        self.mapper = Mapper(place.ws.root, place.toolset)
+        self.toolset = toolset or place.toolset  # the folder's tools, and the editor's MCP servers' if it gave any
+        self.own = own  # mcp.client.McpClients of the editor's servers: they stop with the session
+        self.mapper = Mapper(place.ws.root, self.toolset)
         self.cancel = threading.Event()
         self.mode = "ask"
         self.allowed: set[tuple[str, str]] = set()  # (action, subject) the user allowed for this session
         self.running = False
+        self.notices: list[str] = []  # what starting the editor's MCP servers said
         # built as the app and `workstation chat` build theirs: the workspace, its MCP tools, an approver
-        self.agent: Agent = Agent(place.ws, session, approve=self.approve, toolset=place.toolset)
+        self.agent: Agent = Agent(place.ws, session, approve=self.approve, toolset=self.toolset)
 
     def send(self, update: Any) -> None:
         """One update to the editor, from the turn's thread, in order; a client gone stops the turn."""
@@ -246,7 +251,7 @@ class Server:
             place = self.places[root] = Place(ws, toolset, notices)
             return place
 
-    def _open(self, place: Place, slug: str | None) -> Live:
+    def _open(self, place: Place, slug: str | None, servers: list | None = None) -> Live:
         from ..sessions.log import Session  # lazy: with the agent stack
 
         if slug is not None and slug in self.lives:
@@ -256,7 +261,9 @@ class Server:
                 Session.create(place.ws.paths, title="acp")
         except WorkstationError as err:
             raise _error(err) from None
-        live = self.lives[session.slug] = Live(self, place, session)
+        toolset, own, notices = editor_servers(place, servers or [])
+        live = self.lives[session.slug] = Live(self, place, session, toolset, own)
+        live.notices = notices
         return live
 
     def _live(self, slug: str) -> Live:
@@ -270,7 +277,7 @@ class Server:
         said (an untrusted workspace's ignored settings, an MCP server that failed)."""
         async def announce() -> None:
             await self.conn.session_update(session_id=live.slug, update=commands_update())
-            for line in live.place.notices:
+            for line in [*live.place.notices, *live.notices]:
                 await self.conn.session_update(session_id=live.slug,
                                                update=helpers.update_agent_message_text(f"[{line}]\n"))
 
@@ -290,7 +297,7 @@ class Server:
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         place = await asyncio.to_thread(self._place, cwd)
-        live = await asyncio.to_thread(self._open, place, None)
+        live = await asyncio.to_thread(self._open, place, None, mcp_servers)
         self._later(live)
         return NewSessionResponse(session_id=live.slug, modes=live.modes())
 
@@ -299,7 +306,7 @@ class Server:
         from ..sessions import plan  # lazy: with the agent stack
 
         place = await asyncio.to_thread(self._place, cwd)
-        live = await asyncio.to_thread(self._open, place, session_id)
+        live = await asyncio.to_thread(self._open, place, session_id, mcp_servers)
         records = (await asyncio.to_thread(live.agent.session.read)).records
         for update in live.mapper.history(records):
             await self.conn.session_update(session_id=live.slug, update=update)
@@ -359,12 +366,48 @@ class Server:
             with live.place.turn:  # the turn's thread ends its turn first
                 live.agent.close()
                 live.agent.session.remove_if_empty()
+                if live.own is not None:
+                    live.own.close()
         self.lives.clear()
         for place in self.places.values():
             place.toolset.close()
             if place.ws is not self.default:
                 place.ws.close()
         self.places.clear()
+
+
+def editor_servers(place: Place, servers: list) -> tuple[Any, Any, list[str]]:
+    """The session's toolset when the editor gave MCP servers of its own (stdio ones: the protocol's
+    must), started as the configured ones are (mcp.client) and untrusted: each call asks. (toolset, the
+    clients to stop with the session, one line per server left out or not started); the folder's toolset
+    when it gave none."""
+    from acp.schema import McpServerStdio
+
+    from ..agent import tools  # lazy: with the agent stack
+    from ..config import McpServerConfig  # lazy: loaded with the workspace already
+    from ..mcp.client import McpClients  # lazy: the MCP SDK
+
+    configs: dict[str, McpServerConfig] = {}
+    notices: list[str] = []
+    for server in servers:
+        name = re.sub(r"[^A-Za-z0-9-]+", "-", str(getattr(server, "name", ""))).strip("-")[:32] or "editor"
+        if not isinstance(server, McpServerStdio):
+            notices.append(f"MCP server {name} from the editor left out: only stdio servers are supported")
+        elif name in place.ws.config.mcp.servers or name in configs:
+            notices.append(f"MCP server {name} from the editor left out: a server of that name is configured")
+        else:
+            configs[name] = McpServerConfig(command=server.command, args=list(server.args),
+                                            env={e.name: e.value for e in server.env})
+    if not configs:
+        return place.toolset, None, notices
+    clients = McpClients(configs, root=place.ws.root, log_dir=place.ws.paths.state / "mcp")
+    try:
+        notices += clients.start()
+        mine = [t for name, t in place.toolset.tools.items() if name not in tools.TOOLS]
+        return tools.Toolset(extra=[*mine, *clients.tools()]), clients, notices
+    except BaseException:
+        clients.close()
+        raise
 
 
 def commands_update() -> Any:
