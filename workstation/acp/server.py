@@ -474,6 +474,10 @@ def serve_stdio(ws: "Workspace") -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(_OneLine())
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    if ws.config.model.name:  # litellm loads (~4-5 s) while the editor starts its thread, not at the first prompt
+        from .. import llm  # lazy: the model client
+
+        threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
     asyncio.run(_serve(ws))
 
 
