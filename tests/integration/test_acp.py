@@ -191,7 +191,8 @@ def test_cancel_stops_a_streaming_reply_and_a_pending_question(repo, home, serve
 
 
 def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, tmp_path):
-    server.push(Reply(text="Reading.", tool_calls=[("read_lines", {"path": "pkg/util.py", "start": 1, "end": 6})]),
+    server.push(Reply(text="Reading.", tool_calls=[("read_lines", {"path": "pkg/util.py", "start": 1, "end": 6}),
+                                                   ("todo", {"items": PLAN})]),
                 Reply(tool_calls=[("edit_file", {"path": "pkg/util.py", "old": "return text.strip()",
                                                  "new": "return text.strip(' ')"})]),
                 Reply(text="Edited."))
@@ -225,10 +226,12 @@ def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, t
     said = "".join(u.content.text for u in history if isinstance(u, AgentMessageChunk))
     assert said == "Reading.Edited."
     starts = [u for u in history if isinstance(u, ToolCallStart)]
-    assert [u.title.split("(")[0] for u in starts] == ["read_lines", "edit_file"]
+    assert [u.title.split("(")[0] for u in starts] == ["read_lines", "todo", "edit_file"]
     ends = [u for u in history if isinstance(u, ToolCallProgress)]
-    diff = next(c for c in ends[1].content if isinstance(c, FileEditToolCallContent))
-    assert "return text.strip(' ')" in diff.new_text and ends[1].tool_call_id == starts[1].tool_call_id
+    diff = next(c for c in ends[2].content if isinstance(c, FileEditToolCallContent))
+    assert "return text.strip(' ')" in diff.new_text and ends[2].tool_call_id == starts[2].tool_call_id
+    (plan,) = [u for u in history if isinstance(u, AgentPlanUpdate)]
+    assert [e.content for e in plan.entries] == ["read clean", "lowercase it"]
     # the history the live turn showed is the history the load replays
     live = [(type(u).__name__, getattr(u, "tool_call_id", None)) for u in first.updates
             if isinstance(u, (ToolCallStart, ToolCallProgress))]

@@ -11,7 +11,7 @@ What each request does:
     initialize       protocol version 1, loadSession, session/list; prompts of text and resource links
     session/new      a new session in the folder; its modes and slash commands follow; the editor's own
                      stdio MCP servers start for the session, beside the folder's, and ask before each call
-    session/load     the session's whole conversation replayed as updates (acp.records), then its plan
+    session/load     the session's whole conversation replayed as updates (acp.records), its plan among them
     session/prompt   one agent turn, on a worker thread: text streams as agent_message_chunk, each tool
                      call is a tool_call then a tool_call_update with its result and diffs; a prompt
                      starting with `/` is a slash command (agent.slash), its answer one message
@@ -47,7 +47,7 @@ from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInp
 
 from .. import __version__
 from ..errors import ConfigError, WorkstationError
-from .records import Mapper, plan_update
+from .records import Mapper
 
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
@@ -100,13 +100,18 @@ class Live:
         self.mode = "ask"
         self.allowed: set[tuple[str, str]] = set()  # (action, subject) the user allowed for this session
         self.running = False
+        self.gone = False  # an update could not be sent: the editor is gone
         self.notices: list[str] = []  # what starting the editor's MCP servers said
         # built as the app and `workstation chat` build theirs: the workspace, its MCP tools, an approver
         self.agent: Agent = Agent(place.ws, session, approve=self.approve, toolset=self.toolset)
 
     def send(self, update: Any) -> None:
-        """One update to the editor, from the turn's thread, in order; a client gone stops the turn."""
+        """One update to the editor, from the turn's thread, in order; a client gone stops the turn (and
+        what the turn says while it stops goes nowhere)."""
+        if self.gone:
+            return
         if not self.server.send(self.slug, update):
+            self.gone = True
             self.cancel.set()
 
     def say(self, text: str) -> None:
@@ -303,16 +308,11 @@ class Server:
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
                            **kwargs: Any) -> LoadSessionResponse:
-        from ..sessions import plan  # lazy: with the agent stack
-
         place = await asyncio.to_thread(self._place, cwd)
         live = await asyncio.to_thread(self._open, place, session_id, mcp_servers)
         records = (await asyncio.to_thread(live.agent.session.read)).records
-        for update in live.mapper.history(records):
+        for update in live.mapper.history(records):  # the plan too: the last one replayed is the one in force
             await self.conn.session_update(session_id=live.slug, update=update)
-        items = plan.current(records)
-        if items:
-            await self.conn.session_update(session_id=live.slug, update=plan_update(items))
         self._later(live)
         return LoadSessionResponse(modes=live.modes())
 
