@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acp import spawn_agent_process, text_block
+from acp import RequestError, spawn_agent_process, text_block
 from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AllowedOutcome, AvailableCommandsUpdate, DeniedOutcome,
                         FileEditToolCallContent, RequestPermissionResponse, ToolCallProgress, ToolCallStart,
                         UserMessageChunk)
@@ -258,12 +258,21 @@ def test_an_imported_session_loads_like_ours(repo, home, server, tmp_path):
     editor = Editor()
 
     async def session():
+        refused = []
         with open(tmp_path / "stderr", "w") as err:
             async with connect(editor, repo, home, err) as (conn, _proc):
                 await conn.initialize(protocol_version=1)
-                return await conn.load_session(cwd=str(repo), session_id=slug, mcp_servers=[])
+                for bad in ("no-such-session", "../../etc/passwd"):
+                    try:
+                        await conn.load_session(cwd=str(repo), session_id=bad, mcp_servers=[])
+                    except RequestError as exc:
+                        refused.append((exc.code, str(exc)))
+                await conn.load_session(cwd=str(repo), session_id=slug, mcp_servers=[])
+        return refused
 
-    run(session())
+    assert run(session()) == [(-32000, "no session named no-such-session"),
+                              (-32000, "invalid session name '../../etc/passwd': use lowercase letters, digits, '_' "
+                                       "or '-' (at most 100)")]
     users = [u.content.text for u in editor.of(UserMessageChunk)]
     assert users == [r["content"] for r in theirs if r["type"] == "user"] and users
     assert len(editor.of(ToolCallStart)) == sum(len(r.get("tool_calls") or ()) for r in theirs)
@@ -309,6 +318,37 @@ def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, se
     assert [call.title for call, _ in editor.asked] == ['fixture__echo {"text": "editor", "reverse": true}']
     (done,) = editor.of(ToolCallProgress)
     assert done.status == "completed" and done.content[-1].content.text == "rotide"
+
+
+def test_approve_all_mode_and_requests_refused_in_one_line(repo, home, server, tmp_path):
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch made-in-yes-mode"})]), Reply(text="made"))
+    editor = Editor()  # no answers: a question would fail the test
+
+    async def session():
+        refused = []
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                for bad in (conn.set_session_mode(session_id=new.session_id, mode_id="nope"),
+                            conn.prompt(session_id="not-open", prompt=[text_block("hi")]),
+                            conn.new_session(cwd="relative/path", mcp_servers=[]),
+                            conn.new_session(cwd=str(tmp_path / "missing"), mcp_servers=[]),
+                            conn.prompt(session_id=new.session_id, prompt=[text_block("   ")])):
+                    try:
+                        await bad
+                    except RequestError as exc:
+                        refused.append((exc.code, str(exc)))
+                await conn.set_session_mode(session_id=new.session_id, mode_id="yes")
+                return refused, await conn.prompt(session_id=new.session_id, prompt=[text_block("make it")])
+
+    refused, done = run(session())
+    assert refused == [(-32602, "no mode 'nope': one of ask, yes"),
+                       (-32000, "no open session 'not-open': load it first (session/load)"),
+                       (-32602, "cwd must be an absolute path, not 'relative/path'"),
+                       (-32602, f"cwd: no such folder: {tmp_path / 'missing'}"),
+                       (-32000, "empty message")]
+    assert done.stop_reason == "end_turn" and editor.asked == [] and (repo / "made-in-yes-mode").exists()
 
 
 def test_a_line_that_is_not_json_rpc_gets_one_error_and_serving_goes_on(repo, home, tmp_path):

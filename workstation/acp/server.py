@@ -66,12 +66,13 @@ ELSEWHERE = {"/new": "start a new thread in your editor", "/clear": "start a new
              "/fork": "fork it with `workstation session fork`"}
 SEND_TIMEOUT_S = 60.0  # an update the editor does not read for this long: it is gone, the turn stops
 ALLOW_ONCE, ALLOW_SESSION, REJECT = "allow", "allow-session", "reject"
+REFUSED, INVALID_PARAMS = -32000, -32602  # JSON-RPC codes: a refusal of ours (its message says why), bad params
 
 
 def _error(err: Exception) -> RequestError:
     """A refusal the editor shows: one line naming the problem."""
     lines = err.lines if isinstance(err, ConfigError) else [str(err)]
-    return RequestError(-32000, "; ".join(lines))
+    return RequestError(REFUSED, "; ".join(lines))
 
 
 @dataclass
@@ -231,9 +232,9 @@ class Server:
         from ..runtime import Workspace  # lazy: loaded by the command already
 
         if not cwd or not os.path.isabs(cwd):
-            raise RequestError.invalid_params({"cwd": f"cwd must be an absolute path, not {cwd!r}"})
+            raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, not {cwd!r}")
         if not os.path.isdir(cwd):
-            raise RequestError.invalid_params({"cwd": f"no such folder: {cwd}"})
+            raise RequestError(INVALID_PARAMS, f"cwd: no such folder: {cwd}")
         root = Path(os.path.realpath(cwd))
         with self._opening:
             if root in self.places:
@@ -257,24 +258,45 @@ class Server:
             return place
 
     def _open(self, place: Place, slug: str | None, servers: list | None = None) -> Live:
+        """The live session `slug` of the folder (opened now if need be), or a new one. The ACP session id
+        is the slug: one open in another folder of this server is refused, and a new one never takes it."""
         from ..sessions.log import Session  # lazy: with the agent stack
 
-        if slug is not None and slug in self.lives:
-            return self.lives[slug]
+        known = self.lives.get(slug) if slug is not None else None
+        if known is not None:
+            if known.place is not place:
+                raise RequestError(REFUSED, f"session {slug} is open for {known.place.ws.root} in this server")
+            return known
         try:
-            session = Session.open(place.ws.paths, slug) if slug is not None else \
-                Session.create(place.ws.paths, title="acp")
+            if slug is not None:
+                session = Session.open(place.ws.paths, slug)
+            else:
+                taken = []
+                session = Session.create(place.ws.paths, title="acp")
+                while session.slug in self.lives:  # another folder's open session has this name
+                    taken.append(session)
+                    session = Session.create(place.ws.paths, title="acp")
+                for empty in taken:
+                    empty.remove_if_empty()
+            toolset, own, notices = editor_servers(place, servers or [])
         except WorkstationError as err:
             raise _error(err) from None
-        toolset, own, notices = editor_servers(place, servers or [])
-        live = self.lives[session.slug] = Live(self, place, session, toolset, own)
+        try:
+            live = Live(self, place, session, toolset, own)
+        except BaseException:
+            if own is not None:
+                own.close()
+            if slug is None:
+                session.remove_if_empty()
+            raise
         live.notices = notices
+        self.lives[session.slug] = live
         return live
 
     def _live(self, slug: str) -> Live:
         live = self.lives.get(slug)
         if live is None:
-            raise RequestError(-32000, f"no open session {slug!r}: load it first (session/load)")
+            raise RequestError(REFUSED, f"no open session {slug!r}: load it first (session/load)")
         return live
 
     def _later(self, live: Live) -> None:
@@ -329,8 +351,7 @@ class Server:
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         live = self._live(session_id)
         if mode_id not in {mode.id for mode in MODES}:
-            raise RequestError.invalid_params({"modeId": f"no mode {mode_id!r}: one of "
-                                                         f"{', '.join(m.id for m in MODES)}"})
+            raise RequestError(INVALID_PARAMS, f"no mode {mode_id!r}: one of {', '.join(m.id for m in MODES)}")
         live.mode = mode_id
         return SetSessionModeResponse()
 
@@ -338,7 +359,7 @@ class Server:
         live = self._live(session_id)
         text = prompt_text(prompt, live.place.ws.root)
         if live.running:
-            raise RequestError(-32000, "a turn is already running in this session: cancel it first")
+            raise RequestError(REFUSED, "a turn is already running in this session: cancel it first")
         live.running = True
         live.cancel.clear()
         try:
@@ -435,8 +456,8 @@ def prompt_text(blocks: list, root: Path) -> str:
         elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(block.resource, TextResourceContents):
             parts.append(f"\n{_where(block.resource.uri, root)}:\n```\n{block.resource.text}\n```\n")
         else:
-            raise RequestError.invalid_params({"prompt": f"{getattr(block, 'type', 'this')} content is not "
-                                                         "supported: send text or a file"})
+            raise RequestError(INVALID_PARAMS, f"{getattr(block, 'type', 'this')} content is not supported: send "
+                                               "text or a file")
     return "".join(parts)
 
 
