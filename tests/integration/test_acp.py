@@ -22,6 +22,8 @@ from agent_support import config_overrides, module_server, records, write_repo
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from fakellm import Reply
 from workstation.paths import Paths
+from workstation.replay import Episode
+from workstation.sessions.catalog import search
 from workstation.sessions.log import Session
 
 server_module, server = module_server()
@@ -95,9 +97,10 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
         Reply(tool_calls=[("edit_file", {"path": "pkg/util.py", "old": "return text.strip()",
                                          "new": "return text.strip().lower()"})]),
         Reply(tool_calls=[("run_command", {"cmd": "touch allowed-by-editor"}),
-                          ("run_command", {"cmd": "touch refused-by-editor"})]),
+                          ("run_command", {"cmd": "touch refused-by-editor"}),
+                          ("run_command", {"cmd": "touch allowed-by-editor"})]),
         Reply(text="Done: clean lowercases now."))
-    editor = Editor(["allow", "reject"])
+    editor = Editor(["allow-session", "reject"])
 
     async def session():
         with open(tmp_path / "stderr", "w") as err:
@@ -106,9 +109,12 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
                 new = await conn.new_session(cwd=str(repo), mcp_servers=[])
                 done = await conn.prompt(session_id=new.session_id, prompt=[text_block("Make clean lowercase")])
                 listed = await conn.list_sessions(cwd=str(repo))
-                return init, new, done, listed
+                edited = (repo / "pkg/util.py").read_text()
+                said = len(editor.updates)
+                undone = await conn.prompt(session_id=new.session_id, prompt=[text_block("/undo")])
+                return init, new, done, listed, edited, editor.updates[said:], undone
 
-    init, new, done, listed = run(session())
+    init, new, done, listed, edited, undo_said, undone = run(session())
     assert init.protocol_version == 1 and init.agent_capabilities.load_session
     assert init.agent_info.name == "workstation"
     assert new.modes.current_mode_id == "ask" and [m.id for m in new.modes.available_modes] == ["ask", "yes"]
@@ -118,8 +124,8 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
 
     # the reply streamed in pieces; the session's slash commands were offered
     chunks = editor.of(AgentMessageChunk)
-    assert len(chunks) > 3 and editor.text().startswith("Let me look at clean.")
-    assert editor.text().endswith("Done: clean lowercases now.")
+    turn = "".join(u.content.text for u in editor.updates if isinstance(u, AgentMessageChunk) and u not in undo_said)
+    assert len(chunks) > 3 and turn == "Let me look at clean.Done: clean lowercases now."
     commands = editor.of(AvailableCommandsUpdate)[0].available_commands
     assert {"undo", "compact", "plan"} <= {c.name for c in commands} and "new" not in {c.name for c in commands}
 
@@ -127,7 +133,7 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
     started = {u.tool_call_id: u for u in editor.of(ToolCallStart)}
     finished = {u.tool_call_id: u for u in editor.of(ToolCallProgress)}
     assert [u.title.split("(")[0] for u in started.values()] == ["read_lines", "todo", "edit_file", "run_command",
-                                                                  "run_command"]
+                                                                  "run_command", "run_command"]
     assert set(finished) == set(started)
     edit = next(u for u in started.values() if u.title.startswith("edit_file"))
     assert edit.kind == "edit" and edit.raw_input["path"] == "pkg/util.py"
@@ -142,7 +148,8 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
     assert [(e.content, e.status) for e in plan[-1].entries] == [("read clean", "completed"),
                                                                  ("lowercase it", "in_progress")]
 
-    # two commands off the allow-list: the editor was asked twice, said allow then reject
+    # commands off the allow-list: the editor was asked, allowed the first for the session, rejected the
+    # second; the first, run again, was not asked about
     assert [(call.title, options) for call, options in editor.asked] == [
         ("touch allowed-by-editor", ["allow", "allow-session", "reject"]),
         ("touch refused-by-editor", ["allow", "allow-session", "reject"])]
@@ -151,11 +158,19 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
     assert finished[runs[0].tool_call_id].status == "completed" and (repo / "allowed-by-editor").exists()
     assert finished[runs[1].tool_call_id].status == "failed" and not (repo / "refused-by-editor").exists()
     assert "you refused" in finished[runs[1].tool_call_id].content[-1].content.text
+    assert finished[runs[2].tool_call_id].status == "completed"
 
     # an ordinary session of ours: the log the app, replay and search read
     session = Session.open(Paths.for_root(repo), slug)
     assert [r["type"] for r in records(session) if r["type"] != "epoch"][:3] == ["user", "assistant", "tool"]
     assert records(session, "user")[0]["content"] == "Make clean lowercase"
+    assert [hit.slug for hit in search(Paths.for_root(repo), "Make clean lowercase")] == [slug]
+    assert len(Episode.load(Paths.for_root(repo), slug)) == len(records(session))  # replay reads it
+    # /undo over ACP takes the turn's edit back, as in the app
+    assert "return text.strip().lower()" in edited and "return text.strip().lower()" not in (
+        repo / "pkg/util.py").read_text()
+    assert undone.stop_reason == "end_turn"
+    assert [u.content.text for u in undo_said] == ["undid user turn 1: 1 file restored (pkg/util.py)"]
     assert "Traceback" not in (tmp_path / "stderr").read_text()
 
 
