@@ -131,10 +131,12 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
 
     # every tool call: started (pending), then finished with its result
     started = {u.tool_call_id: u for u in editor.of(ToolCallStart)}
-    finished = {u.tool_call_id: u for u in editor.of(ToolCallProgress)}
+    finished = {u.tool_call_id: u for u in editor.of(ToolCallProgress) if u.status != "in_progress"}
     assert [u.title.split("(")[0] for u in started.values()] == ["read_lines", "todo", "edit_file", "run_command",
                                                                   "run_command", "run_command"]
     assert set(finished) == set(started)
+    running = [u.tool_call_id for u in editor.of(ToolCallProgress) if u.status == "in_progress"]
+    assert running == list(started)  # each call said it was running, in order, before it finished
     edit = next(u for u in started.values() if u.title.startswith("edit_file"))
     assert edit.kind == "edit" and edit.raw_input["path"] == "pkg/util.py"
     diffs = [c for c in finished[edit.tool_call_id].content if isinstance(c, FileEditToolCallContent)]
@@ -249,7 +251,7 @@ def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, t
     assert [e.content for e in plan.entries] == ["read clean", "lowercase it"]
     # the history the live turn showed is the history the load replays
     live = [(type(u).__name__, getattr(u, "tool_call_id", None)) for u in first.updates
-            if isinstance(u, (ToolCallStart, ToolCallProgress))]
+            if isinstance(u, (ToolCallStart, ToolCallProgress)) and u.status != "in_progress"]
     assert live == [(type(u).__name__, getattr(u, "tool_call_id", None)) for u in history
                     if isinstance(u, (ToolCallStart, ToolCallProgress))]
     # the turn went on in the same log, with the earlier turns in the model's context
@@ -331,7 +333,8 @@ def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, se
     assert run(session()).stop_reason == "end_turn"
     assert "fixture__echo" in json.dumps(server.requests[-2]["tools"])
     assert [call.title for call, _ in editor.asked] == ['fixture__echo {"text": "editor", "reverse": true}']
-    (done,) = editor.of(ToolCallProgress)
+    running, done = editor.of(ToolCallProgress)
+    assert running.status == "in_progress"
     assert done.status == "completed" and done.content[-1].content.text == "rotide"
 
 

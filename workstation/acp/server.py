@@ -13,7 +13,8 @@ What each request does:
                      stdio MCP servers start for the session, beside the folder's, and ask before each call
     session/load     the session's whole conversation replayed as updates (acp.records), its plan among them
     session/prompt   one agent turn, on a worker thread: text streams as agent_message_chunk, each tool
-                     call is a tool_call then a tool_call_update with its result and diffs; a prompt
+                     call is a tool_call, in_progress while it runs, then a tool_call_update with its
+                     result and diffs; a prompt
                      starting with `/` is a slash command (agent.slash), its answer one message
     session/cancel   stops the turn as Escape does (the model call, a running command, a pending question)
     session/set_mode "ask" (a command off agent.command_allow asks the editor) or "yes" (every command is
@@ -145,11 +146,19 @@ class Live:
             if text.lstrip().startswith("/"):
                 return self.slash(text.strip())
 
+            waiting: list[str] = []  # the step's calls not yet run: the loop runs them in order
+
             def recorded(record: dict) -> None:
                 for update in self.mapper.updates(record, streamed=True):
                     self.send(update)
+                if record.get("type") == "assistant":
+                    waiting[:] = [c["id"] for c in record.get("tool_calls") or () if isinstance(c, dict)]
 
-            events = AgentEvents(on_text=self.say, on_record=recorded,
+            def activity(kind: str, what: str) -> None:
+                if kind == "tool" and waiting:  # the next call starts running
+                    self.send(helpers.update_tool_call(waiting.pop(0), status="in_progress"))
+
+            events = AgentEvents(on_text=self.say, on_record=recorded, on_activity=activity,
                                  on_retry=lambda why: self.say(f"\n\n[retrying: {why}; the text above is void]\n\n"),
                                  on_notice=lambda line: self.say(f"\n\n[{line}]\n"))
             result = self.agent.run(text, events, cancel=self.cancel)
