@@ -173,7 +173,7 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
         repo / "pkg/util.py").read_text()
     assert undone.stop_reason == "end_turn"
     assert [u.content.text for u in undo_said] == ["undid user turn 1: 1 file restored (pkg/util.py)"]
-    assert "Traceback" not in (tmp_path / "stderr").read_text()
+    assert (tmp_path / "stderr").read_text() == f"workstation: serving ACP for {repo.resolve()} over stdio\n"
 
 
 def test_cancel_stops_a_streaming_reply_and_a_pending_question(repo, home, server, tmp_path):
