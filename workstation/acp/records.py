@@ -115,6 +115,8 @@ class Mapper:
 
     def finished(self, record: dict) -> list[Any]:
         call_id = str(record.get("tool_call_id") or "")
+        if not call_id:  # a result that answers no call (an imported log's quirk): nothing to update
+            return []
         content: list[Any] = []
         for edit in record.get("edits") or ():
             if isinstance(edit, dict):
