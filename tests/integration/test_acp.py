@@ -319,7 +319,8 @@ def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, se
     from acp.schema import McpServerStdio
 
     fixture = str(Path(__file__).resolve().parent.parent / "mcp_fixture_server.py")
-    server.push(Reply(tool_calls=[("fixture__echo", {"text": "editor", "reverse": True})]), Reply(text="It said rotide."))
+    server.push(Reply(tool_calls=[("fixture__echo", {"text": "editor", "reverse": True})]),
+                Reply(text="It said rotide."))
     editor = Editor(["allow"])
 
     async def session():

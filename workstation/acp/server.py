@@ -37,18 +37,20 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
-from acp import PROTOCOL_VERSION, RequestError, helpers
+from acp import PROTOCOL_VERSION, RequestError, helpers, run_agent, stdio_streams
 from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock,
-                        Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse, NewSessionResponse,
-                        PermissionOption, PromptCapabilities, PromptResponse, ResourceContentBlock,
-                        SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode, SessionModeState,
-                        SetSessionModeResponse, TextContentBlock, TextResourceContents, ToolCallUpdate,
-                        UnstructuredCommandInput)
+                        Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
+                        McpServerStdio, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
+                        ResourceContentBlock, SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode,
+                        SessionModeState, SetSessionModeResponse, TextContentBlock, TextResourceContents,
+                        ToolCallUpdate, UnstructuredCommandInput)
 
 from .. import __version__
 from ..errors import ConfigError, WorkstationError
 from .records import Mapper
+from .wire import checked
 
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
@@ -411,8 +413,6 @@ def editor_servers(place: Place, servers: list) -> tuple[Any, Any, list[str]]:
     must), started as the configured ones are (mcp.client) and untrusted: each call asks. (toolset, the
     clients to stop with the session, one line per server left out or not started); the folder's toolset
     when it gave none."""
-    from acp.schema import McpServerStdio
-
     from ..agent import tools  # lazy: with the agent stack
     from ..config import McpServerConfig  # lazy: loaded with the workspace already
     from ..mcp.client import McpClients  # lazy: the MCP SDK
@@ -472,8 +472,6 @@ def prompt_text(blocks: list, root: Path) -> str:
 
 def _where(uri: str, root: Path) -> str:
     """`pkg/core.py` for a file:// uri inside the workspace, the uri itself otherwise."""
-    from urllib.parse import unquote, urlparse
-
     parsed = urlparse(uri)
     if parsed.scheme != "file":
         return uri
@@ -512,10 +510,6 @@ def serve_stdio(ws: "Workspace") -> None:
 
 
 async def _serve(ws: "Workspace") -> None:
-    from acp import run_agent, stdio_streams
-
-    from .wire import checked
-
     raw, writer = await stdio_streams(limit=STDIO_LIMIT)
     reader, pump = await checked(raw, writer, STDIO_LIMIT,
                                  lambda why: log.warning("ignored a line that is not a JSON-RPC message: %s", why))
