@@ -65,8 +65,8 @@ class Mapper:
         if kind == "system" and record.get("notice"):
             return [helpers.update_agent_message_text(f"\n\n{content}\n")]
         if kind == "compact" and not streamed:
-            return [helpers.update_agent_message_text("\n\n[compaction: the turns before this were summarized for the "
-                                                      "model; the log keeps them]\n")]
+            return [helpers.update_agent_message_text("\n\n[compaction: earlier turns were summarized for the model; "
+                                                      "the log keeps them]\n")]
         return []
 
     def history(self, records: Iterable[dict]) -> list[Any]:
