@@ -37,8 +37,8 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
 
 
 def _register() -> None:
-    for module in (app_cmds, acp_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds,
-                   trust_cmds):
+    for module in (app_cmds, acp_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds,
+                   mcp_cmds, trust_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 
