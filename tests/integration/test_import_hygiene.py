@@ -75,4 +75,6 @@ def test_the_layers_name_every_module_and_package():
     top = {f"workstation.{info.name}" for info in pkgutil.iter_modules(workstation.__path__)}
     assert set(named) == top, f"missing from the layers: {sorted(top - set(named))}; gone: {sorted(set(named) - top)}"
     (acyclic,) = [c for c in config if c["type"] == "acyclic_siblings"]
-    assert acyclic["ancestors"] == ["workstation"] and "ignore_imports" not in acyclic
+    # the one circle allowed: an Agent starts a sub-agent, which is an Agent (a lazy import, only when asked)
+    assert acyclic["ancestors"] == ["workstation"]
+    assert acyclic.get("ignore_imports", []) in ([], ["workstation.agent.loop -> workstation.agent.subagent"])

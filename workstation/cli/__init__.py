@@ -10,7 +10,7 @@ import click
 
 from ..process import exit_on_sigterm, finish
 from ..terminal import safe
-from . import (agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds, replay_cmds,
+from . import (acp_cmds, agent_cmds, app_cmds, import_cmds, index_cmds, mcp_cmds, memory_cmds, replay_cmds,
                session_cmds, team_cmds, trust_cmds)
 from .common import WorkstationGroup, run_main
 
@@ -37,8 +37,8 @@ def main(ctx: click.Context, workspace: str, model: str | None) -> None:
 
 
 def _register() -> None:
-    for module in (app_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds, mcp_cmds,
-                   trust_cmds, team_cmds):
+    for module in (app_cmds, acp_cmds, index_cmds, memory_cmds, session_cmds, agent_cmds, replay_cmds, import_cmds,
+                   mcp_cmds, trust_cmds, team_cmds):
         for command in getattr(module, "COMMANDS", []):
             main.add_command(command)
 

@@ -1,0 +1,393 @@
+"""`workstation acp` through the ACP SDK's own client, over stdio, with the model served by the scripted
+server through the real litellm path: a round trip (initialize, a new session, a prompt whose reply
+streams, an edit with its diff, the plan, permission requests answered allow and reject), cancel while the
+model streams and while a question is pending, loading a session (ours and an imported one) replayed to
+the client, an untrusted workspace, the editor's own MCP server, and lines that are not JSON-RPC."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp import RequestError, spawn_agent_process, text_block
+from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AllowedOutcome, AvailableCommandsUpdate, DeniedOutcome,
+                        FileEditToolCallContent, RequestPermissionResponse, ToolCallProgress, ToolCallStart,
+                        UserMessageChunk)
+from agent_support import config_overrides, module_server, records, write_repo
+from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from fakellm import Reply
+from workstation.paths import Paths
+from workstation.replay import Episode
+from workstation.sessions.catalog import search
+from workstation.sessions.log import Session
+
+server_module, server = module_server()
+
+PLAN = [{"text": "read clean", "status": "done"}, {"text": "lowercase it", "status": "in_progress"}]
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "import"
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return write_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def home(tmp_path, server):
+    """The user's own config (a workspace never names a model's endpoint): the scripted server."""
+    home = tmp_path / "home"
+    home.mkdir()
+    model = config_overrides(server.url)["model"]
+    (home / "config.toml").write_text("[model]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in model.items()))
+    return home
+
+
+class Editor:
+    """The client side: records every update; answers permission requests from `answers` in order
+    ("wait": never answers, as a user who looks away)."""
+
+    def __init__(self, answers: list[str] = ()):
+        self.updates: list = []
+        self.asked: list = []
+        self.answers = list(answers)
+        self.texted = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    async def session_update(self, session_id, update, **kwargs):
+        self.updates.append(update)
+        if isinstance(update, AgentMessageChunk):
+            self.texted.set()
+
+    async def request_permission(self, options, session_id, tool_call, **kwargs):
+        self.asked.append((tool_call, [o.option_id for o in options]))
+        answer = self.answers.pop(0)
+        if answer == "wait":
+            self.waiting.set()
+            await asyncio.Event().wait()
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=answer))
+
+    def of(self, kind) -> list:
+        return [u for u in self.updates if isinstance(u, kind)]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.of(AgentMessageChunk))
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+def connect(editor: Editor, repo: Path, home: Path, stderr):
+    env = {**os.environ, "WORKSTATION_HOME": str(home), TEST_KEY_ENV: FAKE_API_KEY,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("WORKSTATION_MODEL", None)
+    return spawn_agent_process(editor, sys.executable, "-m", "workstation", "-C", str(repo), "acp", env=env,
+                               cwd=str(repo), transport_kwargs={"stderr": stderr})
+
+
+def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
+    server.push(
+        Reply(text="Let me look at clean.", tool_calls=[("read_lines", {"path": "pkg/util.py", "start": 1, "end": 6}),
+                                                        ("todo", {"items": PLAN})]),
+        Reply(tool_calls=[("edit_file", {"path": "pkg/util.py", "old": "return text.strip()",
+                                         "new": "return text.strip().lower()"})]),
+        Reply(tool_calls=[("run_command", {"cmd": "touch allowed-by-editor"}),
+                          ("run_command", {"cmd": "touch refused-by-editor"}),
+                          ("run_command", {"cmd": "touch allowed-by-editor"})]),
+        Reply(text="Done: clean lowercases now."))
+    editor = Editor(["allow-session", "reject"])
+
+    async def session():
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                init = await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                done = await conn.prompt(session_id=new.session_id, prompt=[text_block("Make clean lowercase")])
+                listed = await conn.list_sessions(cwd=str(repo))
+                edited = (repo / "pkg/util.py").read_text()
+                said = len(editor.updates)
+                undone = await conn.prompt(session_id=new.session_id, prompt=[text_block("/undo")])
+                return init, new, done, listed, edited, editor.updates[said:], undone
+
+    init, new, done, listed, edited, undo_said, undone = run(session())
+    assert init.protocol_version == 1 and init.agent_capabilities.load_session
+    assert init.agent_info.name == "workstation"
+    assert new.modes.current_mode_id == "ask" and [m.id for m in new.modes.available_modes] == ["ask", "yes"]
+    assert done.stop_reason == "end_turn"
+    slug = new.session_id
+    assert [s.session_id for s in listed.sessions] == [slug]
+
+    # the reply streamed in pieces; the session's slash commands were offered
+    chunks = editor.of(AgentMessageChunk)
+    turn = "".join(u.content.text for u in editor.updates if isinstance(u, AgentMessageChunk) and u not in undo_said)
+    assert len(chunks) > 3 and turn == "Let me look at clean.Done: clean lowercases now."
+    commands = editor.of(AvailableCommandsUpdate)[0].available_commands
+    assert {"undo", "compact", "plan"} <= {c.name for c in commands} and "new" not in {c.name for c in commands}
+
+    # every tool call: started (pending), then finished with its result
+    started = {u.tool_call_id: u for u in editor.of(ToolCallStart)}
+    finished = {u.tool_call_id: u for u in editor.of(ToolCallProgress) if u.status != "in_progress"}
+    assert [u.title.split("(")[0] for u in started.values()] == ["read_lines", "todo", "edit_file", "run_command",
+                                                                  "run_command", "run_command"]
+    assert set(finished) == set(started)
+    running = [u.tool_call_id for u in editor.of(ToolCallProgress) if u.status == "in_progress"]
+    assert running == list(started)  # each call said it was running, in order, before it finished
+    edit = next(u for u in started.values() if u.title.startswith("edit_file"))
+    assert edit.kind == "edit" and edit.raw_input["path"] == "pkg/util.py"
+    diffs = [c for c in finished[edit.tool_call_id].content if isinstance(c, FileEditToolCallContent)]
+    assert len(diffs) == 1 and diffs[0].path == str(repo.resolve() / "pkg/util.py")
+    assert "    return text.strip()\n" in diffs[0].old_text and "return text.strip().lower()" not in diffs[0].old_text
+    assert "    return text.strip().lower()\n" in diffs[0].new_text
+    assert finished[edit.tool_call_id].status == "completed"
+
+    # the plan as ACP plan entries
+    plan = editor.of(AgentPlanUpdate)
+    assert [(e.content, e.status) for e in plan[-1].entries] == [("read clean", "completed"),
+                                                                 ("lowercase it", "in_progress")]
+
+    # commands off the allow-list: the editor was asked, allowed the first for the session, rejected the
+    # second; the first, run again, was not asked about
+    assert [(call.title, options) for call, options in editor.asked] == [
+        ("touch allowed-by-editor", ["allow", "allow-session", "reject"]),
+        ("touch refused-by-editor", ["allow", "allow-session", "reject"])]
+    runs = [u for u in started.values() if u.title.startswith("run_command")]
+    assert editor.asked[0][0].tool_call_id == runs[0].tool_call_id  # the question names the call it is about
+    assert finished[runs[0].tool_call_id].status == "completed" and (repo / "allowed-by-editor").exists()
+    assert finished[runs[1].tool_call_id].status == "failed" and not (repo / "refused-by-editor").exists()
+    assert "you refused" in finished[runs[1].tool_call_id].content[-1].content.text
+    assert finished[runs[2].tool_call_id].status == "completed"
+
+    # an ordinary session of ours: the log the app, replay and search read
+    session = Session.open(Paths.for_root(repo), slug)
+    assert [r["type"] for r in records(session) if r["type"] != "epoch"][:3] == ["user", "assistant", "tool"]
+    assert records(session, "user")[0]["content"] == "Make clean lowercase"
+    assert [hit.slug for hit in search(Paths.for_root(repo), "Make clean lowercase")] == [slug]
+    assert len(Episode.load(Paths.for_root(repo), slug)) == len(records(session))  # replay reads it
+    # /undo over ACP takes the turn's edit back, as in the app
+    assert "return text.strip().lower()" in edited and "return text.strip().lower()" not in (
+        repo / "pkg/util.py").read_text()
+    assert undone.stop_reason == "end_turn"
+    assert [u.content.text for u in undo_said] == ["undid user turn 1: 1 file restored (pkg/util.py)"]
+    assert (tmp_path / "stderr").read_text() == f"workstation: serving ACP for {repo.resolve()} over stdio\n"
+
+
+def test_cancel_stops_a_streaming_reply_and_a_pending_question(repo, home, server, tmp_path):
+    server.push(Reply(text="word " * 400, chunk_delay_s=0.02),
+                Reply(tool_calls=[("run_command", {"cmd": "touch never-made"})]))
+    editor = Editor(["wait"])
+
+    async def session():
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                turn = asyncio.create_task(conn.prompt(session_id=new.session_id, prompt=[text_block("Talk")]))
+                await editor.texted.wait()
+                await conn.cancel(session_id=new.session_id)
+                first = await turn
+                second = asyncio.create_task(conn.prompt(session_id=new.session_id, prompt=[text_block("Touch")]))
+                await editor.waiting.wait()
+                await conn.cancel(session_id=new.session_id)
+                return new.session_id, first, await second
+
+    slug, first, second = run(session())
+    assert first.stop_reason == "cancelled" and second.stop_reason == "cancelled"
+    assert len(editor.text()) < len("word " * 400)  # the stream stopped early
+    assert not (repo / "never-made").exists()
+    log = records(Session.open(Paths.for_root(repo), slug))
+    assert [r["content"] for r in log if r.get("notice") == "cancelled"] == ["[cancelled]", "[cancelled]"]
+    # the pending question was withdrawn as the app's Escape withdraws its dialog: the command was not run
+    said = [r["content"] for r in log if r["type"] == "tool"]
+    assert len(said) == 1 and said[0].startswith("error: you refused: 'touch never-made' (")
+    assert editor.text().endswith("\n\n[cancelled]\n")
+
+
+def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, tmp_path):
+    server.push(Reply(text="Reading.", tool_calls=[("read_lines", {"path": "pkg/util.py", "start": 1, "end": 6}),
+                                                   ("todo", {"items": PLAN})]),
+                Reply(tool_calls=[("edit_file", {"path": "pkg/util.py", "old": "return text.strip()",
+                                                 "new": "return text.strip(' ')"})]),
+                Reply(text="Edited."))
+    first = Editor()
+
+    async def one():
+        with open(tmp_path / "stderr1", "w") as err:
+            async with connect(first, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                await conn.prompt(session_id=new.session_id, prompt=[text_block("Strip spaces only")])
+                return new.session_id
+
+    slug = run(one())
+    server.push(Reply(text="Still here."))
+    second = Editor()
+
+    async def two():
+        with open(tmp_path / "stderr2", "w") as err:
+            async with connect(second, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                loaded = await conn.load_session(cwd=str(repo), session_id=slug, mcp_servers=[])
+                replayed = len(second.updates)
+                done = await conn.prompt(session_id=slug, prompt=[text_block("Are you there?")])
+                return loaded, replayed, done
+
+    loaded, replayed, done = run(two())
+    history = second.updates[:replayed]
+    assert loaded.modes.current_mode_id == "ask" and done.stop_reason == "end_turn"
+    assert [u.content.text for u in history if isinstance(u, UserMessageChunk)] == ["Strip spaces only"]
+    said = "".join(u.content.text for u in history if isinstance(u, AgentMessageChunk))
+    assert said == "Reading.Edited."
+    starts = [u for u in history if isinstance(u, ToolCallStart)]
+    assert [u.title.split("(")[0] for u in starts] == ["read_lines", "todo", "edit_file"]
+    ends = [u for u in history if isinstance(u, ToolCallProgress)]
+    diff = next(c for c in ends[2].content if isinstance(c, FileEditToolCallContent))
+    assert "return text.strip(' ')" in diff.new_text and ends[2].tool_call_id == starts[2].tool_call_id
+    (plan,) = [u for u in history if isinstance(u, AgentPlanUpdate)]
+    assert [e.content for e in plan.entries] == ["read clean", "lowercase it"]
+    # the history the live turn showed is the history the load replays
+    live = [(type(u).__name__, getattr(u, "tool_call_id", None)) for u in first.updates
+            if isinstance(u, (ToolCallStart, ToolCallProgress)) and u.status != "in_progress"]
+    assert live == [(type(u).__name__, getattr(u, "tool_call_id", None)) for u in history
+                    if isinstance(u, (ToolCallStart, ToolCallProgress))]
+    # the turn went on in the same log, with the earlier turns in the model's context
+    assert second.text().endswith("Still here.")
+    assert any(m.get("content") == "Strip spaces only" for m in server.requests[-1]["messages"])
+    assert [r["content"] for r in records(Session.open(Paths.for_root(repo), slug), "user")] == [
+        "Strip spaces only", "Are you there?"]
+
+
+def test_an_imported_session_loads_like_ours(repo, home, server, tmp_path):
+    import subprocess
+
+    env = {**os.environ, "WORKSTATION_HOME": str(home)}
+    made = subprocess.run([sys.executable, "-m", "workstation", "-C", str(repo), "import", "--format",
+                           "claude-code", str(FIXTURES / "claude_session.jsonl")], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    paths = Paths.for_root(repo)
+    slug = next(p.stem for p in paths.sessions.glob("*.jsonl"))
+    theirs = records(Session.open(paths, slug))
+    editor = Editor()
+
+    async def session():
+        refused = []
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                for bad in ("no-such-session", "../../etc/passwd"):
+                    try:
+                        await conn.load_session(cwd=str(repo), session_id=bad, mcp_servers=[])
+                    except RequestError as exc:
+                        refused.append((exc.code, str(exc)))
+                await conn.load_session(cwd=str(repo), session_id=slug, mcp_servers=[])
+        return refused
+
+    assert run(session()) == [(-32000, "no session named no-such-session"),
+                              (-32000, "invalid session name '../../etc/passwd': use lowercase letters, digits, '_' "
+                                       "or '-' (at most 100)")]
+    users = [u.content.text for u in editor.of(UserMessageChunk)]
+    assert users == [r["content"] for r in theirs if r["type"] == "user"] and users
+    assert len(editor.of(ToolCallStart)) == sum(len(r.get("tool_calls") or ()) for r in theirs)
+
+
+def test_an_untrusted_workspace_keeps_its_allow_list_to_itself(repo, home, server, tmp_path):
+    (repo / ".workstation").mkdir()
+    (repo / ".workstation" / "config.toml").write_text('[agent]\ncommand_allow = ["touch ..."]\n')
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch planted"})]), Reply(text="ok"))
+    editor = Editor(["reject"])
+
+    async def session():
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                return await conn.prompt(session_id=new.session_id, prompt=[text_block("touch it")])
+
+    assert run(session()).stop_reason == "end_turn"
+    assert [call.title for call, _ in editor.asked] == ["touch planted"]  # asked: the planted allow-list is ignored
+    assert not (repo / "planted").exists()
+    assert "is not trusted: ignored agent.command_allow" in editor.text()
+    assert "is not trusted: ignored agent.command_allow" in (tmp_path / "stderr").read_text()
+
+
+def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, server, tmp_path):
+    from acp.schema import McpServerStdio
+
+    fixture = str(Path(__file__).resolve().parent.parent / "mcp_fixture_server.py")
+    server.push(Reply(tool_calls=[("fixture__echo", {"text": "editor", "reverse": True})]),
+                Reply(text="It said rotide."))
+    editor = Editor(["allow"])
+
+    async def session():
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[
+                    McpServerStdio(name="fixture", command=sys.executable, args=[fixture], env=[])])
+                return await conn.prompt(session_id=new.session_id, prompt=[text_block("echo it")])
+
+    assert run(session()).stop_reason == "end_turn"
+    assert "fixture__echo" in json.dumps(server.requests[-2]["tools"])
+    assert [call.title for call, _ in editor.asked] == ['fixture__echo {"text": "editor", "reverse": true}']
+    running, done = editor.of(ToolCallProgress)
+    assert running.status == "in_progress"
+    assert done.status == "completed" and done.content[-1].content.text == "rotide"
+
+
+def test_approve_all_mode_and_requests_refused_in_one_line(repo, home, server, tmp_path):
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch made-in-yes-mode"})]), Reply(text="made"))
+    editor = Editor()  # no answers: a question would fail the test
+
+    async def session():
+        refused = []
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                for bad in (conn.set_session_mode(session_id=new.session_id, mode_id="nope"),
+                            conn.prompt(session_id="not-open", prompt=[text_block("hi")]),
+                            conn.new_session(cwd="relative/path", mcp_servers=[]),
+                            conn.new_session(cwd=str(tmp_path / "missing"), mcp_servers=[]),
+                            conn.prompt(session_id=new.session_id, prompt=[text_block("   ")])):
+                    try:
+                        await bad
+                    except RequestError as exc:
+                        refused.append((exc.code, str(exc)))
+                await conn.set_session_mode(session_id=new.session_id, mode_id="yes")
+                return refused, await conn.prompt(session_id=new.session_id, prompt=[text_block("make it")])
+
+    refused, done = run(session())
+    assert refused == [(-32602, "no mode 'nope': one of ask, yes"),
+                       (-32000, "no open session 'not-open': load it first (session/load)"),
+                       (-32602, "cwd must be an absolute path, not 'relative/path'"),
+                       (-32602, f"cwd: no such folder: {tmp_path / 'missing'}"),
+                       (-32000, "empty message")]
+    assert done.stop_reason == "end_turn" and editor.asked == [] and (repo / "made-in-yes-mode").exists()
+
+
+def test_a_line_that_is_not_json_rpc_gets_one_error_and_serving_goes_on(repo, home, tmp_path):
+    async def session():
+        env = {**os.environ, "WORKSTATION_HOME": str(home)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "workstation", "-C", str(repo), "acp", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        proc.stdin.write(b"this is not json\n[1, 2]\n")
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize",
+                                     "params": {"protocolVersion": 1}}).encode() + b"\n")
+        await proc.stdin.drain()
+        lines = [json.loads(await proc.stdout.readline()) for _ in range(3)]
+        proc.stdin.close()
+        await proc.wait()
+        return lines, (await proc.stderr.read()).decode(), proc.returncode
+
+    (bad, array, good), err, code = run(session())
+    assert bad["id"] is None and bad["error"]["code"] == -32700 and "this is not json" in bad["error"]["message"]
+    assert array["id"] is None and array["error"]["code"] == -32600 and "not list" in array["error"]["message"]
+    assert good["id"] == 7 and good["result"]["protocolVersion"] == 1
+    assert code == 0 and "Traceback" not in err
+    assert sum("not a JSON-RPC message" in line for line in err.splitlines()) == 2

@@ -1,0 +1,530 @@
+"""The ACP agent: an editor's sessions are ordinary sessions of ours, each run by an agent.loop.Agent.
+
+Built as every front end builds its agent (tui.backend, `workstation chat`): a `runtime.Workspace` per
+folder (the session's `cwd`; its config as trust allows: workstation.trust), the workspace's MCP servers
+(`mcp.client.open_toolset`, started once per folder), a `sessions.Session` and an `Agent` on them. So a
+session started in an editor is in the app's sessions screen, search, replay, compaction and undo, and
+an editor can load any session of ours, imported ones included (the ACP session id is the slug).
+
+What each request does:
+
+    initialize       protocol version 1, loadSession, session/list; prompts of text and resource links
+    session/new      a new session in the folder; its modes and slash commands follow; the editor's own
+                     stdio MCP servers start for the session, beside the folder's, and ask before each call
+    session/load     the session's whole conversation replayed as updates (acp.records), its plan among them
+    session/prompt   one agent turn, on a worker thread: text streams as agent_message_chunk, each tool
+                     call is a tool_call, in_progress while it runs, then a tool_call_update with its
+                     result and diffs; a prompt
+                     starting with `/` is a slash command (agent.slash), its answer one message
+    session/cancel   stops the turn as Escape does (the model call, a running command, a pending question)
+    session/set_mode "ask" (a command off agent.command_allow asks the editor) or "yes" (every command is
+                     approved, as `workstation chat --yes`)
+    session/list     the folder's live sessions, newest first
+
+A command the allow-list covers runs without asking (agent.commands); any other, and a call to an MCP
+tool that asks, is a session/request_permission with allow once, allow for this session (that exact
+command line, remembered in memory only) and reject. One turn runs at a time per folder; a prompt to
+another session of the same folder waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from acp import PROTOCOL_VERSION, RequestError, helpers, run_agent, stdio_streams
+from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock,
+                        Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
+                        McpServerStdio, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
+                        ResourceContentBlock, SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode,
+                        SessionModeState, SetSessionModeResponse, TextContentBlock, TextResourceContents,
+                        ToolCallUpdate, UnstructuredCommandInput)
+
+from .. import __version__
+from ..errors import ConfigError, WorkstationError
+from .records import Mapper
+from .wire import checked
+
+if TYPE_CHECKING:
+    from ..agent.approval import ApprovalRequest
+    from ..agent.loop import Agent
+    from ..runtime import Workspace
+    from ..sessions.log import Session
+
+log = logging.getLogger(__name__)
+
+MODES = (SessionMode(id="ask", name="Ask", description="Commands off the allow-list (agent.command_allow) ask you"),
+         SessionMode(id="yes", name="Approve all",
+                     description="Every command the agent asks to run is approved (as `workstation chat --yes`)"))
+# slash commands that move the chat to another session: an editor starts a new thread for that
+ELSEWHERE = {"/new": "start a new thread in your editor", "/clear": "start a new thread in your editor",
+             "/archive": "archive it with `workstation session archive`",
+             "/fork": "fork it with `workstation session fork`"}
+SEND_TIMEOUT_S = 60.0  # an update the editor does not read for this long: it is gone, the turn stops
+ALLOW_ONCE, ALLOW_SESSION, REJECT = "allow", "allow-session", "reject"
+REFUSED, INVALID_PARAMS = -32000, -32602  # JSON-RPC codes: a refusal of ours (its message says why), bad params
+
+
+def _error(err: Exception) -> RequestError:
+    """A refusal the editor shows: one line naming the problem."""
+    lines = err.lines if isinstance(err, ConfigError) else [str(err)]
+    return RequestError(REFUSED, "; ".join(lines))
+
+
+@dataclass
+class Place:
+    """One folder's workspace, MCP servers and turn lock, shared by its sessions."""
+
+    ws: "Workspace"
+    toolset: Any
+    notices: list[str]  # what the config and the MCP servers said at opening (an untrusted folder's)
+    turn: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Live:
+    """One open ACP session: its agent, how its records map, its mode, its cancel."""
+
+    def __init__(self, server: "Server", place: Place, session: "Session", toolset: Any = None, own: Any = None):
+        from ..agent.loop import Agent  # lazy: the agent stack, ~150 ms, not for --help
+
+        self.server = server
+        self.place = place
+        self.slug = session.slug
+        self.toolset = toolset or place.toolset  # the folder's tools, and the editor's MCP servers' if it gave any
+        self.own = own  # mcp.client.McpClients of the editor's servers: they stop with the session
+        self.mapper = Mapper(place.ws.root, self.toolset)
+        self.cancel = threading.Event()
+        self.mode = "ask"
+        self.allowed: set[tuple[str, str]] = set()  # (action, subject) the user allowed for this session
+        self.running = False
+        self.gone = False  # an update could not be sent: the editor is gone
+        self.notices: list[str] = []  # what starting the editor's MCP servers said
+        # built as the app and `workstation chat` build theirs: the workspace, its MCP tools, an approver
+        self.agent: Agent = Agent(place.ws, session, approve=self.approve, toolset=self.toolset)
+
+    def send(self, update: Any) -> None:
+        """One update to the editor, from the turn's thread, in order; a client gone stops the turn (and
+        what the turn says while it stops goes nowhere)."""
+        if self.gone:
+            return
+        if not self.server.send(self.slug, update):
+            self.gone = True
+            self.cancel.set()
+
+    def say(self, text: str) -> None:
+        self.send(helpers.update_agent_message_text(text))
+
+    def approve(self, request: "ApprovalRequest") -> bool:
+        """The agent's approver (agent.approval): the mode, this session's allowances, else the editor."""
+        key = (request.action, request.subject)
+        if self.mode == "yes" or key in self.allowed:
+            return True
+        call = ToolCallUpdate(tool_call_id=self.agent.ctx.call_id or "approval", title=request.subject,
+                              kind="execute" if request.action == "command" else "other", status="pending",
+                              content=[helpers.tool_content(helpers.text_block(request.question()))])
+        options = [PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once"),
+                   PermissionOption(option_id=ALLOW_SESSION, name="Allow this exact one for the session",
+                                    kind="allow_always"),
+                   PermissionOption(option_id=REJECT, name="Reject", kind="reject_once")]
+        answer = self.server.ask(self.slug, call, options, self.cancel)
+        if answer == ALLOW_SESSION:
+            self.allowed.add(key)
+        return answer in (ALLOW_ONCE, ALLOW_SESSION)
+
+    def turn(self, text: str) -> str:
+        """One prompt on the turn's thread; its stop reason."""
+        from ..agent.loop import AgentEvents  # lazy: the agent stack, loaded by the first session already
+
+        with self.place.turn:
+            if self.cancel.is_set():
+                return "cancelled"
+            if text.lstrip().startswith("/"):
+                return self.slash(text.strip())
+
+            waiting: list[tuple[str, str]] = []  # the step's calls not yet run: the loop runs them in order
+            tasks: set[str] = set()  # task calls running: the activity heard meanwhile is their sub-agents'
+
+            def recorded(record: dict) -> None:
+                if record.get("sidechain"):  # a sub-agent's own steps: the editor sees its task and summary
+                    return
+                for update in self.mapper.updates(record, streamed=True):
+                    self.send(update)
+                if record.get("type") == "assistant":
+                    waiting[:] = [(c["id"], c.get("name", "")) for c in record.get("tool_calls") or ()
+                                  if isinstance(c, dict)]
+                elif record.get("type") == "tool":
+                    tasks.discard(record.get("tool_call_id"))
+
+            def activity(kind: str, what: str) -> None:
+                if kind == "tool" and waiting and not tasks:  # the next call starts running
+                    call_id, name = waiting.pop(0)
+                    if name == "task":
+                        tasks.add(call_id)
+                    self.send(helpers.update_tool_call(call_id, status="in_progress"))
+
+            events = AgentEvents(on_text=self.say, on_record=recorded, on_activity=activity,
+                                 on_retry=lambda why: self.say(f"\n\n[retrying: {why}; the text above is void]\n\n"),
+                                 on_notice=lambda line: self.say(f"\n\n[{line}]\n"))
+            result = self.agent.run(text, events, cancel=self.cancel)
+        if self.cancel.is_set():
+            return "cancelled"
+        if result.error and "agent.max_steps" in result.error:
+            return "max_turn_requests"
+        return "end_turn"
+
+    def slash(self, line: str) -> str:
+        from ..agent import slash  # lazy: the agent stack, loaded already
+
+        name = line.split()[0]
+        if name in ELSEWHERE:
+            self.say(f"{name} is not served over ACP: {ELSEWHERE[name]} (this session stays as it is)")
+            return "end_turn"
+        out = slash.run(self.agent, line)
+        self.say(out.text if out.ok else f"error: {out.text}")
+        return "end_turn"
+
+    def modes(self) -> SessionModeState:
+        return SessionModeState(current_mode_id=self.mode, available_modes=list(MODES))
+
+
+class Server:
+    """The ACP agent (the SDK's `acp.Agent` protocol); `default` is the -C workspace."""
+
+    def __init__(self, default: "Workspace"):
+        self.default = default
+        self.places: dict[Path, Place] = {}
+        self.lives: dict[str, Live] = {}
+        self.conn: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._opening = threading.Lock()
+        self._tasks: set[asyncio.Task] = set()
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+        self.loop = asyncio.get_running_loop()
+
+    # ------------------------------------------------------------------ from the turn's thread
+    def send(self, slug: str, update: Any) -> bool:
+        future = None
+        try:
+            future = asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id=slug, update=update),
+                                                      self.loop)
+            future.result(timeout=SEND_TIMEOUT_S)
+            return True
+        except Exception as err:  # the editor is gone or stopped reading: nobody sees the turn
+            if future is not None:
+                future.cancel()
+            log.warning("session %s: an update could not be sent (%s); the turn stops", slug, err or type(err).__name__)
+            return False
+
+    def ask(self, slug: str, call: ToolCallUpdate, options: list, cancel: threading.Event) -> str | None:
+        """The option the user picked; None when the turn was cancelled or the editor did not answer."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(
+                self.conn.request_permission(session_id=slug, tool_call=call, options=options), self.loop)
+        except RuntimeError:  # the loop is closed: the editor is gone
+            return None
+        while True:
+            try:
+                response = future.result(timeout=0.05)
+                break
+            except TimeoutError:
+                if cancel.is_set():
+                    future.cancel()
+                    return None
+            except Exception as err:  # the editor is gone or refused the request
+                log.warning("session %s: the permission request failed (%s)", slug, err or type(err).__name__)
+                return None
+        outcome = response.outcome
+        return getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
+
+    # ------------------------------------------------------------------ folders and sessions
+    def _place(self, cwd: str) -> Place:
+        """The folder's workspace and MCP servers, opened on first use (on a worker thread: they take time)."""
+        from ..mcp.client import open_toolset  # lazy: the MCP SDK, only with servers configured
+        from ..runtime import Workspace  # lazy: loaded by the command already
+
+        if not cwd or not os.path.isabs(cwd):
+            raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, not {cwd!r}")
+        if not os.path.isdir(cwd):
+            raise RequestError(INVALID_PARAMS, f"cwd: no such folder: {cwd}")
+        root = Path(os.path.realpath(cwd))
+        with self._opening:
+            if root in self.places:
+                return self.places[root]
+            notices: list[str] = []
+
+            def said(line: str) -> None:
+                notices.append(line)
+                log.warning("%s", line)
+
+            try:
+                if Path(os.path.realpath(self.default.requested_root)) == root:
+                    ws = self.default.load()  # its warnings went to stderr as the command line loaded it
+                    notices.extend(ws.warnings)
+                else:
+                    ws = Workspace(root, model=self.default.requested_model, lazy=True, on_warning=said).load()
+                toolset = open_toolset(ws, on_notice=said)
+            except WorkstationError as err:
+                raise _error(err) from None
+            place = self.places[root] = Place(ws, toolset, notices)
+            return place
+
+    def _open(self, place: Place, slug: str | None, servers: list | None = None) -> Live:
+        """The live session `slug` of the folder (opened now if need be), or a new one. The ACP session id
+        is the slug: one open in another folder of this server is refused, and a new one never takes it."""
+        from ..sessions.log import Session  # lazy: with the agent stack
+
+        known = self.lives.get(slug) if slug is not None else None
+        if known is not None:
+            if known.place is not place:
+                raise RequestError(REFUSED, f"session {slug} is open for {known.place.ws.root} in this server")
+            return known
+        try:
+            if slug is not None:
+                session = Session.open(place.ws.paths, slug)
+            else:
+                taken = []
+                session = Session.create(place.ws.paths, title="acp")
+                while session.slug in self.lives:  # another folder's open session has this name
+                    taken.append(session)
+                    session = Session.create(place.ws.paths, title="acp")
+                for empty in taken:
+                    empty.remove_if_empty()
+            toolset, own, notices = editor_servers(place, servers or [])
+        except WorkstationError as err:
+            raise _error(err) from None
+        try:
+            live = Live(self, place, session, toolset, own)
+        except BaseException:
+            if own is not None:
+                own.close()
+            if slug is None:
+                session.remove_if_empty()
+            raise
+        live.notices = notices
+        self.lives[session.slug] = live
+        return live
+
+    def _live(self, slug: str) -> Live:
+        live = self.lives.get(slug)
+        if live is None:
+            raise RequestError(REFUSED, f"no open session {slug!r}: load it first (session/load)")
+        return live
+
+    def _later(self, live: Live) -> None:
+        """After the response that names the session: its slash commands, and what the folder's opening
+        said (an untrusted workspace's ignored settings, an MCP server that failed)."""
+        async def announce() -> None:
+            await self.conn.session_update(session_id=live.slug, update=commands_update())
+            for line in [*live.place.notices, *live.notices]:
+                await self.conn.session_update(session_id=live.slug,
+                                               update=helpers.update_agent_message_text(f"[{line}]\n"))
+
+        task = asyncio.create_task(announce())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ the protocol
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(  # the one version this SDK speaks, whatever the client asked (the spec's rule)
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(
+                load_session=True, prompt_capabilities=PromptCapabilities(embedded_context=True),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
+            agent_info=Implementation(name="workstation", title="workstation", version=__version__))
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
+        place = await asyncio.to_thread(self._place, cwd)
+        live = await asyncio.to_thread(self._open, place, None, mcp_servers)
+        self._later(live)
+        return NewSessionResponse(session_id=live.slug, modes=live.modes())
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        place = await asyncio.to_thread(self._place, cwd)
+        live = await asyncio.to_thread(self._open, place, session_id, mcp_servers)
+        records = (await asyncio.to_thread(live.agent.session.read)).records
+        for update in live.mapper.history(records):  # the plan too: the last one replayed is the one in force
+            await self.conn.session_update(session_id=live.slug, update=update)
+        self._later(live)
+        return LoadSessionResponse(modes=live.modes())
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
+                            **kwargs: Any) -> ListSessionsResponse:
+        from ..sessions.catalog import list_sessions  # lazy: the sessions stack
+
+        place = await asyncio.to_thread(self._place, cwd or str(self.default.root))
+        found = await asyncio.to_thread(list_sessions, place.ws.paths)
+        return ListSessionsResponse(sessions=[
+            SessionInfo(session_id=info.slug, cwd=str(place.ws.root), title=info.title or None,
+                        updated_at=info.last_activity) for info in found])
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        live = self._live(session_id)
+        if mode_id not in {mode.id for mode in MODES}:
+            raise RequestError(INVALID_PARAMS, f"no mode {mode_id!r}: one of {', '.join(m.id for m in MODES)}")
+        live.mode = mode_id
+        return SetSessionModeResponse()
+
+    async def prompt(self, prompt: list, session_id: str, **kwargs: Any) -> PromptResponse:
+        live = self._live(session_id)
+        text = prompt_text(prompt, live.place.ws.root)
+        if live.running:
+            raise RequestError(REFUSED, "a turn is already running in this session: cancel it first")
+        live.running = True
+        live.cancel.clear()
+        try:
+            stop = await asyncio.to_thread(live.turn, text)
+        except WorkstationError as err:  # refused before it began: no model, an empty message
+            raise _error(err) from None
+        finally:
+            live.running = False
+        return PromptResponse(stop_reason=stop)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        live = self.lives.get(session_id)
+        if live is not None:
+            live.cancel.set()
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None  # no methods offered: the model's key comes from the user's config and environment
+
+    # ------------------------------------------------------------------ the end
+    def close(self) -> None:
+        """Stop every turn, close the agents (an empty session leaves no file), the MCP servers, the stores."""
+        for live in self.lives.values():
+            live.cancel.set()
+        for live in list(self.lives.values()):
+            with live.place.turn:  # the turn's thread ends its turn first
+                live.agent.close()
+                live.agent.session.remove_if_empty()
+                if live.own is not None:
+                    live.own.close()
+        self.lives.clear()
+        for place in self.places.values():
+            place.toolset.close()
+            if place.ws is not self.default:
+                place.ws.close()
+        self.places.clear()
+
+
+def editor_servers(place: Place, servers: list) -> tuple[Any, Any, list[str]]:
+    """The session's toolset when the editor gave MCP servers of its own (stdio ones: the protocol's
+    must), started as the configured ones are (mcp.client) and untrusted: each call asks. (toolset, the
+    clients to stop with the session, one line per server left out or not started); the folder's toolset
+    when it gave none."""
+    from ..agent import tools  # lazy: with the agent stack
+    from ..config import McpServerConfig  # lazy: loaded with the workspace already
+    from ..mcp.client import McpClients  # lazy: the MCP SDK
+
+    configs: dict[str, McpServerConfig] = {}
+    notices: list[str] = []
+    for server in servers:
+        name = re.sub(r"[^A-Za-z0-9-]+", "-", str(getattr(server, "name", ""))).strip("-")[:32] or "editor"
+        if not isinstance(server, McpServerStdio):
+            notices.append(f"MCP server {name} from the editor left out: only stdio servers are supported")
+        elif name in place.ws.config.mcp.servers or name in configs:
+            notices.append(f"MCP server {name} from the editor left out: a server of that name is configured")
+        else:
+            configs[name] = McpServerConfig(command=server.command, args=list(server.args),
+                                            env={e.name: e.value for e in server.env})
+    if not configs:
+        return place.toolset, None, notices
+    clients = McpClients(configs, root=place.ws.root, log_dir=place.ws.paths.state / "mcp")
+    try:
+        notices += clients.start()
+        mine = [t for name, t in place.toolset.tools.items() if name not in tools.TOOLS]
+        return tools.Toolset(extra=[*mine, *clients.tools()]), clients, notices
+    except BaseException:
+        clients.close()
+        raise
+
+
+def commands_update() -> Any:
+    from ..agent import slash  # lazy: the agent stack
+
+    offered = []
+    for usage, text in slash.HELP.items():
+        name, *rest = usage.split()
+        if name in ELSEWHERE:
+            continue
+        offered.append(AvailableCommand(name=name.lstrip("/"), description=text, input=AvailableCommandInput(
+            UnstructuredCommandInput(hint=" ".join(rest))) if rest else None))
+    return helpers.update_available_commands(offered)
+
+
+def prompt_text(blocks: list, root: Path) -> str:
+    """The user's message from a prompt's content blocks: text as is, a linked file by its path, an embedded
+    file's text fenced under its path; images and audio are refused (not offered at initialize)."""
+    parts = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(_where(block.uri, root))
+        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(block.resource, TextResourceContents):
+            parts.append(f"\n{_where(block.resource.uri, root)}:\n```\n{block.resource.text}\n```\n")
+        else:
+            raise RequestError(INVALID_PARAMS, f"{getattr(block, 'type', 'this')} content is not supported: send "
+                                               "text or a file")
+    return "".join(parts)
+
+
+def _where(uri: str, root: Path) -> str:
+    """`pkg/core.py` for a file:// uri inside the workspace, the uri itself otherwise."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return uri
+    path = Path(unquote(parsed.path))
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+# ---------------------------------------------------------------------- serving
+STDIO_LIMIT = 50 * 1024 * 1024  # bytes of one message (the SDK's default: prompts may embed files)
+
+
+class _OneLine(logging.Formatter):
+    """A log record in one line: an exception by its type and message, never a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"workstation acp: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            err = record.exc_info[1]
+            text += f" ({type(err).__name__}: {err})"
+        return " ".join(text.split())
+
+
+def serve_stdio(ws: "Workspace") -> None:
+    """Serve ACP on stdin/stdout until the editor closes stdin; every line of stderr is one line."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    if ws.config.model.name:  # litellm loads (~4-5 s) while the editor starts its thread, not at the first prompt
+        from .. import llm  # lazy: the model client
+
+        threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
+    asyncio.run(_serve(ws))
+
+
+async def _serve(ws: "Workspace") -> None:
+    raw, writer = await stdio_streams(limit=STDIO_LIMIT)
+    reader, pump = await checked(raw, writer, STDIO_LIMIT,
+                                 lambda why: log.warning("ignored a line that is not a JSON-RPC message: %s", why))
+    server = Server(ws)
+    try:
+        await run_agent(server, writer, reader)
+    finally:
+        pump.cancel()
+        await asyncio.to_thread(server.close)  # off the loop: a turn's thread may still send to it
