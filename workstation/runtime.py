@@ -99,7 +99,7 @@ class Workspace:
     def lsp(self) -> "LanguageServers":
         """The workspace's language servers (workstation.lsp): each starts on first use, all stop at close."""
         from .lsp import LanguageServers  # lazy: nothing starts until a file of a language is edited or queried
-        from .sandbox import Policy
+        from .sandbox import Policy  # lazy: the sandbox's probes, only once a server starts
 
         return LanguageServers(self.root, self.config.lsp,
                                Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env))

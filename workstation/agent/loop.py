@@ -517,7 +517,7 @@ class Agent:
 
     def _delegate(self, prompt: str, write: bool) -> ToolResult:
         """The task tool: a sub-agent of this agent."""
-        from .subagent import delegate  # (it subclasses Agent)
+        from .subagent import delegate  # lazy: it subclasses Agent (an import circle at module level)
 
         return delegate(self, prompt, write)
 

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from ..fsutil import sha256_bytes
 from .results import Diagnostic, Location, ServerFailed, Stopped, Symbol
@@ -149,7 +150,7 @@ class Server:
 
     async def _start(self) -> None:
         from lsprotocol import types as T  # lazy: lsprotocol and cattrs, ~150 ms, only where a server runs
-        from pygls.lsp.client import LanguageClient
+        from pygls.lsp.client import LanguageClient  # lazy: likewise
 
         logging.getLogger("pygls").setLevel(logging.ERROR)  # its warnings would print over the app
 
@@ -303,8 +304,6 @@ class Server:
         return (self.root / rel).as_uri()
 
     def rel(self, uri: str) -> str | None:
-        from urllib.parse import unquote, urlparse
-
         parsed = urlparse(uri)
         if parsed.scheme != "file":
             return None
