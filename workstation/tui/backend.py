@@ -81,6 +81,7 @@ class LiveBackend:
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
         self._bill = None  # sessions.billing.Bill of the chat's session (refresh_bill)
+        self._turn_count = 0  # turns of the chat's session so far (sessions.turns): the next user message's is +1
 
     # ------------------------------------------------------------------ seam.Backend facts
     @property
@@ -260,10 +261,15 @@ class LiveBackend:
         from ..mcp.client import servers_of  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
         from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
 
+        from ..sessions.context import seen  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.turns import count  # lazy: as above
+
         chat = self.app.chat
-        records = self.agent.session.read().records
+        view = self.agent.session.read()
+        records = view.records
+        self._turn_count = count(records)
         self._ui(chat.set_turns, self._transcript(records) + (turns or []))
-        items = plan.current(records) or []
+        items = plan.current(seen(view).records) or []  # a rewound turn's plan is not the plan in force
         self._ui(chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
         agent = self.agent
         model = agent.model_name
@@ -277,6 +283,24 @@ class LiveBackend:
         self._ui(lambda: (chat.set_bill(line), chat.set_status(status)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
+
+    def turn_started(self) -> int:
+        """The number of the turn whose user message was just recorded (sessions.turns)."""
+        self._turn_count += 1
+        return self._turn_count
+
+    def _show_taken_back(self) -> None:
+        """After an undo or rewind: the turns it took back dimmed in place, with what took them back (the
+        slash-command lines stay), and the plan the model now sees."""
+        from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
+        from ..sessions.context import seen  # lazy: as above
+        from ..sessions.turns import taken_back  # lazy: as above
+
+        view = self.agent.session.read()
+        marks = {rid: mark.describe() for rid, mark in taken_back(view.records).items()}
+        self._ui(self.app.chat.mark_taken_back, marks)
+        items = plan.current(seen(view).records) or []
+        self._ui(self.app.chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
 
     def _billed(self, records: list[dict]) -> str:
         """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
@@ -438,6 +462,9 @@ class LiveBackend:
 
     def on_chat_pane_command_submitted(self, request: ChatPane.CommandSubmitted) -> None:
         self._ready.wait()
+        if request.name == "/rewind" and not request.args:
+            self._pick_rewind()
+            return
         if request.name not in SESSION_COMMANDS:
             self._command(request)
         elif not self._busy.acquire(blocking=False):
@@ -452,6 +479,27 @@ class LiveBackend:
         self.refresh_memory()
         self.refresh_timeline()
         self.refresh_git()
+
+    def _pick_rewind(self) -> None:
+        """`/rewind` with no number: the session's turns in a picker; the one chosen is rewound to as
+        `/rewind N [files|conversation]` would be (escape: nothing happens)."""
+        from ..sessions.turns import summaries  # lazy: the sessions stack, +32 ms; off the first paint
+        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
+        from .screens.rewind import RewindScreen  # lazy: as above
+
+        turns = summaries(self.agent.session.read().records)
+        if not turns:
+            self._ui(self.app.chat.add_turn, Turn("error", "/rewind: this session has no turn to go back to yet"))
+            return
+
+        def chosen(choice: tuple[int, str] | None) -> None:
+            if choice is None:
+                return
+            number, what = choice
+            args = f"{number}" + ("" if what == "both" else f" {what}")
+            self.app.post_message(ChatPane.CommandSubmitted("/rewind", args, f"/rewind {args}"))
+
+        self._ui(self.app.push_screen, RewindScreen(turns), chosen)
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
@@ -469,10 +517,9 @@ class LiveBackend:
         if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
             self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
             return
-        if out.action == "rewound":  # the conversation as the model now sees it
-            self._show_session([asked, said])
-            return
         self._ui(chat.add_turn, said)
+        if out.action in ("rewound", "files"):  # what it took back is marked where it stands
+            self._show_taken_back()
         if out.action == "model":
             self._show_session()
 
@@ -494,8 +541,11 @@ class LiveBackend:
         self._ui(pane.set_entries, "ltm", ltm)
 
     def refresh_timeline(self) -> None:
+        from ..sessions.turns import taken_back  # lazy: the sessions stack, +32 ms; off the first paint
+
         events = self.agent.memory.episodic.query(session=self.agent.session.slug, limit=TIMELINE_LIMIT)
-        rows = [timeline_row(e) for e in reversed(events) if e["type"] != "op_start"]
+        marks = taken_back(self.agent.session.read().records)
+        rows = [timeline_row(e, marks) for e in reversed(events) if e["type"] != "op_start"]
         self._ui(self.app.timeline.set_events, rows)
         self._ui(self.app.memory.set_events, rows)
 
@@ -557,16 +607,18 @@ class _LiveTurn:
             on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
+        from ..replay.episode import tool_turn  # lazy: replay and the agent's tools, +100 ms; off the first paint
         from ..sessions.context import update_line  # lazy: the sessions stack, +32 ms; off the first paint
         from ..sessions.log import tool_call_arguments  # lazy: as above
-        from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
+        from ..sessions.turns import starts_turn  # lazy: as above
 
         ui, chat = self.backend._ui, self.chat
         kind, rid, ts = record["type"], record["id"], record_time(record)
         content = str(record.get("content") or "")
         if kind == "user":
             self.wrote_user = True
-            ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens")))
+            number = self.backend.turn_started() if starts_turn(record) else None
+            ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens"), number=number))
         elif kind == "assistant":
             self.backend.count_call(record)
             calls = record.get("tool_calls") or ()
@@ -577,9 +629,8 @@ class _LiveTurn:
                 ui(chat.add_turn, Turn("assistant", text, id=rid, ts=ts, tokens=record.get("tokens")))
         elif kind == "tool":
             call = self.calls.get(record.get("tool_call_id", ""))
-            ui(chat.add_turn, Turn("tool", id=rid, ts=ts, tool=str(record.get("name") or "tool"),
-                                   args=tool_call_arguments(call) if call else {}, result=content,
-                                   ok=bool(record.get("ok", True)), diff=record_diff(record)))
+            ui(chat.add_turn, tool_turn(record, tool_call_arguments(call) if call else {},
+                                        {"id": rid, "ts": ts, "tokens": record.get("tokens")}))
         elif kind == "system":
             notice = record.get("notice")
             if record.get("pin"):
@@ -592,12 +643,15 @@ class _LiveTurn:
                 ui(chat.add_turn, Turn("system", content, id=rid, ts=ts))
 
 
-def timeline_row(event: dict) -> dict:
-    """An episodic event as the timeline shows it: the turn it became (`data.turn_id`) and its outcome."""
+def timeline_row(event: dict, marks: dict | None = None) -> dict:
+    """An episodic event as the timeline shows it: the turn it became (`data.turn_id`), its outcome, and
+    what took that turn back (`marks`: sessions.turns.taken_back of the session's log)."""
     data = dict(event.get("data") or {})
     turn_id = str(data.pop("turn_id", "") or "")
     if event.get("ok") is not None:
         data["ok"] = event["ok"]
+    if marks and turn_id in marks:
+        data["taken_back"] = marks[turn_id].describe()
     return {"ts": event["ts"], "type": event["type"], "name": event.get("name", ""),
             "duration_ms": event.get("duration_ms"),
             "tokens": (event.get("tokens_in") or 0) + (event.get("tokens_out") or 0) or None,

@@ -20,13 +20,13 @@ from typing import Any, Mapping
 from ...errors import WorkstationError
 from ...fsutil import confine
 from .base import (COMMAND, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Meaning, Tool, ToolContext,
-                   ToolResult, cap, default_label, events)
+                   ToolResult, cap, default_label, default_outcome, events)
 from .memory import render_decisions, render_rows
 from .search import render_find
 
 __all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "call", "cap",
            "default_label", "events", "get",
-           "meaning_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
+           "meaning_of", "outcome_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
 
@@ -62,6 +62,13 @@ def meaning_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) ->
     if tool is None:
         return Meaning()
     return tool.meaning(Call.from_record(record, args))
+
+
+def outcome_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> str:
+    """What a recorded call came to, in a few words (`Tool.outcome`; the default for a tool this version
+    does not know)."""
+    tool = TOOLS.get(name)
+    return (tool.outcome if tool is not None else default_outcome)(Call.from_record(record, args))
 
 
 class Toolset:

@@ -146,7 +146,8 @@ class SessionsScreen(Screen):
         self.sessions = {info.slug: info for info in infos}
         current = self.current
         for info in infos:
-            table.add_row("●" if info.slug == current else "", info.slug, info.state, str(info.turns),
+            turns = f"{info.turns} ({info.taken_back}↶)" if info.taken_back else str(info.turns)
+            table.add_row("●" if info.slug == current else "", info.slug, info.state, turns,
                           info.compacted, size_text(info.size), activity_text(info.last_activity),
                           clip(info.title, TITLE_CHARS), key=info.slug)
         if keep in self.sessions:
@@ -166,6 +167,8 @@ class SessionsScreen(Screen):
         facts = [f"{info.slug} · {info.state} · {info.turns} turn{'' if info.turns == 1 else 's'}"]
         if info.covered_turns:
             facts.append(f"turns {info.compacted} summarized")
+        if info.taken_back:
+            facts.append(f"↶ {info.taken_back} taken back by /rewind")
         if info.problems:
             facts.append(f"{info.problems} unreadable lines")
         if info.slug == self.current:
