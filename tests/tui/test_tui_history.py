@@ -1,0 +1,87 @@
+"""History as the chat tells it (issue 22), in the real app over the live backend and the scripted model:
+tool lines with their outcomes, turn numbers beside the user's messages, /undo and /rewind marking what
+they took back in place, the /rewind picker, and a resumed session showing the same."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fakellm import Reply, ScriptedLLM
+from test_tui_live import make_repo, wait_for, write_config
+from tui_support import started
+from workstation.tui.app import WorkstationApp
+from workstation.tui.backend import LiveBackend
+from workstation.tui.screens.rewind import RewindScreen
+
+
+def shown(app) -> str:
+    transcript = app.chat.transcript
+    return "\n".join(transcript.render_line(y).text.rstrip() for y in range(transcript.size.height))
+
+
+def by_text(app, role: str, text: str):
+    return next(t for t in app.chat.transcript.turns if t.role == role and text in t.text)
+
+
+async def send(pilot, app, text: str, done) -> None:
+    app.chat.prompt.value = text
+    await pilot.press("enter")
+    await wait_for(pilot, done)
+
+
+async def test_undo_and_the_rewind_picker_mark_taken_back_turns_live_and_resumed(tmp_path):
+    make_repo(tmp_path)
+    script = [Reply(tool_calls=[("write_file", {"path": "one.txt", "content": "1\n"})]), Reply(text="One."),
+              Reply(tool_calls=[("write_file", {"path": "two.txt", "content": "2\n2\n"})]), Reply(text="Two.")]
+    with ScriptedLLM(script) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=(200, 50)) as pilot:
+            await wait_for(pilot, backend._ready.is_set)
+            await send(pilot, app, "write one", lambda: any(t.text == "One." for t in app.chat.transcript.turns))
+            turns = app.chat.transcript.turns  # the session is on screen: turns are added to this list now
+            await send(pilot, app, "write two", lambda: any(t.text == "Two." for t in turns))
+            assert [t.number for t in turns if t.role == "user"] == [1, 2]
+            assert "you · turn 2" in shown(app)
+            assert "▸ ✓ write_file(two.txt) → new file +2" in shown(app)
+
+            # /undo: turn 2's edit is dimmed in place and says what undid it; the command's lines stay
+            await send(pilot, app, "/undo", lambda: any(t.role == "command" and "undid" in t.text for t in turns))
+            await wait_for(pilot, lambda: by_text(app, "tool", "two.txt").taken_back == "undone by /undo")
+            assert not (tmp_path / "two.txt").exists()
+            assert by_text(app, "tool", "one.txt").taken_back == ""
+            assert by_text(app, "user", "write two").taken_back == ""  # the conversation stands
+            assert "write_file(two.txt) → new file +2  ↶ undone by /undo" in shown(app)
+            assert any(t.role == "user" and t.text == "/undo" for t in turns)
+
+            # /rewind with no number opens the picker; escape leaves everything as it was
+            await send(pilot, app, "/rewind", lambda: isinstance(app.screen, RewindScreen))
+            picker = app.screen
+            assert [t.number for t in picker.turns] == [1, 2]
+            assert picker.turns[1].files == ("two.txt",) and picker.highlighted == 2
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, RewindScreen))
+            assert not any(r["type"] == "rewind" and r.get("conversation")
+                           for r in backend.agent.session.read().records)
+
+            # chosen from the picker: back to before turn 2, files and conversation
+            await send(pilot, app, "/rewind", lambda: isinstance(app.screen, RewindScreen))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: by_text(app, "user", "write two").taken_back == "taken back by /rewind 2")
+            assert by_text(app, "user", "write one").taken_back == ""
+            assert by_text(app, "assistant", "Two.").taken_back == "taken back by /rewind 2"
+            assert "you · turn 2" in shown(app) and "↶ taken back by /rewind 2" in shown(app)
+            assert [t.text for t in turns if t.role == "user"][-1] == "/rewind 2"  # what the picker ran
+            live = [(t.id, t.role, t.number, t.taken_back, t.outcome) for t in turns if t.id]
+            slug = backend.agent.session.slug
+
+        # resumed: the same turns, numbers and marks as the live chat showed
+        backend = LiveBackend(str(tmp_path), session=slug, sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: backend._ready.is_set() and len(app.chat.transcript.turns) > 0)
+            resumed = [(t.id, t.role, t.number, t.taken_back, t.outcome) for t in app.chat.transcript.turns
+                       if t.id and t.role != "notice"]
+            assert [item for item in live if item[1] != "notice"] == resumed
+    await asyncio.sleep(0)
