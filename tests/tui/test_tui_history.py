@@ -24,9 +24,10 @@ def by_text(app, role: str, text: str):
 
 
 async def send(pilot, app, text: str, done) -> None:
+    """Send a line and wait until `done()` and the backend is free for the next one (the turn's end)."""
     app.chat.prompt.value = text
     await pilot.press("enter")
-    await wait_for(pilot, done)
+    await wait_for(pilot, lambda: done() and not app.backend._busy.locked())
 
 
 async def test_undo_and_the_rewind_picker_mark_taken_back_turns_live_and_resumed(tmp_path):
@@ -85,3 +86,94 @@ async def test_undo_and_the_rewind_picker_mark_taken_back_turns_live_and_resumed
                        if t.id and t.role != "notice"]
             assert [item for item in live if item[1] != "notice"] == resumed
     await asyncio.sleep(0)
+
+
+async def test_a_launch_offers_the_last_session_and_ctrl_r_continues_it(tmp_path):
+    from workstation.paths import Paths
+    from workstation.sessions.log import Session
+
+    make_repo(tmp_path)
+    with ScriptedLLM([]) as llm:
+        write_config(tmp_path, llm.url)
+        paths = Paths.for_root(str(tmp_path))
+        paths.sessions.mkdir(parents=True, exist_ok=True)
+        old = Session.create(paths, "older")
+        old.user("an older question")
+        last = Session.create(paths, "fix-loader")
+        last.user("Fix the loader\nsecond line")
+        last.assistant("Fixed.")
+        Session.create(paths, "empty-one").system("a notice, no turn", notice="info")
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.resume_offer is not None)
+            assert app.resume_offer == "fix-loader"
+            offer = app.chat.transcript.turns[-1]
+            assert offer.role == "notice" and "ctrl+r continues your last session, fix-loader" in offer.text
+            assert "“Fix the loader second line”" in offer.text and "1 turn," in offer.text
+            new = backend.agent.session.slug
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: backend.agent.session.slug == "fix-loader"
+                           and any(t.text == "Fixed." for t in app.chat.transcript.turns))
+            assert app.resume_offer is None and not app.check_action("resume_last", ())
+            assert not (paths.sessions / f"{new}.jsonl").exists()  # the new session, still empty, is gone
+    await asyncio.sleep(0)
+
+
+async def test_a_message_in_the_new_session_withdraws_the_offer(tmp_path):
+    from workstation.paths import Paths
+    from workstation.sessions.log import Session
+
+    make_repo(tmp_path)
+    with ScriptedLLM([Reply(text="Hello.")]) as llm:
+        write_config(tmp_path, llm.url)
+        paths = Paths.for_root(str(tmp_path))
+        paths.sessions.mkdir(parents=True, exist_ok=True)
+        Session.create(paths, "before").user("a question")
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.resume_offer == "before")
+            await send(pilot, app, "hi", lambda: any(t.text == "Hello." for t in app.chat.transcript.turns))
+            await wait_for(pilot, lambda: app.resume_offer is None)
+            await pilot.press("ctrl+r")
+            await pilot.pause(0.3)
+            assert backend.agent.session.slug != "before"
+    await asyncio.sleep(0)
+
+
+async def test_the_sessions_screen_hides_empty_sessions_and_filters_by_slug_and_title(tmp_path):
+    from test_tui_screens import WorkspaceBackend
+    from tui_support import settle
+    from workstation.runtime import Workspace
+    from workstation.sessions.log import Session
+    from workstation.tui.screens.sessions import SessionsScreen
+
+    ws = Workspace(tmp_path)
+    try:
+        Session.create(ws.paths, "alpha").user("Fix the loader")
+        Session.create(ws.paths, "beta").user("Rename the config keys")
+        Session.create(ws.paths, "gamma").system("nothing said", notice="info")  # no turn
+        Session.create(ws.paths, "open-now").system("the chat's own, empty so far", notice="info")
+        app = WorkstationApp(WorkspaceBackend(ws, session_slug="open-now"))
+        async with started(app, size=(80, 24)) as pilot:
+            await pilot.press("f6")
+            await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, SessionsScreen)
+            assert set(screen.sessions) == {"alpha", "beta", "open-now"}  # the chat's own is listed, empty or not
+            assert screen.hidden_empty == 1
+            assert "1 empty not listed" in str(screen.query_one("#sessions-title").render())
+            await pilot.press("slash")
+            await pilot.press(*"config")  # the title's words: letters go to the filter, not the screen's keys
+            await settle(pilot)
+            assert set(screen.sessions) == {"beta"} and isinstance(app.screen, SessionsScreen)
+            await pilot.press("escape")  # out of the filter, back to the list: the screen stays
+            await pilot.pause()
+            assert app.screen is screen and screen.table.has_focus
+            await pilot.press("slash", *"nothing matches")
+            await settle(pilot)
+            assert screen.table.row_count == 0
+            assert "no session's slug or title holds" in str(screen.query_one("#sessions-detail").render())
+    finally:
+        ws.close()

@@ -90,6 +90,30 @@ def list_sessions(paths: Paths, *, archived: bool = False,
     return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
 
 
+LAST_CANDIDATES = 20  # newest live logs read to find the last session with a turn
+
+
+def last_session(paths: Paths, *, exclude: str | None = None) -> SessionInfo | None:
+    """The live session written to last that holds a turn (not `exclude`): what a launch offers to
+    continue. Only the newest logs are read, newest first, until one has a turn."""
+    def written(slug: str) -> float:
+        try:
+            return (paths.sessions / f"{slug}.jsonl").stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for slug in sorted((s for s in live_slugs(paths) if s != exclude), key=written, reverse=True)[:LAST_CANDIDATES]:
+        try:
+            view = Session(paths, slug).read()
+        except SessionError:
+            continue
+        turns, covered = of_log(view)
+        if turns.count:
+            return SessionInfo(slug, "live", turns.count, covered.last_turn, view.size, view.last_activity,
+                               _title(view), len(view.problems))
+    return None
+
+
 def load(paths: Paths, slug: str) -> tuple[LogView, str]:
     """Every readable record of a session wherever it is; returns (view, 'live' | 'archived')."""
     check_slug(slug)

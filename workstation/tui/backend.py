@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..sessions.log import Session
     from .app import WorkstationApp
     from .mapfeed import MapFeed
-    from .messages import NewSessionRequested, ThemeChanged
+    from .messages import NewSessionRequested, ResumeSessionRequested, ThemeChanged
     from .panes.chat import ChatPane
     from .panes.map import MapPane
     from .panes.memory import MemoryPane
@@ -145,6 +145,8 @@ class LiveBackend:
         self.agent = self._agent_on(session, self.model)
         self._ready.set()
         self._show_session([Turn("notice", line) for line in [*config_notices, *mcp_notices]])
+        if not self.resume_slug:
+            self._offer_last()
         for line in config_notices:
             self._warn(line)
         self._offer_trust()
@@ -154,6 +156,20 @@ class LiveBackend:
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+
+    def _offer_last(self) -> None:
+        """A launch on a new session offers, in one key, to continue the last session that holds a turn."""
+        from ..sessions.catalog import last_session  # lazy: the sessions stack, +40 ms; off the first paint
+
+        last = last_session(self.ws.paths, exclude=self.agent.session.slug)
+        if last is None:
+            return
+        when = (last.last_activity or "")[:16].replace("T", " ")
+        title = f" “{last.title[:60]}”" if last.title else ""
+        self._ui(self.app.chat.add_turn, Turn("notice", f"ctrl+r continues your last session, {last.slug}{title} "
+                                              f"({last.turns} turn{'s' if last.turns != 1 else ''}, {when} UTC); "
+                                              "F6 lists them all"))
+        self._ui(self.app.offer_resume, last.slug)
 
     def _offer_trust(self) -> None:
         """A workspace whose own settings were ignored (workstation.trust): ask whether to trust it. They
@@ -359,6 +375,18 @@ class LiveBackend:
         finally:
             self._give_back()
 
+    def on_resume_session_requested(self, request: ResumeSessionRequested) -> None:
+        """The launch's offer taken: the chat goes on in the last session (the new one, still empty, goes)."""
+        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
+
+        self._ready.wait()
+        if not self._take_the_chat():
+            return
+        try:
+            self._switch(Session.open(self.ws.paths, request.slug))
+        finally:
+            self._give_back()
+
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
@@ -430,6 +458,8 @@ class LiveBackend:
     def on_chat_pane_submitted(self, request: ChatPane.Submitted) -> None:
         self._ready.wait()
         chat = self.app.chat
+        if self.app.resume_offer is not None:  # the user goes on in the new session: the offer lapses
+            self._ui(self.app.offer_resume, None)
         # what is typed while the session changes (the user just saw "a new session") waits for the new one
         if not (self._busy.acquire(blocking=False) or
                 (self._changing.is_set() and self._busy.acquire(timeout=SESSION_CHANGE_WAIT_S))):
