@@ -19,7 +19,7 @@ from ..agent import tools
 from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
-from ..sessions.catalog import load as load_session, summary_span
+from ..sessions.catalog import load as load_session, rewind_line, summary_span
 from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
 from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
@@ -132,6 +132,8 @@ class Step:
         if kind == "redaction":
             targets = r.get("targets") or ()
             return f"-- redaction: {len(targets)} tool output(s) hidden from the model from here on --"
+        if kind == "rewind":
+            return f"<< {rewind_line(r)} >>"
         return kind
 
     def to_dict(self) -> dict:

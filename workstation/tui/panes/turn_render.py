@@ -212,6 +212,8 @@ def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles, width: int = 0) -
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"{'▾' if expanded else '▸'} ", styles.meta)
     line.append("✓ " if turn.ok else "✗ ", styles.tool if turn.ok else styles.tool_error)
+    if turn.taken_back:  # the mark in front, where a cut line keeps it; what took it back at the end
+        line.append(f"{TAKEN_MARK} ", styles.notice)
     label = turn.text or f"{turn.tool}({safe(args_summary(turn.args))})"
     outcome = turn.outcome or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
     tail = f" → {outcome}" + (f"  {TAKEN_MARK} {turn.taken_back}" if turn.taken_back else "")
