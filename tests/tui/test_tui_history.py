@@ -177,3 +177,37 @@ async def test_the_sessions_screen_hides_empty_sessions_and_filters_by_slug_and_
             assert "no session's slug or title holds" in str(screen.query_one("#sessions-detail").render())
     finally:
         ws.close()
+
+
+async def test_the_memory_and_timeline_panes_follow_a_turn_step_by_step(tmp_path):
+    import threading
+
+    make_repo(tmp_path)
+    release = threading.Event()
+    served: list[int] = []
+
+    def respond(body):
+        served.append(len(body["messages"]))
+        if len(served) == 1:
+            return Reply(tool_calls=[("umem", {"tier": "stm", "key": "progress", "value": "step one"})])
+        release.wait(30)  # the model "thinks" until the test has looked at the panes mid-turn
+        return Reply(text="All done.")
+
+    with ScriptedLLM(respond) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=(200, 50)) as pilot:
+            await wait_for(pilot, backend._ready.is_set)
+            app.chat.prompt.value = "note your progress"
+            await pilot.press("enter")
+            try:
+                # mid-turn: the second model call waits (the turn cannot end), and both panes show the first step
+                await wait_for(pilot, lambda: len(served) == 2)
+                await wait_for(pilot, lambda: any(e.type == "tool_call" and e.name == "umem" for e in app.timeline.shown))
+                await wait_for(pilot, lambda: any(e.key == "progress" for e in app.memory.entries("stm")))
+                assert app.chat.busy and not release.is_set()
+            finally:
+                release.set()
+            await wait_for(pilot, lambda: any(t.text == "All done." for t in app.chat.transcript.turns))
+    await asyncio.sleep(0)

@@ -12,7 +12,9 @@ after every turn and slash command (`refresh_git`: 70-150 ms, never on the UI th
 
 The chat shows the turns the agent writes as it writes them (`AgentEvents.on_record`),
 so live turns carry their record ids as resumed ones do, and the timeline can
-move the chat to any of them. One agent turn runs at a time (`_busy`); whatever
+move the chat to any of them. The memory and timeline panes catch up after each
+step of a turn (when the last result of the agent's message is recorded), not
+only when the turn ends. One agent turn runs at a time (`_busy`); whatever
 replaces the chat's session (resume, /new, /archive) waits for none: it is
 refused while a turn runs, with the way to stop it.
 """
@@ -616,7 +618,14 @@ class _LiveTurn:
         self.backend = backend
         self.chat = chat
         self.calls: dict[str, dict] = {}  # tool call id -> the call the assistant made
+        self.waiting: set = set()  # ids of the last assistant message's calls without a result yet
         self.wrote_user = False
+
+    def step_done(self) -> None:
+        """Every call of the agent's last message has its result: the memory and timeline panes catch up
+        (on the agent's thread; the panes take the rows through call_from_thread)."""
+        self.backend.refresh_memory()
+        self.backend.refresh_timeline()
 
     def events(self):
         from ..agent.loop import AgentEvents  # lazy: the agent stack, +150 ms; off the first paint
@@ -653,6 +662,7 @@ class _LiveTurn:
             self.backend.count_call(record)
             calls = record.get("tool_calls") or ()
             self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
+            self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
             text = content or (f"*calls {', '.join(c.get('name', '?') for c in calls)}*" if calls else "")
             # the streamed reply becomes the turn, with the text as recorded (secrets masked)
             if ui(chat.end_reply, id=rid, tokens=record.get("tokens"), ts=ts, text=text) is None and text:
@@ -661,6 +671,10 @@ class _LiveTurn:
             call = self.calls.get(record.get("tool_call_id", ""))
             ui(chat.add_turn, tool_turn(record, tool_call_arguments(call) if call else {},
                                         {"id": rid, "ts": ts, "tokens": record.get("tokens")}))
+            if self.waiting:
+                self.waiting.discard(record.get("tool_call_id"))
+                if not self.waiting:  # the step's last result: its events and memory writes are in
+                    self.step_done()
         elif kind == "system":
             notice = record.get("notice")
             if record.get("pin"):
