@@ -211,3 +211,62 @@ async def test_the_memory_and_timeline_panes_follow_a_turn_step_by_step(tmp_path
                 release.set()
             await wait_for(pilot, lambda: any(t.text == "All done." for t in app.chat.transcript.turns))
     await asyncio.sleep(0)
+
+
+async def test_always_allow_in_a_trusted_workspace_keeps_the_command_allowed(tmp_path):
+    from trust_support import trust
+    from workstation import config as config_mod
+    from workstation import sandbox
+    from workstation import trust as trust_mod
+    from workstation.tui.screens.confirm import ConfirmScreen
+
+    make_repo(tmp_path)
+    loaded, paths = config_mod.load(tmp_path)
+    found = sandbox.status(sandbox.Policy.for_workspace(paths, loaded.agent))
+    if not found.full:
+        import pytest
+        pytest.skip(f"no full sandbox here, so every command asks and the allow-list is not used: {found.line}")
+    script = [Reply(tool_calls=[("run_command", {"cmd": "touch made.txt"})]), Reply(text="Made."),
+              Reply(tool_calls=[("run_command", {"cmd": "touch made.txt"})]), Reply(text="Again.")]
+    with ScriptedLLM(script) as llm:
+        write_config(tmp_path, llm.url)
+        trust(tmp_path)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=(100, 30)) as pilot:
+            await wait_for(pilot, backend._ready.is_set)
+            app.chat.prompt.value = "make it"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert app.screen.query("#confirm-always")  # offered: a trusted folder, a plain command
+            await pilot.press("a")
+            await wait_for(pilot, lambda: any(t.text == "Made." for t in app.chat.transcript.turns)
+                           and not backend._busy.locked())
+            assert (tmp_path / "made.txt").exists()
+            assert trust_mod.always_allowed(config_mod.inspect(tmp_path)[0].root) == ["touch made.txt"]
+            # the same command again runs without asking
+            app.chat.prompt.value = "again"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: any(t.text == "Again." for t in app.chat.transcript.turns))
+            assert not isinstance(app.screen, ConfirmScreen)
+    # a later start reads it into the allow-list while the folder stays trusted, and forgets it when revoked
+    assert "touch made.txt" in config_mod.load(tmp_path)[0].agent.command_allow
+    trust_mod.revoke(config_mod.inspect(tmp_path)[0].root)
+    assert "touch made.txt" not in config_mod.load(tmp_path)[0].agent.command_allow
+    await asyncio.sleep(0)
+
+
+async def test_always_is_not_offered_in_an_untrusted_workspace(tmp_path):
+    from workstation.agent.approval import ApprovalRequest
+
+    make_repo(tmp_path)
+    with ScriptedLLM([]) as llm:
+        write_config(tmp_path, llm.url)
+        backend = LiveBackend(str(tmp_path), sidecar=False)
+        request = ApprovalRequest("command", "touch made.txt", "not on agent.command_allow")
+        assert backend._always_pattern(request) is None
+        from trust_support import trust
+        trust(tmp_path)
+        assert backend._always_pattern(request) == "touch made.txt"
+        assert backend._always_pattern(ApprovalRequest("command", "ls | wc", "not on agent.command_allow")) is None
+        assert backend._always_pattern(ApprovalRequest("command", "touch x", "no sandbox: ...")) is None

@@ -433,13 +433,14 @@ class LiveBackend:
 
         chat = self.app.chat
         answer = threading.Event()
-        verdict: list[bool] = []
+        verdict: list[bool | str] = []
 
-        def done(ok: bool | None) -> None:
-            verdict.append(bool(ok))
+        def done(ok: bool | str | None) -> None:
+            verdict.append(ok if ok == "always" else bool(ok))
             answer.set()
 
-        screen = ConfirmScreen(request.question())
+        pattern = self._always_pattern(request)
+        screen = ConfirmScreen(request.question(), always="Always" if pattern else None)
         doing = self._ui(lambda: chat.activity)
         self._ui(chat.set_activity, "approval", request.subject)
         self._ui(self.app.push_screen, screen, done)
@@ -451,7 +452,45 @@ class LiveBackend:
                 return False
         if doing is not None:
             self._ui(chat.set_activity, *doing)
-        return verdict[0]
+        if verdict[0] == "always" and pattern:
+            self._allow_always(pattern)
+        return bool(verdict[0])
+
+    def _always_pattern(self, request: ApprovalRequest) -> str | None:
+        """The allow-list entry "Always" would add for this request (its command's words), or None when it
+        is not offered: not a command the allow-list could cover, or a workspace the user does not trust
+        (there the allow-list of its own config does not apply either)."""
+        import shlex  # lazy: stdlib, only when a command asks
+
+        from .. import config as config_mod  # lazy: loaded by the workspace already
+        from ..sandbox.allowlist import Pattern, split  # lazy: as above
+
+        if request.action != "command" or request.reason != "not on agent.command_allow":
+            return None  # no sandbox, or an argument the allow-list refuses: ask each time
+        argv = split(request.subject)
+        if not argv or not config_mod.inspect(self.root)[0].trusted:
+            return None
+        entry = shlex.join(argv)
+        try:
+            Pattern.parse(entry)
+        except ValueError:
+            return None
+        return entry
+
+    def _allow_always(self, entry: str) -> None:
+        """Keep `entry` allowed in this trusted workspace (the user's trust record) and from now on."""
+        from .. import config as config_mod  # lazy: loaded by the workspace already
+        from .. import trust  # lazy: as above
+
+        try:
+            trust.allow_always(config_mod.inspect(self.root)[0].root, entry)
+        except WorkstationError as err:
+            self._warn(str(err))
+            return
+        if entry not in self.agent.ctx.allow:
+            self.agent.ctx.allow.append(entry)
+        self._ui(self.app.notify, f"always allowed here: {entry} (`workstation trust --revoke` forgets it)",
+                 timeout=8)
 
     def _withdraw(self, screen) -> None:
         if self.app.screen is screen:
