@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..errors import WorkstationError
+from . import history
 from .viewdata import MemoryEntry, SlashCommand, Turn
 
 if TYPE_CHECKING:
@@ -160,18 +161,7 @@ class LiveBackend:
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
 
     def _offer_last(self) -> None:
-        """A launch on a new session offers, in one key, to continue the last session that holds a turn."""
-        from ..sessions.catalog import last_session  # lazy: the sessions stack, +40 ms; off the first paint
-
-        last = last_session(self.ws.paths, exclude=self.agent.session.slug)
-        if last is None:
-            return
-        when = (last.last_activity or "")[:16].replace("T", " ")
-        title = f" “{last.title[:60]}”" if last.title else ""
-        self._ui(self.app.chat.add_turn, Turn("notice", f"ctrl+r continues your last session, {last.slug}{title} "
-                                              f"({last.turns} turn{'s' if last.turns != 1 else ''}, {when} UTC); "
-                                              "F6 lists them all"))
-        self._ui(self.app.offer_resume, last.slug)
+        history.offer_last(self)
 
     def _offer_trust(self) -> None:
         """A workspace whose own settings were ignored (workstation.trust): ask whether to trust it. They
@@ -308,17 +298,7 @@ class LiveBackend:
         return self._turn_count
 
     def _show_taken_back(self) -> None:
-        """After an undo or rewind: the turns it took back dimmed in place, with what took them back (the
-        slash-command lines stay), and the plan the model now sees."""
-        from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
-        from ..sessions.context import seen  # lazy: as above
-        from ..sessions.turns import taken_back  # lazy: as above
-
-        view = self.agent.session.read()
-        marks = {rid: mark.describe() for rid, mark in taken_back(view.records).items()}
-        self._ui(self.app.chat.mark_taken_back, marks)
-        items = plan.current(seen(view).records) or []
-        self._ui(self.app.chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
+        history.show_taken_back(self)
 
     def _billed(self, records: list[dict]) -> str:
         """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
@@ -457,40 +437,10 @@ class LiveBackend:
         return bool(verdict[0])
 
     def _always_pattern(self, request: ApprovalRequest) -> str | None:
-        """The allow-list entry "Always" would add for this request (its command's words), or None when it
-        is not offered: not a command the allow-list could cover, or a workspace the user does not trust
-        (there the allow-list of its own config does not apply either)."""
-        import shlex  # lazy: stdlib, only when a command asks
-
-        from .. import config as config_mod  # lazy: loaded by the workspace already
-        from ..sandbox.allowlist import Pattern, split  # lazy: as above
-
-        if request.action != "command" or request.reason != "not on agent.command_allow":
-            return None  # no sandbox, or an argument the allow-list refuses: ask each time
-        argv = split(request.subject)
-        if not argv or not config_mod.inspect(self.root)[0].trusted:
-            return None
-        entry = shlex.join(argv)
-        try:
-            Pattern.parse(entry)
-        except ValueError:
-            return None
-        return entry
+        return history.always_pattern(self.root, request)
 
     def _allow_always(self, entry: str) -> None:
-        """Keep `entry` allowed in this trusted workspace (the user's trust record) and from now on."""
-        from .. import config as config_mod  # lazy: loaded by the workspace already
-        from .. import trust  # lazy: as above
-
-        try:
-            trust.allow_always(config_mod.inspect(self.root)[0].root, entry)
-        except WorkstationError as err:
-            self._warn(str(err))
-            return
-        if entry not in self.agent.ctx.allow:
-            self.agent.ctx.allow.append(entry)
-        self._ui(self.app.notify, f"always allowed here: {entry} (`workstation trust --revoke` forgets it)",
-                 timeout=8)
+        history.allow_always(self, entry)
 
     def _withdraw(self, screen) -> None:
         if self.app.screen is screen:
@@ -552,25 +502,7 @@ class LiveBackend:
         self.refresh_git()
 
     def _pick_rewind(self) -> None:
-        """`/rewind` with no number: the session's turns in a picker; the one chosen is rewound to as
-        `/rewind N [files|conversation]` would be (escape: nothing happens)."""
-        from ..sessions.turns import summaries  # lazy: the sessions stack, +32 ms; off the first paint
-        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
-        from .screens.rewind import RewindScreen  # lazy: as above
-
-        turns = summaries(self.agent.session.read().records)
-        if not turns:
-            self._ui(self.app.chat.add_turn, Turn("error", "/rewind: this session has no turn to go back to yet"))
-            return
-
-        def chosen(choice: tuple[int, str] | None) -> None:
-            if choice is None:
-                return
-            number, what = choice
-            args = f"{number}" + ("" if what == "both" else f" {what}")
-            self.app.post_message(ChatPane.CommandSubmitted("/rewind", args, f"/rewind {args}"))
-
-        self._ui(self.app.push_screen, RewindScreen(turns), chosen)
+        history.pick_rewind(self)
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint

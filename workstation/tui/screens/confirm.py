@@ -36,6 +36,7 @@ class ConfirmScreen(ModalScreen["bool | str"]):
             background: $panel;
             border: thick $primary;
         }
+        #confirm-dialog.-always { min-width: 60; }  /* room for three buttons */
         #confirm-question { color: $text; width: auto; max-width: 100%; }
         #confirm-hint { color: $text-muted; margin-top: 1; }
         #confirm-buttons { height: auto; width: 100%; align-horizontal: right; margin-top: 1; }
@@ -50,7 +51,7 @@ class ConfirmScreen(ModalScreen["bool | str"]):
         self._always = always
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="confirm-dialog"):
+        with Vertical(id="confirm-dialog", classes="-always" if self._always else ""):
             yield Static(self.question, id="confirm-question", markup=False)
             yield Static("y yes · n or escape no" + (f" · a {self._always.lower()}" if self._always else ""),
                          id="confirm-hint", markup=False)
