@@ -477,6 +477,17 @@ def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tu
     if overrides:
         data = _merge(data, overrides)
     config = validate(data, " + ".join(sources) or "config")
+    if verdict.trusted:  # the commands the user chose to always allow here (trust.allow_always)
+        from .sandbox.allowlist import Pattern  # lazy: ~1.5 ms, only for a trusted folder
+
+        for entry in trust_mod.always_allowed(probe.root):
+            try:
+                Pattern.parse(entry)
+            except ValueError as err:  # edited by hand into something that is not an entry
+                warnings.warn(f"trust record: always-allowed command skipped: {err}", stacklevel=2)
+                continue
+            if entry not in config.agent.command_allow:
+                config.agent.command_allow.append(entry)
     if warning := config.memory.reclaim_warning:
         warnings.warn(warning, stacklevel=2)
     paths = Paths.for_root(probe.root, config.workspace.state_dir or None, trusted=verdict.trusted)

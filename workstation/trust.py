@@ -13,6 +13,10 @@ The trust record lives in the user's config home (paths.user_dir()/trust.json, n
 the folder's real path and a digest of the trust-gated settings it had when trusted. A changed config
 (a `git pull` bringing an MCP server) no longer matches and asks again. The record is written
 atomically; a record that cannot be read is an error naming it, never a silent "trusted".
+
+A trusted folder's record also keeps the commands the user chose to always allow there (`allow`: the
+approval dialog's "Always"), added to its `agent.command_allow` while it stays trusted; revoking the
+trust forgets them. Only the user's own answer writes them: the record is outside every workspace.
 """
 
 from __future__ import annotations
@@ -168,9 +172,29 @@ def recorded(root: Path) -> str | None:
 
 def grant(root: Path, pinned: str) -> None:
     found = _read()
+    kept = found.get(str(root), {}).get("allow")  # the user's own always-allowed commands stay theirs
     found[str(root)] = {"digest": pinned, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(
-        timespec="seconds")}
+        timespec="seconds"), **({"allow": kept} if isinstance(kept, list) else {})}
     _write(found)
+
+
+def always_allowed(root: Path) -> list[str]:
+    """The commands the user chose to always allow in `root` (the caller applies them only while trusted)."""
+    entry = _read().get(str(root))
+    allow = entry.get("allow") if entry else None
+    return [a for a in allow if isinstance(a, str)] if isinstance(allow, list) else []
+
+
+def allow_always(root: Path, pattern: str) -> None:
+    """Keep `pattern` (an allow-list entry) as always allowed in trusted folder `root`."""
+    found = _read()
+    entry = found.get(str(root))
+    if entry is None:
+        raise WorkstationError(f"{root} is not trusted: a command is always allowed only in a trusted folder")
+    allow = [a for a in entry.get("allow") or () if isinstance(a, str)]
+    if pattern not in allow:
+        entry["allow"] = [*allow, pattern]
+        _write(found)
 
 
 def revoke(root: Path) -> bool:

@@ -160,6 +160,31 @@ def test_compact_and_archive_with_the_model(tmp_path, server):
     w.close()
 
 
+def test_compact_shows_the_summary_and_keeps_the_sections_the_model_added(tmp_path, server):
+    w = workspace(tmp_path, server.url)
+    a = agent(w)
+    for n in range(3):
+        a.session.user(f"question {n}")
+        a.session.assistant(f"answer {n}")
+    answer = ("Here is the summary.\n\n## Task & instructions\nplay with slash commands\n\n"
+              "## Retry logic\nretries back off 2x up to 30 s (asked for in detail)\n\n## Decisions & conventions\n"
+              "(none)\n## Files touched\n(none)\n## Open to-dos\n- none\n## Open questions\n- why 30 s?\n"
+              "## Errors seen\n(none)")
+    server.push(Reply(text=answer))
+    out = run(a, "/compact 2 the retry logic")
+    assert out.ok and out.text.startswith(f"compacted turn 1 of {a.session.slug}")
+    (record,) = records(a.session, "compact")
+    # the summary is in the command's answer, whole; nothing the model wrote is dropped or moved
+    assert out.text.endswith(record["summary"]) and "the model sees this summary instead of them:" in out.text
+    assert record["sections"]["Retry logic"] == "retries back off 2x up to 30 s (asked for in detail)"
+    assert record["sections"]["Open questions"] == "- why 30 s?"  # not folded into "Open to-dos"
+    assert record["sections"]["Notes"] == "Here is the summary."
+    assert record["sections"]["todos"] == "- none"
+    assert "## Retry logic\nretries back off" in record["summary"] and "## Notes\nHere is the summary." in record["summary"]
+    a.close()
+    w.close()
+
+
 def test_unknown_command(ag):
     out = run(ag, "/frobnicate now")
     assert not out.ok and out.text == "unknown command /frobnicate; /help lists them"

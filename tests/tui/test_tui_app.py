@@ -84,8 +84,14 @@ async def test_every_action_is_in_the_command_palette():
             assert expected in titles, expected
         # each shown key binding of the app has a palette entry that runs the same action
         descriptions = {b.description for b in app.BINDINGS if b.show}
-        covered = {"Map", "Chat", "Memory", "Timeline", "Maximize", "Narrow", "Widen", "Sessions", "Reflection"}
+        covered = {"Map", "Chat", "Memory", "Timeline", "Maximize", "Narrow", "Widen", "Sessions", "Reflection",
+                   "Continue last"}
         assert descriptions == covered
+        # ctrl+r's entry is there while a launch's offer to continue the last session stands
+        assert not any(c.title == "Continue last session" for c in app.get_system_commands(app.screen))
+        app.offer_resume("older-session")
+        assert any(c.title == "Continue last session" for c in app.get_system_commands(app.screen))
+        app.offer_resume(None)
         # running a palette entry works like its key
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Focus memory")
         command.callback()

@@ -169,8 +169,9 @@ async def test_markers_and_tool_calls_render_compactly_and_expand(warm_renderer,
         text = "\n".join(visible_text(transcript))
         assert "⟲ turns 1–40 compacted by gpt-4o-mini" in text
         assert "▒ [REDACTED: Output of grep" in text
-        assert "▸ ✓ read_lines(path='src/client.py', start=20, end=41) → 22 lines" in text
-        assert "▸ ✗ replace_lines(path='src/client.py', start=20, end=20) → refus" in text
+        assert "▸ ✓ read_lines(src/client.py 20-41) → 22 lines" in text
+        assert "▸ ✗ replace_lines(src/client.py 20-20) → refused: src/client.py changed" in text
+        assert "you · turn 41" in text
         assert "line 33" not in text  # tool results stay folded
         transcript.focus()
         transcript.select("t2")

@@ -11,21 +11,23 @@ TURNS = [
          result="**Task**: add a `timeout` parameter to the public client API.\n\n"
                 "- Decisions: thread it through `send()`\n- Files: `src/client.py`"),
     Turn("user", "Add a timeout parameter to every public function in src/client.py",
-         id="u41", ts=T0 + 5, tokens=18),
-    Turn("tool", id="t1", ts=T0 + 6, tool="file_meta", args={"path": "src/client.py"},
-         result="class Client (12–88)\n  def send (20–41)\n  def close (43–50)", ok=True),
-    Turn("tool", id="t2", ts=T0 + 7, tool="read_lines",
+         id="u41", ts=T0 + 5, tokens=18, number=41),
+    # tool turns as the backend derives them (replay.episode.tool_turn): the call's label and its outcome
+    Turn("tool", "file_meta(src/client.py)", id="t1", ts=T0 + 6, tool="file_meta", args={"path": "src/client.py"},
+         result="class Client (12–88)\n  def send (20–41)\n  def close (43–50)", ok=True, outcome="3 lines"),
+    Turn("tool", "read_lines(src/client.py 20-41)", id="t2", ts=T0 + 7, tool="read_lines",
          args={"path": "src/client.py", "start": 20, "end": 41},
-         result="\n".join(f"line {n}" for n in range(20, 42)), ok=True),
+         result="\n".join(f"line {n}" for n in range(20, 42)), ok=True, outcome="22 lines"),
     Turn("redaction", "[REDACTED: Output of grep (5,400 chars). Key context: src/client.py.]",
          id="r1", ts=T0 + 8),
     Turn("assistant", "I will thread `timeout` through `Client.send`:\n\n"
          "1. add the parameter with a default of `None`\n2. pass it to `_transport.request`\n\n"
          "```python\ndef send(self, request, timeout=None):\n    ...\n```",
          id="a41", ts=T0 + 9, tokens=412),
-    Turn("tool", id="t3", ts=T0 + 10, tool="replace_lines",
+    Turn("tool", "replace_lines(src/client.py 20-20)", id="t3", ts=T0 + 10, tool="replace_lines",
          args={"path": "src/client.py", "start": 20, "end": 20},
-         result="refused: src/client.py changed since it was read", ok=False),
+         result="refused: src/client.py changed since it was read", ok=False,
+         outcome="refused: src/client.py changed since it was read"),
     Turn("notice", "model gpt-4o-mini · 3 tools · 1.9 s", ts=T0 + 11),
 ]
 

@@ -201,6 +201,9 @@ def _compact(agent, rest: str) -> SlashResult:
     keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
     outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus,
                           conversation=agent.conversation)
+    if outcome.ok and outcome.record is not None:  # what the model sees instead of those turns from now on
+        return SlashResult(f"{outcome.describe()}; the model sees this summary instead of them:\n\n"
+                           f"{outcome.record.get('summary', '')}")
     return SlashResult(outcome.describe(), outcome.ok or outcome.status == "nothing")
 
 

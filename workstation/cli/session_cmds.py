@@ -96,7 +96,7 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
     from ..sessions import billing  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
-    from ..sessions.turns import of_log  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.turns import of_log, taken_back  # lazy: the sessions package, ~60 ms on --help
 
     view, where = load(ws.paths, slug)
     _warn_problems(view)
@@ -110,22 +110,47 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     context = assemble(view, ws.config)
     bill = billing.bill(view.records)
     turns, covered = of_log(view)
+    marks = taken_back(view.records)
+    taken = [{"id": r["id"], "type": r["type"], "turn": turns.of(r), **marks[r["id"]].to_dict()}
+             for r in view.records if r["id"] in marks]
     if as_json:
         print_json({"slug": slug, "state": where, "turns": turns.count,
                     "covered_turns": covered.last_turn, "partial": covered.partial, "summary_id": context.summary_id,
                     "tokens": context.tokens, "redacted": [r.record_id for r in context.redactions],
-                    "billed": bill.to_dict(), "messages": context.messages})
+                    "taken_back": taken, "billed": bill.to_dict(), "messages": context.messages})
         return
     summarized = f"turns {covered.describe()} summarized" if covered.last_turn else "none summarized"
     click.echo(f"# {slug} ({where}): {turns.count} turns, {summarized}, ~{context.tokens:,} tokens in context")
     if bill.total.calls:
         click.echo(f"# {_billed(bill)}")
+    for line in _taken_lines(taken):
+        click.echo(f"# {line}")
     for message in context.messages:
         click.echo(f"\n[{message['role']}]")
         if message.get("content"):
             click.echo(safe(str(message["content"])))
         for call in message.get("tool_calls") or ():
             click.echo(safe(f"-> {call['function']['name']}({call['function']['arguments']})"))
+
+
+def _taken_lines(taken: list[dict]) -> list[str]:
+    """`turns 4–5 taken back by /rewind 4 (not in the context below)`, `edits of turn 3 undone by /undo`:
+    what a rewind or undo took back, one line for each (--raw shows every record, marked)."""
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for item in taken:
+        groups.setdefault((item["by"], item["conversation"]), [])
+        if item["turn"] not in groups[(item["by"], item["conversation"])]:
+            groups[(item["by"], item["conversation"])].append(item["turn"])
+    lines = []
+    for (by, conversation), numbers in groups.items():
+        if len(numbers) == 1:
+            span = f"turn {numbers[0]}"
+        elif numbers == list(range(numbers[0], numbers[-1] + 1)):
+            span = f"turns {numbers[0]}–{numbers[-1]}"
+        else:
+            span = "turns " + ", ".join(map(str, numbers))
+        lines.append(f"{span} {by} (not in the context below)" if conversation else f"edits of {span} {by}")
+    return lines
 
 
 def _billed(bill) -> str:
@@ -263,9 +288,11 @@ def search_cmd(ws, text: str, limit: int, team: bool, as_json: bool) -> None:
     if not hits:
         click.echo(f"no session mentions {safe(repr(text))}")
         return
-    print_table([{"slug": h.slug, "state": h.state, "turn": h.turn or "-", "type": h.type,
-                  "record": h.record_id, "snippet": safe(h.snippet)} for h in hits],
+    print_table([{"slug": h.slug, "state": h.state, "turn": f"{h.turn or '-'}{' ↶' if h.taken_back else ''}",
+                  "type": h.type, "record": h.record_id, "snippet": safe(h.snippet)} for h in hits],
                 ["slug", "state", "turn", "type", "record", "snippet"])
+    if any(h.taken_back for h in hits):
+        click.echo("↶: the record was taken back by a rewind or undo (--json says which)")
 
 
 def _checkpoints(ws, slug: str):

@@ -19,10 +19,10 @@ from ..agent import tools
 from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
-from ..sessions.catalog import load as load_session, summary_span
+from ..sessions.catalog import load as load_session, rewind_line, summary_span
 from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
-from ..sessions.turns import Coverage, hit_turn, number as number_turns, of_log, starts_turn
+from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
 from ..textdiff import record_diff
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
@@ -75,6 +75,7 @@ class Step:
     call: dict | None = None  # for a tool result: the call that asked for it ({id, name, arguments})
     args: dict = field(default_factory=dict)  # that call's arguments ({} when unreadable)
     span: str = ""  # for a compact record: the turns it summarizes (`1–7`)
+    taken: TakenBack | None = None  # what took this record back later in the log (sessions.turns.taken_back)
 
     @property
     def number(self) -> int:
@@ -98,6 +99,11 @@ class Step:
         """What happened at this step, in one line; a sub-agent's step (`sidechain`) behind its flow's name."""
         flow = self.record.get("sidechain")
         return f"[{flow}] {self._label()}" if flow else self._label()
+
+    def _label(self) -> str:
+        r = self.record
+        kind = self.kind
+        return self._label() + (f" [{self.taken.describe()}]" if self.taken is not None else "")
 
     def _label(self) -> str:
         r = self.record
@@ -139,11 +145,14 @@ class Step:
         if kind == "redaction":
             targets = r.get("targets") or ()
             return f"-- redaction: {len(targets)} tool output(s) hidden from the model from here on --"
+        if kind == "rewind":
+            return f"<< {rewind_line(r)} >>"
         return kind
 
     def to_dict(self) -> dict:
         return {"step": self.number, "id": self.id, "ts": self.record.get("ts"), "type": self.kind,
-                "turn": self.turn, "offset_s": round(self.offset_s, 3), "label": self.label()}
+                "turn": self.turn, "offset_s": round(self.offset_s, 3), "label": self.label(),
+                "taken_back": self.taken.to_dict() if self.taken is not None else None}
 
 
 # --------------------------------------------------------------------------- state at a step
@@ -343,6 +352,7 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
     calls: dict[str, dict] = {}
     steps: list[Step] = []
     turns = number_turns(records)
+    marks = taken_back(records)
     offset = 0.0
     last_ts: float | None = None
     for index, record in enumerate(records):
@@ -360,7 +370,8 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
         call = calls.get(record.get("tool_call_id", "")) if record["type"] == "tool" else None
         steps.append(Step(index, record, ts, offset, hit_turn(record, turns.of(record)), call,
                           tool_call_arguments(call) if call else {},
-                          summary_span(turns, record) if record["type"] == "compact" else ""))
+                          summary_span(turns, record) if record["type"] == "compact" else "",
+                          marks.get(record["id"])))
     return steps
 
 
@@ -373,8 +384,11 @@ def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
     if r.get("sidechain"):
         return []
     base = {"id": step.id, "ts": step.ts, "tokens": r.get("tokens")}
+    if step.taken is not None:
+        base["taken_back"] = step.taken.describe()
     if kind == "user":
-        return [{**base, "role": "user", "text": str(r.get("content") or "")}]
+        number = {"number": step.turn} if starts_turn(r) and step.turn else {}
+        return [{**base, "role": "user", "text": str(r.get("content") or ""), **number}]
     if kind == "assistant":
         text = str(r.get("content") or "")
         names = [c.get("name", "?") for c in r.get("tool_calls") or ()]
@@ -382,9 +396,7 @@ def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
             text = f"*calls {', '.join(names)}*"
         return [{**base, "role": "assistant", "text": text}]
     if kind == "tool":
-        name = r.get("name") or "tool"
-        return [{**base, "role": "tool", "text": call_label(name, step.args), "tool": name, "args": step.args,
-                 "result": str(r.get("content") or ""), "ok": bool(r.get("ok", True)), "diff": record_diff(r)}]
+        return [tool_turn(r, step.args, base)]
     if kind == "system":
         text = str(r.get("content") or "")
         if r.get("pin"):
@@ -411,6 +423,15 @@ def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
     return []
 
 
+def tool_turn(record: dict, args: dict, base: dict) -> dict:
+    """A tool record as a chat turn (tui.viewdata.Turn's fields), live or resumed alike: the call in one
+    line as its tool labels it, what it came to (`agent.tools.outcome_of`), its result and its diff."""
+    name = str(record.get("name") or "tool")
+    return {**base, "role": "tool", "text": call_label(name, args), "tool": name, "args": args,
+            "result": str(record.get("content") or ""), "ok": bool(record.get("ok", True)),
+            "diff": record_diff(record), "outcome": tools.outcome_of(name, args, record)}
+
+
 # --------------------------------------------------------------------------- timeline events
 def _timeline_events(step: Step, session: str) -> list[dict]:
     """The episodic events of one step, derived from its record (types as in memory.episodic)."""
@@ -418,12 +439,14 @@ def _timeline_events(step: Step, session: str) -> list[dict]:
     kind = step.kind
     events: list[dict] = []
 
+    taken = step.taken.describe() if step.taken is not None else None
+
     def add(type_: str, name: str, duration_ms: Any = None, tokens: Any = None, **details: Any) -> None:
         events.append({"ts": step.ts, "type": type_, "name": name, "id": f"{step.id}:{len(events)}",
                        "turn_id": step.id, "session": session, "flow": str(r.get("sidechain") or ""),
                        "duration_ms": float(duration_ms) if duration_ms is not None else None,
                        "tokens": int(tokens) if tokens is not None else None,
-                       "details": {k: v for k, v in details.items() if v is not None}})
+                       "details": {k: v for k, v in {**details, "taken_back": taken}.items() if v is not None}})
 
     if kind == "user":
         memory = r.get("memory") or {}

@@ -13,7 +13,8 @@ from . import textindex
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
 from .log import FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionError, check_slug, live_slugs, record_text
 from .logview import changed_files
-from .turns import Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn
+from .turns import (Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn,
+                    taken_back)
 
 
 @dataclass
@@ -28,6 +29,7 @@ class SessionInfo:
     problems: int  # unreadable lines
     changed: tuple[str, ...] = ()  # files its tool calls changed (sessions.logview.changed_files)
     partial: bool = False  # the summary reaches into turn covered_turns, whose newest steps stay verbatim
+    taken_back: int = 0  # turns a rewind took back (sessions.turns.taken_back); 0 for an archived one (not in its meta)
 
     @property
     def compacted(self) -> str:
@@ -66,9 +68,11 @@ def list_sessions(paths: Paths, *, archived: bool = False,
             continue  # archived between listing the folder and reading it
         _report_problems(slug, [str(p) for p in view.problems], warn)
         turns, covered = of_log(view)
+        marks = taken_back(view.records)
+        rewound = sum(1 for r in view.records if starts_turn(r) and r["id"] in marks)
         infos.append(SessionInfo(slug, "live", turns.count, covered.last_turn, view.size, view.last_activity,
                                  _title(view), len(view.problems), tuple(changed_files(view.records)),
-                                 covered.partial))
+                                 covered.partial, rewound))
     if archived:
         for slug in archived_slugs(paths):
             try:
@@ -84,6 +88,30 @@ def list_sessions(paths: Paths, *, archived: bool = False,
                                      meta.get("last_activity"), meta.get("title", ""), len(problems),
                                      tuple(str(p) for p in meta.get("changed") or ()), bool(meta.get("partial"))))
     return sorted(infos, key=lambda i: i.last_activity or "", reverse=True)
+
+
+LAST_CANDIDATES = 20  # newest live logs read to find the last session with a turn
+
+
+def last_session(paths: Paths, *, exclude: str | None = None) -> SessionInfo | None:
+    """The live session written to last that holds a turn (not `exclude`): what a launch offers to
+    continue. Only the newest logs are read, newest first, until one has a turn."""
+    def written(slug: str) -> float:
+        try:
+            return (paths.sessions / f"{slug}.jsonl").stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for slug in sorted((s for s in live_slugs(paths) if s != exclude), key=written, reverse=True)[:LAST_CANDIDATES]:
+        try:
+            view = Session(paths, slug).read()
+        except SessionError:
+            continue
+        turns, covered = of_log(view)
+        if turns.count:
+            return SessionInfo(slug, "live", turns.count, covered.last_turn, view.size, view.last_activity,
+                               _title(view), len(view.problems))
+    return None
 
 
 def load(paths: Paths, slug: str) -> tuple[LogView, str]:
@@ -108,6 +136,7 @@ class SearchHit:
     # and for compact/redaction records
     ts: str
     snippet: str
+    taken_back: str = ""  # what took the record back ("taken back by /rewind 3"; sessions.turns.taken_back)
 
 
 def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = no_warning,
@@ -123,7 +152,7 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
         raise SessionError("search text is empty")
     recover(paths, warn=warn)
     if db is not None:
-        return _indexed_search(paths, db, text, limit, warn)
+        return _marked(paths, _indexed_search(paths, db, text, limit, warn))
     hits: list[SearchHit] = []
     sources = [(s, "live") for s in live_slugs(paths)] + [(s, "archived") for s in archived_slugs(paths)]
     for slug, state in sources:
@@ -135,13 +164,16 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
         except SessionError:
             continue  # moved between listing and reading; it is found under its other state next time
         _report_problems(slug, [str(p) for p in view.problems], warn)
+        marks = taken_back(view.records)
         for record, turn in zip(view.records, numbers_in_order(view.records)):
             body = record_text(record)
             at = body.casefold().find(needle)
             if at < 0:
                 continue
+            mark = marks.get(record["id"])
             hits.append(SearchHit(slug, state, record["id"], record["type"], hit_turn(record, turn),
-                                  record.get("ts", ""), _snippet(body, at, len(needle))))
+                                  record.get("ts", ""), _snippet(body, at, len(needle)),
+                                  mark.describe() if mark is not None else ""))
             if len(hits) >= limit:
                 return hits
     return hits
@@ -156,6 +188,22 @@ def _indexed_search(paths: Paths, db: Any, text: str, limit: int, warn: Callable
         at = hit.text.casefold().find(needle)
         hits.append(SearchHit(hit.slug, hit.state, hit.record_id, hit.type, hit.turn, hit.ts or "",
                               _snippet(hit.text, max(at, 0), len(needle))))
+    return hits
+
+
+def _marked(paths: Paths, hits: list[SearchHit]) -> list[SearchHit]:
+    """The hits with what took their records back: a rewind is known only from the records after it, so
+    the logs of the sessions hit are read (those alone)."""
+    marks: dict[str, dict] = {}
+    for hit in hits:
+        if hit.slug not in marks:
+            try:
+                marks[hit.slug] = taken_back(load(paths, hit.slug)[0].records)
+            except (SessionError, UnreadableArchive):
+                marks[hit.slug] = {}  # gone since the index was read: its hits stand as found
+        mark = marks[hit.slug].get(hit.record_id)
+        if mark is not None:
+            hit.taken_back = mark.describe()
     return hits
 
 
@@ -178,16 +226,19 @@ def export_json(slug: str, view: LogView, state: str) -> str:
 
 def export_markdown(slug: str, view: LogView, state: str) -> str:
     turns = number_turns(view.records)
+    marks = taken_back(view.records)
     out = [f"# Session {slug}", "", f"{turns.count} turns · {state}", ""]
     for problem in view.problems:
         out.append(f"> unreadable {problem}")
     for record in view.records:
         kind = record["type"]
         if kind in TURN_TYPES:
+            mark = marks.get(record["id"])
             if starts_turn(record):
-                out += [f"## Turn {turns.of(record)}", ""]
+                out += [f"## Turn {turns.of(record)}" + (f" · ↶ {mark.describe()}" if mark else ""), ""]
             out += [f"### {kind}" + (f" · {record.get('name')}" if kind == "tool" else "")
-                    + f" · {record.get('ts', '')} · `{record['id']}`", ""]
+                    + f" · {record.get('ts', '')} · `{record['id']}`"
+                    + (f" · ↶ {mark.describe()}" if mark and not starts_turn(record) else ""), ""]
             content = str(record.get("content") or "")
             if kind == "tool":
                 out += [_fence(content), ""]
@@ -203,7 +254,19 @@ def export_markdown(slug: str, view: LogView, state: str) -> str:
         elif kind == "redaction":
             ids = ", ".join(f"`{t.get('id')}`" for t in record.get("targets") or ())
             out += [f"*Redacted from the model's context from here on: {ids}*", ""]
+        elif kind == "rewind":
+            out += [f"*{rewind_line(record)}*", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def rewind_line(record: dict) -> str:
+    """A `rewind` record in one line: what /undo or /rewind N took back."""
+    files = record.get("files") or []
+    what = [f"{len(files)} file{'s' if len(files) != 1 else ''} restored"] if record.get("files") is not None else []
+    if record.get("conversation"):
+        what.append("the conversation")
+    command = "/undo" if record.get("how") == "undo" else f"/rewind {record.get('turn', '?')}"
+    return f"{command}: took back turn {record.get('turn', '?')} on ({', '.join(what) or 'nothing'})"
 
 
 def summary_span(turns: Turns, compact: dict) -> str:
@@ -235,4 +298,5 @@ def export(paths: Paths, slug: str, fmt: str) -> str:
 def info_dict(info: SessionInfo) -> dict[str, Any]:
     return {"slug": info.slug, "state": info.state, "turns": info.turns, "compacted": info.compacted,
             "covered_turns": info.covered_turns, "size": info.size, "last_activity": info.last_activity,
-            "title": info.title, "problems": info.problems, "changed": list(info.changed)}
+            "title": info.title, "problems": info.problems, "changed": list(info.changed),
+            "taken_back": info.taken_back}

@@ -45,6 +45,7 @@ SECTIONS = (
 _SECTION_WORDS = (("task", ("task", "instruction", "goal")), ("decisions", ("decision", "convention")),
                   ("files", ("file",)), ("todos", ("to-do", "todo", "to do", "open")),
                   ("errors", ("error", "failure")))
+_KEYS = frozenset(key for key, _ in SECTIONS)
 _PATH_ARGS = ("path", "file_path", "file", "filename", "paths", "src", "dst", "target")
 _CAPS = {"user": 4000, "system": 2000, "assistant": 3000, "tool": 1200}  # chars per turn in the prompt
 MAX_LISTED_FILES = 60
@@ -239,20 +240,34 @@ def build_messages(previous_summary: str | None, covered_before: int, chunk: lis
 
 # --------------------------------------------------------------------------- the summary
 def parse_sections(text: str) -> dict[str, str]:
-    """The five sections of a model's answer; SummaryFormatError if it has none of them."""
+    """The five sections of a model's answer, then every other section it wrote under a heading of its own
+    (what a /compact FOCUS asked for, say), keyed by that heading, and what it wrote before its first heading
+    (`Notes`): nothing the model wrote is dropped. A heading that names a section already given starts a
+    section of its own too. SummaryFormatError if the answer has none of the five."""
     sections: dict[str, list[str]] = {}
     current: str | None = None
+    preamble: list[str] = []
     for line in text.splitlines():
         heading = re.match(r"^\s*#{1,6}\s*(.+?)\s*#*\s*$", line) or re.match(r"^\s*\*\*(.+?)\*\*:?\s*$", line)
-        key = _section_of(heading.group(1)) if heading else None
-        if key is not None:
+        if heading:
+            title = heading.group(1).strip()
+            key = _section_of(title)
+            if key is None or key in sections:
+                key = title if title not in _KEYS else f"{title} (2)"
             current = key
             sections.setdefault(key, [])
         elif current is not None:
             sections[current].append(line)
-    if not sections:
+        else:
+            preamble.append(line)
+    if not any(key in sections for key in _KEYS):
         raise SummaryFormatError("the answer has none of the summary sections")
-    return {key: "\n".join(sections.get(key, [])).strip() or "(none)" for key, _ in SECTIONS}
+    out = {key: "\n".join(sections.get(key, [])).strip() or "(none)" for key, _ in SECTIONS}
+    if "\n".join(preamble).strip():
+        sections.setdefault("Notes", []).extend(preamble)
+    out.update((key, "\n".join(lines).strip()) for key, lines in sections.items()
+               if key not in _KEYS and "\n".join(lines).strip())
+    return out
 
 
 def _section_of(heading: str) -> str | None:
@@ -280,7 +295,10 @@ def with_plan(section: str, todo: list[dict] | None) -> str:
 
 
 def render_summary(sections: dict[str, str]) -> str:
-    return "\n\n".join(f"## {title}\n{sections.get(key) or '(none)'}" for key, title in SECTIONS)
+    """The five sections in order, then the model's own (parse_sections), each under its heading."""
+    parts = [f"## {title}\n{sections.get(key) or '(none)'}" for key, title in SECTIONS]
+    parts += [f"## {key}\n{text}" for key, text in sections.items() if key not in _KEYS]
+    return "\n\n".join(parts)
 
 
 def touched_paths(turns: list[dict]) -> list[str]:

@@ -9,6 +9,11 @@ A subagent's prompt (`sidechain`, imported) starts no turn: it belongs to the tu
 Records before the first user message (an imported system prompt, a notice) are turn 0, the preamble:
 they belong to no turn and no count includes them.
 
+A turn can be *taken back* (`taken_back`): a rewind of the conversation takes its records out of what
+the model sees, an undo (or a rewind of files only) restores the files its edits changed, and an
+imported session's own rewind (`rewind_to`) leaves the turns it went past as an abandoned branch. The
+log keeps every line; whatever shows a taken-back record says so, and what took it back.
+
 Inside a turn, a *step* starts at each of the agent's assistant messages: the message and the results
 of the tool calls it made. Compaction cuts at a turn boundary, and only its token guard cuts inside a
 long turn, always at a step boundary, so a tool call is never separated from its result.
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .context import covered_count, seen
+from .log import conversation_turns
 from .logview import TURN_TYPES, LogView
 
 
@@ -152,3 +158,93 @@ def of_log(view: LogView) -> tuple[Turns, Coverage]:
     live = model.turns
     compact = model.last_compact()
     return turns, coverage(turns, live, compact, covered_count(live, compact))
+
+
+# --------------------------------------------------------------------------- taken back
+@dataclass(frozen=True)
+class TakenBack:
+    """What took a record back: a rewind of the conversation, an undo or rewind of the files its edits
+    changed, or an imported session's own rewind (`branch`)."""
+
+    how: str  # "rewind" | "undo" | "branch"
+    turn: int  # the rewind went back to before this turn (0 for a branch)
+    conversation: bool  # the model no longer sees the record; False: only its file changes were restored
+
+    def describe(self) -> str:
+        """`taken back by /rewind 3`, `undone by /undo`, `files restored by /rewind 3`."""
+        if self.how == "branch":
+            return "taken back in its source (an abandoned branch)"
+        if self.conversation:
+            return f"taken back by /rewind {self.turn}"
+        return "undone by /undo" if self.how == "undo" else f"files restored by /rewind {self.turn}"
+
+    def to_dict(self) -> dict:
+        return {"how": self.how, "before_turn": self.turn, "conversation": self.conversation, "by": self.describe()}
+
+
+def taken_back(records: list[dict]) -> dict[str, TakenBack]:
+    """The records of a whole log (in file order) that a later rewind, undo or imported rewind took back,
+    by id. A conversation rewind marks every turn record from its `to` up to itself that the model still
+    saw; a restore of files marks the tool records in those turns whose edits it put back (an undo leaves
+    the conversation standing: the model is told in an update). The first mark of a record stands, except
+    that a conversation rewind outranks an earlier restore of its files."""
+    marks: dict[str, TakenBack] = {}
+    turns = number(records)
+    position = {r["id"]: i for i, r in enumerate(records)}
+    for i, record in enumerate(records):
+        if record["type"] != "rewind":
+            continue
+        at = position.get(str(record.get("to")))
+        if at is None or at >= i:
+            continue
+        how = "undo" if record.get("how") == "undo" else "rewind"
+        mark_turn = int(record.get("turn") or turns.of(records[at]))
+        files = set(record.get("files") or ())
+        for r in records[at:i]:
+            if r["type"] not in TURN_TYPES:
+                continue
+            old = marks.get(r["id"])
+            if record.get("conversation") and (old is None or not old.conversation):
+                marks[r["id"]] = TakenBack(how, mark_turn, True)
+            elif old is None and files and r["type"] == "tool" and r.get("ok", True) and any(
+                    isinstance(e, dict) and e.get("path") in files for e in r.get("edits") or ()):
+                marks[r["id"]] = TakenBack(how, mark_turn, False)
+    main = [r for r in records if r["type"] in TURN_TYPES and not r.get("sidechain")]
+    if any("rewind_to" in r for r in main):
+        kept = {r["id"] for r in conversation_turns(main)}
+        for r in main:
+            if r["id"] not in kept and r["id"] not in marks:
+                marks[r["id"]] = TakenBack("branch", 0, True)
+    return marks
+
+
+@dataclass(frozen=True)
+class TurnSummary:
+    """One turn in a line, for choosing one (the /rewind picker)."""
+
+    number: int
+    id: str  # its user record's id
+    prompt: str  # the first line of the user's message
+    files: tuple[str, ...]  # the files its tool calls changed, first change first
+    taken_back: str  # what took it back ("" while it stands)
+
+
+def summaries(records: list[dict]) -> list[TurnSummary]:
+    """Every turn of a whole log, oldest first: its number, prompt, the files it changed, and its mark."""
+    turns = number(records)
+    marks = taken_back(records)
+    files: dict[int, dict[str, None]] = {}
+    for record in records:
+        if record["type"] == "tool" and record.get("ok", True):
+            for entry in record.get("edits") or ():
+                if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                    files.setdefault(turns.of(record), {}).setdefault(entry["path"], None)
+    out = []
+    for record in records:
+        if starts_turn(record):
+            n = turns.of(record)
+            first = next((line.strip() for line in str(record.get("content") or "").splitlines() if line.strip()), "")
+            mark = marks.get(record["id"])
+            out.append(TurnSummary(n, record["id"], first, tuple(files.get(n, {})),
+                                   mark.describe() if mark is not None else ""))
+    return out

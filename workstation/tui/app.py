@@ -36,7 +36,7 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from .layout import MAP_SHARE, MIN_CHAT, MIN_MAP, MIN_SIDE, SIDE_SHARE, column_widths
-from .messages import BackendRequest, NewSessionRequested, ThemeChanged
+from .messages import BackendRequest, NewSessionRequested, ResumeSessionRequested, ThemeChanged
 from .panes.chat import ChatPane
 from .panes.map import MapPane
 from .panes.memory import MemoryPane
@@ -59,6 +59,7 @@ class WorkstationApp(App):
         Binding("f5", "focus_pane('timeline')", "Timeline"),
         Binding("f6", "open_screen('sessions')", "Sessions"),
         Binding("f7", "open_screen('reflection')", "Reflection"),
+        Binding("ctrl+r", "resume_last", "Continue last"),  # only while a launch's offer stands (check_action)
         Binding("f11,ctrl+g", "toggle_maximize", "Maximize"),
         Binding("ctrl+left,alt+left", "resize(-4)", "Narrow"),
         Binding("ctrl+right,alt+right", "resize(4)", "Widen"),
@@ -76,6 +77,7 @@ class WorkstationApp(App):
         super().__init__(**kwargs)
         self.backend = backend
         self.quit_on_sigterm = quit_on_sigterm  # the real command: a SIGTERM quits as ctrl+q does
+        self.resume_offer: str | None = None  # the last session, continued by ctrl+r (offer_resume)
         self._sigterm_backstop: threading.Timer | None = None
         themes, self.theme_problems = load_themes()
         self.workstation_themes = sorted(themes)
@@ -253,7 +255,20 @@ class WorkstationApp(App):
         # the panes' keys do nothing (and leave the footer) while another screen covers them
         if action in PANE_ACTIONS and self.screen is not self.screen_stack[0]:
             return False
+        if action == "resume_last":
+            return self.resume_offer is not None and self.screen is self.screen_stack[0]
         return self.chat.busy if action == "stop_agent" else True
+
+    def offer_resume(self, slug: str | None) -> None:
+        """Offer ctrl+r to continue session `slug` (a launch's last session); None withdraws the offer."""
+        self.resume_offer = slug
+        self.refresh_bindings()
+
+    def action_resume_last(self) -> None:
+        slug, self.resume_offer = self.resume_offer, None
+        self.refresh_bindings()
+        if slug is not None:
+            self.post_message(ResumeSessionRequested(slug))
 
     def action_open_screen(self, name: str) -> None:
         """Show the sessions or reflection screen over the main layout, one at a time."""
@@ -320,6 +335,9 @@ class WorkstationApp(App):
                             partial(self.action_open_screen, "sessions"))
         yield SystemCommand("Reflection", "Reflection queries as tables; context size and tool usage plots",
                             partial(self.action_open_screen, "reflection"))
+        if self.resume_offer is not None:
+            yield SystemCommand("Continue last session", f"Go on in {self.resume_offer}, as ctrl+r does",
+                                self.action_resume_last)
         for name in self.workstation_themes:
             yield SystemCommand(f"Theme: {name}", f"Switch to the {name} theme",
                                 partial(setattr, self, "theme", name))

@@ -12,7 +12,9 @@ after every turn and slash command (`refresh_git`: 70-150 ms, never on the UI th
 
 The chat shows the turns the agent writes as it writes them (`AgentEvents.on_record`),
 so live turns carry their record ids as resumed ones do, and the timeline can
-move the chat to any of them. One agent turn runs at a time (`_busy`); whatever
+move the chat to any of them. The memory and timeline panes catch up after each
+step of a turn (when the last result of the agent's message is recorded), not
+only when the turn ends. One agent turn runs at a time (`_busy`); whatever
 replaces the chat's session (resume, /new, /archive) waits for none: it is
 refused while a turn runs, with the way to stop it.
 """
@@ -26,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..errors import WorkstationError
+from . import history
 from .viewdata import MemoryEntry, SlashCommand, Turn
 
 if TYPE_CHECKING:
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from ..sessions.log import Session
     from .app import WorkstationApp
     from .mapfeed import MapFeed
-    from .messages import NewSessionRequested, ThemeChanged
+    from .messages import NewSessionRequested, ResumeSessionRequested, ThemeChanged
     from .panes.chat import ChatPane
     from .panes.map import MapPane
     from .panes.memory import MemoryPane
@@ -81,6 +84,7 @@ class LiveBackend:
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
         self._bill = None  # sessions.billing.Bill of the chat's session (refresh_bill)
+        self._turn_count = 0  # turns of the chat's session so far (sessions.turns): the next user message's is +1
 
     # ------------------------------------------------------------------ seam.Backend facts
     @property
@@ -144,6 +148,8 @@ class LiveBackend:
         self.agent = self._agent_on(session, self.model)
         self._ready.set()
         self._show_session([Turn("notice", line) for line in [*config_notices, *mcp_notices]])
+        if not self.resume_slug:
+            self._offer_last()
         for line in config_notices:
             self._warn(line)
         self._offer_trust()
@@ -153,6 +159,9 @@ class LiveBackend:
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+
+    def _offer_last(self) -> None:
+        history.offer_last(self)
 
     def _offer_trust(self) -> None:
         """A workspace whose own settings were ignored (workstation.trust): ask whether to trust it. They
@@ -264,10 +273,15 @@ class LiveBackend:
         from ..mcp.client import servers_of  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
         from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
 
+        from ..sessions.context import seen  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.turns import count  # lazy: as above
+
         chat = self.app.chat
-        records = self.agent.session.read().records
+        view = self.agent.session.read()
+        records = view.records
+        self._turn_count = count(records)
         self._ui(chat.set_turns, self._transcript(records) + (turns or []))
-        items = plan.current(records) or []
+        items = plan.current(seen(view).records) or []  # a rewound turn's plan is not the plan in force
         self._ui(chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
         agent = self.agent
         model = agent.model_name
@@ -281,6 +295,14 @@ class LiveBackend:
         self._ui(lambda: (chat.set_bill(line), chat.set_status(status)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
+
+    def turn_started(self) -> int:
+        """The number of the turn whose user message was just recorded (sessions.turns)."""
+        self._turn_count += 1
+        return self._turn_count
+
+    def _show_taken_back(self) -> None:
+        history.show_taken_back(self)
 
     def _billed(self, records: list[dict]) -> str:
         """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
@@ -339,6 +361,18 @@ class LiveBackend:
         finally:
             self._give_back()
 
+    def on_resume_session_requested(self, request: ResumeSessionRequested) -> None:
+        """The launch's offer taken: the chat goes on in the last session (the new one, still empty, goes)."""
+        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
+
+        self._ready.wait()
+        if not self._take_the_chat():
+            return
+        try:
+            self._switch(Session.open(self.ws.paths, request.slug))
+        finally:
+            self._give_back()
+
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
@@ -383,13 +417,14 @@ class LiveBackend:
 
         chat = self.app.chat
         answer = threading.Event()
-        verdict: list[bool] = []
+        verdict: list[bool | str] = []
 
-        def done(ok: bool | None) -> None:
-            verdict.append(bool(ok))
+        def done(ok: bool | str | None) -> None:
+            verdict.append(ok if ok == "always" else bool(ok))
             answer.set()
 
-        screen = ConfirmScreen(request.question())
+        pattern = self._always_pattern(request)
+        screen = ConfirmScreen(request.question(), always="Always" if pattern else None)
         doing = self._ui(lambda: chat.activity)
         self._ui(chat.set_activity, "approval", request.subject)
         self._ui(self.app.push_screen, screen, done)
@@ -401,7 +436,15 @@ class LiveBackend:
                 return False
         if doing is not None:
             self._ui(chat.set_activity, *doing)
-        return verdict[0]
+        if verdict[0] == "always" and pattern:
+            self._allow_always(pattern)
+        return bool(verdict[0])
+
+    def _always_pattern(self, request: ApprovalRequest) -> str | None:
+        return history.always_pattern(self.root, request)
+
+    def _allow_always(self, entry: str) -> None:
+        history.allow_always(self, entry)
 
     def _withdraw(self, screen) -> None:
         if self.app.screen is screen:
@@ -410,6 +453,8 @@ class LiveBackend:
     def on_chat_pane_submitted(self, request: ChatPane.Submitted) -> None:
         self._ready.wait()
         chat = self.app.chat
+        if self.app.resume_offer is not None:  # the user goes on in the new session: the offer lapses
+            self._ui(self.app.offer_resume, None)
         # what is typed while the session changes (the user just saw "a new session") waits for the new one
         if not (self._busy.acquire(blocking=False) or
                 (self._changing.is_set() and self._busy.acquire(timeout=SESSION_CHANGE_WAIT_S))):
@@ -442,6 +487,9 @@ class LiveBackend:
 
     def on_chat_pane_command_submitted(self, request: ChatPane.CommandSubmitted) -> None:
         self._ready.wait()
+        if request.name == "/rewind" and not request.args:
+            self._pick_rewind()
+            return
         if request.name not in SESSION_COMMANDS:
             self._command(request)
         elif not self._busy.acquire(blocking=False):
@@ -456,6 +504,9 @@ class LiveBackend:
         self.refresh_memory()
         self.refresh_timeline()
         self.refresh_git()
+
+    def _pick_rewind(self) -> None:
+        history.pick_rewind(self)
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
@@ -473,10 +524,9 @@ class LiveBackend:
         if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
             self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
             return
-        if out.action == "rewound":  # the conversation as the model now sees it
-            self._show_session([asked, said])
-            return
         self._ui(chat.add_turn, said)
+        if out.action in ("rewound", "files"):  # what it took back is marked where it stands
+            self._show_taken_back()
         if out.action == "model":
             self._show_session()
 
@@ -498,8 +548,11 @@ class LiveBackend:
         self._ui(pane.set_entries, "ltm", ltm)
 
     def refresh_timeline(self) -> None:
+        from ..sessions.turns import taken_back  # lazy: the sessions stack, +32 ms; off the first paint
+
         events = self.agent.memory.episodic.query(session=self.agent.session.slug, limit=TIMELINE_LIMIT)
-        rows = [timeline_row(e) for e in reversed(events) if e["type"] != "op_start"]
+        marks = taken_back(self.agent.session.read().records)
+        rows = [timeline_row(e, marks) for e in reversed(events) if e["type"] != "op_start"]
         self._ui(self.app.timeline.set_events, rows)
         self._ui(self.app.memory.set_events, rows)
 
@@ -545,7 +598,14 @@ class _LiveTurn:
         self.backend = backend
         self.chat = chat
         self.calls: dict[str, dict] = {}  # tool call id -> the call the assistant made
+        self.waiting: set = set()  # ids of the last assistant message's calls without a result yet
         self.wrote_user = False
+
+    def step_done(self) -> None:
+        """Every call of the agent's last message has its result: the memory and timeline panes catch up
+        (on the agent's thread; the panes take the rows through call_from_thread)."""
+        self.backend.refresh_memory()
+        self.backend.refresh_timeline()
 
     def events(self):
         from ..agent.loop import AgentEvents  # lazy: the agent stack, +150 ms; off the first paint
@@ -566,9 +626,10 @@ class _LiveTurn:
             on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
+        from ..replay.episode import tool_turn  # lazy: replay and the agent's tools, +100 ms; off the first paint
         from ..sessions.context import update_line  # lazy: the sessions stack, +32 ms; off the first paint
         from ..sessions.log import tool_call_arguments  # lazy: as above
-        from ..textdiff import record_diff  # lazy: +3 ms; off the first paint
+        from ..sessions.turns import starts_turn  # lazy: as above
 
         ui, chat = self.backend._ui, self.chat
         if record.get("sidechain"):  # a sub-agent's: its cost counts; the chat shows its task and summary only
@@ -579,20 +640,25 @@ class _LiveTurn:
         content = str(record.get("content") or "")
         if kind == "user":
             self.wrote_user = True
-            ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens")))
+            number = self.backend.turn_started() if starts_turn(record) else None
+            ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens"), number=number))
         elif kind == "assistant":
             self.backend.count_call(record)
             calls = record.get("tool_calls") or ()
             self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
+            self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
             text = content or (f"*calls {', '.join(c.get('name', '?') for c in calls)}*" if calls else "")
             # the streamed reply becomes the turn, with the text as recorded (secrets masked)
             if ui(chat.end_reply, id=rid, tokens=record.get("tokens"), ts=ts, text=text) is None and text:
                 ui(chat.add_turn, Turn("assistant", text, id=rid, ts=ts, tokens=record.get("tokens")))
         elif kind == "tool":
             call = self.calls.get(record.get("tool_call_id", ""))
-            ui(chat.add_turn, Turn("tool", id=rid, ts=ts, tool=str(record.get("name") or "tool"),
-                                   args=tool_call_arguments(call) if call else {}, result=content,
-                                   ok=bool(record.get("ok", True)), diff=record_diff(record)))
+            ui(chat.add_turn, tool_turn(record, tool_call_arguments(call) if call else {},
+                                        {"id": rid, "ts": ts, "tokens": record.get("tokens")}))
+            if self.waiting:
+                self.waiting.discard(record.get("tool_call_id"))
+                if not self.waiting:  # the step's last result: its events and memory writes are in
+                    self.step_done()
         elif kind == "system":
             notice = record.get("notice")
             if record.get("pin"):
@@ -605,12 +671,15 @@ class _LiveTurn:
                 ui(chat.add_turn, Turn("system", content, id=rid, ts=ts))
 
 
-def timeline_row(event: dict) -> dict:
-    """An episodic event as the timeline shows it: the turn it became (`data.turn_id`) and its outcome."""
+def timeline_row(event: dict, marks: dict | None = None) -> dict:
+    """An episodic event as the timeline shows it: the turn it became (`data.turn_id`), its outcome, and
+    what took that turn back (`marks`: sessions.turns.taken_back of the session's log)."""
     data = dict(event.get("data") or {})
     turn_id = str(data.pop("turn_id", "") or "")
     if event.get("ok") is not None:
         data["ok"] = event["ok"]
+    if marks and turn_id in marks:
+        data["taken_back"] = marks[turn_id].describe()
     return {"ts": event["ts"], "type": event["type"], "name": event.get("name", ""),
             "duration_ms": event.get("duration_ms"),
             "tokens": (event.get("tokens_in") or 0) + (event.get("tokens_out") or 0) or None,

@@ -33,3 +33,10 @@ class ThemeChanged(BackendRequest):
 @dataclass(eq=False)
 class NewSessionRequested(BackendRequest):
     """Leave the current session as it is and start a new one (the palette's "New session")."""
+
+
+@dataclass(eq=False)
+class ResumeSessionRequested(BackendRequest):
+    """Put the chat on session `slug` (the launch's offer to continue the last session, taken)."""
+
+    slug: str

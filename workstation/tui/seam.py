@@ -19,7 +19,7 @@ import pkgutil
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from . import panes, screens
-from .messages import BackendRequest, NewSessionRequested, ThemeChanged
+from .messages import BackendRequest, NewSessionRequested, ResumeSessionRequested, ThemeChanged
 
 if TYPE_CHECKING:
     from ..agent.tools import Toolset
@@ -61,6 +61,8 @@ class Backend(Protocol):
     def on_chat_pane_original_requested(self, request: ChatPane.OriginalRequested) -> None: ...
 
     def on_new_session_requested(self, request: NewSessionRequested) -> None: ...
+
+    def on_resume_session_requested(self, request: ResumeSessionRequested) -> None: ...
 
     # knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None: ...

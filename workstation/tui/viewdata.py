@@ -29,6 +29,10 @@ class Turn:
     command (a slash command's output, shown verbatim) | notice | error |
     compaction (marker: `text` says what was compacted, `result` holds the
     summary) | redaction (marker: `text` is the marker the model saw).
+    A tool turn's `text` is the call in one short line (its tool's label) and
+    `outcome` what it came to; a user turn's `number` is its turn number
+    (sessions.turns, what /rewind takes); `taken_back` says what took a turn
+    back (a rewind, an undo), and the transcript dims it.
     """
 
     role: str
@@ -41,6 +45,9 @@ class Turn:
     result: str = ""  # role=tool: result text; role=compaction: the summary
     ok: bool = True  # role=tool: outcome
     diff: str = ""  # role=tool: the unified diff of what the call changed (shown coloured when expanded)
+    outcome: str = ""  # role=tool: what the call came to, in a few words ("+3 −1", "exit 1: …")
+    number: int | None = None  # role=user: the turn's number (sessions.turns), None for a slash command
+    taken_back: str = ""  # what took this turn back ("taken back by /rewind 3"); "" while it stands
 
     def __post_init__(self) -> None:
         if self.role not in TURN_ROLES:

@@ -23,14 +23,15 @@ from ...errors import WorkstationError
 from ...fsutil import confine
 from ...sessions.derive import FILE_EDIT, FILE_READ, foreign_files
 from . import lspcheck
-from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Edit, Meaning,
-                   Read, Tool, ToolContext, ToolResult, activity_label, cap, default_label, events, logged_args)
+from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Edit,
+                   Meaning, Read, Tool, ToolContext, ToolResult, activity_label, cap, default_label, default_outcome,
+                   events, logged_args)
 from .memory import render_decisions, render_rows
 from .search import render_find
 
 __all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "activity_label",
            "call", "cap", "default_label", "events", "get", "logged_args", "DELEGATE",
-           "meaning_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
+           "meaning_of", "outcome_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
 
@@ -74,6 +75,13 @@ def meaning_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any],
     chars = len(str(record.get("content") or ""))
     return Meaning(reads=tuple(Read(path, None, "disk", chars=chars) for kind, path in files if kind == FILE_READ),
                    edits=tuple(Edit(path) for kind, path in files if kind == FILE_EDIT))
+
+
+def outcome_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> str:
+    """What a recorded call came to, in a few words (`Tool.outcome`; the default for a tool this version
+    does not know)."""
+    tool = TOOLS.get(name)
+    return (tool.outcome if tool is not None else default_outcome)(Call.from_record(record, args))
 
 
 class Toolset:

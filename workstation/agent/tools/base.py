@@ -30,6 +30,7 @@ session log's tool record.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +67,7 @@ NEVER = "never"  # not re-run (a command, a memory write)
 # Fields of ToolResult.data that are written on the session log's tool record (sessions/README.md).
 RECORDED_FIELDS = ("duration_ms", "path", "lines", "served_from", "memory", "sha", "file_tokens", "chars",
                    "chars_saved", "lines_changed", "outcome", "edits", "plan", "subagent",
-                   "diagnostics")
+                   "diagnostics", "exit_code")
 
 
 # --------------------------------------------------------------------------- calls and what they mean
@@ -208,6 +209,80 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def default_outcome(call: Call) -> str:
+    """What a finished call came to, in a few words (the transcript's collapsed tool line): the lines an
+    edit added and removed, a command's exit status, a failure's first line, else the result's size.
+    Also for tools this version does not know (an imported agent's Bash with its `exit_code`)."""
+    edits = [e for e in call.data.get("edits") or () if isinstance(e, dict) and isinstance(e.get("path"), str)]
+    if call.ok and edits:
+        return edits_outcome(edits)
+    code = call.data.get("exit_code")
+    if isinstance(code, (int, float)) and not isinstance(code, bool):
+        return f"exit {int(code)}" + ("" if call.ok and code == 0 else f": {_last_words(call.text)}")
+    if not call.ok:
+        return _clip(_first_line(call.text).removeprefix("error: "), 120) or "failed"
+    return size_outcome(call.text)
+
+
+def edit_outcome(call: Call) -> str:
+    """A file-changing tool's outcome: its `edits` counted, or for a record that predates them (a shipped
+    demo) the first line of its result without the path the label already names."""
+    if call.ok and not call.data.get("edits"):
+        first = _first_line(call.text).split(";", 1)[0]  # "replaced lines 85-85; the new text is ..."
+        path = call.path()
+        return _clip(first.removeprefix(f"{path}: ") if path else first, 60) or "done"
+    return default_outcome(call)
+
+
+def edits_outcome(edits: list[dict]) -> str:
+    """`+3 −1`, `new file +12`, `deleted −40`, `moved`; with the count of files when more than one."""
+    if len(edits) == 2 and all(e.get("op") == "move" for e in edits):
+        return "moved"
+    added = sum(int(e.get("added") or 0) for e in edits)
+    removed = sum(int(e.get("removed") or 0) for e in edits)
+    counts = " ".join(part for part in (f"+{added}" if added or not removed else "",
+                                        f"−{removed}" if removed else "") if part)
+    if len(edits) > 1:
+        return f"{len(edits)} files {counts}"
+    op = edits[0].get("op")
+    return {"create": f"new file {counts}", "delete": f"deleted {counts}"}.get(op, counts)
+
+
+def size_outcome(text: str) -> str:
+    if not text:
+        return "no output"
+    lines = text.count("\n") + 1
+    if lines > 1:
+        return f"{lines} lines"
+    return _clip(text, 40) if len(text) <= 40 else f"{len(text):,} chars"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _last_words(text: str) -> str:
+    """A failed command's last line of output before its status line, the usual place of the reason."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not _STATUS.match(line.strip())]
+    return _clip(lines[-1], 80) if len(lines) > 1 else "no output"
+
+
+_STATUS = re.compile(r"^\[(?:exit (-?\d+)|timed out), [\d.]+s\]$")  # run_command's last line
+
+
+def command_outcome(call: Call) -> str:
+    """A command's exit status (read off its result's last line when the record predates `exit_code`)."""
+    if "exit_code" not in call.data and call.data.get("outcome") in ("ok", "error", "timeout"):
+        status = _STATUS.match(call.text.rstrip().rsplit("\n", 1)[-1].strip())
+        if status is not None and status.group(1) is None:
+            return "timed out"
+        if status is not None:
+            call = Call(call.name, call.args, call.ok, call.text, {**call.data, "exit_code": int(status.group(1))})
+    if call.data.get("outcome") == "timeout":
+        return "timed out"
+    return default_outcome(call)
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -221,6 +296,7 @@ class Tool:
     verify_skip: Callable[[Call], str | None] = lambda call: None  # why a past call cannot be recomputed
     comparable: Callable[[str], str] = lambda text: text  # the part of a result --verify compares
     label: Callable[[str, Mapping[str, Any]], str] = default_label
+    outcome: Callable[[Call], str] = default_outcome  # what a finished call came to (the transcript's tool line)
     time_limit_s: float | None = 30.0  # None: the tool keeps its own time (run_command)
 
     def __post_init__(self) -> None:

@@ -12,7 +12,8 @@ from ...errors import WorkstationError
 from ...fsutil import confine
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
-                   ToolContext, ToolResult, as_int, as_text, cap, default_label, params, MAX_RESULT_CHARS)
+                   ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
+                   MAX_RESULT_CHARS)
 from .writes import change, shown_range, summary_line
 
 MAX_MAP_TOKENS = 4096
@@ -193,6 +194,6 @@ TOOLS = [
          "end = start-1 inserts before start. Refused if the file changed since you last read it "
          "(read_lines or file_meta). Edit bottom-up to keep earlier line numbers valid.",
          params(["path", "start", "end", "content"], path=STR, start=INT, end=INT, content=STR),
-         _replace_lines, WRITE, meaning=_replace_lines_meaning, writes=_path_arg, verify=REAPPLY,
+         _replace_lines, WRITE, meaning=_replace_lines_meaning, outcome=edit_outcome, writes=_path_arg, verify=REAPPLY,
          comparable=summary_line, label=_range_label),
 ]

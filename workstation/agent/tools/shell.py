@@ -5,7 +5,7 @@ from __future__ import annotations
 from ... import scrub
 from ...errors import WorkstationError
 from ..commands import CommandCancelled, CommandDenied, run_command
-from .base import COMMAND, STR, Tool, ToolContext, ToolResult, as_text, params
+from .base import COMMAND, STR, Tool, ToolContext, ToolResult, as_text, command_outcome, params
 
 
 def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
@@ -31,5 +31,5 @@ def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
 TOOLS = [
     Tool("run_command", "Run a command in the workspace root, with a timeout and capped output. Needs the "
          "user's approval unless the configured allow-list covers it.", params(["cmd"], cmd=STR),
-         _run_command, COMMAND, time_limit_s=None),
+         _run_command, COMMAND, time_limit_s=None, outcome=command_outcome),
 ]

@@ -27,7 +27,7 @@ from ...fsutil import atomic_write, confine_write, sha256_bytes
 from ...textdiff import clip, file_diff
 from ..filetools import read_existing
 from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolContext, ToolResult, as_text,
-                   params)
+                   edit_outcome, params)
 
 DIFF_BUDGET = 1200  # characters of diff the model sees (about 300 tokens); the log keeps it whole
 SHOWN_CONTEXT = 1  # lines around each change in the diff the model reads: every later request carries it
@@ -318,17 +318,17 @@ _EDIT_DOC = ("Replace the exact text old with new in a file you read before. old
 
 TOOLS = [
     Tool("write_file", _WRITE_DOC, params(["path", "content"], path=STR, content=STR), _write_file, WRITE,
-         meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY, comparable=summary_line),
+         meaning=edits_meaning, outcome=edit_outcome, writes=path_args("path"), verify=REAPPLY, comparable=summary_line),
     Tool("edit_file", _EDIT_DOC,
          params(["path", "old", "new"], path=STR, old=STR, new=STR,
                 replace_all={**BOOL, "description": "replace every match (default false)"}),
-         _edit_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY,
+         _edit_file, WRITE, meaning=edits_meaning, outcome=edit_outcome, writes=path_args("path"), verify=REAPPLY,
          comparable=summary_line),
     Tool("delete_file", "Delete one file (not a folder). The user can undo it.", params(["path"], path=STR),
-         _delete_file, WRITE, meaning=edits_meaning, writes=path_args("path"), verify=REAPPLY,
+         _delete_file, WRITE, meaning=edits_meaning, outcome=edit_outcome, writes=path_args("path"), verify=REAPPLY,
          comparable=summary_line),
     Tool("move_file", "Move or rename one file; dst must not exist (its folders are created).",
-         params(["src", "dst"], src=STR, dst=STR), _move_file, WRITE, meaning=edits_meaning,
+         params(["src", "dst"], src=STR, dst=STR), _move_file, WRITE, meaning=edits_meaning, outcome=edit_outcome,
          writes=path_args("src", "dst"), verify=REAPPLY, comparable=summary_line,
          label=_move_label),
 ]

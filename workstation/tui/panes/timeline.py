@@ -5,9 +5,10 @@ Data down: `set_events(events)`, `append_events(events)` (TimelineEvent or mappi
 Messages up: `EventSelected(event)` on enter or click (the app moves the chat to
 `event.turn_id`, or says why it cannot); moving the cursor only shows the details.
 A failed event (a tool call that failed, a model call that errored or was
-stopped) is marked ✗ in the name column and in the details. A sub-agent's events
-(its flow, agent/subagent.py) are nested under the task call that ran it: their
-name is indented one step per level, behind `↳`.
+stopped) is marked ✗ in the name column and in the details; one whose turn a
+rewind or undo took back (`details["taken_back"]`) is marked ↶ and dimmed. A
+sub-agent's events (its flow, agent/subagent.py) are nested under the task call
+that ran it: their name is indented one step per level, behind `↳`.
 
 The type filter is a label cycled by keys (t / T / a), a click, or the command
 palette (one entry per type): a Select widget would double the pane's start-up cost.
@@ -199,6 +200,8 @@ class TimelinePane(DeferredPane):
         if event.details.get("new_errors"):  # an edit the language server found errors in (workstation.lsp)
             name = Text(f"⚠{event.details['new_errors']} ",
                         foreground_only(self.get_component_rich_style("timeline--failed"))).append_text(name)
+        if taken_back(event):  # a rewind or undo took its turn back: marked by shape, dimmed
+            name = Text.assemble("↶ ", name, style="dim")
         return (event_time(event.ts)[:8], event.type, name, human_duration(event.duration_ms),
                 human_count(event.tokens))
 
@@ -244,8 +247,13 @@ def failed(event: TimelineEvent) -> bool:
     return event.details.get("ok") is False
 
 
+def taken_back(event: TimelineEvent) -> str:
+    """What took the event's turn back ("taken back by /rewind 3"), "" while it stands."""
+    return str(event.details.get("taken_back") or "")
+
+
 def details_text(event: TimelineEvent) -> str:
-    mark = "✗ failed  " if failed(event) else ""
+    mark = ("✗ failed  " if failed(event) else "") + ("↶ taken back  " if taken_back(event) else "")
     lines = [f"{mark}{event_time(event.ts)}  {event.type}  {event.name}".rstrip()]
     facts = []
     if event.duration_ms is not None:

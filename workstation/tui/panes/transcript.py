@@ -11,6 +11,7 @@ a render of the tail on the next frame.
 
 from __future__ import annotations
 
+import dataclasses
 from bisect import bisect_right
 from functools import partial
 from itertools import accumulate
@@ -157,6 +158,25 @@ class Transcript(ScrollView, can_focus=True):
         if new.id:
             self._ids[new.id] = i
         self._invalidate_turn(i)
+
+    def mark_taken_back(self, marks: dict[str, str]) -> None:
+        """Say of each turn with an id what took it back (`marks`: id -> "taken back by /rewind 3"); a
+        turn not among them stands (its mark goes)."""
+        changed = []
+        for turn_id, i in self._ids.items():
+            mark = marks.get(turn_id, "")
+            if self._turns[i].taken_back != mark:
+                self._turns[i] = dataclasses.replace(self._turns[i], taken_back=mark)
+                changed.append(i)
+        for i in changed:
+            for expanded in (False, True):
+                self._strips.discard((i, self._width, expanded))
+            self._exact[i] = 0
+            self._heights[i] = self._estimate(self._turns[i], i in self._expanded)
+        if changed:
+            self._rebuild_offsets(min(changed))
+            self._update_virtual_size()
+            self.refresh()
 
     def has_turn(self, turn_id: str) -> bool:
         return turn_id in self._ids

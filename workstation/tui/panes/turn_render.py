@@ -19,6 +19,7 @@ from typing import NamedTuple
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.style import Style
+from rich.styled import Styled
 from rich.text import Text
 from rich.theme import Theme
 
@@ -32,6 +33,9 @@ SEPARATED = frozenset({"user", "assistant", "system", "command", "compaction"}) 
 MAX_EXPANDED_LINES = 400  # an expanded tool result beyond this is cut with a note
 INDENT = 2
 LABELS = {"user": "you", "assistant": "assistant", "system": "system", "command": "command"}
+TAKEN_MARK = "↶"  # before what took a turn back (a rewind, an undo)
+TAKEN_STYLE = Style(dim=True)  # a taken-back turn is dimmed whole
+OUTCOME_ROOM = 32  # cells a tool line keeps for its outcome before its label is cut
 
 MARKDOWN = "markdown"  # the wanted() name for Rich's markdown module; others are lexers
 _ready: set[str] = {"text", ""}
@@ -70,7 +74,11 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
     parts: list[RenderableType] = [Text("")] if role in SEPARATED else []
     if role in LABELS:
         header = Text(LABELS[role], styles.user if role == "user" else styles.assistant)
+        if role == "user" and turn.number:
+            header.append(f" · turn {turn.number}", styles.user)
         header.append(_meta(turn), styles.meta)
+        if turn.taken_back:
+            header.append(f"  {TAKEN_MARK} {turn.taken_back}", styles.notice)
         parts.append(header)
         if role == "assistant":
             body: RenderableType = markdown(turn.text, dark, styles.code)
@@ -78,7 +86,7 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
             body = Text(turn.text, styles.meta if role == "system" else Style())
         parts.append(Padding(body, (0, 0, 0, INDENT)))
     elif role == "tool":
-        parts.append(_tool_line(turn, expanded, styles))
+        parts.append(_tool_line(turn, expanded, styles, width))
         if not expanded and (checked := block_of(turn.result)):  # the language server's word on an edit
             parts.append(Padding(_lsp_text(checked, styles), (0, 0, 0, INDENT + 2)))
         if expanded:
@@ -99,7 +107,8 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
         parts.append(Text(f"✗ {turn.text}", styles.error))
     else:  # notice
         parts.append(Text(f"· {turn.text}", styles.notice))
-    return Group(*parts)
+    group = Group(*parts)
+    return Styled(group, TAKEN_STYLE) if turn.taken_back else group
 
 
 def shown(turn: Turn) -> Turn:
@@ -205,15 +214,24 @@ def _meta(turn: Turn) -> str:
     return ("  " + " · ".join(bits)) if bits else ""
 
 
-def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles) -> Text:
-    # the outcome comes first: a long line is cut at the right edge
+def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles, width: int = 0) -> Text:
+    """`▸ ✓ edit_file(a.py) → +3 −1`: the call as its tool labels it, then what it came to; the label is
+    cut first when the line is too long, so the outcome stays in view."""
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"{'▾' if expanded else '▸'} ", styles.meta)
     line.append("✓ " if turn.ok else "✗ ", styles.tool if turn.ok else styles.tool_error)
-    line.append(turn.tool, styles.tool)
-    line.append(f"({safe(args_summary(turn.args))})", styles.meta)
-    summary = turn.text or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
-    line.append(f" → {summary}", styles.meta if turn.ok else styles.tool_error)
+    if turn.taken_back:  # the mark in front, where a cut line keeps it; what took it back at the end
+        line.append(f"{TAKEN_MARK} ", styles.notice)
+    label = turn.text or f"{turn.tool}({safe(args_summary(turn.args))})"
+    outcome = turn.outcome or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
+    tail = f" → {outcome}" + (f"  {TAKEN_MARK} {turn.taken_back}" if turn.taken_back else "")
+    room = width - line.cell_len - min(len(tail), OUTCOME_ROOM)
+    if width and len(label) > room:  # the arguments go first, then the tool's name stands alone
+        label = label[: room - 1] + "…" if room > len(turn.tool) + 4 else turn.tool
+    line.append(label, styles.tool)
+    line.append(f" → {outcome}", styles.meta if turn.ok else styles.tool_error)
+    if turn.taken_back:
+        line.append(f"  {TAKEN_MARK} {turn.taken_back}", styles.notice)
     return line
 
 
@@ -269,11 +287,39 @@ def diff_text(diff: str, styles: TurnStyles) -> Text:
 
 
 def _tool_details(turn: Turn) -> str:
-    if isinstance(turn.args, (dict, list)):
-        args = json.dumps(turn.args, indent=2, ensure_ascii=False, default=str)
-    else:
-        args = "" if turn.args is None else str(turn.args)
-    return safe(f"arguments:\n{args}\nresult:\n{_cut(turn.result)}")
+    """The call's arguments, each on its own line and a text of several lines as it reads (never as
+    escaped JSON), then its result. With a diff (shown below, coloured) neither the text an edit wrote
+    nor the diff in its result is repeated here."""
+    lines = ["arguments:"]
+    if isinstance(turn.args, dict):
+        for key, value in turn.args.items():
+            if isinstance(value, str) and "\n" in value:
+                if turn.diff:
+                    lines.append(f"  {key}: {value.count(chr(10)) + 1} lines (in the diff below)")
+                else:
+                    lines.append(f"  {key}:")
+                    lines.extend(f"    {line}" for line in _cut(value).splitlines())
+            elif isinstance(value, str):
+                lines.append(f"  {key}: {value}")
+            else:
+                lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False, default=str)}")
+    elif isinstance(turn.args, list):
+        lines.append(json.dumps(turn.args, indent=2, ensure_ascii=False, default=str))
+    elif turn.args is not None:
+        lines.append(f"  {turn.args}")
+    result = _without_diff(turn.result) if turn.diff else turn.result
+    lines += ["result:", _cut(result)]
+    return safe("\n".join(lines))
+
+
+def _without_diff(result: str) -> str:
+    """An edit's result without the hunks it shows the model (from its first `@@` line on)."""
+    kept = []
+    for line in result.splitlines():
+        if line.startswith("@@"):
+            break
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _cut(text: str) -> str:

@@ -1,5 +1,7 @@
 """The sessions screen: every session of the workspace, live and archived, and what can be done to one.
 
+/ filters the list by slug and title (enter or escape goes back to it); sessions
+in which nothing was said are not listed (but the one the chat is on).
 enter resumes (the backend switches the chat to it: `ResumeRequested`), p replays
 it, f opens its reflection, c compacts (asking how many of the newest turns stay
 verbatim, and showing what that covers), a archives, r restores, e / j export
@@ -22,7 +24,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
 from ...fsutil import atomic_write
@@ -76,11 +78,14 @@ class SessionsScreen(Screen):
         Binding("j", "export('json')", "Export JSON"),
         Binding("g", "reload", "Reload"),
         Binding("t", "toggle_team", "Mine / team"),
+        Binding("slash", "focus_filter", "Filter"),
     ]
     DEFAULT_CSS = """
     SessionsScreen {
         background: $background;
         #sessions-title { height: 1; padding: 0 1; color: $text-primary; text-style: bold; background: $panel; }
+        #sessions-filter { border: none; height: 1; padding: 0 1; background: $panel; }
+        #sessions-filter:focus { background: $surface; }
         #sessions-table { height: 1fr; background: $surface; }
         #sessions-detail { height: auto; max-height: 6; padding: 0 1; color: $text-muted; background: $surface; }
         #sessions-status { height: 1; width: 1fr; }
@@ -97,13 +102,16 @@ class SessionsScreen(Screen):
         super().__init__()
         self.workspace = workspace
         self.current = current  # the slug the chat is on: it is not archived from here
-        self.sessions: dict[str, Any] = {}  # slug -> SessionInfo, in table order
+        self.sessions: dict[str, Any] = {}  # slug -> SessionInfo, in table order (those the filter lets through)
+        self._all: list = []  # every SessionInfo listed, newest activity first
+        self.hidden_empty = 0  # sessions left out for holding no turn
         self.last_export: str | None = None  # path of the last export, for the status line and tests
         self.team = False  # teammates' shared sessions instead (read-only: `workstation team pull` brings them)
 
     # ---------------------------------------------------------------- composition
     def compose(self) -> ComposeResult:
         yield Static("Sessions", id="sessions-title")
+        yield Input(placeholder="/ filter by slug or title", id="sessions-filter")
         table: DataTable = DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         for column in COLUMNS:
             table.add_column(column, key=column or "mark")
@@ -165,23 +173,46 @@ class SessionsScreen(Screen):
             "no teammates' sessions pulled: they share them with [team] share = [..., \"sessions\"]")
 
     def _show(self, infos: list) -> None:
+        self._all = list(infos)
         table = self.table
         keep = self.selected.slug if self.selected is not None else None
         table.clear()
-        self.sessions = {info.slug: info for info in infos}
         current = self.current
-        for info in infos:
-            table.add_row("●" if info.slug == current else "", info.slug, info.state, str(info.turns),
+        needle = self.query_one("#sessions-filter", Input).value.strip().casefold()
+        listed = [i for i in infos if i.turns or i.slug == current]
+        self.hidden_empty = len(infos) - len(listed)
+        shown = [i for i in listed if not needle or needle in i.slug.casefold() or needle in i.title.casefold()]
+        self.sessions = {info.slug: info for info in shown}
+        for info in shown:
+            turns = f"{info.turns} ({info.taken_back}↶)" if info.taken_back else str(info.turns)
+            table.add_row("●" if info.slug == current else "", info.slug, info.state, turns,
                           info.compacted, size_text(info.size), activity_text(info.last_activity),
                           clip(info.title, TITLE_CHARS), key=info.slug)
         if keep in self.sessions:
             table.move_cursor(row=table.get_row_index(keep), animate=False)
-        live = sum(1 for i in infos if i.state == "live")
-        self.query_one("#sessions-title", Static).update(
-            f"Sessions · {live} live · {len(infos) - live} archived")
-        if not infos:
+        live = sum(1 for i in listed if i.state == "live")
+        title = f"Sessions · {live} live · {len(listed) - live} archived"
+        if self.hidden_empty:
+            title += f" · {self.hidden_empty} empty not listed"
+        if needle:
+            title += f" · {len(shown)} match {needle!r}"
+        self.query_one("#sessions-title", Static).update(title)
+        if not listed:
             self.query_one("#sessions-detail", Static).update("no sessions yet: the chat starts one")
+        elif not shown:
+            self.query_one("#sessions-detail", Static).update(f"no session's slug or title holds {needle!r}")
         self._describe()
+
+    @on(Input.Changed, "#sessions-filter")
+    def _filter_changed(self) -> None:
+        self._show(self._all)
+
+    @on(Input.Submitted, "#sessions-filter")
+    def _filter_done(self) -> None:
+        self.table.focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#sessions-filter", Input).focus()
 
     @on(DataTable.RowHighlighted, "#sessions-table")
     def _describe(self) -> None:
@@ -191,6 +222,8 @@ class SessionsScreen(Screen):
         facts = [f"{info.slug} · {info.state} · {info.turns} turn{'' if info.turns == 1 else 's'}"]
         if info.covered_turns:
             facts.append(f"turns {info.compacted} summarized")
+        if info.taken_back:
+            facts.append(f"↶ {info.taken_back} taken back by /rewind")
         if info.problems:
             facts.append(f"{info.problems} unreadable lines")
         if info.slug == self.current:
@@ -209,6 +242,9 @@ class SessionsScreen(Screen):
         self.action_resume()
 
     def action_close(self) -> None:
+        if self.query_one("#sessions-filter", Input).has_focus:  # escape in the filter: back to the list
+            self.table.focus()
+            return
         self.dismiss()
 
     def action_resume(self) -> None:
