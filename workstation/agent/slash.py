@@ -10,13 +10,14 @@ the model's own read).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..memory import reflect
 from ..memory.episodic import TOOL_CALL
+from ..memory.ltm import parse_value
 from ..sessions.archive import archive
 from ..sessions.compaction import compact_now
 from ..sessions.plan import current, progress, render
@@ -153,16 +154,13 @@ def _grep(agent, rest: str) -> SlashResult:
 
 def _umem(agent, rest: str) -> SlashResult:
     tier, key, raw = _words(rest, 3, "/umem TIER KEY VALUE")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw  # a bare word is a string value
+    value = parse_value(raw, bare_word=True)  # a bare word is a string value
     return _tool(agent, "umem", tier=tier, key=key, value=value)
 
 
 def _pin(agent, rest: str) -> SlashResult:
     agent.pin(_need(rest, "/pin TEXT"))
-    return SlashResult(f"pinned: {rest}", action="pinned")
+    return SlashResult(f"pinned: {scrub.mask(rest)}", action="pinned")  # as kept: never a key on screen
 
 
 def _reflect(agent, rest: str) -> SlashResult:
