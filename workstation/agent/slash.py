@@ -100,7 +100,8 @@ def _tool(agent, tool_name: str, **args) -> SlashResult:
     result = call_tool(agent.user_ctx, tool_name, args)
     data = result.data
     agent.memory.record(TOOL_CALL, tool_name, ok=result.ok, duration_ms=data.get("duration_ms"), tool=tool_name,
-                        args={k: v for k, v in args.items() if k != "content"}, result_chars=len(result.text),
+                        args=scrub.mask_data({k: v for k, v in args.items() if k != "content"}),
+                        result_chars=len(result.text),
                         outcome="ok" if result.ok else "error", error=None if result.ok else result.text[:300],
                         via="slash")
     return SlashResult(result.text, result.ok)
