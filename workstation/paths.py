@@ -143,6 +143,11 @@ class Paths:
         return Path(tempfile.gettempdir()) / f"workstation-{digest}.sock"
 
     @property
+    def staging(self) -> Path:
+        """Where atomic writes stage their temporary files (fsutil.atomic_write); swept at each start."""
+        return self.state / "tmp"
+
+    @property
     def sessions(self) -> Path:
         return self.state / "sessions"
 

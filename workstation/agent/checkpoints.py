@@ -189,7 +189,7 @@ class Checkpoints:
         self.session = session
         self.private = tuple(private) or (paths.state,)
         self.blobs = paths.state / "checkpoints"
-        self.staging = paths.state / "tmp"
+        self.staging = paths.staging
         self._taken: set[tuple[str, str]] = set()  # (turn id, path) kept already
         self._rewinds = 0  # rewind records in the log when _taken was last valid
 

@@ -109,7 +109,7 @@ def get_cmd(ws: Workspace, key: str, tier: str, namespace: str, session: str | N
 def set_cmd(ws: Workspace, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
     """Store VALUE (JSON, e.g. '{"a": 1}' or '"text"') under KEY, durably."""
     from ..memory import MemoryTierError  # lazy: the memory package, ~80 ms on --help
-    from ..memory.ltm import parse_value
+    from ..memory.ltm import parse_value  # lazy: as above
 
     if tier == "stm":
         raise MemoryTierError(f"{_STM_IS_LIVE}: a value set here would vanish when it exits; use --tier ltm")
