@@ -27,6 +27,7 @@ from ..viewdata import Turn, human_count
 
 EXPANDABLE = frozenset({"tool", "compaction", "redaction"})
 SEPARATED = frozenset({"user", "assistant", "system", "command", "compaction"})  # blank line before
+COLOURED = frozenset({"run_command"})  # tools whose result is a program's output, shown with its colours
 MAX_EXPANDED_LINES = 400  # an expanded tool result beyond this is cut with a note
 INDENT = 2
 LABELS = {"user": "you", "assistant": "assistant", "system": "system", "command": "command"}
@@ -63,6 +64,8 @@ class TurnStyles(NamedTuple):
 
 
 def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark: bool) -> RenderableType:
+    # a command's output keeps its colours in the expanded call (terminal.safe keeps colour SGR only)
+    coloured = safe(turn.result, colours=True) if turn.role == "tool" and turn.tool in COLOURED else None
     turn = shown(turn)
     role = turn.role
     parts: list[RenderableType] = [Text("")] if role in SEPARATED else []
@@ -78,7 +81,7 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
     elif role == "tool":
         parts.append(_tool_line(turn, expanded, styles))
         if expanded:
-            parts.append(Padding(Text(_tool_details(turn), styles.meta), (0, 0, 0, INDENT + 2)))
+            parts.append(Padding(_tool_details(turn, styles.meta, coloured), (0, 0, 0, INDENT + 2)))
             if turn.diff:
                 parts.append(Padding(diff_text(turn.diff, styles), (0, 0, 0, INDENT + 2)))
     elif role == "compaction":
@@ -252,12 +255,17 @@ def diff_text(diff: str, styles: TurnStyles) -> Text:
     return text
 
 
-def _tool_details(turn: Turn) -> str:
+def _tool_details(turn: Turn, style: Style, coloured: str | None = None) -> Text:
+    """Arguments and result; `coloured`: the result with its colour SGR kept (a command's), as colours."""
     if isinstance(turn.args, (dict, list)):
         args = json.dumps(turn.args, indent=2, ensure_ascii=False, default=str)
     else:
         args = "" if turn.args is None else str(turn.args)
-    return safe(f"arguments:\n{args}\nresult:\n{_cut(turn.result)}")
+    if coloured is None:
+        return Text(safe(f"arguments:\n{args}\nresult:\n{_cut(turn.result)}"), style)
+    text = Text(safe(f"arguments:\n{args}\nresult:\n"), style)
+    text.append_text(Text.from_ansi(_cut(coloured), style=style))
+    return text
 
 
 def _cut(text: str) -> str:
