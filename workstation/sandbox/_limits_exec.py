@@ -55,4 +55,5 @@ def main() -> None:
         sys.exit(127)
 
 
-main()
+if __name__ == "__main__":  # run by path, as a script; importing it does nothing
+    main()
