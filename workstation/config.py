@@ -131,6 +131,10 @@ class AgentConfig(_Section):
     # secret-named environment variables commands still get (scrub.command_env leaves the rest out)
     command_env_pass: list[str] = field(default_factory=list)
     command_timeout_s: TimeLimit = 120.0
+    # what one command may take (rlimits, in every sandbox and with none; README "What the sandbox enforces")
+    command_max_processes: Annotated[int, Meta(ge=8, le=1 << 22)] = 1024
+    command_max_file_mb: Annotated[int, Meta(ge=1, le=1 << 30)] = 4096
+    command_max_memory_mb: Annotated[int, Meta(ge=64, le=1 << 30)] = 8192
     max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000
     max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30
     auto_commit: bool = False  # commit the files each turn changed (git repositories only; never pushes)

@@ -104,23 +104,36 @@ def _inside(real: Path, root_real: Path, folders: list[Path]) -> bool:
     return False
 
 
+NOT_REGULAR = "not a regular file (a FIFO, a socket or a device): never read"
+
+
+def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """A descriptor of `path` if it is a regular file (following links), opened so that a FIFO cannot hang
+    the open; OSError (EINVAL, NOT_REGULAR) if it is not one. For files someone else wrote (an import
+    source), which may be a FIFO a read would wait on for ever."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
+    if flags & os.O_NONBLOCK == 0:
+        os.set_blocking(fd, True)
+    return fd
+
+
 def open_state(path: Path | str, flags: int, mode: int = 0o600) -> int:
     """A state file's descriptor (a lock, a session log, a server log), never through a symbolic link and
     only for a regular file: a state folder can come with a cloned repository, and a link planted there
     must not make us truncate or append to what it names. PlantedLink, one line, if it is either."""
-    try:  # NONBLOCK: a planted FIFO must not hang the open
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        return open_regular(path, flags | os.O_NOFOLLOW, mode)
     except OSError as err:
-        if err.errno != errno.ELOOP:
-            raise
-        raise PlantedLink(f"{path} is a symbolic link to {os.readlink(path)}; workstation never writes "
-                          "through it: move it aside") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise PlantedLink(f"{path} is not a regular file; workstation never writes through it: move it aside")
-    if flags & os.O_NONBLOCK == 0:
-        os.set_blocking(fd, True)
-    return fd
+        if err.errno == errno.ELOOP:
+            raise PlantedLink(f"{path} is a symbolic link to {os.readlink(path)}; workstation never writes "
+                              "through it: move it aside") from None
+        if err.strerror == NOT_REGULAR:
+            raise PlantedLink(f"{path} is not a regular file; workstation never writes through it: "
+                              "move it aside") from None
+        raise
 
 
 def sha256_bytes(data: bytes) -> str:

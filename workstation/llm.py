@@ -130,22 +130,26 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text as streamed
+    cut: bool = False  # the stream was left once the arguments passed MAX_TOOL_ARGS_CHARS (more followed)
 
     @property
     def oversized(self) -> bool:
         return len(self.arguments or "") > MAX_TOOL_ARGS_CHARS
 
+    def _size(self) -> str:
+        return f"{'more than ' if self.cut else ''}{len(self.arguments):,} characters"
+
     def kept_arguments(self) -> str:
         """What the conversation keeps of the arguments: the text, or a JSON note when it is oversized."""
         if not self.oversized:
             return self.arguments
-        return json.dumps({"not_kept": f"{len(self.arguments):,} characters of arguments, over the "
+        return json.dumps({"not_kept": f"{self._size()} of arguments, over the "
                                        f"{MAX_TOOL_ARGS_CHARS:,}-character limit of one call"})
 
     def parsed_arguments(self) -> dict:
         """The arguments as a dict ('' counts as {}); LLMError on malformed JSON or a non-object."""
         if self.oversized:
-            raise LLMError(f"tool-call arguments for {self.name} are {len(self.arguments):,} characters, over "
+            raise LLMError(f"tool-call arguments for {self.name} are {self._size()}, over "
                            f"the limit of {MAX_TOOL_ARGS_CHARS:,}: split the work into smaller calls",
                            kind="malformed")
         raw = self.arguments.strip() if self.arguments else ""
@@ -374,12 +378,27 @@ def _is_json_object(s: str) -> bool:
 
 
 class _ToolCallBuilder:
-    __slots__ = ("id", "name", "arguments")
+    """One call's name and arguments from its deltas. Arguments are kept as parts (joined when read), so
+    a long argument streamed in small pieces costs linear time, and the whole text is parsed to check
+    for a provider re-sending complete arguments only once its size has doubled since the last check."""
+
+    __slots__ = ("id", "name", "_parts", "size", "_checked")
 
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
-        self.arguments = ""
+        self._parts: list[str] = []
+        self.size = 0
+        self._checked = 0  # size of the arguments when they were last found not a whole JSON object
+
+    @property
+    def arguments(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def _set(self, args: str) -> None:
+        self._parts, self.size = [args], len(args)
 
     def add(self, tc_id: Optional[str], name: Optional[str], args: Optional[str]) -> None:
         if tc_id and not self.id:
@@ -389,17 +408,25 @@ class _ToolCallBuilder:
                 self.name = name  # first time, or a repeated / cumulative name
             elif name != self.name:
                 self.name += name  # name streamed in pieces
-        if args:
-            acc = self.arguments
-            if not acc:
-                self.arguments = args
-            elif args.startswith(acc) and _is_json_object(args):
-                self.arguments = args  # provider re-sent the cumulative arguments
-            elif (args.lstrip().startswith("{") and acc.rstrip().endswith("}")
-                  and _is_json_object(acc) and _is_json_object(args)):
-                self.arguments = args  # provider re-sent complete arguments after a complete object
-            else:
-                self.arguments = acc + args
+        if not args:
+            return
+        if not self.size:
+            self._set(args)
+        elif len(args) > self.size and args.startswith(self.arguments) and _is_json_object(args):
+            self._set(args)  # provider re-sent the cumulative arguments
+        elif (args.lstrip().startswith("{") and self._parts[-1].rstrip().endswith("}")
+              and self.size >= 2 * self._checked and _is_json_object(args)):
+            if _is_json_object(self.arguments):
+                self._set(args)  # provider re-sent complete arguments after a complete object
+                return
+            self._checked = self.size
+            self._append(args)
+        else:
+            self._append(args)
+
+    def _append(self, args: str) -> None:
+        self._parts.append(args)
+        self.size += len(args)
 
 
 class _Accumulator:
@@ -469,13 +496,20 @@ class _Accumulator:
             return content
         return ""
 
-    def tool_calls(self) -> list[ToolCall]:
+    @property
+    def oversized(self) -> bool:
+        """Whether a call's arguments passed MAX_TOOL_ARGS_CHARS: it will be refused, so reading on is waste
+        (and a stream of megabytes in small chunks would keep the turn busy for minutes)."""
+        return any(b.size > MAX_TOOL_ARGS_CHARS for b in self.calls.values())
+
+    def tool_calls(self, cut: bool = False) -> list[ToolCall]:
         out = []
         for i in sorted(self.calls):
             b = self.calls[i]
-            if not (b.name or b.arguments):
+            if not (b.name or b.size):
                 continue
-            out.append(ToolCall(id=b.id or f"call_{i}_{uuid.uuid4().hex[:12]}", name=b.name, arguments=b.arguments))
+            out.append(ToolCall(id=b.id or f"call_{i}_{uuid.uuid4().hex[:12]}", name=b.name, arguments=b.arguments,
+                                cut=cut and b.size > MAX_TOOL_ARGS_CHARS))
         return out
 
 
@@ -701,6 +735,8 @@ def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]],
                 piece = acc.add_chunk(payload)
                 if piece and on_text is not None:
                     on_text(piece)
+                if acc.calls and acc.oversized:  # left here: the call is refused whatever follows
+                    return _finish(spec, messages, acc, cut=True)
             elif kind == "end":
                 if _stream_was_truncated(payload):
                     raise LLMError(f"stream from {spec.model} ended without a finish reason (connection dropped?)",
@@ -754,8 +790,8 @@ def _usage_of(usage: Any) -> Optional[tuple[int, int, int, int, int]]:
     return int(pt or 0), int(ct or 0), int(read or 0), created, min(int(hour or 0), created)
 
 
-def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator) -> Completion:
-    calls = acc.tool_calls()
+def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator, cut: bool = False) -> Completion:
+    calls = acc.tool_calls(cut)
     text = acc.text
     estimated = acc.usage is None
     cache_read = cache_creation = hour = 0

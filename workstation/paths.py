@@ -66,9 +66,11 @@ def _check_state_dir(root: Path, state: Path) -> None:
         raise WorkstationError(f"workspace.state_dir {state} is inside .git: use a folder outside it")
 
 
-def _no_links_in(folder: Path) -> bool:
-    """PlantedLink if an entry of `folder` is a link; False if there is no such folder (or a file is there). Only small folders:
-    every entry is looked at, so a state file added later is covered too."""
+def _no_links_in(folder: Path, sockets: tuple[str, ...] = ()) -> bool:
+    """PlantedLink if an entry of `folder` is a link, or neither a regular file nor a folder (a FIFO would
+    hang whatever opens it; a socket only where `sockets` names one); False if there is no such folder (or
+    a file is there). Every entry is looked at, so a state file added later is covered too; the entry types
+    come with the listing (no stat per entry), so a folder of many sessions costs one scan."""
     try:
         entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError):
@@ -76,6 +78,11 @@ def _no_links_in(folder: Path) -> bool:
     for entry in entries:
         if entry.is_symlink():
             raise _refuse(Path(entry.path), f"a symbolic link to {os.readlink(entry.path)}")
+        if entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False):
+            continue
+        if entry.name in sockets and stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+            continue
+        raise _refuse(Path(entry.path), "neither a regular file nor a folder (a FIFO or a device)")
     return True
 
 
@@ -136,6 +143,11 @@ class Paths:
         return Path(tempfile.gettempdir()) / f"workstation-{digest}.sock"
 
     @property
+    def staging(self) -> Path:
+        """Where atomic writes stage their temporary files (fsutil.atomic_write); swept at each start."""
+        return self.state / "tmp"
+
+    @property
     def sessions(self) -> Path:
         return self.state / "sessions"
 
@@ -144,18 +156,20 @@ class Paths:
         return self.sessions / "archive"
 
     def check_state(self) -> None:
-        """No link anywhere workstation writes state: the state folder, each entry in it (owner.lock,
-        owner.sock, the databases and their WAL files, the search heaps, sidecar.log), and the folders
-        below it (STATE_FOLDERS). PlantedLink names the first one found. A state_dir the user set may
-        itself be a link (the user's own choice); what is in it may not."""
+        """No link anywhere workstation keeps state, and no FIFO or device: the state folder, each entry
+        in it (owner.lock, owner.sock, the databases and their WAL files, the search heaps, sidecar.log),
+        the folders below it (STATE_FOLDERS) and the session logs. PlantedLink names the first one found.
+        A state_dir the user set may itself be a link (the user's own choice); what is in it may not."""
         check_entry(self.root / STATE_DIRNAME, folder=True)
         if self.state == self.root / STATE_DIRNAME:
             check_entry(self.state, folder=True)
-        if not _no_links_in(self.state):
+        if not _no_links_in(self.state, sockets=("owner.sock",)):
             return
         for name in STATE_FOLDERS:
             check_entry(self.state / name, folder=True)
         _no_links_in(self.state / "checkpoints")  # its blob folders (at most 256)
+        _no_links_in(self.sessions)  # the logs (each read through fsutil.open_state too)
+        _no_links_in(self.archive)
 
     def ensure(self) -> "Paths":
         self.check_state()

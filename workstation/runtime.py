@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import config as config_mod
 from .config import Config
+from .fsutil import sweep_staging
 from .paths import Paths
 from .providers import spec_for
 
@@ -56,6 +57,7 @@ class Workspace:
                 if self._on_warning is not None:
                     self._on_warning(str(warning.message))
             paths.ensure()
+            sweep_staging(paths.staging)  # what writers killed mid-write left (a live writer's stays)
             self._loaded = (config, paths)
         return self
 

@@ -342,6 +342,34 @@ def redact(text: str) -> str:
     return text
 
 
+# A string literal given to a name: `API_KEY = "…"`, `password="…"` (a default), `DB_PASSWORD: str = "…"`,
+# `const authToken: string = '…'`, `githubToken := "…"`, `"token": "…"`.
+_ASSIGNED = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_]*)["']?\s*(?::\s*[A-Za-z_][\w\[\]., |]*?\s*)?"""
+                       r"""(?::=|=|:)\s*(?P<q>["'`])(?P<value>[^"'`\n]{4,}?)(?P=q)""")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def _assigned(match: re.Match) -> str:
+    name = _CAMEL.sub(r"\1_\2", match["name"])
+    if name.upper() in _NOT_SECRET_NAMES or not SECRET_NAME.search(name):
+        return match[0]
+    start, end = match.span("value")
+    whole = match[0]
+    return whole[: start - match.start()] + MASK + whole[end - match.start():]
+
+
+def assigns_secret(text: str) -> bool:
+    """Whether `mask_assigned` would mask a literal in `text` (without `mask`'s detectors)."""
+    return any(_assigned(m) != m[0] for m in _ASSIGNED.finditer(text))
+
+
+def mask_assigned(text: str) -> str:
+    """`mask`, plus string literals given to secret-looking names (SECRET_NAME, camelCase too) masked, the
+    names kept: for what the knowledge map keeps of code (signatures, purposes), which the model reads as
+    a summary, never to edit from. The file tools give code as written (`mask` alone)."""
+    return _ASSIGNED.sub(_assigned, mask(text)) if text else text
+
+
 # .env-style files: what they hold is configuration with secrets in it. The file tools give one to the
 # model only when the user named it in this turn, the map never holds one, and when one is read or
 # written its values are registered as secrets, so no log, event or export keeps them.

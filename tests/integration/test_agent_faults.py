@@ -92,7 +92,9 @@ def test_a_ten_megabyte_tool_argument_is_refused_in_one_line_and_not_carried(tmp
     result = a.run("store the big value")
     assert result.error is None and result.text == "I will write it in parts"
     content, request_size = respond.seen
-    assert content.startswith(f"error: tool-call arguments for umem are {len(json.dumps({'tier': 'ltm', 'key': 'k', 'value': big})):,} characters, over the limit of {MAX_TOOL_ARGS_CHARS:,}")
+    # the stream is left once past the limit (test_agent_big_arguments.py): the size is what was read
+    assert content.startswith("error: tool-call arguments for umem are more than 1,") and \
+        f"characters, over the limit of {MAX_TOOL_ARGS_CHARS:,}" in content, content
     assert request_size < 100_000  # the next request carries a note, not the 10 MB
     call = records(a.session, "assistant")[0]["tool_calls"][0]
     assert "over the 1,000,000-character limit" in json.loads(call["arguments"])["not_kept"]

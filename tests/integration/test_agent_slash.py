@@ -86,6 +86,20 @@ def test_memory_commands(ag):
     assert run(ag, "/fence").text == "error: usage: /fence TIER"
 
 
+def test_umem_values_past_the_parsers_limits_are_one_line(ag):
+    """A value nested past the JSON parser's depth or holding an integer past Python's digit limit is one
+    line naming the problem (issue 19, item 11), and nothing is stored."""
+    for value, expected in (("[" * 100_000, "nests too deeply"), ("[" * 5000 + "]" * 5000, "nests too deeply"),
+                            ("9" * 5000, "an integer of more than 4300 digits"),
+                            ("[" + "9" * 5000 + "]", "an integer of more than 4300 digits")):
+        out = run(ag, f"/umem ltm k {value}")
+        assert not out.ok and out.text.startswith("error: ") and expected in out.text, out.text[:200]
+        assert "\n" not in out.text and len(out.text) < 300
+    assert "no ltm key 'k'" in run(ag, "/qmem ltm k").text
+    assert run(ag, "/umem ltm k a bare sentence").ok  # a bare word or sentence is still a string
+    assert run(ag, "/qmem ltm k").text == '"a bare sentence"'
+
+
 def test_decisions_and_reflect(ag):
     assert run(ag, "/decisions").text == "no decisions logged yet"
     decision_id = ag.memory.log_decision("tabs everywhere", "house style")
@@ -105,6 +119,13 @@ def test_pin(ag):
     assert ag.pins() == ["never touch the migrations"]
     assert records(ag.session)[-1]["pin"] is True
     assert run(ag, "/pin").text == "error: usage: /pin TEXT"
+
+
+def test_pin_never_echoes_a_secret(ag):
+    key = "sk-ant-api03-" + "Q" * 40
+    out = run(ag, f"/pin deploy with {key}")
+    assert out.ok and key not in out.text and "deploy with" in out.text, out.text
+    assert all(key not in pin for pin in ag.pins())
 
 
 def test_model(ag):

@@ -47,6 +47,8 @@ def test_bad_input_gives_one_line_errors(cli):
             (("memory", "set", "k", "{not json"), "value is not JSON"),
             (("memory", "set", "k", "NaN"), "not JSON"),
             (("memory", "set", "k", "[" * 5000 + "]" * 5000), "value nests too deeply to parse as JSON"),
+            (("memory", "set", "k", "9" * 5000), "an integer of more than 4300 digits"),
+            (("memory", "set", "k", '{"a": ' + "9" * 5000 + "}"), "an integer of more than 4300 digits"),
             (("memory", "get", "missing"), "no ltm key 'missing' in namespace 'default'"),
             (("memory", "delete", "missing"), "no ltm key 'missing'"),
             (("memory", "set", "k", "1", "--tier", "episodic"), "episodic memory is append-only"),

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, confine_write, sha256_bytes
+from ..fsutil import atomic_write, confine_write, open_state, sha256_bytes
+from ..paths import check_entry
 from ..sessions.log import LogView, Session, SessionError
 from ..sessions.turns import starts_turn
 from ..textdiff import file_diff
@@ -136,7 +137,10 @@ def _earliest(checkpoints: Iterable[Checkpoint]) -> dict[str, Checkpoint]:
 
 
 def _current(root: Path, rel: str, private: Iterable[Path]) -> tuple[Path, bytes | None]:
-    real, _ = confine_write(root, rel, private)
+    real, now_rel = confine_write(root, rel, private)
+    if now_rel != rel:  # rel was recorded as its real path: a link now stands on the way (a planted one)
+        raise WorkstationError(f"{rel} is now a link to {now_rel}; nothing was changed (never restored "
+                               "through a link)")
     try:
         st = os.lstat(real)
     except FileNotFoundError:
@@ -185,7 +189,7 @@ class Checkpoints:
         self.session = session
         self.private = tuple(private) or (paths.state,)
         self.blobs = paths.state / "checkpoints"
-        self.staging = paths.state / "tmp"
+        self.staging = paths.staging
         self._taken: set[tuple[str, str]] = set()  # (turn id, path) kept already
         self._rewinds = 0  # rewind records in the log when _taken was last valid
 
@@ -236,6 +240,7 @@ class Checkpoints:
         a power cut damaged is reported by name, never restored."""
         sha = sha256_bytes(data)
         blob = self._blob(sha)
+        check_entry(blob, folder=False)  # a planted link there would stand for these bytes
         if blob.exists():
             return sha
         blob.parent.mkdir(parents=True, exist_ok=True)
@@ -246,8 +251,9 @@ class Checkpoints:
         return self.blobs / sha[:2] / sha
 
     def content(self, sha: str) -> bytes:
-        try:
-            data = self._blob(sha).read_bytes()
+        try:  # never through a link or from a FIFO: a blob may come with a cloned repository
+            with os.fdopen(open_state(self._blob(sha), os.O_RDONLY), "rb") as fh:
+                data = fh.read()
         except FileNotFoundError:
             raise WorkstationError(f"checkpoint blob {sha[:12]} is missing from {self.blobs}") from None
         if sha256_bytes(data) != sha:

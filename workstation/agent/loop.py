@@ -139,7 +139,7 @@ class Agent:
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
                                ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
                                                                               self.config.model.api_key_env),
-                               staging=workspace.paths.state / "tmp", delegate=self._delegate,
+                               staging=workspace.paths.staging, delegate=self._delegate,
                                lsp=workspace.lsp)
         self.ranges = self.ctx.ranges
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff

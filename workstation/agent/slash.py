@@ -10,13 +10,14 @@ the model's own read).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import scrub
 from ..errors import WorkstationError
 from ..memory import reflect
 from ..memory.episodic import TOOL_CALL
+from ..memory.ltm import parse_value
 from ..sessions.archive import archive
 from ..sessions.compaction import compact_now
 from ..sessions.plan import current, progress, render
@@ -99,7 +100,8 @@ def _tool(agent, tool_name: str, **args) -> SlashResult:
     result = call_tool(agent.user_ctx, tool_name, args)
     data = result.data
     agent.memory.record(TOOL_CALL, tool_name, ok=result.ok, duration_ms=data.get("duration_ms"), tool=tool_name,
-                        args={k: v for k, v in args.items() if k != "content"}, result_chars=len(result.text),
+                        args=scrub.mask_data({k: v for k, v in args.items() if k != "content"}),
+                        result_chars=len(result.text),
                         outcome="ok" if result.ok else "error", error=None if result.ok else result.text[:300],
                         via="slash")
     return SlashResult(result.text, result.ok)
@@ -153,16 +155,13 @@ def _grep(agent, rest: str) -> SlashResult:
 
 def _umem(agent, rest: str) -> SlashResult:
     tier, key, raw = _words(rest, 3, "/umem TIER KEY VALUE")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw  # a bare word is a string value
+    value = parse_value(raw, bare_word=True)  # a bare word is a string value
     return _tool(agent, "umem", tier=tier, key=key, value=value)
 
 
 def _pin(agent, rest: str) -> SlashResult:
     agent.pin(_need(rest, "/pin TEXT"))
-    return SlashResult(f"pinned: {rest}", action="pinned")
+    return SlashResult(f"pinned: {scrub.mask(rest)}", action="pinned")  # as kept: never a key on screen
 
 
 def _reflect(agent, rest: str) -> SlashResult:

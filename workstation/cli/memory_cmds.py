@@ -108,20 +108,12 @@ def get_cmd(ws: Workspace, key: str, tier: str, namespace: str, session: str | N
 @pass_workspace
 def set_cmd(ws: Workspace, key: str, value: str, tier: str, namespace: str, as_string: bool) -> None:
     """Store VALUE (JSON, e.g. '{"a": 1}' or '"text"') under KEY, durably."""
-    from ..memory import MemoryTierError, MemoryValueError  # lazy: the memory package, ~80 ms on --help
+    from ..memory import MemoryTierError  # lazy: the memory package, ~80 ms on --help
+    from ..memory.ltm import parse_value  # lazy: as above
 
     if tier == "stm":
         raise MemoryTierError(f"{_STM_IS_LIVE}: a value set here would vanish when it exits; use --tier ltm")
-    if as_string:
-        parsed: Any = value
-    else:
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as err:
-            raise MemoryValueError(f"value is not JSON ({err.msg} at column {err.colno}); "
-                                   "quote text as '\"text\"' or pass --string") from None
-        except RecursionError:
-            raise MemoryValueError("value nests too deeply to parse as JSON; flatten it or pass --string") from None
+    parsed: Any = value if as_string else parse_value(value, hint="quote text as '\"text\"' or pass --string")
     mem = _memory(ws)
     mem.umem(tier, key, parsed, namespace=namespace)
     mem.fence(tier)

@@ -24,9 +24,11 @@ The quirks of the format, and what this importer does with each:
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
+from ..fsutil import open_regular
 from .base import Conversation, Draft, Parsed, Part, Problem, Usage, file_ts, iso_ts, stable_hash
 
 NAME = "aider"
@@ -89,7 +91,8 @@ def input_history_of(path: Path) -> Path:
 def _input_history(path: Path, problems: list[Problem]) -> list[tuple[str, str]]:
     """(time, text) of each input aider logged, oldest first; [] when the file is absent."""
     try:
-        raw = path.read_text(encoding="utf-8", errors="replace")
+        with os.fdopen(open_regular(path), "rb") as fh:
+            raw = fh.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return []
     except OSError as err:

@@ -208,6 +208,7 @@ def file_ts(path: Path) -> str:
 
 
 # --------------------------------------------------------------------------- reading sources
+MAX_LINE_BYTES = 32 << 20  # a JSONL line longer than this is named and left out (memory: see read_jsonl)
 MAX_DEPTH = 100  # JSON deeper than this is refused: records downstream are walked recursively
 
 
@@ -259,40 +260,51 @@ def _too_deep(value: Any) -> bool:
     return False
 
 
-def jsonl_lines(data: bytes) -> tuple[list[tuple[int, bytes]], int, bytes]:
-    """(line number, line) of the complete lines, bytes they take, and the unterminated tail."""
-    end = data.rfind(b"\n") + 1
-    lines = [(n, raw) for n, raw in enumerate(data[:end].split(b"\n")[:-1], start=1) if raw.strip()]
-    return lines, end, data[end:]
+def _too_long(file: str, size: int, number: int) -> Problem:
+    return Problem(file, f"{size >> 20} MB, longer than the {MAX_LINE_BYTES >> 20} MB a record may be: left out",
+                   number)
 
 
 def read_jsonl(data: bytes, file: str) -> tuple[list[tuple[int, dict]], list[Problem], int]:
     """Every JSON object line of a JSONL source with its line number; problems for the rest.
 
     An unterminated last line is read if it is whole JSON (a writer that never wrote the newline)
-    and otherwise reported as cut off or still being written; `consumed` stops before it then.
+    and otherwise reported as cut off or still being written; `consumed` stops before it then. A line
+    longer than MAX_LINE_BYTES is named and left out unread: parsed, it would take ~9 times its size.
+    Lines are cut from `data` one at a time, so no second copy of the file is held.
     """
-    lines, consumed, tail = jsonl_lines(data)
     out: list[tuple[int, dict]] = []
     problems: list[Problem] = []
-    exact = exact_ints(data)
-    for number, raw in lines:
-        value, reason = loads(raw, exact)
+    consumed = data.rfind(b"\n") + 1
+    start = number = 0
+    while start < consumed:
+        stop = data.index(b"\n", start, consumed)
+        number += 1
+        if stop - start > MAX_LINE_BYTES:
+            problems.append(_too_long(file, stop - start, number))
+            start = stop + 1
+            continue
+        raw, start = data[start:stop], stop + 1
+        if not raw.strip():
+            continue
+        value, reason = loads(raw)
         if reason is None and not isinstance(value, dict):
             reason = "not a JSON object"
         if reason:
             problems.append(Problem(file, reason, number))
         else:
             out.append((number, value))
-    if tail.strip():
-        number = data[:consumed].count(b"\n") + 1
-        value, reason = loads(tail)
+    tail = len(data) - consumed
+    if tail > MAX_LINE_BYTES:
+        problems.append(_too_long(file, tail, number + 1))
+    elif data[consumed:].strip():
+        value, reason = loads(data[consumed:])
         if reason is None and isinstance(value, dict):
-            out.append((number, value))
+            out.append((number + 1, value))
             consumed = len(data)
         else:
             problems.append(Problem(file, "last line is cut off (a write was interrupted or is still in "
-                                          "progress); it is imported once complete", number))
+                                          "progress); it is imported once complete", number + 1))
     return out, problems, consumed
 
 

@@ -46,9 +46,11 @@ The quirks of the format, and what this importer does with each:
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import open_regular
 from .base import (Conversation, Draft, Parsed, Part, Problem, Usage, arguments_text, as_int, iso_ts,
                    loads, read_jsonl, text_of)
 
@@ -322,7 +324,7 @@ def project_dir_name(root: str) -> str:
 def recorded_cwd(path: Path, limit: int = 64 * 1024) -> str | None:
     """The cwd the first lines of a session file record (None when none does)."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             head = fh.read(limit)
     except OSError:
         return None

@@ -39,10 +39,12 @@ The quirks of the format, and what this importer does with each:
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import open_regular
 from .base import (Conversation, Draft, Parsed, Part, Problem, Usage, arguments_text, as_int, iso_ts, loads,
                    read_jsonl, text_of)
 
@@ -356,7 +358,7 @@ def _id_from_name(name: str) -> str | None:
 def session_cwd(path: Path, limit: int = 64 * 1024) -> str | None:
     """The cwd a rollout records in its first lines (session_meta or turn_context)."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             head = fh.read(limit)
     except OSError:
         return None

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import scrub
+from ..fsutil import open_regular
 from ..paths import Paths
 from ..sessions import textindex
 from ..sessions.compaction import touched_paths
@@ -135,7 +136,7 @@ class Importer:
         if fmt is not None and fmt not in FORMATS:
             return FileResult(shown, error=f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
         try:
-            with open(real, "rb") as fh:
+            with os.fdopen(open_regular(real), "rb") as fh:  # a FIFO would hang a plain open
                 st = os.fstat(fh.fileno())
                 head = fh.read(HEAD_BYTES)
                 identity = (st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha1(head).hexdigest())
@@ -144,7 +145,8 @@ class Importer:
                     if state is not None and tuple(state[1:5]) == identity and (fmt is None or fmt == state[0]):
                         return FileResult(shown, state[0], bytes=st.st_size, unchanged=True)
                     resend = state is None
-                data = head + fh.read()
+                fh.seek(0)
+                data = fh.read()  # whole, in one buffer (head + the rest would copy it once more)
         except FileNotFoundError:
             return FileResult(shown, error=f"{shown}: no such file")
         except OSError as err:
@@ -172,7 +174,7 @@ class Importer:
         from its size, mtime, inode and first 4 KB: what a bulk import asks before handing a file out."""
         try:
             real = os.path.realpath(os.path.expanduser(str(path)))
-            with open(real, "rb") as fh:
+            with os.fdopen(open_regular(real), "rb") as fh:
                 st = os.fstat(fh.fileno())
                 identity = (st.st_size, st.st_mtime_ns, st.st_ino, hashlib.sha1(fh.read(HEAD_BYTES)).hexdigest())
         except OSError:

@@ -312,10 +312,12 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
     # file's text only its purpose and signatures reach the map as written, so the prefilter reads
     # those alone (a few % of the text), joined by newlines, which every detector's anchors (^, $, \b,
     # \s) take as a boundary: when no line of `exposed` matches, no field can, and mask changes none.
+    # A value given to a secret-looking name (`API_KEY = "…"`) is masked too, whatever its format.
     exposed = "\n".join([purpose, *[s.signature for s in symbols]])
-    if scrub.may_hold_key(exposed) or any(value in text or value in exposed for value in scrub.known()):
-        purpose = scrub.mask(purpose)
-        symbols = [replace(s, signature=scrub.mask(s.signature)) for s in symbols]
+    if scrub.may_hold_key(exposed) or any(value in text or value in exposed for value in scrub.known()) \
+            or scrub.assigns_secret(exposed):
+        purpose = scrub.mask_assigned(purpose)
+        symbols = [replace(s, signature=scrub.mask_assigned(s.signature)) for s in symbols]
     deps = [(imp, resolve_target(imp, rel, language, known)) for imp in result.imports]
     key = str(fid)
     row = (rel, language, kind, sig[0], sig[1], sig[2], sig[3], sha, result.line_count,

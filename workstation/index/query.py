@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from .. import tokens as tok
+from .. import scrub, tokens as tok
 from ..errors import WorkstationError
 from ..providers import spec_for
 from ..store.broker import readonly
@@ -82,7 +82,9 @@ class ImpactHit:
 # find
 
 def find(km: KnowledgeMap, query: str, limit: int = 20) -> FindResult:
-    q = " ".join(query.split())
+    # a key in the query (pasted, or the model's from a file it read) goes to no model, no record: the
+    # map holds its keys masked anyway, so nothing is lost
+    q = scrub.mask(" ".join(query.split()))
     if not q:
         raise WorkstationError("find needs a query")
     if limit < 1:

@@ -10,7 +10,7 @@ text the parser does not understand (its purpose line, see indexer.text_purpose)
 from __future__ import annotations
 
 PARSER_VERSIONS: dict[str | None, int] = {
-    "python": 3, "javascript": 3, "go": 2, "rust": 2, "java": 2, "c": 2, "ruby": 2, None: 1,
+    "python": 4, "javascript": 4, "go": 3, "rust": 3, "java": 3, "c": 3, "ruby": 3, None: 2,  # +1: secrets assigned
 }
 _FAMILY = {"typescript": "javascript", "tsx": "javascript", "cpp": "c"}
 

@@ -55,7 +55,6 @@ from ..agent import tools
 from ..agent.filetools import ReadLedger
 from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
 from ..errors import WorkstationError
-from ..fsutil import confine
 from ..memory.episodic import TOOL_CALL
 from ..sessions.context import fetch_original
 from ..sessions.log import Session, new_record_id
@@ -222,11 +221,7 @@ class Service:
         if _depth(arguments or {}) > MAX_DEPTH:
             return ToolResult(f"error: the arguments of {name} are nested deeper than {MAX_DEPTH} levels",
                               ok=False, data={"outcome": "malformed"})
-        for path in self.tools[name].writes(_clean(arguments or {})):
-            if _in_git(self.ws.root, path):
-                return ToolResult(f"error: {path} is in the repository's .git folder: refused", ok=False,
-                                  data={"outcome": "denied"})
-        return None
+        return None  # paths (outside, the state folder, .git) are the tools' own check: fsutil.confine_write
 
     # ------------------------------------------------------------------ the MCP side
     def tool_list(self) -> list[dict[str, Any]]:
@@ -278,18 +273,6 @@ def _client_identity(ctx, transport: str) -> tuple[str, str, str]:
     if peer is not None:  # a stateless request: its connection, never the name it claims
         return f"conn:{peer.host}:{peer.port}", name, version
     return f"request:{secrets.token_hex(8)}", name, version  # nothing to tie it to: a ledger of its own
-
-
-def _in_git(root, path: Any) -> bool:
-    """Whether a path a WRITE call declares resolves into <root>/.git (checked here as well as wherever the
-    tools check it: another agent's edit must never rewrite hooks or config that git runs)."""
-    if not isinstance(path, str) or not path:
-        return False
-    try:
-        _, rel = confine(root, path)
-    except WorkstationError:
-        return False  # outside the workspace or in its state folder: the tool itself refuses it
-    return rel.split("/", 1)[0].lower() == ".git"
 
 
 def _depth(value: Any, limit: int = MAX_DEPTH) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from itertools import repeat
@@ -79,6 +80,22 @@ def encode(value: Any, key: str) -> str:
                                "or is nested too deeply") from None
     except (TypeError, ValueError) as err:
         raise MemoryValueError(f"ltm value for {key!r} is not JSON: {err}") from None
+
+
+def parse_value(text: str, *, bare_word: bool = False, hint: str = "quote text as '\"text\"'") -> Any:
+    """A value a person typed, as JSON; with bare_word, text that is not JSON is that string. Past the
+    parser's limits (nesting, an integer of more digits than Python converts) MemoryValueError, one line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        if bare_word:
+            return text
+        raise MemoryValueError(f"value is not JSON ({err.msg} at column {err.colno}); {hint}") from None
+    except RecursionError:
+        raise MemoryValueError(f"value nests too deeply to parse as JSON: flatten it, or {hint}") from None
+    except ValueError:  # int_max_str_digits; its own message names a Python setting, not what to do
+        raise MemoryValueError(f"value holds an integer of more than {sys.get_int_max_str_digits()} digits; "
+                               f"{hint}") from None
 
 
 def check_key(key: Any, what: str = "key") -> str:

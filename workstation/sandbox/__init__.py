@@ -51,6 +51,17 @@ PROBE_TIMEOUT_S = 20.0
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What one command may take (`_limits_exec.py` sets them as rlimits before it runs the command): its
+    processes at once (the user's own processes outside the sandbox aside), the size of any file it
+    writes, and the memory of each of its processes (data: heap and private mappings, not reservations)."""
+
+    processes: int = 1024
+    file_bytes: int = 4 << 30
+    memory_bytes: int = 8 << 30
+
+
+@dataclass(frozen=True)
 class Policy:
     """What a command may touch: built once per workspace from its paths and `[agent]` config."""
 
@@ -61,6 +72,7 @@ class Policy:
     mode: str = "auto"
     env_pass: tuple[str, ...] = ()  # secret-named variables the user's config passes (agent.command_env_pass)
     env_withheld: tuple[str, ...] = ()  # variables left out whatever their name (the model's api_key_env)
+    limits: Limits = Limits()
 
     def __post_init__(self) -> None:
         root = Path(os.path.realpath(self.root))
@@ -75,8 +87,9 @@ class Policy:
     def for_workspace(cls, paths: "Paths", agent: "AgentConfig", key_env: str = "") -> "Policy":
         """From a workspace's `Paths` and its `AgentConfig`; `key_env`: the configured model's api_key_env."""
         hide = tuple(Path(os.path.expanduser(p)) for p in agent.sandbox_hide)
+        limits = Limits(agent.command_max_processes, agent.command_max_file_mb << 20, agent.command_max_memory_mb << 20)
         return cls(paths.root, (paths.state,), hide, agent.command_network, agent.sandbox,
-                   tuple(agent.command_env_pass), (key_env,) if key_env else ())
+                   tuple(agent.command_env_pass), (key_env,) if key_env else (), limits)
 
     def env(self, environ: dict[str, str]) -> dict[str, str]:
         """The environment a command gets: `environ` scrubbed of secrets (`scrub.command_env`)."""
@@ -220,9 +233,12 @@ def launch(module, found: Any, argv: Sequence[str], policy: Policy, cwd: Path,
 @contextmanager
 def sandboxed(argv: Sequence[str], policy: Policy, cwd: Path,
               env: dict[str, str]) -> Iterator[tuple[list[str], dict[str, str], Status]]:
-    """(argv, env, status) for running `argv` under `policy`: wrapped in the sandbox, or unchanged when
-    there is none (the caller has asked the user then)."""
+    """(argv, env, status) for running `argv` under `policy`: with its limits (`Limits`), wrapped in the
+    sandbox, or with no sandbox when there is none (the caller has asked the user then)."""
     current = status(policy)
+    limits = policy.limits
+    argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("_limits_exec.py")), str(limits.processes),
+            str(limits.file_bytes), str(limits.memory_bytes), "--", *argv]
     if current.backend is None:
         yield list(argv), env, current
         return

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..fsutil import atomic_write, fsync_dir
+from ..fsutil import atomic_write, fsync_dir, open_state
 from ..paths import Paths
 from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
@@ -323,7 +323,7 @@ def gunzip(path: Path) -> bytes:
     """The archived log; FileNotFoundError when it is gone, UnreadableArchive when it cannot be read
     or would expand past `expansion_limit` of its size."""
     try:
-        with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+        with os.fdopen(open_state(path, os.O_RDONLY), "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
             limit = expansion_limit(os.fstat(raw.fileno()).st_size)
             chunks, total = [], 0
             while chunk := fh.read(1 << 20):

@@ -308,7 +308,7 @@ class Session:
 
     def _read(self) -> LogView:
         try:
-            with open(self.path, "rb") as fh:
+            with os.fdopen(open_state(self.path, os.O_RDONLY), "rb") as fh:  # never a planted link or FIFO
                 st = os.fstat(fh.fileno())
                 if (st.st_dev, st.st_ino) != self._identity or st.st_size < self._offset:
                     self._reset_cache()  # replaced (a restore) or shrunk: start over

@@ -199,7 +199,7 @@ def _sync_live(writes: _Writes, slug: str, row: tuple | None, path: str) -> None
     if row is not None and len(row) < 10:  # index_identities' row: the whole state is wanted now
         row = next(iter(writes.db.call(index_states, [slug])), None)
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_state(path, os.O_RDONLY), "rb") as fh:
             st = os.fstat(fh.fileno())
             identity = f"{st.st_dev}:{st.st_ino}"
             if row is not None and row[1] == "live" and row[2] == identity and row[3] == st.st_size:

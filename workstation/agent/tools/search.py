@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import scrub
 from ...fsutil import confine
 from . import lspcheck
 from ..filetools import grep
@@ -35,7 +36,8 @@ def _lookup_meaning(key_arg: str, kind: str):
         verdict = call.data.get("memory")
         if not call.ok or verdict not in ("hit", "miss"):
             return NOTHING
-        return Meaning(lookups=(Lookup(str(call.args.get(key_arg) or ""), verdict == "hit", kind),))
+        key = scrub.mask(str(call.args.get(key_arg) or ""))  # recorded as an event: never a key in it
+        return Meaning(lookups=(Lookup(key, verdict == "hit", kind),))
 
     return meaning
 

@@ -30,6 +30,7 @@ from .md_parser import rich_parser
 
 EXPANDABLE = frozenset({"tool", "compaction", "redaction"})
 SEPARATED = frozenset({"user", "assistant", "system", "command", "compaction"})  # blank line before
+COLOURED = frozenset({"run_command"})  # tools whose result is a program's output, shown with its colours
 MAX_EXPANDED_LINES = 400  # an expanded tool result beyond this is cut with a note
 INDENT = 2
 LABELS = {"user": "you", "assistant": "assistant", "system": "system", "command": "command"}
@@ -69,6 +70,8 @@ class TurnStyles(NamedTuple):
 
 
 def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark: bool) -> RenderableType:
+    # a command's output keeps its colours in the expanded call (terminal.safe keeps colour SGR only)
+    coloured = safe(turn.result, colours=True) if turn.role == "tool" and turn.tool in COLOURED else None
     turn = shown(turn)
     role = turn.role
     parts: list[RenderableType] = [Text("")] if role in SEPARATED else []
@@ -90,7 +93,7 @@ def render_turn(turn: Turn, expanded: bool, width: int, styles: TurnStyles, dark
         if not expanded and (checked := block_of(turn.result)):  # the language server's word on an edit
             parts.append(Padding(_lsp_text(checked, styles), (0, 0, 0, INDENT + 2)))
         if expanded:
-            parts.append(Padding(Text(_tool_details(turn), styles.meta), (0, 0, 0, INDENT + 2)))
+            parts.append(Padding(_tool_details(turn, styles.meta, coloured), (0, 0, 0, INDENT + 2)))
             if turn.diff:
                 parts.append(Padding(diff_text(turn.diff, styles), (0, 0, 0, INDENT + 2)))
     elif role == "compaction":
@@ -286,10 +289,11 @@ def diff_text(diff: str, styles: TurnStyles) -> Text:
     return text
 
 
-def _tool_details(turn: Turn) -> str:
+def _tool_details(turn: Turn, style: Style, coloured: str | None = None) -> Text:
     """The call's arguments, each on its own line and a text of several lines as it reads (never as
-    escaped JSON), then its result. With a diff (shown below, coloured) neither the text an edit wrote
-    nor the diff in its result is repeated here."""
+    escaped JSON), then its result; `coloured`: the result with its colour SGR kept (a command's), shown
+    as colours. With a diff (shown below, coloured) neither the text an edit wrote nor the diff in its
+    result is repeated here."""
     lines = ["arguments:"]
     if isinstance(turn.args, dict):
         for key, value in turn.args.items():
@@ -307,9 +311,13 @@ def _tool_details(turn: Turn) -> str:
         lines.append(json.dumps(turn.args, indent=2, ensure_ascii=False, default=str))
     elif turn.args is not None:
         lines.append(f"  {turn.args}")
-    result = _without_diff(turn.result) if turn.diff else turn.result
-    lines += ["result:", _cut(result)]
-    return safe("\n".join(lines))
+    lines.append("result:")
+    if coloured is None:
+        result = _without_diff(turn.result) if turn.diff else turn.result
+        return Text(safe("\n".join(lines + [_cut(result)])), style)
+    text = Text(safe("\n".join(lines) + "\n"), style)
+    text.append_text(Text.from_ansi(_cut(coloured), style=style))
+    return text
 
 
 def _without_diff(result: str) -> str:
