@@ -121,7 +121,7 @@ def _words(text: str, n: int, usage: str) -> list[str]:
 def _help(agent, rest: str) -> SlashResult:
     width = max(map(len, HELP))
     # the MCP servers the agent was given (workstation.mcp.client.McpToolset), their state and tools
-    mcp = getattr(agent.toolset, "help_lines", list)()
+    mcp: list[str] = getattr(agent.toolset, "help_lines", list)()
     return SlashResult("\n".join([f"{usage:<{width}}  {text}" for usage, text in HELP.items()]
                                  + (["", *mcp] if mcp else [])))
 
