@@ -247,9 +247,9 @@ class Importer:
 
     # ------------------------------------------------------------------ one session
     def _session(self, slug: str) -> tuple[Session, bool]:
-        session = self._sessions.get(slug)
-        if session is not None and session.path.exists():
-            return session, False
+        known = self._sessions.get(slug)
+        if known is not None and known.path.exists():
+            return known, False
         created = False
         if not (self.paths.sessions / f"{slug}.jsonl").exists():
             try:
