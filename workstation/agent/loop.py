@@ -63,6 +63,7 @@ from .tools.base import RangeMemory
 from .tools.task import at_once, groups
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..memory import Memory
     from ..runtime import Workspace
     from ..sessions.log import Session
@@ -467,7 +468,7 @@ class Agent:
         return cached
 
     # ------------------------------------------------------------------ compaction
-    def _compaction_config(self):
+    def _compaction_config(self) -> Config | None:
         """The config compaction runs with: memory.compact_model, else the chat model."""
         if self.config.memory.compact_model or not self.model_name:
             return self.config if self.config.memory.compact_model else None
@@ -503,7 +504,7 @@ class Agent:
             return None
         return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
 
-    def _compact(self, cfg, window: int, events: AgentEvents) -> None:
+    def _compact(self, cfg: Config, window: int, events: AgentEvents) -> None:
         outcome = self._auto.run(self.session, cfg, window, cancel=self._closing, conversation=self.conversation)
         # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
         # user on every turn helps no one: /compact, asked for, reports its failure
