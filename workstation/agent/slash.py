@@ -83,7 +83,7 @@ def is_command(line: str) -> bool:
     return line.strip().split(" ", 1)[0] in COMMANDS
 
 
-def run(agent: Agent, line: str, *, set_model: Callable[[str], None] | None = None) -> SlashResult:
+def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> SlashResult:
     """Run one slash command line for an Agent (no model needed)."""
     name, _, rest = line.strip().partition(" ")
     rest = rest.strip()
