@@ -230,7 +230,7 @@ def _instructions(agent: Agent, rest: str) -> SlashResult:
     return SlashResult("\n".join(out).rstrip())
 
 
-def _plan(agent: Agent, rest: str) -> SlashResult:
+def _plan(agent, rest: str) -> SlashResult:
     todo = current(agent.session.read().records)
     if todo is None:
         return SlashResult("no plan yet: the agent writes one with its todo tool")
