@@ -135,6 +135,27 @@ def test_codex_040_counts_logged_before_their_call_and_wrapped_outputs(paths):
     assert (records[0]["cwd"], records[0]["git_branch"]) == ("/work/demo", "main")
 
 
+def test_codex_counts_from_running_totals_alone_keep_reasoning_apart_from_cache_writes(paths, tmp_path):
+    """A token_count without last_token_usage: each call's count is the growth of the totals, the reasoning
+    tokens among it as reasoning (they once landed in the one-hour cache writes)."""
+    lines, reasoning = [], {3000: 10, 6100: 15, 9300: 20}  # running totals, by the running input total
+    for line in (FIX / "codex_0.40.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        info = event.get("payload", {}).get("info") if event.get("type") == "event_msg" else None
+        if info:
+            info.pop("last_token_usage")
+            total = info["total_token_usage"]
+            total["reasoning_output_tokens"] = reasoning[total["input_tokens"]]
+        lines.append(json.dumps(event))
+    (tmp_path / "codex_totals.jsonl").write_text("\n".join(lines) + "\n")
+    result = Importer(paths, None).import_file(tmp_path / "codex_totals.jsonl", "codex")
+    assert not result.error and not result.problems, (result.error, result.problems)
+    calls = [r for r in Session(paths, result.sessions[0].slug).read().records if r["type"] == "assistant"]
+    assert [(c["tokens_in"], c["tokens_out"], c.get("cache_read_tokens"), c.get("reasoning_tokens"),
+             c.get("cache_creation_1h_tokens")) for c in calls] == [
+        (3000, 40, 2560, 10, None), (3100, 30, 3072, 5, None), (3200, 25, 3072, 5, None)]
+
+
 def test_codex_077_counts_after_their_call_custom_tools_and_compaction(paths):
     records = _only(_import(paths, "codex_0.77.jsonl")[1])
     kinds = [r["type"] for r in records]

@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from acp import helpers
-from acp.schema import PlanEntry, ToolCallLocation
+from acp.schema import PlanEntry, PlanEntryStatus, ToolCallLocation, ToolKind
 
 from ..agent import tools
 from ..sessions import plan as plan_mod
 from ..sessions.log import tool_call_arguments
 
-PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
+PLAN_STATUS: dict[str, PlanEntryStatus] = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 # what a built-in tool does, as ACP names it (anything else by its declared effect)
-KINDS = {"run_command": "execute", "delete_file": "delete", "move_file": "move", "grep": "search",
+KINDS: dict[str, ToolKind] = {"run_command": "execute", "delete_file": "delete", "move_file": "move", "grep": "search",
          "find": "search", "impact": "search", "recall": "read", "todo": "think"}
-EFFECT_KINDS = {tools.QUERY: "read", tools.WRITE: "edit", tools.COMMAND: "execute", tools.MEMORY: "other"}
+EFFECT_KINDS: dict[str, ToolKind] = {tools.QUERY: "read", tools.WRITE: "edit", tools.COMMAND: "execute",
+                                     tools.MEMORY: "other"}
 
 
 class Mapper:
@@ -82,7 +83,7 @@ class Mapper:
         tool = self._tool(name)
         return (tool.label if tool is not None else tools.default_label)(name, args)
 
-    def kind(self, name: str) -> str:
+    def kind(self, name: str) -> ToolKind:
         if name in KINDS:
             return KINDS[name]
         tool = self._tool(name)

@@ -45,7 +45,7 @@ from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInp
                         McpServerStdio, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
                         ResourceContentBlock, SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode,
                         SessionModeState, SetSessionModeResponse, TextContentBlock, TextResourceContents,
-                        ToolCallUpdate, UnstructuredCommandInput)
+                        StopReason, ToolCallUpdate, UnstructuredCommandInput)
 
 from .. import __version__
 from ..errors import ConfigError, WorkstationError
@@ -55,6 +55,8 @@ from .wire import checked
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
     from ..agent.loop import Agent
+    from ..agent.tools import Toolset
+    from ..mcp.client import McpClients, McpToolset
     from ..runtime import Workspace
     from ..sessions.log import Session
 
@@ -83,7 +85,7 @@ class Place:
     """One folder's workspace, MCP servers and turn lock, shared by its sessions."""
 
     ws: "Workspace"
-    toolset: Any
+    toolset: McpToolset
     notices: list[str]  # what the config and the MCP servers said at opening (an untrusted folder's)
     turn: threading.Lock = field(default_factory=threading.Lock)
 
@@ -91,7 +93,8 @@ class Place:
 class Live:
     """One open ACP session: its agent, how its records map, its mode, its cancel."""
 
-    def __init__(self, server: "Server", place: Place, session: "Session", toolset: Any = None, own: Any = None):
+    def __init__(self, server: "Server", place: Place, session: "Session", toolset: Toolset | None = None,
+                 own: McpClients | None = None):
         from ..agent.loop import Agent  # lazy: the agent stack, ~150 ms, not for --help
 
         self.server = server
@@ -138,7 +141,7 @@ class Live:
             self.allowed.add(key)
         return answer in (ALLOW_ONCE, ALLOW_SESSION)
 
-    def turn(self, text: str) -> str:
+    def turn(self, text: str) -> StopReason:
         """One prompt on the turn's thread; its stop reason."""
         from ..agent.loop import AgentEvents  # lazy: the agent stack, loaded by the first session already
 
@@ -179,7 +182,7 @@ class Live:
             return "max_turn_requests"
         return "end_turn"
 
-    def slash(self, line: str) -> str:
+    def slash(self, line: str) -> StopReason:
         from ..agent import slash  # lazy: the agent stack, loaded already
 
         name = line.split()[0]
@@ -214,8 +217,10 @@ class Server:
     def send(self, slug: str, update: Any) -> bool:
         future = None
         try:
-            future = asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id=slug, update=update),
-                                                      self.loop)
+            loop = self.loop
+            if loop is None:
+                raise RuntimeError("no editor connected")
+            future = asyncio.run_coroutine_threadsafe(self.conn.session_update(session_id=slug, update=update), loop)
             future.result(timeout=SEND_TIMEOUT_S)
             return True
         except Exception as err:  # the editor is gone or stopped reading: nobody sees the turn
@@ -227,9 +232,12 @@ class Server:
     def ask(self, slug: str, call: ToolCallUpdate, options: list, cancel: threading.Event) -> str | None:
         """The option the user picked; None when the turn was cancelled or the editor did not answer."""
         try:
+            loop = self.loop
+            if loop is None:
+                raise RuntimeError("no editor connected")
             future = asyncio.run_coroutine_threadsafe(
-                self.conn.request_permission(session_id=slug, tool_call=call, options=options), self.loop)
-        except RuntimeError:  # the loop is closed: the editor is gone
+                self.conn.request_permission(session_id=slug, tool_call=call, options=options), loop)
+        except RuntimeError:  # the loop is closed (the editor is gone), or was never there
             return None
         while True:
             try:
@@ -417,7 +425,7 @@ class Server:
         self.places.clear()
 
 
-def editor_servers(place: Place, servers: list) -> tuple[Any, Any, list[str]]:
+def editor_servers(place: Place, servers: list) -> tuple[Toolset, McpClients | None, list[str]]:
     """The session's toolset when the editor gave MCP servers of its own (stdio ones: the protocol's
     must), started as the configured ones are (mcp.client) and untrusted: each call asks. (toolset, the
     clients to stop with the session, one line per server left out or not started); the folder's toolset
@@ -524,7 +532,9 @@ async def _serve(ws: "Workspace") -> None:
                                  lambda why: log.warning("ignored a line that is not a JSON-RPC message: %s", why))
     server = Server(ws)
     try:
-        await run_agent(server, writer, reader)
+        # the SDK's Agent protocol lists every method of the protocol; its router looks each up with getattr
+        # and answers "method not found" for those a Server leaves out (fork, resume, config options)
+        await run_agent(server, writer, reader)  # type: ignore[arg-type]
     finally:
         pump.cancel()
         await asyncio.to_thread(server.close)  # off the loop: a turn's thread may still send to it

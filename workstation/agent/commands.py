@@ -102,9 +102,11 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
             )
         except OSError as err:
             raise WorkstationError(f"cannot run {command!r}: {err.strerror or err}") from None
+        pipe = proc.stdout
+        assert pipe is not None  # stdout=PIPE
         output = _CappedOutput(max_output_chars)
         stop = threading.Event()
-        reader = threading.Thread(target=output.drain, args=(proc.stdout.fileno(), stop), daemon=True,
+        reader = threading.Thread(target=output.drain, args=(pipe.fileno(), stop), daemon=True,
                                   name="run_command output")
         reader.start()
         code = _wait(proc, timeout_s, cancel)
@@ -114,7 +116,7 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
         held_open = reader.is_alive()
         stop.set()
         reader.join()
-        proc.stdout.close()
+        pipe.close()
     text, truncated = output.text()
     if cancel is not None and cancel.is_set() and code is None:
         raise CommandCancelled(f"stopped by the user after {time.monotonic() - start:.1f}s: {command!r}")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import re
 import secrets
@@ -62,6 +63,7 @@ from .tools.base import RangeMemory
 from .tools.task import at_once, groups
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..memory import Memory
     from ..runtime import Workspace
     from ..sessions.log import Session
@@ -133,17 +135,18 @@ class Agent:
         self.memory = memory or workspace.memory(session.slug)  # a sub-agent's: its own flow (agent/subagent.py)
         self.kmap = workspace.kmap
         agent_cfg = self.config.agent
+        self.ranges = RangeMemory()
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
                                approve=approve, allow=list(agent_cfg.command_allow),
                                private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=RangeMemory(), sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
+                               ranges=self.ranges, sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
                                                                               self.config.model.api_key_env),
                                staging=workspace.paths.staging, delegate=self._delegate,
                                lsp=workspace.lsp)
-        self.ranges = self.ctx.ranges
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
         self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
+        self._turn_id = ""  # the id of the user message of the newest turn (set below, then by each run)
         self.ctx.checkpoint = lambda paths: self.checkpoints.take(self._turn_id, paths)
         self.ctx.intend = lambda rel, after: self.checkpoints.intend(self._turn_id, rel, after)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
@@ -355,6 +358,7 @@ class Agent:
             result.text = text
             return True
         index = 0
+        asked = completion.tool_calls
         for group in groups(calls):  # consecutive task calls run at once, any other call alone
             if cancel is not None and cancel.is_set():
                 for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
@@ -364,8 +368,8 @@ class Agent:
                 result.error = self._notice("cancelled", "cancelled")
                 return True
             result.tool_calls += len(group)
-            runs = at_once([lambda i=i: self._execute(calls[i]["id"], completion.tool_calls[i], events)
-                            for i in group], self.config.agent.max_subagents)
+            runs = at_once([functools.partial(self._execute, calls[i]["id"], asked[i], events) for i in group],
+                           self.config.agent.max_subagents)
             for done in runs:  # recorded in the order the model asked
                 self._record(*done, events)
             index = group[-1] + 1
@@ -464,7 +468,7 @@ class Agent:
         return cached
 
     # ------------------------------------------------------------------ compaction
-    def _compaction_config(self):
+    def _compaction_config(self) -> Config | None:
         """The config compaction runs with: memory.compact_model, else the chat model."""
         if self.config.memory.compact_model or not self.model_name:
             return self.config if self.config.memory.compact_model else None
@@ -500,7 +504,7 @@ class Agent:
             return None
         return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
 
-    def _compact(self, cfg, window: int, events: AgentEvents) -> None:
+    def _compact(self, cfg: Config, window: int, events: AgentEvents) -> None:
         outcome = self._auto.run(self.session, cfg, window, cancel=self._closing, conversation=self.conversation)
         # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
         # user on every turn helps no one: /compact, asked for, reports its failure
@@ -521,7 +525,8 @@ class Agent:
 
         return delegate(self, prompt, write)
 
-    def _execute(self, call_id: str, call, events: AgentEvents) -> tuple:
+    def _execute(self, call_id: str, call: llm.ToolCall, events: AgentEvents
+                 ) -> tuple[str, llm.ToolCall, dict | None, ToolResult, tools.Meaning, str, float]:
         """Run one tool call inside its episodic operation; what `_record` writes of it."""
         started = time.perf_counter()
         record_id = new_record_id()  # the tool_call event names the record its result becomes
@@ -529,7 +534,7 @@ class Agent:
                                              events.on_activity)
         return call_id, call, args, result, meaning, record_id, started
 
-    def _record(self, call_id: str, call, args: dict | None, result: ToolResult, meaning: tools.Meaning,
+    def _record(self, call_id: str, call: llm.ToolCall, args: dict | None, result: ToolResult, meaning: tools.Meaning,
                 record_id: str, started: float, events: AgentEvents) -> None:
         """The session record of a call `_execute` ran, and what the UI hears of it."""
         data = result.data

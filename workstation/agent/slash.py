@@ -11,7 +11,7 @@ the model's own read).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import scrub
 from ..errors import WorkstationError
@@ -25,6 +25,10 @@ from .checkpoints import fork
 from .commit import commit_session, describe
 from .instructions import NAMES, USER_FILE
 from .tools import call as call_tool, render_rows
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from .loop import Agent
 
 HELP = {
     "/map [FILE [TOKENS]]": "knowledge map of a file (within TOKENS), or the ranked repository map",
@@ -96,7 +100,7 @@ def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> 
         return SlashResult(f"error: {err}", ok=False)
 
 
-def _tool(agent, tool_name: str, **args) -> SlashResult:
+def _tool(agent: Agent, tool_name: str, **args) -> SlashResult:
     result = call_tool(agent.user_ctx, tool_name, args)
     data = result.data
     agent.memory.record(TOOL_CALL, tool_name, ok=result.ok, duration_ms=data.get("duration_ms"), tool=tool_name,
@@ -120,15 +124,15 @@ def _words(text: str, n: int, usage: str) -> list[str]:
     return parts
 
 
-def _help(agent, rest: str) -> SlashResult:
+def _help(agent: Agent, rest: str) -> SlashResult:
     width = max(map(len, HELP))
     # the MCP servers the agent was given (workstation.mcp.client.McpToolset), their state and tools
-    mcp = getattr(agent.toolset, "help_lines", list)()
+    mcp: list[str] = getattr(agent.toolset, "help_lines", list)()
     return SlashResult("\n".join([f"{usage:<{width}}  {text}" for usage, text in HELP.items()]
                                  + (["", *mcp] if mcp else [])))
 
 
-def _map(agent, rest: str) -> SlashResult:
+def _map(agent: Agent, rest: str) -> SlashResult:
     """`/map FILE 4000`: a budget after the file shows the symbols a smaller map leaves as '(+N more)'."""
     if rest:
         path, _, budget = rest.rpartition(" ")
@@ -138,13 +142,13 @@ def _map(agent, rest: str) -> SlashResult:
     return SlashResult(agent.kmap.repo_map(tokens=1024))
 
 
-def _read(agent, rest: str) -> SlashResult:
+def _read(agent: Agent, rest: str) -> SlashResult:
     path, span = _words(rest, 2, "/read FILE A-B")
     start, end = parse_range(span)
     return _tool(agent, "read_lines", path=path, start=start, end=end)
 
 
-def _grep(agent, rest: str) -> SlashResult:
+def _grep(agent: Agent, rest: str) -> SlashResult:
     """The last word is the PATH when it names a file or folder of the workspace (`/grep TODO src`)."""
     pattern = _need(rest, "/grep PATTERN [PATH]")
     parts = pattern.rsplit(" ", 1)
@@ -153,25 +157,25 @@ def _grep(agent, rest: str) -> SlashResult:
     return _tool(agent, "grep", pattern=pattern)
 
 
-def _umem(agent, rest: str) -> SlashResult:
+def _umem(agent: Agent, rest: str) -> SlashResult:
     tier, key, raw = _words(rest, 3, "/umem TIER KEY VALUE")
     value = parse_value(raw, bare_word=True)  # a bare word is a string value
     return _tool(agent, "umem", tier=tier, key=key, value=value)
 
 
-def _pin(agent, rest: str) -> SlashResult:
+def _pin(agent: Agent, rest: str) -> SlashResult:
     agent.pin(_need(rest, "/pin TEXT"))
     return SlashResult(f"pinned: {scrub.mask(rest)}", action="pinned")  # as kept: never a key on screen
 
 
-def _reflect(agent, rest: str) -> SlashResult:
+def _reflect(agent: Agent, rest: str) -> SlashResult:
     if not rest:
         return SlashResult("\n".join(f"{n:<20} {d}" for n, d in reflect.names()))
     rows = agent.memory.reflect(rest, session=agent.session.slug).records()
     return SlashResult(render_rows(rows))
 
 
-def _compaction_config(agent):
+def _compaction_config(agent: Agent) -> Config:
     cfg = agent._compaction_config()
     if cfg is None:
         raise WorkstationError("compaction needs a model: set memory.compact_model or a chat model (/model NAME)")
@@ -196,7 +200,7 @@ def parse_compact(rest: str, default_keep: int) -> tuple[int, str]:
     return keep, " ".join(words)
 
 
-def _compact(agent, rest: str) -> SlashResult:
+def _compact(agent: Agent, rest: str) -> SlashResult:
     keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
     outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus,
                           conversation=agent.conversation)
@@ -206,13 +210,13 @@ def _compact(agent, rest: str) -> SlashResult:
     return SlashResult(outcome.describe(), outcome.ok or outcome.status == "nothing")
 
 
-def _commit(agent, rest: str) -> SlashResult:
+def _commit(agent: Agent, rest: str) -> SlashResult:
     agent.ctx.reindex()
     commit = commit_session(agent.ws, agent.session, rest or None, model=agent.model_name)
     return SlashResult(describe(commit), action="committed")
 
 
-def _instructions(agent, rest: str) -> SlashResult:
+def _instructions(agent: Agent, rest: str) -> SlashResult:
     found = agent.instructions_in_effect()
     if not found:
         return SlashResult(f"no project instructions: no {', '.join(NAMES)} at the root or in the folders worked "
@@ -232,7 +236,7 @@ def _plan(agent, rest: str) -> SlashResult:
     return SlashResult(f"plan ({progress(todo)}):\n{render(todo)}" if todo else "plan: (cleared)")
 
 
-def _archive(agent, rest: str) -> SlashResult:
+def _archive(agent: Agent, rest: str) -> SlashResult:
     cfg = agent._compaction_config() or agent.config  # no model: archived without a fresh summary
     result = archive(agent.ws.paths, agent.session.slug, cfg, episodic=agent.memory.episodic)
     text = f"archived {agent.session.slug}"
@@ -241,13 +245,13 @@ def _archive(agent, rest: str) -> SlashResult:
     return SlashResult(text, action="archived")
 
 
-def _new(agent, rest: str) -> SlashResult:
+def _new(agent: Agent, rest: str) -> SlashResult:
     if rest:
         raise WorkstationError("usage: /new (or /clear): no arguments")
     return SlashResult(f"session {agent.session.slug} stays as it is; a new session starts", action="new")
 
 
-def _undo(agent, rest: str) -> SlashResult:
+def _undo(agent: Agent, rest: str) -> SlashResult:
     if rest:
         raise WorkstationError("usage: /undo (no arguments; /rewind N goes further back)")
     return _restored(agent.undo())
@@ -256,7 +260,7 @@ def _undo(agent, rest: str) -> SlashResult:
 _REWIND_WHAT = {"files": (True, False), "conversation": (False, True), "both": (True, True)}
 
 
-def _rewind(agent, rest: str) -> SlashResult:
+def _rewind(agent: Agent, rest: str) -> SlashResult:
     usage = "usage: /rewind N [files|conversation|both] (N: a user turn number, 1 is the first)"
     parts = rest.split()
     if not parts or len(parts) > 2 or not parts[0].isdigit() or (len(parts) == 2 and parts[1] not in _REWIND_WHAT):
@@ -269,14 +273,14 @@ def _restored(done) -> SlashResult:
     return SlashResult(done.describe(), action="rewound" if done.conversation else "files")
 
 
-def _fork(agent, rest: str) -> SlashResult:
+def _fork(agent: Agent, rest: str) -> SlashResult:
     if rest and not rest.isdigit():
         raise WorkstationError("usage: /fork [N] (N: fork before user turn N; none: the whole conversation)")
     new = fork(agent.ws.paths, agent.session, int(rest) if rest else None)
     return SlashResult(f"forked {agent.session.slug} into {new.slug}", action="fork", slug=new.slug)
 
 
-def _diff(agent, rest: str) -> SlashResult:
+def _diff(agent: Agent, rest: str) -> SlashResult:
     changes = agent.checkpoints.diff(rest or None)
     if not changes:
         return SlashResult("no net change: the files this session touched are as they were")
@@ -293,7 +297,7 @@ def render_diff(changes: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _model(agent, rest: str) -> SlashResult:
+def _model(agent: Agent, rest: str) -> SlashResult:
     if not rest:
         if not agent.model_name:
             return SlashResult("model: none configured (/model NAME, e.g. /model openai/gpt-4o-mini)")
@@ -303,7 +307,7 @@ def _model(agent, rest: str) -> SlashResult:
     return SlashResult(f"model set to {agent.model_name}", action="model")
 
 
-_HANDLERS: dict[str, Callable[[object, str], SlashResult]] = {
+_HANDLERS: dict[str, Callable[[Agent, str], SlashResult]] = {
     "/help": _help,
     "/map": _map,
     "/read": _read,

@@ -126,7 +126,10 @@ class SubAgent(Agent):
 
     def __init__(self, parent: Agent, flow: str, *, write: bool, head: tuple[dict, str | None]):
         base = parent.session.base if isinstance(parent.session, Sidechain) else parent.session
-        super().__init__(parent.ws, Sidechain(base, flow), model=parent.model_name, compaction="off",
+        # a Sidechain is the part of a Session the loop uses with compaction off (append, user, system, assistant,
+        # tool, read, slug, paths, counter): a duck, not a subclass, so that it shares its base's one log
+        super().__init__(parent.ws, Sidechain(base, flow),  # type: ignore[arg-type]
+                         model=parent.model_name, compaction="off",
                          approve=_asking(parent.ctx.approve, flow) if write else None,
                          toolset=_Guarded(parent.toolset, self), memory=parent.ws.memory(base.slug, flow=flow))
         cfg = self.config.agent

@@ -10,34 +10,34 @@ result's text is masked (a file or an output may hold a configured key). What a 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from .. import scrub
 from ..llm import LLMError
 from ..memory.episodic import TOOL_CALL
+from ..memory.router import Memory
 from . import tools
 from .tools import ToolContext, ToolResult
 from .tools.base import ARG_CLIP
 
-def run(toolset: tools.Toolset, ctx: ToolContext, memory: Any, call_id: str, call, record_id: str,
+def run(toolset: tools.Toolset, ctx: ToolContext, memory: Memory, call_id: str, call, record_id: str,
         on_activity: Callable[[str, str], None] | None = None) -> tuple[dict | None, ToolResult, tools.Meaning]:
     """Run `call` (an llm tool call) as the episodic operation whose tool_call event names `record_id`, the
     session record its result becomes. Returns its parsed arguments (None: malformed), result and meaning."""
-    malformed: ToolResult | None = None
+    problem = ""  # why the arguments are malformed
     try:
         args: dict | None = call.parsed_arguments()
     except LLMError as err:
-        args = None
-        malformed = ToolResult(f"error: {err}; send the call again with one valid JSON object as arguments",
-                               ok=False, data={"outcome": "malformed"})
+        args, problem = None, str(err)
     logged_args = tools.logged_args(args) if args is not None else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]}
     if on_activity:
         on_activity("tool", tools.activity_label(call.name, logged_args))
     # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
     with memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args, call_id=call_id,
                           turn_id=record_id) as op:
-        if malformed is not None:
-            result = malformed
+        if args is None:
+            result = ToolResult(f"error: {problem}; send the call again with one valid JSON object as arguments",
+                                ok=False, data={"outcome": "malformed"})
         else:
             ctx.call_id = call_id
             result = toolset.call(ctx, call.name, args)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
+from ..config import Config
 from ..providers import cache_ttl_seconds
 from ..sessions.context import current_epoch, due_redactions, epoch_redactions, redaction_targets, seen
 from ..sessions.log import LogView, Session, ts_seconds
@@ -163,7 +164,7 @@ def redaction_pays(freed: int, after: int, horizon: float, model: str) -> bool:
     return freed * price.cache_read * horizon > after * (price.cache_write - price.cache_read)
 
 
-def sync(session: Session, view: LogView, config: Any, now: State, blocks: dict[str, str],
+def sync(session: Session, view: LogView, config: Config, now: State, blocks: dict[str, str],
          head: Callable[[State], str], *, tools: str, model: str, window: int,
          wrote: Callable[[dict], dict], schemas: list[dict] | None = None) -> bool:
     """Before a request: write a new epoch (its head, `head(now)`, once) when the log has none for the summary
@@ -188,7 +189,7 @@ def sync(session: Session, view: LogView, config: Any, now: State, blocks: dict[
     return False
 
 
-def paying_redactions(view: LogView, epoch: dict, config: Any, window: int, model: str) -> list[str]:
+def paying_redactions(view: LogView, epoch: dict, config: Config, window: int, model: str) -> list[str]:
     """Rolling redaction within an epoch: the outputs now due, but only when hiding them pays
     (redaction_pays), the horizon being the requests until the token guard compacts at this epoch's
     growth per request; otherwise they wait for the next epoch. `view` is the model's view."""
@@ -208,7 +209,7 @@ def paying_redactions(view: LogView, epoch: dict, config: Any, window: int, mode
     return due if redaction_pays(freed, after, horizon, model) else []
 
 
-def cache_ttl_s(config: Any) -> float:
+def cache_ttl_s(config: Config) -> float:
     """How long the provider keeps a cached prefix unused (agent.cache_ttl)."""
     return cache_ttl_seconds(config.agent.cache_ttl)
 

@@ -99,7 +99,8 @@ def _input_history(path: Path, problems: list[Problem]) -> list[tuple[str, str]]
         problems.append(Problem(str(path), f"cannot read ({err.strerror}); inputs get the run's start time"))
         return []
     entries: list[tuple[str, str]] = []
-    when, lines = None, []
+    when: str | None = None
+    lines: list[str] = []
     for line in raw.split("\n"):
         found = _ENTRY.match(line)
         if found:

@@ -241,8 +241,8 @@ def loads(raw: bytes | str, exact: bool | None = None) -> tuple[Any, str | None]
         except (ValueError, UnicodeDecodeError) as err:
             return None, f"not valid JSON ({str(err).split(':')[0]})"
     # nesting is at most the number of brackets: only text with many of them is walked
-    if raw.count(b"[" if isinstance(raw, bytes) else "[") + raw.count(b"{" if isinstance(raw, bytes) else "{") \
-            > MAX_DEPTH and _too_deep(value):
+    brackets = raw.count(b"[") + raw.count(b"{") if isinstance(raw, bytes) else raw.count("[") + raw.count("{")
+    if brackets > MAX_DEPTH and _too_deep(value):
         return None, f"nested deeper than {MAX_DEPTH} levels"
     return value, None
 

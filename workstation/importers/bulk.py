@@ -35,19 +35,19 @@ _worker: Importer | None = None
 def import_many(importer: Importer, items: Iterable[tuple[str | os.PathLike, str | None]], *,
                 workers: int | None = None, report: Callable[[FileResult], None] | None = None) -> list[FileResult]:
     """Import (path, format or None) items; flushes at the end. Results come in the order given."""
-    items = [(str(p), f) for p, f in items]
+    todo = [(str(p), f) for p, f in items]
     report = report or (lambda result: None)
     count = workers if workers is not None else min(MAX_WORKERS, os.cpu_count() or 1)
     results: list[FileResult] = []
-    if count < 2 or len(items) < MIN_FILES:
-        for path, fmt in items:
+    if count < 2 or len(todo) < MIN_FILES:
+        for path, fmt in todo:
             results.append(importer.import_file(path, fmt, flush=False))
             report(results[-1])
         importer.flush()
         return results
-    slots: list[FileResult | None] = [None] * len(items)
+    slots: list[FileResult | None] = [None] * len(todo)
     groups: dict[str, list[tuple[int, str, str | None, bool]]] = {}
-    for index, (path, fmt) in enumerate(items):
+    for index, (path, fmt) in enumerate(todo):
         done, resend = importer.unchanged(path, fmt)
         if done is not None:
             slots[index] = done
@@ -64,10 +64,10 @@ def import_many(importer: Importer, items: Iterable[tuple[str | os.PathLike, str
             if importer.pending_bytes >= importer.FLUSH_BYTES:
                 importer.flush()
     importer.flush()
-    for result in slots:
-        assert result is not None
-        results.append(result)
-        report(result)
+    for slot in slots:
+        assert slot is not None  # every item answered, one way or the other
+        results.append(slot)
+        report(slot)
     return results
 
 

@@ -111,8 +111,8 @@ class _Parser:
     # ------------------------------------------------------------------ one line
     def line(self, number: int, obj: dict) -> str | None:
         kind = obj.get("type")
-        uuid = obj.get("uuid") if isinstance(obj.get("uuid"), str) else None
-        parent = obj.get("parentUuid") if isinstance(obj.get("parentUuid"), str) else None
+        uuid = obj["uuid"] if isinstance(obj.get("uuid"), str) else None
+        parent = obj["parentUuid"] if isinstance(obj.get("parentUuid"), str) else None
         if kind not in _TURN_TYPES:
             if uuid:
                 self.anchor[uuid] = self.anchor.get(parent) if parent else None
@@ -146,7 +146,7 @@ class _Parser:
     def _sidechain(self, obj: dict, uuid: str, parent: str | None) -> str | None:
         if obj.get("isSidechain") is not True:
             return None
-        label = obj.get("agentId") if isinstance(obj.get("agentId"), str) and obj["agentId"] else None
+        label = obj["agentId"] if isinstance(obj.get("agentId"), str) and obj["agentId"] else None
         label = label or (self.sidechain_of.get(parent) if parent else None) or uuid
         self.sidechain_of[uuid] = label
         return label
@@ -183,18 +183,19 @@ class _Parser:
             elif kind == "thinking" and isinstance(block.get("thinking"), str):
                 parts.append(Part(sid, "reasoning", block["thinking"], ts))
             elif kind in ("tool_use", "server_tool_use") and isinstance(block.get("name"), str):
-                call_id = block.get("id") if isinstance(block.get("id"), str) else f"{uuid}-call-{index}"
+                call_id = block["id"] if isinstance(block.get("id"), str) else f"{uuid}-call-{index}"
                 self.tool_names[call_id] = block["name"]
                 parts.append(Part(sid, "call", {"id": call_id, "name": block["name"],
                                                 "arguments": arguments_text(block.get("input"))}, ts))
         usage = _usage(message.get("usage"))
-        model = message.get("model") if isinstance(message.get("model"), str) else ""
+        model = message["model"] if isinstance(message.get("model"), str) else ""
         if model and model != "<synthetic>":
             self.model = model
         mid = message.get("id")
         key = (mid, obj.get("requestId")) if isinstance(mid, str) and mid else None
         draft = self.messages.get(key) if key else None
         if draft is not None and draft.fields.get("sidechain") == side:
+            assert draft.parts is not None  # self.messages holds assistant drafts, which have parts
             draft.parts.extend(parts)
             if usage is not None:
                 first = draft.usage.first_out if draft.usage else usage.tokens_out
@@ -238,7 +239,7 @@ class _Parser:
             return
         first = True
         for index, block in enumerate(results):
-            call_id = block.get("tool_use_id") if isinstance(block.get("tool_use_id"), str) else ""
+            call_id = block["tool_use_id"] if isinstance(block.get("tool_use_id"), str) else ""
             fields: dict[str, Any] = {"tool_call_id": call_id, "name": self.tool_names.get(call_id, "unknown"),
                                       "content": text_of(block.get("content")), "ok": block.get("is_error") is not True}
             if first:
@@ -286,10 +287,11 @@ class _Parser:
     # ------------------------------------------------------------------ system
     def _system(self, obj, uuid, parent, ts, side, where) -> None:
         subtype = obj.get("subtype")
-        logical = obj.get("logicalParentUuid") if isinstance(obj.get("logicalParentUuid"), str) else None
-        self.anchor[uuid] = self.anchor.get(parent or logical) if (parent or logical) else None
+        logical = obj["logicalParentUuid"] if isinstance(obj.get("logicalParentUuid"), str) else None
+        before = parent or logical
+        self.anchor[uuid] = self.anchor.get(before) if before else None
         if subtype == "compact_boundary":
-            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
+            meta = obj["compactMetadata"] if isinstance(obj.get("compactMetadata"), dict) else {}
             self.boundary = {"uuid": uuid, "trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens")}
             return
         content = obj.get("content")

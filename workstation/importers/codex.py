@@ -153,7 +153,7 @@ class _Parser:
         for name in ("cwd", "cli_version", "originator", "model_provider"):
             if isinstance(meta.get(name), str):
                 self.facts.setdefault(name, meta[name])
-        git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
+        git = meta["git"] if isinstance(meta.get("git"), dict) else {}
         if isinstance(git.get("branch"), str):
             self.facts.setdefault("git_branch", git["branch"])
         if isinstance(git.get("commit_hash"), str):
@@ -169,7 +169,7 @@ class _Parser:
         return fields
 
     def _sid(self, number: int, payload: dict) -> str:
-        ident = payload.get("id") if isinstance(payload.get("id"), str) else None
+        ident = payload["id"] if isinstance(payload.get("id"), str) else None
         return f"{number}:{ident}" if ident else f"line-{number}"
 
     # ------------------------------------------------------------------ items
@@ -206,7 +206,7 @@ class _Parser:
             elif kind == "web_search_call":
                 name, args = "web_search", arguments_text(payload.get("action"))
             elif kind == "custom_tool_call":
-                args = payload.get("input") if isinstance(payload.get("input"), str) else arguments_text(payload.get("input"))
+                args = payload["input"] if isinstance(payload.get("input"), str) else arguments_text(payload.get("input"))
             else:
                 args = arguments_text(payload.get("arguments"))
             name = name if isinstance(name, str) and name else kind
@@ -246,6 +246,7 @@ class _Parser:
             if self.pending is not None:  # logged just before this call's items (0.4x)
                 _add_usage(self.run, self.pending)
                 self.pending = None
+        assert self.run.parts is not None  # an assistant draft, made with parts
         self.run.parts.append(part)
 
     def _orphan(self, usage: Usage) -> None:
@@ -268,8 +269,8 @@ class _Parser:
                 usage = _codex_usage(last)
             elif key is not None:
                 previous = self.total or (0, 0, 0, 0)
-                usage = Usage(key[0] - previous[0], key[2] - previous[2], key[1] - previous[1], 0,
-                              key[3] - previous[3] or None)
+                usage = Usage(tokens_in=key[0] - previous[0], tokens_out=key[2] - previous[2],
+                              cache_read=key[1] - previous[1], reasoning=key[3] - previous[3] or None)
             if key is not None:
                 self.total = key
         elif info is None and "input_tokens" in payload:  # the oldest shape: the counts on the payload
@@ -288,7 +289,7 @@ class _Parser:
     # ------------------------------------------------------------------ compaction
     def _compacted(self, number: int, payload: dict, ts: str) -> None:
         self._input()
-        summary = payload.get("message") if isinstance(payload.get("message"), str) else text_of(payload.get("message"))
+        summary = payload["message"] if isinstance(payload.get("message"), str) else text_of(payload.get("message"))
         fields: dict[str, Any] = {"summary": summary, "reason": "tokens"}
         if self.model:
             fields["model"] = self.model
@@ -336,7 +337,7 @@ def _output(raw: Any) -> tuple[str, bool, dict]:
     if raw.startswith("{") and '"output"' in raw:
         value, reason = loads(raw)
         if reason is None and isinstance(value, dict) and "output" in value:
-            meta = value.get("metadata") if isinstance(value.get("metadata"), dict) else {}
+            meta = value["metadata"] if isinstance(value.get("metadata"), dict) else {}
             code = meta.get("exit_code")
             if isinstance(meta.get("duration_seconds"), (int, float)):
                 extra["duration_ms"] = round(float(meta["duration_seconds"]) * 1000, 1)

@@ -45,7 +45,7 @@ from ..sessions.context import covered_count
 from ..sessions.turns import number as number_turns
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
                             fsync_paths, new_record_id, record_text)
-from ..store.broker import readonly
+from ..store.broker import Database, readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
 from .events import event_lines
@@ -97,7 +97,7 @@ class Importer:
     # rather than 64 took a fifth off the owner's CPU importing 0.5 GB
     FLUSH_BYTES = 256 << 20
 
-    def __init__(self, paths: Paths, db: Any = None, *, counter: Callable[[str], int] | None = None,
+    def __init__(self, paths: Paths, db: Database | None = None, *, counter: Callable[[str], int] | None = None,
                  derived: bool = False):
         self.paths = paths
         self.db = db
@@ -249,9 +249,9 @@ class Importer:
 
     # ------------------------------------------------------------------ one session
     def _session(self, slug: str) -> tuple[Session, bool]:
-        session = self._sessions.get(slug)
-        if session is not None and session.path.exists():
-            return session, False
+        known = self._sessions.get(slug)
+        if known is not None and known.path.exists():
+            return known, False
         created = False
         if not (self.paths.sessions / f"{slug}.jsonl").exists():
             try:

@@ -44,7 +44,9 @@ def events_of(doc: Any) -> list | None:
 
 def sniff(doc: Any) -> bool:
     events = events_of(doc)
-    return bool(events) and isinstance(events[0], dict) and \
+    if not events:
+        return False
+    return isinstance(events[0], dict) and \
         any(isinstance(e, dict) and ("action" in e or "observation" in e) and "source" in e for e in events[:5])
 
 
@@ -65,10 +67,10 @@ def parse(doc: Any, path: Path, data_len: int) -> Parsed:
         last_ts, first_ts = ts, first_ts or ts
         sid = str(event.get("id", f"e{index}"))
         where = {"event": event.get("id", index)}
-        meta = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), dict) else None
+        meta = event["tool_call_metadata"] if isinstance(event.get("tool_call_metadata"), dict) else None
         if "action" in event:
             action = event.get("action")
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            args = event["args"] if isinstance(event.get("args"), dict) else {}
             if event.get("source") == "user" and action == "message":
                 drafts.append(Draft("user", sid, ts, {"content": str(args.get("content") or event.get("message") or "")},
                                     source=where))
@@ -81,7 +83,7 @@ def parse(doc: Any, path: Path, data_len: int) -> Parsed:
                     continue  # another call of a response already imported whole
                 draft = _assistant(sid, ts, response, where)
                 responses[rid] = draft
-                for part in draft.parts:
+                for part in draft.parts or ():
                     if part.kind == "call":
                         calls[part.value["id"]] = part.value
                 drafts.append(draft)
@@ -98,7 +100,7 @@ def parse(doc: Any, path: Path, data_len: int) -> Parsed:
                 drafts.append(Draft("assistant", sid, ts, {}, parts, None, where))
         elif "observation" in event:
             kind = event.get("observation")
-            extras = event.get("extras") if isinstance(event.get("extras"), dict) else {}
+            extras = event["extras"] if isinstance(event.get("extras"), dict) else {}
             call_id = str(meta.get("tool_call_id")) if meta and meta.get("tool_call_id") else \
                 plain_calls.get(str(event.get("cause")))
             content = text_of(event.get("content")) or str(event.get("message") or "")
@@ -116,7 +118,7 @@ def parse(doc: Any, path: Path, data_len: int) -> Parsed:
 
 
 def _assistant(sid: str, ts: str, response: dict, where: dict) -> Draft:
-    choices = response.get("choices") if isinstance(response.get("choices"), list) else []
+    choices = response["choices"] if isinstance(response.get("choices"), list) else []
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else {}
     message = message if isinstance(message, dict) else {}
     parts = []
@@ -126,7 +128,7 @@ def _assistant(sid: str, ts: str, response: dict, where: dict) -> Draft:
     for n, call in enumerate(message.get("tool_calls") or ()):
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function = call["function"] if isinstance(call.get("function"), dict) else {}
         parts.append(Part(sid, "call", {"id": str(call.get("id") or f"{sid}-{n}"),
                                         "name": str(function.get("name") or "unknown"),
                                         "arguments": arguments_text(function.get("arguments"))}, ts))
@@ -135,10 +137,10 @@ def _assistant(sid: str, ts: str, response: dict, where: dict) -> Draft:
         fields["model"] = response["model"]
     if choices and isinstance(choices[0], dict) and isinstance(choices[0].get("finish_reason"), str):
         fields["finish_reason"] = choices[0]["finish_reason"]
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
+    usage = response["usage"] if isinstance(response.get("usage"), dict) else None
     parsed = None
     if usage:
-        details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
+        details = usage["prompt_tokens_details"] if isinstance(usage.get("prompt_tokens_details"), dict) else {}
         parsed = Usage(tokens_in=as_int(usage.get("prompt_tokens")), tokens_out=as_int(usage.get("completion_tokens")),
                        cache_read=as_int(usage.get("cache_read_input_tokens")) or as_int(details.get("cached_tokens")),
                        cache_creation=as_int(usage.get("cache_creation_input_tokens")))

@@ -96,7 +96,7 @@ def parse(doc: Any, path: Path, data_len: int) -> Parsed:
     last = next((d for d in reversed(drafts) if d.type == "assistant"), None)
     if usage is not None and last is not None:
         last.usage = usage
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = doc["info"] if isinstance(doc.get("info"), dict) else {}
     facts = {k: info[k] for k in ("exit_status",) if isinstance(info.get(k), str)}
     # no stable day (the file is rewritten as the run goes): the slug names the instance instead
     label = path.stem.replace("__", "-")
@@ -128,8 +128,8 @@ def _calls(message: dict, index: int) -> tuple[list[dict], str | None]:
         for n, call in enumerate(raw):
             if not isinstance(call, dict):
                 continue
-            function = call.get("function") if isinstance(call.get("function"), dict) else call
-            name = function.get("name") if isinstance(function.get("name"), str) else "unknown"
+            function = call["function"] if isinstance(call.get("function"), dict) else call
+            name = function["name"] if isinstance(function.get("name"), str) else "unknown"
             calls.append({"id": str(call.get("id") or f"call-{index}-{n}"), "name": name,
                           "arguments": arguments_text(function.get("arguments"))})
         return calls, None
@@ -159,14 +159,15 @@ def _model(doc: dict) -> str:
     if isinstance(config, dict):
         for holder in (config.get("agent"), config):
             model = holder.get("model") if isinstance(holder, dict) else None
-            if isinstance(model, dict) and isinstance(model.get("model_name") or model.get("name"), str):
-                return model.get("model_name") or model.get("name")
+            name = (model.get("model_name") or model.get("name")) if isinstance(model, dict) else None
+            if isinstance(name, str):
+                return name
     return ""
 
 
 def _run_usage(doc: dict) -> Usage | None:
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
+    info = doc["info"] if isinstance(doc.get("info"), dict) else {}
+    stats = info["model_stats"] if isinstance(info.get("model_stats"), dict) else None
     if not stats:
         return None
     cost = stats.get("instance_cost", stats.get("total_cost"))

@@ -111,7 +111,8 @@ class Watcher:
                     wake.wait(timeout=0.5)
                     if dirty:
                         wake.wait(timeout=DEBOUNCE_S)
-                    batch, _ = set(dirty), dirty.clear()
+                    batch = set(dirty)
+                    dirty.clear()
                 if batch:
                     self.pass_once(batch)
                 if time.monotonic() >= next_scan:

@@ -73,7 +73,8 @@ def _code(d: Diagnostic) -> str:
 
 
 def _budgeted(lines: list[str], max_errors: int, max_chars: int) -> list[str]:
-    out, used = [], 0
+    out: list[str] = []
+    used = 0
     for line in lines[:max_errors]:
         if used + len(line) > max_chars and out:
             break

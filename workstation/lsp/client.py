@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -438,7 +439,8 @@ class Server:
                 self._push_cond.wait(min(left, POLL_S))
 
     @_serialized
-    def references(self, rel: str, line: int, column: int, timeout_s: float, also: list[str] = ()) -> list[Location]:
+    def references(self, rel: str, line: int, column: int, timeout_s: float,
+                   also: Sequence[str] = ()) -> list[Location]:
         """Every reference to the name at `line`:`column` (1-indexed, characters), the declaration excluded.
         `also`: files to open first (where the map saw the name: a server still enumerating the workspace
         searches the open files surely)."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..pricing import TIER_TOKENS, output_price, rates
-from ..store.broker import readonly
+from ..store.broker import Database, readonly
 from .errors import ReflectError
 from .reflect import Result, in_schema
 
@@ -41,7 +41,7 @@ COLUMNS = ["calls", "input", "output", "cache_creation", "cache_read", "cache_hi
            "unpriced"]
 
 
-def usage(db: Any, by: str = "session", *, session: str | None = None, like_ccusage: bool = False,
+def usage(db: Database, by: str = "session", *, session: str | None = None, like_ccusage: bool = False,
           team: bool = False) -> Result:
     """One row per session | day | month | model | person, newest (or costliest model or person) first, and
     totals in meta. `team`: over the team's rows (workstation.team's replica and this workspace's own)."""

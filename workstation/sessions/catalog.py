@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import scrub
 from ..paths import Paths
@@ -15,6 +15,9 @@ from .log import FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionError, che
 from .logview import changed_files
 from .turns import (Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn,
                     taken_back)
+
+if TYPE_CHECKING:
+    from ..store.broker import Database
 
 
 @dataclass
@@ -140,7 +143,7 @@ class SearchHit:
 
 
 def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], None] = no_warning,
-           db: Any = None) -> list[SearchHit]:
+           db: Database | None = None) -> list[SearchHit]:
     """Case-insensitive substring search over every record of every session, archived ones included.
 
     With the workspace database (`db`), the search index (textindex) is brought up to date and
@@ -179,7 +182,7 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
     return hits
 
 
-def _indexed_search(paths: Paths, db: Any, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
+def _indexed_search(paths: Paths, db: Database, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
     textindex.sync(paths, db, warn=warn)
     textindex.report_problems(db, warn)
     needle = text.casefold()

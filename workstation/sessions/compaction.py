@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
@@ -33,6 +33,10 @@ from .context import assemble, covered_count, memory_of, seen, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
 from .plan import current as current_plan, render as render_plan
 from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..memory.episodic import Episodic
 
 SECTIONS = (
     ("task", "Task & instructions"),
@@ -124,11 +128,9 @@ class CompactResult:
 
 
 # --------------------------------------------------------------------------- planning
-def context_window_of(config: Any) -> int | None:
+def context_window_of(config: Config) -> int | None:
     """The chat model's window in tokens (None when no model is configured: no token guard)."""
-    model = getattr(config, "model", None)
-    if model is None:
-        return None
+    model = config.model
     if model.context_window:
         return model.context_window
     if not model.name:
@@ -136,7 +138,7 @@ def context_window_of(config: Any) -> int | None:
     return llm.context_window(model.name)
 
 
-def plan_compaction(view: LogView, config: Any, *, force: bool = False, keep: int | None = None,
+def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep: int | None = None,
                     window_tokens: int | None = None, counter: TokenCounter | None = None) -> CompactPlan | None:
     """What a compaction would cover now, or None when nothing is due. Turns as sessions.turns defines
     them: due once the live part (not yet summarized) holds compact_threshold turns; everything older
@@ -177,12 +179,12 @@ def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
     return current_plan(view.records[: upto + 1])
 
 
-def _over_token_guard(view: LogView, config: Any, window_tokens: int, counter: TokenCounter | None) -> bool:
+def _over_token_guard(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:
     tokens = assemble(view, config, counter=counter).tokens
     return tokens > memory_of(config).compact_token_ratio * window_tokens
 
 
-def needs_compaction(session: Session, config: Any, *, window_tokens: int | None = None) -> bool:
+def needs_compaction(session: Session, config: Config, *, window_tokens: int | None = None) -> bool:
     """Cheap check for workers: is a compaction due (turn threshold or token guard)?"""
     if window_tokens is None:
         window_tokens = context_window_of(config)
@@ -334,18 +336,19 @@ def _ensure_listed(section: str, items: list[str], note: str, limit: int) -> str
 
 
 # --------------------------------------------------------------------------- compacting
-def compact_models(config: Any) -> list[str]:
+def compact_models(config: Config) -> list[str]:
     """memory.compact_model (the chat model when unset), then memory.compact_fallback_model."""
     memory = memory_of(config)
-    chat = getattr(getattr(config, "model", None), "name", "")
+    chat = config.model.name
     return [m for m in dict.fromkeys((memory.compact_model or chat, memory.compact_fallback_model)) if m]
 
 
-def _spec(config: Any, model: str):
+def _spec(config: Config, model: str) -> ModelSpec:
     """The compaction model's spec: the chat model's endpoint and key only if it is the same provider."""
-    chat = getattr(config, "model", None)
-    ttl = getattr(getattr(config, "agent", None), "cache_ttl", "5m")
-    return ModelSpec(model, cache_ttl=ttl) if chat is None else spec_for(chat, model, fallbacks=False, cache_ttl=ttl)
+    spec = spec_for(config.model, model, fallbacks=False, cache_ttl=config.agent.cache_ttl)
+    if spec is None:  # compact_models lists only named models; a conversation always names its model
+        raise LLMError("no model to compact with: set model.name or memory.compact_model")
+    return spec
 
 
 @dataclass
@@ -392,7 +395,7 @@ def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: d
     return [*conversation.messages, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def _cached_summary(plan: CompactPlan, config: Any, conversation: Conversation, keep_first: dict | None,
+def _cached_summary(plan: CompactPlan, config: Config, conversation: Conversation, keep_first: dict | None,
                     cancel: threading.Event | None) -> tuple[dict, dict]:
     spec = _spec(config, conversation.model)
     answer = llm.complete(spec, cached_messages(conversation, plan, keep_first), tools=conversation.tools,
@@ -419,7 +422,7 @@ def cheaper_with_cache(conversation: Conversation, model: str, transcript_tokens
     return history_tokens * chat.cache_read < transcript_tokens * cheap.input
 
 
-def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
+def summarize(plan: CompactPlan, config: Config, model: str, counter: TokenCounter,
               cancel: threading.Event | None = None) -> tuple[dict, dict]:
     """Fold plan.turns (in prompt-sized chunks) into the previous summary with one model.
 
@@ -432,7 +435,7 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
     numbers = plan.numbers or [plan.first_turn] * len(plan.turns)
     lines = [(n, render_turn(n, r)) for n, r in zip(numbers, plan.turns)]
     budget = max(2000, int(llm.context_window(model) * 0.5) - counter(running or "") - counter(PROMPT))
-    usage = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
+    usage: dict[str, Any] = {"tokens_in": 0, "tokens_out": 0, "cost_usd": 0.0, "calls": 0}
     sections: dict[str, str] = {}
     for chunk in _chunks(lines, budget, counter):
         answer = llm.complete(spec, build_messages(running, covered_before, chunk, todo=plan.todo, focus=plan.focus),
@@ -448,7 +451,7 @@ def summarize(plan: CompactPlan, config: Any, model: str, counter: TokenCounter,
     return sections, usage
 
 
-def compact(session: Session, config: Any, episodic: Any = None, force: bool = False, *,
+def compact(session: Session, config: Config, episodic: Episodic | None = None, force: bool = False, *,
             keep: int | None = None, window_tokens: int | None = None, wait: float = 0.0,
             cancel: threading.Event | None = None, focus: str = "",
             conversation: Callable[[], Conversation | None] | None = None) -> CompactResult | None:
@@ -479,7 +482,7 @@ def compact(session: Session, config: Any, episodic: Any = None, force: bool = F
         return _run(session, config, plan, episodic, cancel, conversation() if conversation else None)
 
 
-def compact_now(session: Session, config: Any, episodic: Any = None, *, keep: int | None = None,
+def compact_now(session: Session, config: Config, episodic: Episodic | None = None, *, keep: int | None = None,
                 focus: str = "", wait: float = CLAIM_WAIT_S,
                 conversation: Callable[[], Conversation | None] | None = None) -> CompactResult:
     """Compact because a person asked: whatever the threshold, keeping the newest `keep` turns
@@ -499,7 +502,7 @@ class AutoCompactor:
     RETRY_MAX_S, so a model that is down is not asked again on every turn or pass. The agent and the
     sidecar each hold one; failures are theirs to log, never to announce on every turn."""
 
-    def __init__(self, episodic: Any = None, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, episodic: Episodic | None = None, *, clock: Callable[[], float] = time.monotonic):
         self.episodic = episodic
         self._clock = clock
         self._retry_at: dict[str, tuple[float, float]] = {}  # slug -> (not before, current delay)
@@ -508,11 +511,11 @@ class AutoCompactor:
         """Seconds until `slug` may be tried again (0 when it may now)."""
         return max(0.0, self._retry_at.get(slug, (0.0, 0.0))[0] - self._clock())
 
-    def due(self, session: Session, config: Any, window_tokens: int | None = None) -> bool:
+    def due(self, session: Session, config: Config, window_tokens: int | None = None) -> bool:
         """Cheap check before starting a worker: not backing off, and a compaction is due."""
         return not self.waiting(session.slug) and needs_compaction(session, config, window_tokens=window_tokens)
 
-    def run(self, session: Session, config: Any, window_tokens: int | None = None,
+    def run(self, session: Session, config: Config, window_tokens: int | None = None,
             cancel: threading.Event | None = None,
             conversation: Callable[[], Conversation | None] | None = None) -> CompactResult | None:
         """Compact if due and not backing off; None when nothing happened."""
@@ -531,11 +534,11 @@ class AutoCompactor:
         return result
 
 
-def _context_tokens(session: Session, config: Any) -> int:
+def _context_tokens(session: Session, config: Config) -> int:
     return assemble(session.read(), config, counter=session.counter).tokens
 
 
-def _run(session: Session, config: Any, plan: CompactPlan, episodic: Any,
+def _run(session: Session, config: Config, plan: CompactPlan, episodic: Episodic | None,
          cancel: threading.Event | None = None, conversation: Conversation | None = None) -> CompactResult | None:
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
@@ -610,10 +613,11 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
         cached_history=usage.get("cached_history"))
 
 
-def _record_event(episodic: Any, result: CompactResult, usage: dict | None, before: int, after: int) -> None:
-    data = {"first_turn": result.first_turn, "last_turn": result.last_turn, "reason": result.reason,
+def _record_event(episodic: Episodic, result: CompactResult, usage: dict | None, before: int, after: int) -> None:
+    data: dict[str, Any] = {"first_turn": result.first_turn, "last_turn": result.last_turn, "reason": result.reason,
             "context_tokens_before": before, "context_tokens_after": after}
     if result.ok:
+        assert usage is not None and result.record is not None  # a compaction that landed: _run passes both
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000),
                         tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
                         ok=True, model=result.model, record_id=result.record["id"],

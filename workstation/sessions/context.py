@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .log import (TURN_TYPES, LogProblem, LogView, Session, SessionError, TokenCounter, conversation_turns,
                   default_counter, record_text, tool_call_arguments)
+
+if TYPE_CHECKING:
+    from ..config import Config, MemoryConfig
 
 # arguments that say what a tool output was about, most telling first
 _KEY_ARGS = ("path", "file_path", "file", "filename", "paths", "pattern", "query", "command", "cmd", "url")
@@ -49,9 +52,9 @@ class ContextView:
         return self.turn_count - self.covered_turns
 
 
-def memory_of(config: Any):
-    """Accept a whole Config or just its MemoryConfig."""
-    return getattr(config, "memory", config)
+def memory_of(config: Config) -> MemoryConfig:
+    """The [memory] section: what compaction and redaction read."""
+    return config.memory
 
 
 def covered_count(turns: list[dict], compact: dict | None) -> int:
@@ -101,7 +104,7 @@ def redaction_start(turn_count: int, redact_every: int) -> int:
     return max(0, step - redact_every)
 
 
-def planned_redactions(turns: list[dict], start: int, memory: Any, calls: dict[str, dict]) -> list[Redaction]:
+def planned_redactions(turns: list[dict], start: int, memory: MemoryConfig, calls: dict[str, dict]) -> list[Redaction]:
     """Rolling redaction over turns[start:]: large tool outputs old enough to go."""
     limit = redaction_start(len(turns), memory.redact_every)
     found = []
@@ -144,7 +147,7 @@ def seen(view: LogView) -> LogView:
     return LogView(kept, list(view.problems), view.size)
 
 
-def due_redactions(view: LogView, config: Any) -> list[str]:
+def due_redactions(view: LogView, config: Config) -> list[str]:
     """Ids of the tool outputs rolling redaction hides now, by rule or by a `redaction` record (an epoch
     freezes them)."""
     view = seen(view)
@@ -195,7 +198,7 @@ def update_line(content: str) -> str:
     return f"context update for the model: {first[:160]}" + ("…" if len(first) > 160 else "")
 
 
-def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
+def assemble(view: LogView, config: Config, *, system_prompt: str | None = None,
              counter: TokenCounter | None = None, epoch: dict | None = None) -> ContextView:
     """The messages a model sees for this log (pure: no I/O); turns a rewind took back are not among
     them (`seen`).
@@ -226,11 +229,11 @@ def assemble(view: LogView, config: Any, *, system_prompt: str | None = None,
                     record["id"], record.get("name") or "tool", len(content),
                     key_context(calls.get(record.get("tool_call_id", "")), content))
     for record_id in _persisted_redactions(view) - set(redactions):
-        record = next((t for t in live if t["id"] == record_id and t["type"] == "tool"), None)
-        if record is not None:
-            content = str(record.get("content") or "")
-            redactions[record_id] = Redaction(record_id, record.get("name") or "tool", len(content),
-                                              key_context(calls.get(record.get("tool_call_id", "")), content))
+        found: dict | None = next((t for t in live if t["id"] == record_id and t["type"] == "tool"), None)
+        if found is not None:
+            content = str(found.get("content") or "")
+            redactions[record_id] = Redaction(record_id, found.get("name") or "tool", len(content),
+                                              key_context(calls.get(found.get("tool_call_id", "")), content))
 
     messages: list[dict] = []
     tokens = 0
@@ -292,7 +295,7 @@ def current_epoch(view: LogView) -> dict | None:
     return None
 
 
-def as_sent(view: LogView, config: Any, *, epoch: dict, counter: TokenCounter | None = None
+def as_sent(view: LogView, config: Config, *, epoch: dict, counter: TokenCounter | None = None
             ) -> tuple[ContextView, list[dict], list[dict]]:
     """The messages of a request in `epoch` as the agent sends them before it trims any to fit the window:
     the head (the epoch's system message, then the summary in force), then the body (the turns, without
@@ -342,7 +345,7 @@ class SessionContext:
     """Entry point for the agent's reply path."""
 
     @staticmethod
-    def build(session: Session, config: Any, *, system_prompt: str | None = None) -> ContextView:
+    def build(session: Session, config: Config, *, system_prompt: str | None = None) -> ContextView:
         return assemble(session.read(), config, system_prompt=system_prompt, counter=session.counter)
 
 

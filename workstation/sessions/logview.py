@@ -160,7 +160,7 @@ def _field_problem(record: dict) -> str | None:
     return f"bad field: {problem}" if problem else None
 
 
-def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+def parse_line(raw: bytes) -> tuple[dict, None] | tuple[None, str]:
     """One line to a record, or (None, reason) saying why it is not one."""
     if not raw.strip():
         return None, "empty line"
@@ -192,11 +192,11 @@ def parse_lines(data: bytes, *, first_line: int = 1) -> LogView:
     lines = data.split(b"\n")
     tail = lines.pop()  # after the last newline: b"" for a well-formed file
     for number, raw in enumerate(lines, start=first_line):
-        record, reason = parse_line(raw)
-        if record is None:
-            view.problems.append(LogProblem(number, reason))
+        parsed = parse_line(raw)
+        if parsed[0] is None:
+            view.problems.append(LogProblem(number, parsed[1]))
         else:
-            view.records.append(record)
+            view.records.append(parsed[0])
     if tail:
         record, reason = parse_line(tail)
         if record is None:

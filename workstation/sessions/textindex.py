@@ -45,7 +45,7 @@ import stringzilla
 
 from ..fsutil import copy_range, fsync_dir, open_state
 from ..paths import Paths
-from ..store.broker import readonly
+from ..store.broker import Database, readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
 from .log import LogView, SessionError, json_line, live_slugs, parse_lines, record_text
 from .turns import hit_turn, starts_turn
@@ -107,7 +107,8 @@ def make_piece(records: list[dict], *, first_seq: int = 0, first_turn: int = 0) 
     return Piece(first_seq, turn, rows, split, _END.join(folded) + _END + b"".join(texts) if folded else b"")
 
 
-def sync(paths: Paths, db: Any, *, only: Iterable[str] | None = None, warn: Callable[[str], None] = no_warning) -> None:
+def sync(paths: Paths, db: Database, *, only: Iterable[str] | None = None,
+         warn: Callable[[str], None] = no_warning) -> None:
     """Bring the index up to date with the logs (only the given slugs, when given)."""
     _check_heap(paths, db, warn)
     if only is not None:
@@ -140,7 +141,7 @@ class _Writes:
     for many sessions (one call per session cost ~14 ms of the owner's statements: 4 minutes to read
     the 17,700 sessions of 1 GB of logs into an empty index)."""
 
-    def __init__(self, db: Any, heap_dir: str):
+    def __init__(self, db: Database, heap_dir: str):
         self.db, self.heap_dir = db, heap_dir
         self._items: list[list] = []  # [slug, expected size, new state, first seq, start, split, stop]
         self._rows: list[bytes] = []
@@ -166,7 +167,7 @@ class _Writes:
         return refused
 
 
-def _check_heap(paths: Paths, db: Any, warn: Callable[[str], None]) -> None:
+def _check_heap(paths: Paths, db: Database, warn: Callable[[str], None]) -> None:
     """Reset the index when its heap holds less than the store says (deleted, or an older copy restored)."""
     gen, size = db.call(heap_state)
     path = heap_path(str(paths.state), gen)
@@ -277,7 +278,7 @@ def _store_piece(writes: _Writes, slug: str, state: str, identity: str, data: by
     return [slug, *new_state]
 
 
-def report_problems(db: Any, warn: Callable[[str], None]) -> None:
+def report_problems(db: Database, warn: Callable[[str], None]) -> None:
     """One line per indexed session with unreadable lines (as catalog.list_sessions says them)."""
     for slug, count, first in db.call(index_problems):
         more = f" and {count - 1} more (workstation session show {slug} lists them)" if count > 1 else ""
@@ -296,7 +297,7 @@ class Hit:
     text: str  # the record's whole text
 
 
-def search(paths: Paths, db: Any, text: str, limit: int) -> list[Hit]:
+def search(paths: Paths, db: Database, text: str, limit: int) -> list[Hit]:
     """Records whose text holds `text` (case-insensitively), in list order (live sessions, then archived;
     each in log order), at most `limit`. Call `sync` first."""
     needle = fold(text)
@@ -314,7 +315,7 @@ def search(paths: Paths, db: Any, text: str, limit: int) -> list[Hit]:
     return []
 
 
-def _search_heap(db: Any, heap: mmap.mmap, pieces: list[tuple], needle: bytes, limit: int) -> list[Hit]:
+def _search_heap(db: Database, heap: mmap.mmap, pieces: list[tuple], needle: bytes, limit: int) -> list[Hit]:
     view = memoryview(heap)
     try:
         found = _scan(stringzilla.Str(view), pieces, needle, limit)

@@ -11,10 +11,8 @@ key from the same origin count too (its author is the server's login, which the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..memory.decisions import TEAM_ACCEPTED
-from ..store.broker import readonly
+from ..store.broker import Database, readonly
 from . import TeamError
 
 _LTM_ID = "r.namespace || chr(0) || r.key"
@@ -37,7 +35,7 @@ def _inbox(con, authors: list[str]) -> list[dict]:
     return [dict(zip(cols, row[:-1])) for row in cur.fetchall()]
 
 
-def inbox(db: Any, authors: list[str]) -> list[dict]:
+def inbox(db: Database, authors: list[str]) -> list[dict]:
     """Teammates' decisions and LTM keys (newest write per origin), each with its REF, author, origin and
     whether it is accepted."""
     return db.call(_inbox, list(authors))
@@ -68,14 +66,14 @@ def reject_item(con, ref: str) -> tuple[str, str, str] | None:
     return found
 
 
-def accept(db: Any, ref: str) -> str:
+def accept(db: Database, ref: str) -> str:
     found = db.call(accept_item, ref)
     if found is None:
         raise TeamError(f"no teammate's item {ref!r} (see `workstation team inbox`)")
     return f"accepted {found[0]} {ref} from {found[1]}: it enters the model's context from the next request"
 
 
-def reject(db: Any, ref: str) -> str:
+def reject(db: Database, ref: str) -> str:
     found = db.call(reject_item, ref)
     if found is None:
         raise TeamError(f"no teammate's item {ref!r} (see `workstation team inbox`)")

@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..sessions.log import SUFFIX, live_slugs
 from ..store.broker import readonly
 from . import replica
+
+if TYPE_CHECKING:
+    from .sync import Team
 
 MAX_SEARCH_HITS = 200
 
@@ -42,7 +45,7 @@ def _export(path: str, stamp: tuple[str, str], slug: str, log: str, skip: int) -
     return n
 
 
-def push(team: Any, con, copy_in: Callable[..., int]) -> tuple[int, int]:
+def push(team: Team, con, copy_in: Callable[..., int]) -> tuple[int, int]:
     """Every live log's new lines to the server through `copy_in` (sync.copy_in); (rows the server took,
     rows sent)."""
     sent_before = team.db.call(_sent)

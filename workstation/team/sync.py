@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import TeamConfig
+from ..paths import Paths
+from ..store.broker import Database
 from . import TeamError, replica, server, sessions as session_sync
 
 BATCH_ROWS = 50_000  # rows per COPY: a few MB, one transaction
@@ -55,7 +57,7 @@ class Report:
 class Team:
     """Sync of one workspace with its team server ([team] in the config)."""
 
-    def __init__(self, db: Any, paths: Any, team: TeamConfig) -> None:
+    def __init__(self, db: Database, paths: Paths, team: TeamConfig) -> None:
         if not team.enabled:
             raise TeamError("team sync is off: set [team] url and project in your config")
         self.db, self.paths, self.team = db, paths, team
@@ -130,7 +132,7 @@ class Team:
 
         taken = sent = 0
         with ThreadPoolExecutor(1, thread_name_prefix="team-export") as pool:
-            coming = pool.submit(export, None)
+            coming: Future[tuple[str, int, int]] | None = pool.submit(export, None)
             while coming is not None:
                 path, n, top = coming.result()
                 coming = pool.submit(export, top) if n == BATCH_ROWS else None
@@ -212,7 +214,7 @@ def label(state: dict[str, str]) -> str:
     return f"team ↑{push[11:16]}" if push else "team: not pushed yet"
 
 
-def state_label(db: Any) -> str:
+def state_label(db: Database) -> str:
     """label() of the sync state noted in this workspace's replica."""
     return label(db.call(replica.summary)["state"])
 

@@ -244,7 +244,7 @@ def edits_outcome(edits: list[dict]) -> str:
                                         f"−{removed}" if removed else "") if part)
     if len(edits) > 1:
         return f"{len(edits)} files {counts}"
-    op = edits[0].get("op")
+    op = str(edits[0].get("op") or "")
     return {"create": f"new file {counts}", "delete": f"deleted {counts}"}.get(op, counts)
 
 

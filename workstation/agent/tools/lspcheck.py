@@ -11,6 +11,7 @@ Nothing here waits past `[lsp] timeout_s`, and no failure of a server fails the 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from ...errors import WorkstationError
@@ -62,7 +63,7 @@ MAX_DEFINITIONS = 5  # definitions of one name whose references are asked for
 MAX_OPENED = 50  # files the map saw a name in, opened in the server before it is asked for references
 
 
-def references(ctx: ToolContext, symbol: str, seen: list[str] = ()) -> tuple[list[tuple[Location, str]], str, str]:
+def references(ctx: ToolContext, symbol: str, seen: Iterable[str] = ()) -> tuple[list[tuple[Location, str]], str, str]:
     """The server's references to the definitions `symbol` names in the map: ([(location, enclosing
     symbol)], the server's name, a note); ([], "", "") when no server runs for their language. `seen`:
     the files where the map found the name."""
@@ -95,7 +96,7 @@ def definition(ctx: ToolContext, name: str, at: str) -> tuple[list[Location], st
     _, rel = confine(ctx.root, path, ctx.private)
     servers = ctx.lsp
     server = servers.running(rel) if servers is not None else None
-    if server is None:
+    if servers is None or server is None:
         why = servers.absent_for(rel) if servers is not None else ""
         return [], "", why or "no language server runs for this file"
     column = _column(ctx, rel, int(line), name.rsplit(".", 1)[-1])

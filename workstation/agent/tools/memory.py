@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import WorkstationError
 from .base import (BOOL, MEMORY, NOTHING, QUERY, STR, TIER, Call, Meaning, Tool, ToolContext, ToolResult, as_text,
                    cap, params)
+
+if TYPE_CHECKING:
+    from ...memory import Memory
 
 _DECISION_ID = re.compile(r"\bdecision (d[0-9a-f]+) logged")
 
@@ -36,12 +39,19 @@ def render_decisions(rows) -> str:
                      + (f" (reused {d.reuse_count}x)" if d.reuse_count else "") for d in rows)
 
 
+def _memory(ctx: ToolContext) -> Memory:
+    """The agent's memory; a context without one (replay's verification) refuses the memory tools."""
+    if ctx.memory is None:
+        raise WorkstationError("memory is not available here")
+    return ctx.memory
+
+
 def _qmem(ctx: ToolContext, tier: str, key: str) -> ToolResult:
     from ...memory import MemoryKeyError  # lazy: the memory stack, +25 ms on `replay` and `report`
 
     lookup = tier in ("stm", "ltm")  # the tiers whose reads count as memory lookups (episodic: by event id)
     try:
-        value = ctx.memory.qmem(tier, key)
+        value = _memory(ctx).qmem(tier, key)
     except MemoryKeyError as err:
         return ToolResult(f"error: {err}", ok=False,
                           data={"tier": tier, "key": key, **({"memory": "miss"} if lookup else {})})
@@ -50,7 +60,7 @@ def _qmem(ctx: ToolContext, tier: str, key: str) -> ToolResult:
 
 
 def _umem(ctx: ToolContext, tier: str, key: str, value: Any) -> ToolResult:
-    ctx.memory.umem(tier, key, value)
+    _memory(ctx).umem(tier, key, value)
     return ToolResult(f"stored {tier}:{key}" + (" (durable after fence('ltm'))" if tier == "ltm" else ""),
                       data={"tier": tier, "key": key})
 
@@ -63,7 +73,7 @@ def _umem_meaning(call: Call) -> Meaning:
 
 
 def _fence(ctx: ToolContext, tier: str) -> ToolResult:
-    ctx.memory.fence(tier)
+    _memory(ctx).fence(tier)
     return ToolResult(f"fenced {tier}: earlier writes are durable and visible", data={"tier": tier})
 
 
@@ -71,7 +81,7 @@ def _log_decision(ctx: ToolContext, decision: str, reasoning: str = "", files: A
     files = files or []
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise WorkstationError("files must be a list of paths")
-    decision_id = ctx.memory.log_decision(as_text("decision", decision), as_text("reasoning", reasoning or ""),
+    decision_id = _memory(ctx).log_decision(as_text("decision", decision), as_text("reasoning", reasoning or ""),
                                           files, step=ctx.step)
     return ToolResult(f"decision {decision_id} logged; it is shown in every later context: follow it and "
                       f"cite [D:{decision_id}] when you do", data={"decision_id": decision_id})
@@ -88,7 +98,7 @@ def _log_decision_meaning(call: Call) -> Meaning:
 
 
 def _decisions(ctx: ToolContext) -> ToolResult:
-    rows = ctx.memory.decisions(limit=200)
+    rows = _memory(ctx).decisions(limit=200)
     if not rows:
         return ToolResult("no decisions logged yet", data={"count": 0})
     return ToolResult(cap(render_decisions(rows)), data={"count": len(rows)})
@@ -96,7 +106,7 @@ def _decisions(ctx: ToolContext) -> ToolResult:
 
 def _reflect(ctx: ToolContext, name: str, all_sessions: Any = False) -> ToolResult:
     session = None if all_sessions or not ctx.session else ctx.session
-    rows = ctx.memory.reflect(as_text("name", name), session=session).records()
+    rows = _memory(ctx).reflect(as_text("name", name), session=session).records()
     return ToolResult(cap(render_rows(rows)), data={"rows": len(rows)})
 
 
