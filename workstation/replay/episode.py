@@ -98,12 +98,8 @@ class Step:
     def label(self) -> str:
         """What happened at this step, in one line; a sub-agent's step (`sidechain`) behind its flow's name."""
         flow = self.record.get("sidechain")
-        return f"[{flow}] {self._label()}" if flow else self._label()
-
-    def _label(self) -> str:
-        r = self.record
-        kind = self.kind
-        return self._label() + (f" [{self.taken.describe()}]" if self.taken is not None else "")
+        taken = f" [{self.taken.describe()}]" if self.taken is not None else ""
+        return (f"[{flow}] " if flow else "") + self._label() + taken
 
     def _label(self) -> str:
         r = self.record
