@@ -65,6 +65,7 @@ class SlashResult:
     # /undo, /rewind), 'rewound' (and the conversation the model sees)
     action: str | None = None
     slug: str | None = None
+    record: dict | None = None  # the `command` record `run` kept of it (None: the session was archived)
 
 
 def parse_range(spec: str) -> tuple[int, int]:
@@ -86,7 +87,7 @@ def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> 
     archived session is gone from where the log was."""
     out = _run(agent, line, set_model)
     if out.action != "archived":
-        agent.session.append("command", line=line.strip(), content=out.text, ok=out.ok)
+        out.record = agent.session.append("command", line=line.strip(), content=out.text, ok=out.ok)
     return out
 
 

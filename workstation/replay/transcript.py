@@ -7,7 +7,7 @@ session and the replay screen from the log (replay.episode). So a resumed transc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..agent import tools
 from ..sessions.context import Redaction, summary_turn_text, update_line
@@ -92,3 +92,34 @@ def record_turns(record: dict, *, ts: float, args: dict | None = None, number: i
                         "result": str(original.get("content") or "") if original else ""})
         return out
     return []
+
+
+def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[dict]:
+    """The chat turns of `records[start:]`, a whole log in file order (what went before gives the calls'
+    arguments, turn numbers, compaction spans and the taken-back marks). `ts`: a record's epoch seconds
+    (None: unreadable, then its predecessor's)."""
+    from ..sessions.catalog import summary_span  # lazy: only a compaction needs it
+    from ..sessions.log import tool_call_arguments
+    from ..sessions.turns import hit_turn, number, taken_back
+
+    turns, marks = number(records), taken_back(records)
+    calls: dict[str, dict] = {}
+    tools_by_id: dict[str, dict] = {}
+    out: list[dict] = []
+    last = 0.0
+    for index, record in enumerate(records):
+        last = ts(record) or last
+        kind = record["type"]
+        if kind == "assistant":
+            calls.update((c["id"], c) for c in record.get("tool_calls") or () if isinstance(c, dict) and c.get("id"))
+        if index >= start:
+            call = calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
+            mark = marks.get(record["id"])
+            out += record_turns(record, ts=last, args=tool_call_arguments(call) if call else {},
+                                number=hit_turn(record, turns.of(record)),
+                                span=summary_span(turns, record) if kind == "compact" else "",
+                                taken=mark.describe() if mark is not None else "",
+                                earlier=tools_by_id if kind == "redaction" else None)
+        if kind == "tool":
+            tools_by_id[record["id"]] = record
+    return out

@@ -510,14 +510,16 @@ class LiveBackend:
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
-        from ..replay.transcript import command_asked, command_said  # lazy: as above
+        from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         chat = self.app.chat
         asked = command_asked(request.text, ts=time.time())  # shown at once; the answer when it comes
-        self._ui(chat.add_turn, asked)
+        at = self._ui(chat.add_turn, asked)
+        alone = self._busy.locked() and request.name not in SESSION_COMMANDS  # a turn writes beside it
+        before = len(self.agent.session.read().records)
         out = slash.run(self.agent, request.text)
-        said = command_said(out.text, out.ok, ts=time.time())  # as its `command` record shows it resumed
+        said = command_said(out.text, out.ok, ts=time.time())
         if out.action in ("new", "archived"):  # the chat moves to a new session
             new = Session.create(self.ws.paths, title="chat")
             self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
@@ -525,7 +527,14 @@ class LiveBackend:
         if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
             self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
             return
-        self._ui(chat.add_turn, said)
+        if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
+            records = self.agent.session.read().records
+            start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
+            shown = log_turns(records, start, ts=record_time)
+            self._ui(chat.update_turn, at, shown[0])  # in the log's order: its line after what it wrote first
+            self._ui(chat.add_turns, shown[1:])
+        else:
+            self._ui(chat.add_turn, said)
         if out.action in ("rewound", "files"):  # what it took back is marked where it stands
             self._show_taken_back()
         if out.action == "model":
