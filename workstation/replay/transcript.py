@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..agent import tools
+from ..sessions.catalog import summary_span
 from ..sessions.context import Redaction, summary_turn_text, update_line
-from ..sessions.turns import starts_turn
+from ..sessions.log import tool_call_arguments
+from ..sessions.turns import hit_turn, number, starts_turn, taken_back
 from ..textdiff import record_diff
 
 
@@ -98,10 +100,6 @@ def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float
     """The chat turns of `records[start:]`, a whole log in file order (what went before gives the calls'
     arguments, turn numbers, compaction spans and the taken-back marks). `ts`: a record's epoch seconds
     (None: unreadable, then its predecessor's)."""
-    from ..sessions.catalog import summary_span  # lazy: only a compaction needs it
-    from ..sessions.log import tool_call_arguments
-    from ..sessions.turns import hit_turn, number, taken_back
-
     turns, marks = number(records), taken_back(records)
     calls: dict[str, dict] = {}
     tools_by_id: dict[str, dict] = {}
