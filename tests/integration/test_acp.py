@@ -221,6 +221,7 @@ def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, t
                 await conn.initialize(protocol_version=1)
                 new = await conn.new_session(cwd=str(repo), mcp_servers=[])
                 await conn.prompt(session_id=new.session_id, prompt=[text_block("Strip spaces only")])
+                await conn.prompt(session_id=new.session_id, prompt=[text_block("/diff")])
                 return new.session_id
 
     slug = run(one())
@@ -239,9 +240,9 @@ def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, t
     loaded, replayed, done = run(two())
     history = second.updates[:replayed]
     assert loaded.modes.current_mode_id == "ask" and done.stop_reason == "end_turn"
-    assert [u.content.text for u in history if isinstance(u, UserMessageChunk)] == ["Strip spaces only"]
+    assert [u.content.text for u in history if isinstance(u, UserMessageChunk)] == ["Strip spaces only", "/diff"]
     said = "".join(u.content.text for u in history if isinstance(u, AgentMessageChunk))
-    assert said == "Reading.Edited."
+    assert said.startswith("Reading.Edited.pkg/util.py: +1 -1\n")  # the slash command's answer, kept in the log
     starts = [u for u in history if isinstance(u, ToolCallStart)]
     assert [u.title.split("(")[0] for u in starts] == ["read_lines", "todo", "edit_file"]
     ends = [u for u in history if isinstance(u, ToolCallProgress)]

@@ -117,7 +117,10 @@ def test_pin(ag):
     out = run(ag, "/pin never touch the migrations")
     assert out.ok and out.action == "pinned"
     assert ag.pins() == ["never touch the migrations"]
-    assert records(ag.session)[-1]["pin"] is True
+    pinned, kept = records(ag.session)[-2:]  # the pin, then the command's own record (never the model's)
+    assert pinned["pin"] is True
+    assert (kept["type"], kept["line"], kept["content"], kept["ok"]) == (
+        "command", "/pin never touch the migrations", "pinned: never touch the migrations", True)
     assert run(ag, "/pin").text == "error: usage: /pin TEXT"
 
 

@@ -102,8 +102,11 @@ def test_undo_and_rewind_mark_what_they_took_back_everywhere(setup, server, monk
 
     # replay and resume: dimmed turns carry what took them back; user turns their numbers
     shown = transcript(w)
-    users_shown = [t for t in shown if t["role"] == "user"]
+    users_shown = [t for t in shown if t["role"] == "user" and t.get("id")]
     assert [t.get("number") for t in users_shown] == [1, 2, 3]
+    # the slash commands, kept in the log (`command` records), stand where they ran: no turn, no id
+    assert [(t["text"], "number" in t) for t in shown if t["role"] == "user" and not t.get("id")] == [
+        ("/undo", False), ("/rewind 2", False)]
     assert [t.get("taken_back", "") for t in users_shown] == ["", "taken back by /rewind 2", "taken back by /rewind 2"]
     episode = Episode.load(w.paths, "s", config=w.config)
     step = episode.steps[episode.index_of(users[2]["id"])]
@@ -113,8 +116,8 @@ def test_undo_and_rewind_mark_what_they_took_back_everywhere(setup, server, monk
 
     # the /rewind picker's list: number, first line, files, mark
     listed = summaries(view.records)
-    assert [(t.number, t.prompt, t.files) for t in listed] == [
-        (1, "write one", ("one.txt",)), (2, "write two", ("two.txt",)), (3, "write three", ("three.txt",))]
+    assert [(t.number, t.prompt, t.files, t.undone) for t in listed] == [  # the rewind and the undo restored them
+        (1, "write one", ("one.txt",), ()), (2, "write two", (), ("two.txt",)), (3, "write three", (), ("three.txt",))]
     assert [bool(t.taken_back) for t in listed] == [False, True, True]
 
     # search hits and the sessions list

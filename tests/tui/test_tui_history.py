@@ -60,7 +60,7 @@ async def test_undo_and_the_rewind_picker_mark_taken_back_turns_live_and_resumed
             await send(pilot, app, "/rewind", lambda: isinstance(app.screen, RewindScreen))
             picker = app.screen
             assert [t.number for t in picker.turns] == [1, 2]
-            assert picker.turns[1].files == ("two.txt",) and picker.highlighted == 2
+            assert picker.turns[1].files == () and picker.turns[1].undone == ("two.txt",) and picker.highlighted == 2
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, RewindScreen))
             assert not any(r["type"] == "rewind" and r.get("conversation")

@@ -65,6 +65,10 @@ class Mapper:
             return self.finished(record)
         if kind == "system" and record.get("notice"):
             return [helpers.update_agent_message_text(f"\n\n{content}\n")]
+        if kind == "command" and not streamed:  # a slash command the user ran, as the live session answered it
+            said = content if record.get("ok", True) else f"error: {content}"
+            return [helpers.update_user_message_text(str(record.get("line") or "")),
+                    helpers.update_agent_message_text(said)]
         if kind == "compact" and not streamed:
             return [helpers.update_agent_message_text("\n\n[compaction: earlier turns were summarized for the model; "
                                                       "the log keeps them]\n")]

@@ -20,6 +20,7 @@ from ..memory.episodic import TOOL_CALL
 from ..memory.ltm import parse_value
 from ..sessions.archive import archive
 from ..sessions.compaction import compact_now
+from ..sessions.context import seen
 from ..sessions.plan import current, progress, render
 from .checkpoints import fork
 from .commit import commit_session, describe
@@ -69,6 +70,7 @@ class SlashResult:
     # /undo, /rewind), 'rewound' (and the conversation the model sees)
     action: str | None = None
     slug: str | None = None
+    record: dict | None = None  # the `command` record `run` kept of it (None: the session was archived)
 
 
 def parse_range(spec: str) -> tuple[int, int]:
@@ -85,7 +87,16 @@ def is_command(line: str) -> bool:
 
 
 def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> SlashResult:
-    """Run one slash command line for an Agent (no model needed)."""
+    """Run one slash command line for an Agent (no model needed), and keep it and its answer in the
+    session's log (a `command` record, never shown to the model) so a resumed chat shows them too; an
+    archived session is gone from where the log was."""
+    out = _run(agent, line, set_model)
+    if out.action != "archived":
+        out.record = agent.session.append("command", line=line.strip(), content=out.text, ok=out.ok)
+    return out
+
+
+def _run(agent, line: str, set_model: Callable[[str], None] | None) -> SlashResult:
     name, _, rest = line.strip().partition(" ")
     rest = rest.strip()
     try:
@@ -230,7 +241,7 @@ def _instructions(agent: Agent, rest: str) -> SlashResult:
 
 
 def _plan(agent, rest: str) -> SlashResult:
-    todo = current(agent.session.read().records)
+    todo = current(seen(agent.session.read()).records)  # a rewound turn's plan is not the plan in force
     if todo is None:
         return SlashResult("no plan yet: the agent writes one with its todo tool")
     return SlashResult(f"plan ({progress(todo)}):\n{render(todo)}" if todo else "plan: (cleared)")

@@ -20,10 +20,10 @@ from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
 from ..sessions.catalog import load as load_session, rewind_line, summary_span
-from ..sessions.context import ContextView, Redaction, assemble, summary_turn_text, update_line
+from ..sessions.context import ContextView, Redaction, assemble, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
 from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
-from ..textdiff import record_diff
+from .transcript import call_label, record_turns
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
 UNTIMED_STEP_S = 1.0  # a record whose time was not recorded (SWE-agent's, an unreadable ts) plays this long
@@ -53,12 +53,6 @@ def _epoch(ts: Any) -> float | None:
 def clip(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def call_label(name: str, args: dict) -> str:
-    """`read_lines(shop/api.py 59-67)`: a tool call in one short line, as its tool declares."""
-    tool = tools.get(name)
-    return (tool.label if tool is not None else tools.default_label)(name, args)
 
 
 @dataclass(frozen=True)
@@ -96,7 +90,8 @@ class Step:
         return self.record["id"]
 
     def label(self) -> str:
-        """What happened at this step, in one line; a sub-agent's step (`sidechain`) behind its flow's name."""
+        """What happened at this step, in one line; a sub-agent's step (`sidechain`) behind its flow's name,
+        what took it back after it."""
         flow = self.record.get("sidechain")
         taken = f" [{self.taken.describe()}]" if self.taken is not None else ""
         return (f"[{flow}] " if flow else "") + self._label() + taken
@@ -143,6 +138,8 @@ class Step:
             return f"-- redaction: {len(targets)} tool output(s) hidden from the model from here on --"
         if kind == "rewind":
             return f"<< {rewind_line(r)} >>"
+        if kind == "command":
+            return f"command: {clip(r.get('line') or '', 100)} ({'ok' if r.get('ok', True) else 'failed'})"
         return kind
 
     def to_dict(self) -> dict:
@@ -373,59 +370,11 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
 
 # --------------------------------------------------------------------------- transcript turns
 def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
-    """Chat turns of one step, shaped as tui.viewdata.Turn (a mapping the TUI coerces). A sub-agent's records
-    (`sidechain`) are none: the chat shows its task call and summary, the timeline and the steps its work."""
-    r = step.record
-    kind = step.kind
-    if r.get("sidechain"):
-        return []
-    base = {"id": step.id, "ts": step.ts, "tokens": r.get("tokens")}
-    if step.taken is not None:
-        base["taken_back"] = step.taken.describe()
-    if kind == "user":
-        number = {"number": step.turn} if starts_turn(r) and step.turn else {}
-        return [{**base, "role": "user", "text": str(r.get("content") or ""), **number}]
-    if kind == "assistant":
-        text = str(r.get("content") or "")
-        names = [c.get("name", "?") for c in r.get("tool_calls") or ()]
-        if not text and names:
-            text = f"*calls {', '.join(names)}*"
-        return [{**base, "role": "assistant", "text": text}]
-    if kind == "tool":
-        return [tool_turn(r, step.args, base)]
-    if kind == "system":
-        text = str(r.get("content") or "")
-        if r.get("pin"):
-            return [{**base, "role": "system", "text": f"Pinned: {text}"}]
-        if r.get("update") is not None:
-            return [{**base, "role": "notice", "text": update_line(text)}]
-        if r.get("notice"):
-            return [{**base, "role": "error" if r["notice"] == "error" else "notice", "text": text}]
-        return [{**base, "role": "system", "text": text}]
-    if kind == "compact":
-        text = (f"Compaction: turns {step.span} summarized by {r.get('model', '?')} "
-                f"({r.get('reason', '?')}); the model sees the summary instead of them from here on")
-        return [{**base, "role": "compaction", "text": text, "result": summary_turn_text(r)}]
-    if kind == "redaction":
-        by_id = {rec["id"]: rec for rec in records[: step.index] if rec["type"] == "tool"}
-        out = []
-        for target in r.get("targets") or ():
-            original = by_id.get(target.get("id", ""))
-            marker = Redaction(str(target.get("id", "")), str(target.get("name") or "tool"),
-                               int(target.get("chars") or 0), str(target.get("key") or "")).marker
-            out.append({**base, "role": "redaction", "text": marker, "tokens": None,
-                        "result": str(original.get("content") or "") if original else ""})
-        return out
-    return []
-
-
-def tool_turn(record: dict, args: dict, base: dict) -> dict:
-    """A tool record as a chat turn (tui.viewdata.Turn's fields), live or resumed alike: the call in one
-    line as its tool labels it, what it came to (`agent.tools.outcome_of`), its result and its diff."""
-    name = str(record.get("name") or "tool")
-    return {**base, "role": "tool", "text": call_label(name, args), "tool": name, "args": args,
-            "result": str(record.get("content") or ""), "ok": bool(record.get("ok", True)),
-            "diff": record_diff(record), "outcome": tools.outcome_of(name, args, record)}
+    """Chat turns of one step (replay.transcript, as the live chat shows the record)."""
+    earlier = ({rec["id"]: rec for rec in records[: step.index] if rec["type"] == "tool"}
+               if step.kind == "redaction" else None)
+    return record_turns(step.record, ts=step.ts, args=step.args, number=step.turn, span=step.span,
+                        taken=step.taken.describe() if step.taken is not None else "", earlier=earlier)
 
 
 # --------------------------------------------------------------------------- timeline events

@@ -203,8 +203,9 @@ class Session:
 
     def remove_if_empty(self) -> bool:
         """Delete the file of a session in which nothing was said (a new chat left at once, a headless
-        slash command): an empty session is not worth a row in the sessions list. True if removed."""
-        if self.path.exists() and not self.read().records:
+        slash command, whose `command` records alone say nothing): an empty session is not worth a row in
+        the sessions list. True if removed."""
+        if self.path.exists() and all(r["type"] == "command" for r in self.read().records):
             self.path.unlink(missing_ok=True)
             return True
         return False

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 FORMAT_VERSION = 1
 TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
-RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind", "epoch"}
+RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind", "epoch", "command"}
 
 
 # --------------------------------------------------------------------------- reading
@@ -94,6 +94,7 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
     "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
     "intent": {"turn": str, "path": str, "exists": bool, "after": str},
     "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
+    "command": {"line": str, "content": str, "ok": bool},
     "epoch": {"system": str, "excerpt": str, "state": dict, "tools": str, "summary": str, "model": str},
 }
 # (fields, required) of the objects inside a record's lists and objects

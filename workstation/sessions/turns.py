@@ -225,26 +225,46 @@ class TurnSummary:
     number: int
     id: str  # its user record's id
     prompt: str  # the first line of the user's message
-    files: tuple[str, ...]  # the files its tool calls changed, first change first
+    files: tuple[str, ...]  # the files its tool calls changed that stand as it left them, first change first
     taken_back: str  # what took it back ("" while it stands)
+    undone: tuple[str, ...] = ()  # the files it changed that a later undo or rewind restored
+
+
+def restored_edits(records: list[dict]) -> set[str]:
+    """Ids of the successful tool records whose every changed file a later undo or rewind restored."""
+    position = {r["id"]: i for i, r in enumerate(records)}
+    out: set[str] = set()
+    for i, record in enumerate(records):
+        at = position.get(str(record.get("to"))) if record["type"] == "rewind" else None
+        files = set(record.get("files") or ()) if at is not None and at < i else set()
+        for r in records[at:i] if files else ():
+            paths = {e.get("path") for e in r.get("edits") or () if isinstance(e, dict)}
+            if r["type"] == "tool" and paths and paths <= files:
+                out.add(r["id"])
+    return out
 
 
 def summaries(records: list[dict]) -> list[TurnSummary]:
-    """Every turn of a whole log, oldest first: its number, prompt, the files it changed, and its mark."""
+    """Every turn of a whole log, oldest first: its number, prompt, the files it changed (those still as it
+    left them, and those undone since), and its mark."""
     turns = number(records)
     marks = taken_back(records)
-    files: dict[int, dict[str, None]] = {}
+    restored = restored_edits(records)
+    files: dict[int, dict[str, bool]] = {}  # turn -> path -> restored since
     for record in records:
         if record["type"] == "tool" and record.get("ok", True):
             for entry in record.get("edits") or ():
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-                    files.setdefault(turns.of(record), {}).setdefault(entry["path"], None)
+                    changed = files.setdefault(turns.of(record), {})
+                    changed[entry["path"]] = changed.get(entry["path"], True) and record["id"] in restored
     out = []
     for record in records:
         if starts_turn(record):
             n = turns.of(record)
             first = next((line.strip() for line in str(record.get("content") or "").splitlines() if line.strip()), "")
             mark = marks.get(record["id"])
-            out.append(TurnSummary(n, record["id"], first, tuple(files.get(n, {})),
-                                   mark.describe() if mark is not None else ""))
+            changed = files.get(n, {})
+            out.append(TurnSummary(n, record["id"], first, tuple(p for p, gone in changed.items() if not gone),
+                                   mark.describe() if mark is not None else "",
+                                   tuple(p for p, gone in changed.items() if gone)))
     return out

@@ -510,13 +510,16 @@ class LiveBackend:
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         chat = self.app.chat
-        asked = Turn("user", request.text, ts=time.time())
-        self._ui(chat.add_turn, asked)
+        asked = command_asked(request.text, ts=time.time())  # shown at once; the answer when it comes
+        at = self._ui(chat.add_turn, asked)
+        alone = self._busy.locked() and request.name not in SESSION_COMMANDS  # a turn writes beside it
+        before = len(self.agent.session.read().records)
         out = slash.run(self.agent, request.text)
-        said = Turn("command" if out.ok else "error", out.text, ts=time.time())
+        said = command_said(out.text, out.ok, ts=time.time())
         if out.action in ("new", "archived"):  # the chat moves to a new session
             new = Session.create(self.ws.paths, title="chat")
             self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
@@ -524,7 +527,14 @@ class LiveBackend:
         if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
             self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
             return
-        self._ui(chat.add_turn, said)
+        if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
+            records = self.agent.session.read().records
+            start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
+            shown = log_turns(records, start, ts=record_time)
+            self._ui(chat.update_turn, at, shown[0])  # in the log's order: its line after what it wrote first
+            self._ui(chat.add_turns, shown[1:])
+        else:
+            self._ui(chat.add_turn, said)
         if out.action in ("rewound", "files"):  # what it took back is marked where it stands
             self._show_taken_back()
         if out.action == "model":
@@ -626,9 +636,9 @@ class _LiveTurn:
             on_plan=lambda items: ui(chat.set_plan, items))
 
     def recorded(self, record: dict) -> None:
-        from ..replay.episode import tool_turn  # lazy: replay and the agent's tools, +100 ms; off the first paint
-        from ..sessions.context import update_line  # lazy: the sessions stack, +32 ms; off the first paint
-        from ..sessions.log import tool_call_arguments  # lazy: as above
+        """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (replay.transcript)."""
+        from ..replay.transcript import record_turns  # lazy: replay and the agent's tools, +100 ms; off the first paint
+        from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
         from ..sessions.turns import starts_turn  # lazy: as above
 
         ui, chat = self.backend._ui, self.chat
@@ -636,39 +646,28 @@ class _LiveTurn:
             if record["type"] == "assistant":
                 self.backend.count_call(record)
             return
-        kind, rid, ts = record["type"], record["id"], record_time(record)
-        content = str(record.get("content") or "")
+        kind, ts = record["type"], record_time(record)
+        call = self.calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
+        number = self.backend.turn_started() if starts_turn(record) else None
+        turns = record_turns(record, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
         if kind == "user":
             self.wrote_user = True
-            number = self.backend.turn_started() if starts_turn(record) else None
-            ui(chat.add_turn, Turn("user", content, id=rid, ts=ts, tokens=record.get("tokens"), number=number))
         elif kind == "assistant":
             self.backend.count_call(record)
             calls = record.get("tool_calls") or ()
             self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
             self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
-            text = content or (f"*calls {', '.join(c.get('name', '?') for c in calls)}*" if calls else "")
+            said = turns[0]
             # the streamed reply becomes the turn, with the text as recorded (secrets masked)
-            if ui(chat.end_reply, id=rid, tokens=record.get("tokens"), ts=ts, text=text) is None and text:
-                ui(chat.add_turn, Turn("assistant", text, id=rid, ts=ts, tokens=record.get("tokens")))
-        elif kind == "tool":
-            call = self.calls.get(record.get("tool_call_id", ""))
-            ui(chat.add_turn, tool_turn(record, tool_call_arguments(call) if call else {},
-                                        {"id": rid, "ts": ts, "tokens": record.get("tokens")}))
-            if self.waiting:
-                self.waiting.discard(record.get("tool_call_id"))
-                if not self.waiting:  # the step's last result: its events and memory writes are in
-                    self.step_done()
-        elif kind == "system":
-            notice = record.get("notice")
-            if record.get("pin"):
-                ui(chat.add_turn, Turn("system", f"Pinned: {content}", id=rid, ts=ts))
-            elif record.get("update") is not None:  # what the model was told (agent.updates), in one line
-                ui(chat.add_turn, Turn("notice", update_line(content), id=rid, ts=ts))
-            elif notice:
-                ui(chat.add_turn, Turn("error" if notice == "error" else "notice", content, id=rid, ts=ts))
-            else:
-                ui(chat.add_turn, Turn("system", content, id=rid, ts=ts))
+            if ui(chat.end_reply, id=said["id"], tokens=said["tokens"], ts=ts, text=said["text"]) is not None \
+                    or not said["text"]:
+                return
+        for turn in turns:
+            ui(chat.add_turn, turn)
+        if kind == "tool" and self.waiting:
+            self.waiting.discard(record.get("tool_call_id"))
+            if not self.waiting:  # the step's last result: its events and memory writes are in
+                self.step_done()
 
 
 def timeline_row(event: dict, marks: dict | None = None) -> dict:

@@ -23,11 +23,12 @@ FILES_SHOWN = 3  # file names on a turn's line; the rest are counted
 
 
 def turn_line(turn) -> Content:
-    """`  3  fix the parser  · 2 files: a.py, b.py`: a turn as the picker lists it."""
+    """`  3  fix the parser  · 2 files: a.py, b.py  · 1 file undone: c.py`: a turn as the picker lists it."""
     files = ""
-    if turn.files:
-        names = ", ".join(turn.files[:FILES_SHOWN]) + (" …" if len(turn.files) > FILES_SHOWN else "")
-        files = f"  · {len(turn.files)} file{'s' if len(turn.files) != 1 else ''}: {names}"
+    for paths, undone in ((turn.files, ""), (turn.undone, " undone")):
+        if paths:
+            names = ", ".join(paths[:FILES_SHOWN]) + (" …" if len(paths) > FILES_SHOWN else "")
+            files += f"  · {len(paths)} file{'s' if len(paths) != 1 else ''}{undone}: {names}"
     parts = [Content.styled(f"{turn.number:>3}  ", "bold"), Content(turn.prompt or "(empty message)"),
              Content.styled(files, "$text-muted")]
     if turn.taken_back:

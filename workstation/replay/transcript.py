@@ -1,0 +1,123 @@
+"""A session's records as chat turns: the one derivation the live chat, a resumed chat and replay share.
+
+A record becomes the turns tui.viewdata.Turn shows (mappings the TUI coerces), whoever shows it: the
+live backend as the agent writes it (`AgentEvents.on_record`) and as a slash command answers, a resumed
+session and the replay screen from the log (replay.episode). So a resumed transcript is the live one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..agent import tools
+from ..sessions.catalog import summary_span
+from ..sessions.context import Redaction, summary_turn_text, update_line
+from ..sessions.log import tool_call_arguments
+from ..sessions.turns import hit_turn, number, starts_turn, taken_back
+from ..textdiff import record_diff
+
+
+def call_label(name: str, args: dict) -> str:
+    """`read_lines(shop/api.py 59-67)`: a tool call in one short line, as its tool declares."""
+    tool = tools.get(name)
+    return (tool.label if tool is not None else tools.default_label)(name, args)
+
+
+def tool_turn(record: dict, args: dict, base: dict) -> dict:
+    """A tool record as a chat turn: the call in one line as its tool labels it, what it came to
+    (`agent.tools.outcome_of`), its result and its diff."""
+    name = str(record.get("name") or "tool")
+    return {**base, "role": "tool", "text": call_label(name, args), "tool": name, "args": args,
+            "result": str(record.get("content") or ""), "ok": bool(record.get("ok", True)),
+            "diff": record_diff(record), "outcome": tools.outcome_of(name, args, record)}
+
+
+def assistant_text(record: dict) -> str:
+    """What an assistant message shows: its text, or the tools it calls when it says nothing."""
+    text = str(record.get("content") or "")
+    names = [c.get("name", "?") for c in record.get("tool_calls") or ()]
+    return text or (f"*calls {', '.join(names)}*" if names else "")
+
+
+def command_asked(line: str, **base: Any) -> dict:
+    """A slash command line as the chat shows it, from the moment it is typed."""
+    return {**base, "role": "user", "text": line}
+
+
+def command_said(text: str, ok: bool, **base: Any) -> dict:
+    """A slash command's answer."""
+    return {**base, "role": "command" if ok else "error", "text": text}
+
+
+def record_turns(record: dict, *, ts: float, args: dict | None = None, number: int | None = None,
+                 span: str = "", taken: str = "", earlier: dict[str, dict] | None = None) -> list[dict]:
+    """The chat turns of one record. `args`: a tool record's call arguments; `number`: a turn-opening user
+    message's turn (sessions.turns); `span`: a compact record's turns; `taken`: what took it back
+    (sessions.turns.TakenBack.describe); `earlier`: the tool records before a redaction, by id. A
+    sub-agent's records (`sidechain`) are none: the chat shows its task call and summary."""
+    kind = record["type"]
+    if record.get("sidechain"):
+        return []
+    base: dict[str, Any] = {"id": record["id"], "ts": ts, "tokens": record.get("tokens")}
+    if taken:
+        base["taken_back"] = taken
+    text = str(record.get("content") or "")
+    if kind == "user":
+        return [{**base, "role": "user", "text": text,
+                 **({"number": number} if number and starts_turn(record) else {})}]
+    if kind == "assistant":
+        return [{**base, "role": "assistant", "text": assistant_text(record)}]
+    if kind == "tool":
+        return [tool_turn(record, args or {}, base)]
+    if kind == "system":
+        if record.get("pin"):
+            return [{**base, "role": "system", "text": f"Pinned: {text}"}]
+        if record.get("update") is not None:  # what the model was told (agent.updates), in one line
+            return [{**base, "role": "notice", "text": update_line(text)}]
+        if record.get("notice"):
+            return [{**base, "role": "error" if record["notice"] == "error" else "notice", "text": text}]
+        return [{**base, "role": "system", "text": text}]
+    if kind == "command":  # the user's and the app's lines, no turn of the conversation (no id, as live)
+        return [command_asked(str(record.get("line") or ""), ts=ts),
+                command_said(text, bool(record.get("ok", True)), ts=ts)]
+    if kind == "compact":
+        said = (f"Compaction: turns {span} summarized by {record.get('model', '?')} "
+                f"({record.get('reason', '?')}); the model sees the summary instead of them from here on")
+        return [{**base, "role": "compaction", "text": said, "result": summary_turn_text(record)}]
+    if kind == "redaction":
+        out = []
+        for target in record.get("targets") or ():
+            original = (earlier or {}).get(target.get("id", ""))
+            marker = Redaction(str(target.get("id", "")), str(target.get("name") or "tool"),
+                               int(target.get("chars") or 0), str(target.get("key") or "")).marker
+            out.append({**base, "role": "redaction", "text": marker, "tokens": None,
+                        "result": str(original.get("content") or "") if original else ""})
+        return out
+    return []
+
+
+def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[dict]:
+    """The chat turns of `records[start:]`, a whole log in file order (what went before gives the calls'
+    arguments, turn numbers, compaction spans and the taken-back marks). `ts`: a record's epoch seconds
+    (None: unreadable, then its predecessor's)."""
+    turns, marks = number(records), taken_back(records)
+    calls: dict[str, dict] = {}
+    tools_by_id: dict[str, dict] = {}
+    out: list[dict] = []
+    last = 0.0
+    for index, record in enumerate(records):
+        last = ts(record) or last
+        kind = record["type"]
+        if kind == "assistant":
+            calls.update((c["id"], c) for c in record.get("tool_calls") or () if isinstance(c, dict) and c.get("id"))
+        if index >= start:
+            call = calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
+            mark = marks.get(record["id"])
+            out += record_turns(record, ts=last, args=tool_call_arguments(call) if call else {},
+                                number=hit_turn(record, turns.of(record)),
+                                span=summary_span(turns, record) if kind == "compact" else "",
+                                taken=mark.describe() if mark is not None else "",
+                                earlier=tools_by_id if kind == "redaction" else None)
+        if kind == "tool":
+            tools_by_id[record["id"]] = record
+    return out
