@@ -351,25 +351,20 @@ class LiveBackend:
 
     def on_sessions_screen_resume_requested(self, request: SessionsScreen.ResumeRequested) -> None:
         """Switch the chat to another session: a fresh agent on it, its transcript, its history."""
-        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
-
-        self._ready.wait()
-        if not self._take_the_chat():
-            return
-        try:
-            self._switch(Session.open(self.ws.paths, request.slug))
-        finally:
-            self._give_back()
+        self._resume(request.slug)
 
     def on_resume_session_requested(self, request: ResumeSessionRequested) -> None:
         """The launch's offer taken: the chat goes on in the last session (the new one, still empty, goes)."""
+        self._resume(request.slug)
+
+    def _resume(self, slug: str) -> None:
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         self._ready.wait()
         if not self._take_the_chat():
             return
         try:
-            self._switch(Session.open(self.ws.paths, request.slug))
+            self._switch(Session.open(self.ws.paths, slug))
         finally:
             self._give_back()
 
