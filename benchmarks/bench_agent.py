@@ -1,7 +1,7 @@
 """The memory agent versus a naive baseline on scripted multi-step tasks. Prints figures, asserts nothing.
 
     .venv/bin/python benchmarks/bench_agent.py [--scenario shop|httpx|both] [--size full|small]
-                                               [--compaction sync|off] [--keep DIR] [--httpx-steps file|function]
+                                               [--compaction sync|off] [--keep DIR] [--httpx-steps function|file]
 
 Two scenarios (--scenario, default both): `shop`, steps 1-5 below, and `httpx`, seed 003's own evaluation on
 the real httpx sources (tests/httpx_scenario.py: the httpx package installed beside litellm is copied as the
@@ -133,7 +133,7 @@ class Scenario:
     done: str  # what a passing edit check means
 
 
-def scenario(name: str, size: str, httpx_steps: str = "file") -> Scenario:
+def scenario(name: str, size: str, httpx_steps: str = "function") -> Scenario:
     if name == "shop":
         return Scenario("shop", f"fixture package shop/ ({size}), request_id through every public function",
                         lambda root: shop.make_repo(root, size), shop.RequestIdPolicy, (shop.TASK, shop.CHECK),
@@ -392,9 +392,14 @@ def main() -> None:
     parser.add_argument("--provider", choices=sorted(MODELS), default="anthropic",
                         help="which of the scripted server's endpoints (and cache accounting) the agent talks to")
     parser.add_argument("--cache-ttl", choices=["5m", "1h"], default="5m", help="agent.cache_ttl")
-    parser.add_argument("--httpx-steps", choices=["file", "function"], default="file",
-                        help="the httpx policy's edits: all of a file's in one response, or one function's per "
-                             "response (more, smaller steps: the same edits)")
+    # One function's edits per response is the default: a model edits a function, reads what the result says
+    # (where the lines landed, how the rest moved, the language server's word) and goes on to the next, as
+    # the agents in CACHING.md's field figures do over many short requests. One response carrying all 37 of
+    # _client.py's edits, planned from one grep and unable to act on any result, is a batch few models send;
+    # it stays as the other bound.
+    parser.add_argument("--httpx-steps", choices=["file", "function"], default="function",
+                        help="the httpx policy's edits: one function's per response (default), or all of a "
+                             "file's in one response (fewer, larger steps: the same edits)")
     args = parser.parse_args()
     llm.warm_import()
     tmp = None

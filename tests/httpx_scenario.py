@@ -18,11 +18,13 @@ through Client and AsyncClient. Shared by benchmarks/bench_agent.py and tests/in
   the larger budget when the context's map of a file is cut, or again with it when a map comes back cut), logs the
   convention once (log_decision) and cites [D:id] whenever it applies it, greps each file for the
   definitions, the calls and the closing parentheses of the targets (a grep is not a file read), reads only
-  build_request's body (the one edit beyond a line insertion) and edits bottom-up with replace_lines and
-  edit_file: all of a file's edits in one response (as one MultiEdit-like batch), or with
-  `per_function=True` one function's edits per response (as a model making one edit call at a time
-  would; bench_agent --httpx-steps function). The second turn checks from fresh maps and one grep. It answers compaction requests with a
-  summary (tests/scenario_common.py).
+  build_request's body (the one edit beyond a line insertion) and edits with replace_lines and edit_file
+  callee first, from the sink up (build_request, the clients' methods, then _api.py), so that no edit
+  leaves a call passing request_id to a function that does not take it yet (HttpxRequestIdPolicy._edit):
+  with `per_function=True` one function's edits per response (as a model reading each result before its
+  next edit would; bench_agent's default, --httpx-steps function), else all of a file's edits in one
+  response (as one MultiEdit-like batch). The second turn checks from fresh maps and one grep. It answers
+  compaction requests with a summary (tests/scenario_common.py).
 * `check_repo(root)` proves the edit: the signatures and every call between the targets (compared with
   the calls in the installed, unedited package), then the edited package imported in a subprocess sends
   requests through httpx.MockTransport (no network) with every function of the API, sync and async, and
@@ -326,7 +328,7 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
 
     def _after_decided(self, messages, results) -> Reply:
         self._expect(results, "log_decision")
-        return self._grep(messages, API)
+        return self._grep(messages, CLIENT)  # the callees first: see _edit
 
     def _grep(self, messages, path: str) -> Reply:
         did, text = self._decision(messages)
@@ -352,6 +354,14 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
                           numbered_rows([r for r in results if r[0] == "read_lines"]))
 
     def _edit(self, messages, path: str, grep_results, body: dict[int, str]) -> Reply:
+        """Plan a file's edits. The order is the one a careful agent propagating a parameter takes: from the
+        sink up the call chain, callee before caller (build_request, the clients' request and stream, their
+        verbs; then _api.py's request and stream, its verbs). Every edit then leaves the package correct: a
+        call passes request_id only to a function that already takes it, inside a function that already has
+        it, so the language server's word on each edit has nothing to report, where caller-first (or
+        bottom-up) editing has it report the calls not yet updated after every edit. In both files that
+        order is top-down, so each insertion moves the lines below it: the policy adds the shifts the results
+        state ("lines after it moved by +1") to the line numbers its grep gave."""
         did, text = self._decision(messages)
         wanted = self._targets_from(text)[path]
         param = re.search(r"`([^`]*request_id[^`]*)`", text).group(1)
@@ -385,7 +395,7 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
                 if first < n <= last and m and m.group(2) in names:
                     inserts.append((closing(n, m.group(1), False), f"{m.group(1)}    request_id=request_id,"))
             groups.append((first, inserts))
-        edit_file = []
+        sink: tuple[int, dict] | None = None  # (the line the body's new lines go before, the edit_file call)
         if body:  # the sink: the id joins the extensions the Request is built with
             ret = next((n for n in sorted(body) if body[n].lstrip().startswith("return Request(")), None)
             passed = any("extensions=extensions" in body[n] for n in body if ret is not None and n > ret)
@@ -395,34 +405,45 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
             old = f"{body[ret - 1]}\n{body[ret]}"
             new = (f"{body[ret - 1]}\n{indent}if request_id is not None:\n"
                    f"{indent}    extensions = {{**extensions, \"request_id\": request_id}}\n{body[ret]}")
-            edit_file = [("edit_file", {"path": path, "old": old, "new": new})]
-        groups.sort(key=lambda g: -g[0])  # bottom-up: an insertion never moves a line still to edit
-        self.phase = f"edited-{'api' if path == API else 'client'}"
-        steps = [[("replace_lines", {"path": path, "start": n, "end": n - 1, "content": t})
-                  for n, t in sorted(inserts, key=lambda e: -e[0])] for _, inserts in groups]
+            sink = (ret, {"path": path, "old": old, "new": new})
+        groups.sort(key=lambda g: g[0])  # top-down: callee first (the docstring)
+        inserted: list[int] = []  # the grep's line numbers before which a line went in so far
+
+        def now(n: int) -> int:
+            return n + sum(1 for at in inserted if at <= n)
+
+        steps = []
+        for first, inserts in groups:
+            step = []
+            for n, t in sorted(inserts):
+                step.append(("replace_lines", {"path": path, "start": now(n), "end": now(n) - 1, "content": t}))
+                inserted.append(n)
+            if sink and first <= sink[0] <= self.ranges[path][".".join(SINK)][1]:
+                step.append(("edit_file", sink[1]))  # by text, after the signature's insertion
+                inserted += [sink[0], sink[0]]
+            steps.append(step)
         if not self.per_function:
             steps = [[call for step in steps for call in step]]
+        self.phase = f"edited-{'api' if path == API else 'client'}"
         self.log.append(f"edit {path}: {sum(len(g) for _, g in groups)} lines inserted in {len(groups)} functions, "
-                        f"{'one function per step' if self.per_function else 'in one step'}"
+                        f"callee first, {'one function per step' if self.per_function else 'in one step'}"
                         + (", the sink's body" if body else ""))
-        if edit_file:  # edit_file by text, after every insertion by number
-            steps = [*steps, edit_file] if self.per_function else [steps[0] + edit_file]
         self.pending = steps
         self.did, self.path = did, path
         return self._next_edit()
 
     def _next_edit(self) -> Reply:
-        return Reply(text=f"Applying [D:{self.did}] to {self.path}, bottom-up so the line numbers stay valid.",
+        return Reply(text=f"Applying [D:{self.did}] to {self.path}, callee first so every step stays correct.",
                      tool_calls=self.pending.pop(0))
-
-    def _after_edited_api(self, messages, results) -> Reply:
-        self._expect(results, "replace_lines")
-        if self.pending:
-            return self._next_edit()
-        return self._grep(messages, CLIENT)
 
     def _after_edited_client(self, messages, results) -> Reply:
         self._expect(results, "replace_lines", "edit_file")
+        if self.pending:
+            return self._next_edit()
+        return self._grep(messages, API)
+
+    def _after_edited_api(self, messages, results) -> Reply:
+        self._expect(results, "replace_lines")
         if self.pending:
             return self._next_edit()
         did, _ = self._decision(messages)

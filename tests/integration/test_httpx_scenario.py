@@ -35,9 +35,11 @@ def test_the_httpx_scenario_through_the_real_loop(tmp_path, server, per_function
     a.close()
     assert first.error is None and second.error is None, (first.error, second.error)
     assert second.text.startswith("Verified: all 28 functions take request_id and pass it on, per [D:d")
-    # map, decide, grep, edit _api.py, grep + read, edit _client.py, done; or one step per function's edits
-    # (9 in _api.py, 19 in _client.py) and one for build_request's body
-    assert first.steps == (7 + 8 + 19 if per_function else 7) and first.tool_calls == 62
+    # map, decide, grep + read, edit _client.py, grep, edit _api.py, done; or one step per function's edits
+    # (19 in _client.py, build_request's body with its signature; 9 in _api.py)
+    assert first.steps == (7 - 2 + 19 + 9 if per_function else 7) and first.tool_calls == 62
+    edits = [line.split(":")[0] for line in policy.log if line.startswith("edit ")]
+    assert edits == [f"edit {CLIENT}", f"edit {API}"]  # the callees first: the sink's file, then the API
     assert check_repo(ws.root) == []
 
     rep = report_mod.build(ws.paths, "httpx")
