@@ -360,8 +360,9 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
         call passes request_id only to a function that already takes it, inside a function that already has
         it, so the language server's word on each edit has nothing to report, where caller-first (or
         bottom-up) editing has it report the calls not yet updated after every edit. In both files that
-        order is top-down, so each insertion moves the lines below it: the policy adds the shifts the results
-        state ("lines after it moved by +1") to the line numbers its grep gave."""
+        order is top-down, so each insertion moves the lines below it: the policy adds to a line number its
+        grep gave one for every line it inserted above it, the shift each result states ("lines after it
+        moved by +1")."""
         did, text = self._decision(messages)
         wanted = self._targets_from(text)[path]
         param = re.search(r"`([^`]*request_id[^`]*)`", text).group(1)
