@@ -168,6 +168,31 @@ def expected_ids() -> list:
             + [f"api.{v}" for v in verbs])
 
 
+def passed_blind(root: Path) -> list[str]:
+    """What a half-done edit breaks, as the language server would report it: a target that uses request_id
+    (passes it on, or records it) without taking it, and a call that passes request_id to a target that does
+    not take it yet. Empty when the tree is consistent at this point, finished or not."""
+    found = targets((root / API).read_text(), (root / CLIENT).read_text())
+
+    def takes(key: str) -> bool:
+        fn = found.get(key)
+        return fn is not None and any(a.arg == "request_id" for a in fn.args.kwonlyargs)
+
+    problems = [f"{key} uses request_id without taking it" for key, fn in found.items() if not takes(key) and any(
+        isinstance(node, ast.Name) and node.id == "request_id" for node in ast.walk(fn))]
+    for caller, name, call in calls_between(found):
+        if not any(k.arg == "request_id" for k in call.keywords):
+            continue
+        if "." in caller:  # self.<name>: the caller's class, else the base class both clients share
+            cls = caller.partition(".")[0]
+            callee = f"{cls}.{name}" if f"{cls}.{name}" in found else f"{SINK[0]}.{name}"
+        else:  # _api.py: client.<name> is Client's, a bare name the module's own function
+            callee = f"Client.{name}" if isinstance(call.func, ast.Attribute) else name
+        if not takes(callee):
+            problems.append(f"{caller} passes request_id to {callee}, which does not take it")
+    return problems
+
+
 def check_repo(root: Path, *, run: bool = True) -> list[str]:
     """Problems with the edit (empty when it is complete and the package works)."""
     try:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agent_support import agent, module_server, workspace
-from httpx_scenario import API, CHECK, CLIENT, SEED_REDUCTION, TASK, HttpxRequestIdPolicy, check_repo, make_repo
+from httpx_scenario import (API, CHECK, CLIENT, SEED_REDUCTION, TASK, HttpxRequestIdPolicy, check_repo, make_repo,
+                           passed_blind)
 from workstation.agent import report as report_mod
 
 server_module, server = module_server()
@@ -25,7 +26,13 @@ def test_a_fresh_copy_fails_the_check(tmp_path):
 @pytest.mark.parametrize("per_function", [False, True], ids=["edits-per-file", "edits-per-function"])
 def test_the_httpx_scenario_through_the_real_loop(tmp_path, server, per_function):
     policy = HttpxRequestIdPolicy(per_function=per_function)
-    server.dispatch.fn = policy
+    broken: list[list[str]] = []  # at every request, what the edits so far left inconsistent
+
+    def responder(body):
+        broken.append(passed_blind(ws.root))
+        return policy(body)
+
+    server.dispatch.fn = responder
     ws = workspace(tmp_path, server.url, files={}, agent={"max_steps": 40})  # as bench_agent's
     copied = make_repo(ws.root)
     assert API in copied and CLIENT in copied and len(copied) > 20
@@ -40,6 +47,8 @@ def test_the_httpx_scenario_through_the_real_loop(tmp_path, server, per_function
     assert first.steps == (7 - 2 + 19 + 9 if per_function else 7) and first.tool_calls == 62
     edits = [line.split(":")[0] for line in policy.log if line.startswith("edit ")]
     assert edits == [f"edit {CLIENT}", f"edit {API}"]  # the callees first: the sink's file, then the API
+    # so no step left a call passing request_id to a function not taking it yet (nothing for a language server)
+    assert len(broken) == first.steps + second.steps and not any(broken), [b for b in broken if b][:1]
     assert check_repo(ws.root) == []
 
     rep = report_mod.build(ws.paths, "httpx")
@@ -48,6 +57,20 @@ def test_the_httpx_scenario_through_the_real_loop(tmp_path, server, per_function
     reads = rep.reduction("file_reads")
     assert reads >= SEED_REDUCTION and reads >= 0.5, (rep.agent.file_reads, rep.baseline.file_reads)
     assert rep.reduction("file_reads", rep.baseline_once) >= 0.5
+
+    # what passed_blind catches: a caller edited before its callee, a function using an id it does not take
+    api = ws.root / API
+    done = api.read_text()
+    api.write_text(done.replace("    request_id: str | None = None,\n) -> Response:", ") -> Response:", 1))
+    assert sorted(passed_blind(ws.root)) == ["delete passes request_id to request, which does not take it",
+                                             "get passes request_id to request, which does not take it",
+                                             "head passes request_id to request, which does not take it",
+                                             "options passes request_id to request, which does not take it",
+                                             "patch passes request_id to request, which does not take it",
+                                             "post passes request_id to request, which does not take it",
+                                             "put passes request_id to request, which does not take it",
+                                             "request uses request_id without taking it"]
+    api.write_text(done)
 
     # the check fails on what it must catch: a call that drops the id, an id that never reaches the request
     client = ws.root / CLIENT
