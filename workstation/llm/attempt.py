@@ -15,9 +15,22 @@ from .client import _litellm
 from .errors import LLMCancelled, LLMError, _map_exception
 from .result import Completion
 from .stream import _Accumulator, _fold_response, _stream_was_truncated
-from .usage import _cost, count_tokens
+from .usage import _cost, count_tokens, output_limit
 
 _POLL_S = 0.05  # how often the consumer loop checks `cancel` / the watchdog
+# Chunks of a stream that carry no output token: the role, finish and usage chunks, a tool call's or a
+# content block's start and stop, Anthropic's pings.
+STREAM_SLACK_CHUNKS = 1_024
+
+
+def stream_budget(spec: ModelSpec) -> tuple[int, int]:
+    """(output tokens, chunks) one streamed answer of ``spec`` may take. An honest provider spends at least
+    one output token on every chunk that carries text or arguments, so a stream of more chunks than the
+    model's output limit (plus the structural ones) is not the model answering: whoever sends it would
+    otherwise hold the turn for as long as it likes (litellm costs 1-4 ms a chunk, so 10 MB of arguments
+    in 7-character chunks take minutes even though the arguments are refused past MAX_TOOL_ARGS_CHARS)."""
+    tokens = spec.max_output_tokens or output_limit(spec.model)
+    return tokens, tokens + STREAM_SLACK_CHUNKS
 
 
 def _resolve_api_key(spec: ModelSpec) -> Optional[str]:
@@ -110,6 +123,8 @@ def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]],
     # litellm's lazy imports on a process's first call, which happen inside lit.completion().
     watchdog_s = max(spec.timeout_s * 1.5, spec.timeout_s + 2.0)
     last_event = time.monotonic()
+    tokens, budget = stream_budget(spec) if stream else (0, 0)
+    chunks = 0
     try:
         while True:
             if cancel is not None and cancel.is_set():
@@ -123,6 +138,11 @@ def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]],
                 continue
             last_event = time.monotonic()
             if kind == "chunk":
+                chunks += 1
+                if chunks > budget:
+                    raise LLMError(f"stream from {spec.model} went past {budget:,} chunks, more than an answer "
+                                   f"within its output limit of {tokens:,} tokens (model.max_output_tokens) "
+                                   f"can take: left it", kind="malformed", model=spec.model)
                 piece = acc.add_chunk(payload)
                 if piece and on_text is not None:
                     on_text(piece)

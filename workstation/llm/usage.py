@@ -13,6 +13,9 @@ from .client import _litellm
 log = logging.getLogger("workstation.llm")
 
 DEFAULT_CONTEXT_WINDOW = 32768
+# The output limit assumed for a model litellm does not know (local and custom ones; litellm's own figures
+# run from 4,096 to 128,000): set model.max_output_tokens for a model that writes more in one answer.
+DEFAULT_OUTPUT_LIMIT = 16_384
 
 
 def _flatten_for_estimate(messages: Optional[list[dict]]) -> str:
@@ -79,6 +82,25 @@ def context_window(model: str) -> int:
     result = int(n) if n else DEFAULT_CONTEXT_WINDOW
     with _ctx_lock:
         _ctx_cache[model] = result
+    return result
+
+
+_out_cache: dict[str, int] = {}
+
+
+def output_limit(model: str) -> int:
+    """Max output tokens of ``model`` in one answer: litellm's model info (``max_output_tokens``), else
+    DEFAULT_OUTPUT_LIMIT. Cached per model."""
+    with _ctx_lock:
+        if model in _out_cache:
+            return _out_cache[model]
+    try:
+        n = _litellm().get_model_info(model).get("max_output_tokens")
+    except Exception:  # a model litellm has no figures for
+        n = None
+    result = int(n) if n else DEFAULT_OUTPUT_LIMIT
+    with _ctx_lock:
+        _out_cache[model] = result
     return result
 
 
