@@ -67,7 +67,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import fake_anthropic as anthropic
 from fake_cache import AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, count_tokens
@@ -281,7 +281,14 @@ def _call_id(i: int) -> str:
     return f"call_{i}_{uuid.uuid4().hex[:8]}"
 
 
-def _stream_chunks(body: dict, reply: Reply, usage: dict) -> list[dict]:
+def _stream_chunks(body: dict, reply: Reply, usage: dict) -> Iterator[dict]:
+    """The SSE chunks, made as they are sent (a stream of megabytes in small chunks starts at once)."""
+    if reply.tool_call_style not in ("split", "whole", "repeat_final", "no_index"):
+        raise ValueError(f"unknown tool_call_style {reply.tool_call_style!r}")
+    return _chunks(body, reply, usage)
+
+
+def _chunks(body: dict, reply: Reply, usage: dict) -> Iterator[dict]:
     cid = "chatcmpl-" + uuid.uuid4().hex[:12]
     created = int(time.time())
     model = reply.model or body.get("model", "test-model")
@@ -292,34 +299,32 @@ def _stream_chunks(body: dict, reply: Reply, usage: dict) -> list[dict]:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
         }
 
-    chunks = [chunk({"role": "assistant", "content": ""})]
+    yield chunk({"role": "assistant", "content": ""})
     if reply.text:
-        chunks += [chunk({"content": piece}) for piece in _split(reply.text, reply.text_chunk_size)]
+        for piece in _split(reply.text, reply.text_chunk_size):
+            yield chunk({"content": piece})
     style = reply.tool_call_style
-    if style not in ("split", "whole", "repeat_final", "no_index"):
-        raise ValueError(f"unknown tool_call_style {style!r}")
     for i, (name, args) in enumerate(reply.tool_calls):
         text_args = _args_text(args)
         head: dict[str, Any] = {"index": i, "id": _call_id(i), "type": "function",
                                 "function": {"name": name, "arguments": text_args if style == "whole" else ""}}
         if style == "no_index":
             del head["index"]
-        chunks.append(chunk({"tool_calls": [head]}))
+        yield chunk({"tool_calls": [head]})
         if style == "whole":
             continue
         for piece in _split(text_args, reply.args_chunk_size):
             delta: dict[str, Any] = {"function": {"arguments": piece}}
             if style != "no_index":
                 delta["index"] = i
-            chunks.append(chunk({"tool_calls": [delta]}))
+            yield chunk({"tool_calls": [delta]})
         if style == "repeat_final":
-            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": text_args}}]}))
-    chunks.append(chunk({}, _finish_reason(reply)))
-    chunks.append({
+            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": text_args}}]})
+    yield chunk({}, _finish_reason(reply))
+    yield {
         "id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
         "usage": usage,
-    })
-    return chunks
+    }
 
 
 def _usage(body: dict, reply: Reply, cache: Optional[OpenAIPrefixCache]) -> dict:
@@ -460,7 +465,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 usage = owner._sent(_usage(body, reply, owner.openai_cache))
                 if body.get("stream"):
                     chunks = _stream_chunks(body, reply, usage)
-                    self._stream([b"data: " + json.dumps(ch).encode() + b"\n\n" for ch in chunks], reply,
+                    self._stream((b"data: " + json.dumps(ch).encode() + b"\n\n" for ch in chunks), reply,
                                  done=b"data: [DONE]\n\n")
                 else:
                     self._send_json(200, _full_response(body, reply, usage))
@@ -500,7 +505,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                                       args_chunk=reply.args_chunk_size, whole_args=reply.tool_call_style == "whole")
             self._stream([anthropic.sse(name, data) for name, data in stream], reply, done=None)
 
-        def _stream(self, payloads: list[bytes], reply: Reply, done: Optional[bytes]) -> None:
+        def _stream(self, payloads: Iterable[bytes], reply: Reply, done: Optional[bytes]) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")

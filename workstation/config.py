@@ -71,6 +71,8 @@ class ModelConfig(_Section):
     timeout_s: TimeLimit = 60.0
     max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
     context_window: Annotated[int, Meta(ge=0, le=100_000_000)] = 0  # 0: ask litellm
+    # the most tokens the model writes in one answer, which bounds a streamed answer (0: ask litellm)
+    max_output_tokens: Annotated[int, Meta(ge=0, le=100_000_000)] = 0
 
 
 class IndexConfig(_Section):

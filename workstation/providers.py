@@ -52,6 +52,9 @@ class ModelSpec:
     backoff_s: float = 1.0  # first retry delay; doubles each retry (+-20 % jitter), capped at MAX_BACKOFF_S
     extra_params: dict[str, Any] = field(default_factory=dict)  # passed to litellm.completion (temperature, ...)
     cache_ttl: str = "5m"  # lifetime of the prompt-cache breakpoints (CACHE_TTLS; agent.cache_ttl)
+    # the most tokens the model writes in one answer (model.max_output_tokens); 0: litellm's figure for it.
+    # A stream of more chunks than this is not the model's answer and is left (llm.attempt).
+    max_output_tokens: int = 0
 
 
 def provider_of(model: str) -> str:
@@ -118,7 +121,8 @@ def spec_for(config: "ModelConfig", name: str | None = None, *, fallbacks: bool 
     return ModelSpec(name, api_base=(config.api_base or None) if shared else None,
                      api_key_env=(config.api_key_env or None) if shared else None,
                      timeout_s=config.timeout_s, max_retries=config.max_retries,
-                     fallbacks=tuple(config.fallbacks) if fallbacks else (), cache_ttl=cache_ttl)
+                     fallbacks=tuple(config.fallbacks) if fallbacks else (), cache_ttl=cache_ttl,
+                     max_output_tokens=config.max_output_tokens if name == configured else 0)
 
 
 def with_cache_breakpoints(messages: list[dict], tools: list[dict] | None, ttl: str = "5m"

@@ -3,8 +3,11 @@ steers it) streams 10 MB of arguments in small chunks. The turn must not stay bu
 stream is left once the arguments pass llm.MAX_TOOL_ARGS_CHARS, the call is refused in one line, and the
 turn goes on. Real litellm, scripted server.
 
-What is left: litellm's cost per chunk. The arguments are read up to the limit, 1,000,000 characters: in
-chunks of 7 characters that is ~143,000 chunks, minutes on a busy machine; the user's stop ends it."""
+In small chunks the size limit alone does not help: litellm costs 1-4 ms a chunk, so reading up to 1,000,000
+characters in 7-character chunks (~143,000 chunks) took minutes. An honest provider spends at least one output
+token on every chunk that carries text or arguments, so a stream of more chunks than the model's output limit
+(model.max_output_tokens, else litellm's figure, plus a slack for the structural chunks) is not the model's
+answer: it is left with one line, and a write of the model's full output limit still goes through."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import time
 from agent_support import agent, module_server, records, workspace
 from fakellm import Reply
 from workstation.llm import MAX_TOOL_ARGS_CHARS
+from workstation.llm.attempt import STREAM_SLACK_CHUNKS
 
 server_module, server = module_server()
 LIMIT_S = 60.0
@@ -48,3 +52,33 @@ def test_a_10_mb_streamed_argument_does_not_keep_the_turn_busy(tmp_path, server)
     tool = records(a.session, "tool")[-1]
     assert not tool["ok"] and f"over the limit of {MAX_TOOL_ARGS_CHARS:,}" in tool["content"], tool["content"][:300]
     assert not (ws.root / "big.txt").exists()
+
+
+def test_a_stream_longer_than_the_model_can_write_is_left_and_a_write_within_it_goes_through(tmp_path, server):
+    """10 MB of arguments in 7-character chunks against a model whose answers hold at most 1,000 tokens: the
+    stream is left at 1,000 + slack chunks, the turn ends with one line naming the limit and nothing is
+    written. A write of 1,000 chunks (what that model can honestly send) goes through whole."""
+    limit = 1_000
+    ws = workspace(tmp_path, server.url, model={"timeout_s": 600, "max_output_tokens": limit})
+    a = agent(ws)
+    honest = "y" * (7 * (limit - 10) - len('{"path": "ok.txt", "content": ""}'))  # ~990 chunks of 7 characters
+    server.push(Reply(tool_calls=[("write_file", {"path": "ok.txt", "content": honest})], args_chunk_size=7),
+                Reply(text="written"))
+    assert a.run("write the small one").text == "written"
+    assert (ws.root / "ok.txt").read_text() == honest
+
+    server.push(Reply(tool_calls=[("write_file", {"path": "big.txt", "content": "x" * 10_000_000})],
+                      args_chunk_size=7))
+    asked = len(server.requests)
+    started = time.monotonic()
+    result = a.run("write the big one")
+    took = time.monotonic() - started
+    budget = limit + STREAM_SLACK_CHUNKS
+    print(f"\n10 MB in 7-character chunks, output limit {limit:,} tokens: left after {budget:,} chunks, "
+          f"the turn took {took:.1f} s")
+    a.close()
+    ws.close()
+    assert result.error is not None and "\n" not in result.error, result
+    assert f"went past {budget:,} chunks" in result.error and "output limit of 1,000 tokens" in result.error
+    assert not (ws.root / "big.txt").exists() and len(server.requests) == asked + 1  # the turn ended there
+    assert took < 60, took

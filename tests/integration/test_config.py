@@ -25,13 +25,14 @@ def test_workspace_over_user(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKSTATION_HOME", str(home))
     ws = tmp_path / "ws"
     ws.mkdir()
-    write(ws, '[model]\nname = "ws-model"\ncontext_window = 4096\n')
-    with pytest.warns(UserWarning, match=r"not trusted: ignored model.name .*workstation trust"):
+    write(ws, '[model]\nname = "ws-model"\ncontext_window = 4096\nmax_output_tokens = 100000000\n')
+    with pytest.warns(UserWarning, match=r"not trusted: ignored model.name.*max_output_tokens.*workstation trust"):
         cfg, _ = config.load(ws)
     assert cfg.model.name == "user-model" and cfg.model.context_window == 4096  # a safe key applies untrusted
+    assert cfg.model.max_output_tokens == 0  # it would let a stream run on: gated
     trust(ws)
     cfg, _ = config.load(ws)
-    assert cfg.model.name == "ws-model" and cfg.model.timeout_s == 5
+    assert cfg.model.name == "ws-model" and cfg.model.timeout_s == 5 and cfg.model.max_output_tokens == 100_000_000
     monkeypatch.setenv("WORKSTATION_MODEL", "env-model")
     assert config.load(ws)[0].model.name == "env-model"
 

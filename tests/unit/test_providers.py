@@ -65,6 +65,18 @@ def test_no_model_anywhere_is_none_and_fallbacks_can_be_left_out():
     assert spec_for(config, fallbacks=False).fallbacks == ()
 
 
+def test_the_output_limit_describes_the_configured_model_only():
+    """model.max_output_tokens bounds a streamed answer (llm.attempt.stream_budget): the configured model's,
+    never another model's, which gets litellm's figure for itself."""
+    from workstation.llm.attempt import STREAM_SLACK_CHUNKS, stream_budget
+
+    config = ModelConfig(name="openai/gpt-4o", max_output_tokens=2_000)
+    assert stream_budget(spec_for(config)) == (2_000, 2_000 + STREAM_SLACK_CHUNKS)
+    assert spec_for(config, "anthropic/claude-sonnet-4-5-20250929").max_output_tokens == 0
+    assert stream_budget(spec_for(config, "anthropic/claude-sonnet-4-5-20250929"))[0] == 64_000  # litellm's
+    assert stream_budget(spec_for(ModelConfig(name="openai/unknown-model")))[0] == 16_384  # none known
+
+
 def test_compaction_and_the_workspace_use_the_rule(tmp_path):
     from workstation.config import Config
     from workstation.runtime import Workspace
