@@ -60,8 +60,8 @@ def print_scenario_checks(ws, slug: str, passed: bool) -> None:
     for note in notes:
         print(f"  note: {note}")
     if broke:
-        print(f"  {broke} check(s) reported new errors in an edit's result; the scripted policy decides from the task, not from "
-              f"them: the edit check {'still passed' if passed else 'failed'} with them shown")
+        print(f"  {broke} check(s) reported new errors in an edit's result; the scripted policy decides from the task, "
+              f"not from them: the edit check {'still passed' if passed else 'failed'} with them shown")
     else:
         print("  no edit got a new error: the scripted model was told nothing, so its outcome is the one without "
               "diagnostics")

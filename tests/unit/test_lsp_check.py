@@ -45,7 +45,8 @@ def test_the_chat_finds_the_block_at_the_end_of_a_result():
 
 def test_errors_of_one_message_in_one_file_are_one_line_naming_every_location():
     same = 'No parameter named "request_id"'
-    report = Report("basedpyright", new=[d("a.py", 3, same), d("b.py", 4, same), d("a.py", 9, same), d("a.py", 5, "other")],
+    report = Report("basedpyright",
+                    new=[d("a.py", 3, same), d("b.py", 4, same), d("a.py", 9, same), d("a.py", 5, "other")],
                     fixed=[d("c.py", 1, same), d("c.py", 7, same)])
     assert report.render(max_errors=8, max_chars=1200).splitlines() == [
         "lsp: 4 new errors (basedpyright):",
@@ -92,3 +93,5 @@ def test_a_responses_edits_form_batches_that_a_command_or_a_sub_agent_ends():
     assert found["e1"] is found["e2"] and found["e1"].ids == ["e1", "e2"] and found["e1"].paths == ["a.py", "b.py"]
     assert found["e3"] is found["e4"] and found["e3"].ids == ["e3", "e4"] and found["e3"].paths == ["c.py", "d.py"]
     assert batches([("e", TOOLS["replace_lines"], edit("a.py"))]) == {}
+    twice = batches([("x", TOOLS["replace_lines"], edit("a.py")), ("y", TOOLS["replace_lines"], edit("a.py"))])
+    assert twice["x"].paths == ["a.py"]  # a file edited twice is checked once

@@ -109,7 +109,8 @@ def difference(before: list[Diagnostic], after: list[Diagnostic]) -> tuple[list[
     """(new, fixed): what `after` has more of than `before` and the reverse, keyed by Diagnostic.key. An
     error still at its place is matched first, so that one more of a message is the one that appeared,
     not whichever comes last in the file."""
-    same_place = collections.Counter((d.key, d.line) for d in before) & collections.Counter((d.key, d.line) for d in after)
+    same_place = (collections.Counter((d.key, d.line) for d in before)
+                  & collections.Counter((d.key, d.line) for d in after))
     left_before, left_after = _unmatched(before, same_place), _unmatched(after, same_place)
     had = collections.Counter(d.key for d in left_before)
     has = collections.Counter(d.key for d in left_after)

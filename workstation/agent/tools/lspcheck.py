@@ -51,7 +51,8 @@ def batches(calls: Iterable[tuple[str, Tool | None, dict[str, Any] | None]]) -> 
 
     def close() -> None:
         if len(run) > 1:
-            batch = Batch([call_id for call_id, _, _ in run], [p for _, tool, args in run for p in tool.writes(args)])
+            paths = dict.fromkeys(p for _, tool, args in run for p in tool.writes(args))
+            batch = Batch([call_id for call_id, _, _ in run], list(paths))
             out.update(dict.fromkeys(batch.ids, batch))
         run.clear()
 
