@@ -53,13 +53,15 @@ def print_scenario_checks(ws, slug: str, passed: bool) -> None:
     timed = [c["ms"] for c in checks if not c.get("note")]
     notes = sorted({c["note"] for c in checks if c.get("note")})
     broke = sum(1 for c in checks if c.get("new"))
-    print(f"language server checks: {len(checks)} edits checked; first {timed[0]:.0f} ms (start and first analysis "
-          f"included), then {summary(timed[1:])}" if timed else f"language server checks: {len(checks)} edits, none timed")
+    edits = sum(int(c.get("edits") or 1) for c in checks)  # a response's edits are checked as one
+    print(f"language server checks: {len(checks)} checks of {edits} edits (a response's edits are checked as one); "
+          f"first {timed[0]:.0f} ms (start and first analysis included), then {summary(timed[1:])}"
+          if timed else f"language server checks: {len(checks)} checks, none timed")
     for note in notes:
         print(f"  note: {note}")
     if broke:
-        print(f"  {broke} edit(s) got new errors in their result; the scripted policy decides from the task, not from "
-              f"them: the edit check {'still passed' if passed else 'failed'} with them shown")
+        print(f"  {broke} check(s) reported new errors in an edit's result; the scripted policy decides from the task, "
+              f"not from them: the edit check {'still passed' if passed else 'failed'} with them shown")
     else:
         print("  no edit got a new error: the scripted model was told nothing, so its outcome is the one without "
               "diagnostics")

@@ -81,9 +81,9 @@ def test_an_edit_that_breaks_a_caller_names_the_error_and_the_next_edit_says_it_
         assert f"shop/api.py:{caller}:" in broke["content"]
     assert 'Argument missing for parameter "timeout"' in broke["content"]
     assert broke["diagnostics"]["new"] == 2 and broke["diagnostics"]["fixed"] == 0
-    # the next edit fixes them, and its result says so
-    for caller in callers:
-        assert f"lsp: fixed: shop/api.py:{caller} Argument missing" in mended["content"], mended["content"]
+    # the next edit fixes them, and its result says so (one message in one file: one line, every place named)
+    fixed = ", ".join(f"shop/api.py:{caller}" for caller in callers)
+    assert f"lsp: fixed: {fixed} Argument missing" in mended["content"], mended["content"]
     assert "new error" not in mended["content"]
     assert mended["diagnostics"]["fixed"] == 2
     # the model read them: the requests carried the results
@@ -92,6 +92,53 @@ def test_an_edit_that_breaks_a_caller_names_the_error_and_the_next_edit_says_it_
     # the timeline marks the edits
     edits = [e for e in events(ws, a.session.slug) if e["type"] == "file_edit"]
     assert [(e["data"].get("new_errors"), e["data"].get("fixed_errors")) for e in edits] == [(2, 0), (0, 2)]
+
+
+def test_the_edits_of_one_response_are_checked_as_one_and_the_last_result_says_what_they_left(tmp_path, server):
+    """The model reads a response's results together, after its last edit: the states between its edits
+    are not reported (an edit its next one mends), what they leave broken is, in the last result."""
+    ws = workspace(tmp_path, server.url, files=FILES, lsp=LSP)
+    line = _line(ws, "shop/http.py", "def get_json(")
+    first, second = [i for i, text in enumerate((ws.root / "shop/api.py").read_text().splitlines(), 1)
+                     if "http.get_json(" in text]
+    api = (ws.root / "shop/api.py").read_text().splitlines()
+    fix_first = {"path": "shop/api.py", "start": first, "end": first,
+                 "content": api[first - 1].replace("http.get_json(str(sku))", "http.get_json(str(sku), 5.0)") + "\n"}
+    fix_second = {"path": "shop/api.py", "start": second, "end": second,
+                  "content": api[second - 1].replace("http.get_json(str(customer))",
+                                                     "http.get_json(str(customer), 5.0)") + "\n"}
+    assert fix_first["content"] != api[first - 1] + "\n" and fix_second["content"] != api[second - 1] + "\n"
+    server.push(
+        Reply(tool_calls=[("read_lines", {"path": "shop/http.py", "start": line, "end": line}),
+                          ("read_lines", {"path": "shop/api.py", "start": first, "end": second})]),
+        Reply(tool_calls=[("replace_lines", {"path": "shop/http.py", "start": line, "end": line,
+                                             "content": "def get_json(path: str, timeout: float) -> dict:\n"}),
+                          ("replace_lines", fix_first)]),
+        Reply(tool_calls=[("replace_lines", fix_second)]),
+        Reply(text="get_json takes a timeout, and both callers pass one."))
+    a = agent(ws)
+    try:
+        result = a.run("give get_json a timeout and pass one everywhere")
+    finally:
+        a.close()
+        ws.close()
+    assert result.error is None
+    signature, one_caller, other_caller = [r for r in records(a.session, "tool") if r["name"] == "replace_lines"]
+    # the first edit of the response says nothing: its broken callers were not the response's last word
+    assert "lsp:" not in signature["content"] and not signature.get("diagnostics"), signature["content"]
+    # the last one carries the check of both: the caller still broken, not the one its edit mended
+    assert f"lsp: 1 new error after this response's 2 edits (basedpyright):\n  shop/api.py:{second}:" \
+        in one_caller["content"], one_caller["content"]
+    assert 'Argument missing for parameter "timeout"' in one_caller["content"]
+    assert f"shop/api.py:{first}:" not in one_caller["content"]
+    assert one_caller["diagnostics"]["new"] == 1 and one_caller["diagnostics"]["edits"] == 2
+    # the model read it before its next step, and its next edit (alone in its response) hears it is fixed
+    after_batch = [m["content"] for m in server.requests[server.mark + 2]["messages"] if m["role"] == "tool"]
+    assert any("lsp: 1 new error after this response's 2 edits" in c for c in after_batch)
+    assert f"lsp: fixed: shop/api.py:{second} Argument missing" in other_caller["content"], other_caller["content"]
+    edits = [e for e in events(ws, a.session.slug) if e["type"] == "file_edit"]
+    assert [(e["data"].get("new_errors"), e["data"].get("fixed_errors")) for e in edits] == [
+        (None, None), (1, 0), (0, 1)]
 
 
 def test_the_backlog_is_not_reported_only_what_an_edit_adds(demo):

@@ -71,6 +71,23 @@ def test_file_map_lists_line_ranges_purpose_and_dependencies(tmp_path: Path):
                                    {"module": "pkg.util", "target": "pkg/util.py", "line": 3}]
 
 
+def test_a_file_map_that_fits_its_budget_whole_is_never_cut(tmp_path: Path):
+    """The fit keeps room for a "(+N more symbols)" line and counts line by line: neither may cut a map
+    whose whole text fits (a model told symbols are missing asks again, for the whole map twice)."""
+    write(tmp_path, {"mod.py": "".join(f"def function_number_{i}(argument: int) -> int:\n    return {i}\n\n\n"
+                                       for i in range(12))})
+    with open_map(tmp_path) as km:
+        whole = km.file_map("mod.py", tokens=4096)
+        size = tokens.count(whole.render())
+        assert whole.omitted == 0 and size > 16
+        for budget in range(size, size + 9):  # the whole fits: at its size, and within the room once kept
+            fm = km.file_map("mod.py", tokens=budget)
+            assert fm.omitted == 0 and fm.render() == whole.render(), budget
+        cut = km.file_map("mod.py", tokens=size - 1)  # one token short: cut, and it says so
+        assert cut.omitted > 0 and cut.render().endswith("more symbols)")
+        assert tokens.count(cut.render()) <= size - 1
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(budget=st.integers(min_value=1, max_value=3000))  # 0 is an error (test_index_cli)
 def test_repo_map_never_exceeds_its_budget(stdlib_repo, budget):

@@ -41,3 +41,57 @@ def test_the_chat_finds_the_block_at_the_end_of_a_result():
     result = "shop/http.py: replaced lines 3-3\n@@ -2,3 +2,3 @@\n-a\n+b\nlsp: 1 new error (basedpyright):\n  x.py:1:1 bad"
     assert block_of(result) == "lsp: 1 new error (basedpyright):\n  x.py:1:1 bad"
     assert block_of("shop/http.py: replaced lines 3-3") == ""
+
+
+def test_errors_of_one_message_in_one_file_are_one_line_naming_every_location():
+    same = 'No parameter named "request_id"'
+    report = Report("basedpyright",
+                    new=[d("a.py", 3, same), d("b.py", 4, same), d("a.py", 9, same), d("a.py", 5, "other")],
+                    fixed=[d("c.py", 1, same), d("c.py", 7, same)])
+    assert report.render(max_errors=8, max_chars=1200).splitlines() == [
+        "lsp: 4 new errors (basedpyright):",
+        f"  a.py:3:5, a.py:9:5 {same} [reportCallIssue]",
+        f"  b.py:4:5 {same} [reportCallIssue]",
+        "  a.py:5:5 other [reportCallIssue]",
+        f"lsp: fixed: c.py:1, c.py:7 {same} [reportCallIssue]"]
+    # the budget counts locations, not lines: a long group is cut and the rest counted
+    many = Report("basedpyright", new=[d("a.py", i, same) for i in range(1, 13)])
+    lines = many.render(max_errors=5, max_chars=1200).splitlines()
+    assert lines[1] == "  " + ", ".join(f"a.py:{i}:5" for i in range(1, 6)) + f" {same} [reportCallIssue]"
+    assert lines[2:] == ["  … and 7 more"]
+
+
+def test_a_batchs_block_says_it_covers_the_responses_edits():
+    report = Report("basedpyright", new=[d("a.py", 3, "bad")], fixed=[d("b.py", 2, "old")], edits=3)
+    assert report.render(8, 1200).splitlines() == [
+        "lsp: 1 new error after this response's 3 edits (basedpyright):", "  a.py:3:5 bad [reportCallIssue]",
+        "lsp: fixed after this response's 3 edits: b.py:2 old [reportCallIssue]"]
+    assert report.data("x")["edits"] == 3 and "edits" not in Report("basedpyright").data("")
+
+
+def test_the_error_that_appeared_is_new_not_the_one_that_stayed_in_place():
+    same = 'No parameter named "request_id"'
+    new, fixed = difference([d("a.py", 271, same)], [d("a.py", 241, same), d("a.py", 271, same)])
+    assert [x.line for x in new] == [241] and fixed == []
+
+
+def test_a_responses_edits_form_batches_that_a_command_or_a_sub_agent_ends():
+    from workstation.agent.tools import TOOLS
+    from workstation.agent.tools.lspcheck import batches
+
+    def edit(path: str) -> dict:
+        return {"path": path, "start": 1, "end": 1, "content": "x = 1\n"}
+
+    calls = [("r", TOOLS["read_lines"], {"path": "a.py", "start": 1, "end": 2}),
+             ("e1", TOOLS["replace_lines"], edit("a.py")), ("bad", TOOLS["replace_lines"], None),
+             ("q", TOOLS["grep"], {"pattern": "x"}), ("e2", TOOLS["replace_lines"], edit("b.py")),
+             ("c", TOOLS["run_command"], {"command": "ls"}), ("e3", TOOLS["replace_lines"], edit("c.py")),
+             ("e4", TOOLS["write_file"], {"path": "d.py", "content": ""}), ("t", TOOLS["task"], {"prompt": "p"}),
+             ("e5", TOOLS["replace_lines"], edit("e.py")), ("u", None, {"path": "f.py"})]
+    found = batches(calls)
+    assert set(found) == {"e1", "e2", "e3", "e4"}  # e5 is alone: checked as today, by itself
+    assert found["e1"] is found["e2"] and found["e1"].ids == ["e1", "e2"] and found["e1"].paths == ["a.py", "b.py"]
+    assert found["e3"] is found["e4"] and found["e3"].ids == ["e3", "e4"] and found["e3"].paths == ["c.py", "d.py"]
+    assert batches([("e", TOOLS["replace_lines"], edit("a.py"))]) == {}
+    twice = batches([("x", TOOLS["replace_lines"], edit("a.py")), ("y", TOOLS["replace_lines"], edit("a.py"))])
+    assert twice["x"].paths == ["a.py"]  # a file edited twice is checked once

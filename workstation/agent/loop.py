@@ -359,20 +359,24 @@ class Agent:
             return True
         index = 0
         asked = completion.tool_calls
-        for group in groups(calls):  # consecutive task calls run at once, any other call alone
-            if cancel is not None and cancel.is_set():
-                for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
-                    self._wrote(self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]",
-                                                  ok=False))
-                self.ctx.reindex()
-                result.error = self._notice("cancelled", "cancelled")
-                return True
-            result.tool_calls += len(group)
-            runs = at_once([functools.partial(self._execute, calls[i]["id"], asked[i], events) for i in group],
-                           self.config.agent.max_subagents)
-            for done in runs:  # recorded in the order the model asked
-                self._record(*done, events)
-            index = group[-1] + 1
+        self.ctx.lsp_batches = toolcall.batches(self.toolset, [c["id"] for c in calls], asked) if self.ctx.lsp else {}
+        try:
+            for group in groups(calls):  # consecutive task calls run at once, any other call alone
+                if cancel is not None and cancel.is_set():
+                    for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
+                        self._wrote(self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]",
+                                                      ok=False))
+                    self.ctx.reindex()
+                    result.error = self._notice("cancelled", "cancelled")
+                    return True
+                result.tool_calls += len(group)
+                runs = at_once([functools.partial(self._execute, calls[i]["id"], asked[i], events) for i in group],
+                               self.config.agent.max_subagents)
+                for done in runs:  # recorded in the order the model asked
+                    self._record(*done, events)
+                index = group[-1] + 1
+        finally:
+            self.ctx.lsp_batches = {}
         self.ctx.reindex()  # the step's edits are in the map before the next request is assembled
         return False
 

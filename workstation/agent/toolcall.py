@@ -65,3 +65,14 @@ def register_env_writes(call) -> None:
             if isinstance(args.get(key), str):
                 scrub.register_env_values(args[key])
 
+
+def batches(toolset: tools.Toolset, ids: list[str], calls: list) -> dict:
+    """The edits among a response's calls that the language server checks as one, by call id
+    (tools.lspcheck.batches); `ids`: the calls' ids as recorded."""
+    def parsed(call) -> dict | None:
+        try:
+            return call.parsed_arguments()
+        except LLMError:
+            return None  # malformed: it never runs
+
+    return tools.lspcheck.batches((i, toolset.get(c.name), parsed(c)) for i, c in zip(ids, calls))

@@ -176,6 +176,10 @@ def _render_file_map(fm: FileMap) -> None:
             lines.append(f"(+{left} more symbols)")
         return "\n".join(lines)
 
+    whole = compose(set(range(len(fm.symbols))))
+    if (size := tok.count(whole)) <= budget:  # it all fits: no room kept for a "+N more" line, no cut
+        fm.text, fm.tokens, fm.omitted = whole, size, 0
+        return
     chosen: set[int] = set()
     spent = tok.count(compose(chosen)) + 8  # room for the "+N more" line
     for i in priority:

@@ -36,27 +36,29 @@ class Report:
     checked: list[str] = field(default_factory=list)  # files whose diagnostics were compared
     note: str = ""  # one line: why there was no check (a server that failed, timed out, is absent)
     ms: float = 0.0  # the check's cost: the pulls before and after the edit
+    edits: int = 1  # the edits compared together: a response's edits are checked as one (tools.lspcheck)
 
     def render(self, max_errors: int, max_chars: int) -> str:
-        """The block appended to the edit's result ("" when there is nothing to say)."""
+        """The block appended to the edit's result ("" when there is nothing to say). Errors of one message
+        in one file are one line: every location (path:line:column), then the message once."""
         if self.note:
             return f"{MARK}{self.note}"
         lines: list[str] = []
+        after = f" after this response's {self.edits} edits" if self.edits > 1 else ""
         if self.new:
             count = len(self.new)
-            lines.append(f"{MARK}{count} new error{'s' if count != 1 else ''} ({self.server}):")
-            lines += _budgeted([f"  {d.path}:{d.line}:{d.column} {_one_line(d.message)}{_code(d)}"
-                                for d in self.new], max_errors, max_chars)
+            lines.append(f"{MARK}{count} new error{'s' if count != 1 else ''}{after} ({self.server}):")
+            lines += _budgeted(_grouped(self.new, True), "  ", max_errors, max_chars)
         if self.fixed:
-            shown = _budgeted([f"{d.path}:{d.line} {_one_line(d.message)}{_code(d)}" for d in self.fixed],
-                              max_errors, max_chars // 2)
-            lines += [f"{MARK}fixed: {line.strip()}" for line in shown]
+            lines += _budgeted(_grouped(self.fixed, False), f"{MARK}fixed{after}: ", max_errors, max_chars // 2)
         return "\n".join(lines)
 
     def data(self, shown: str) -> dict:
         """What the session record keeps (`diagnostics`)."""
         out = {"server": self.server, "new": len(self.new), "fixed": len(self.fixed), "files": len(self.checked),
                "ms": self.ms}
+        if self.edits > 1:
+            out["edits"] = self.edits
         if self.note:
             out["note"] = self.note
         if shown:
@@ -72,16 +74,30 @@ def _code(d: Diagnostic) -> str:
     return f" [{d.code}]" if d.code else ""
 
 
-def _budgeted(lines: list[str], max_errors: int, max_chars: int) -> list[str]:
+def _grouped(found: list[Diagnostic], column: bool) -> list[tuple[list[str], str]]:
+    """(locations, message) per file and message, in the order first found."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for d in found:
+        where = f"{d.path}:{d.line}:{d.column}" if column else f"{d.path}:{d.line}"
+        groups.setdefault((d.path, f"{_one_line(d.message)}{_code(d)}"), []).append(where)
+    return [(wheres, message) for (_, message), wheres in groups.items()]
+
+
+def _budgeted(groups: list[tuple[list[str], str]], prefix: str, max_errors: int, max_chars: int) -> list[str]:
+    """One line per group (its locations, then its message) while `max_chars` and `max_errors` (counted in
+    locations) last; then how many errors were left out."""
     out: list[str] = []
-    used = 0
-    for line in lines[:max_errors]:
-        if used + len(line) > max_chars and out:
+    used = shown = 0
+    for wheres, message in groups:
+        wheres = wheres[:max_errors - shown]
+        line = f"{prefix}{', '.join(wheres)} {message}"
+        if not wheres or out and used + len(line) > max_chars:
             break
         out.append(line[:max_chars])
         used += len(line) + 1
-    if len(out) < len(lines):
-        out.append(f"  … and {len(lines) - len(out)} more")
+        shown += len(wheres)
+    if (left := sum(len(wheres) for wheres, _ in groups) - shown) > 0:
+        out.append(f"  … and {left} more")
     return out
 
 
@@ -90,21 +106,37 @@ def _errors(found: dict[str, list[Diagnostic]]) -> list[Diagnostic]:
 
 
 def difference(before: list[Diagnostic], after: list[Diagnostic]) -> tuple[list[Diagnostic], list[Diagnostic]]:
-    """(new, fixed): what `after` has more of than `before` and the reverse, keyed by Diagnostic.key."""
-    had = collections.Counter(d.key for d in before)
-    has = collections.Counter(d.key for d in after)
+    """(new, fixed): what `after` has more of than `before` and the reverse, keyed by Diagnostic.key. An
+    error still at its place is matched first, so that one more of a message is the one that appeared,
+    not whichever comes last in the file."""
+    same_place = (collections.Counter((d.key, d.line) for d in before)
+                  & collections.Counter((d.key, d.line) for d in after))
+    left_before, left_after = _unmatched(before, same_place), _unmatched(after, same_place)
+    had = collections.Counter(d.key for d in left_before)
+    has = collections.Counter(d.key for d in left_after)
     new, fixed = [], []
-    for d in after:
+    for d in left_after:
         if had[d.key] > 0:
             had[d.key] -= 1
         else:
             new.append(d)
-    for d in before:
+    for d in left_before:
         if has[d.key] > 0:
             has[d.key] -= 1
         else:
             fixed.append(d)
     return new, fixed
+
+
+def _unmatched(found: list[Diagnostic], matched: "collections.Counter") -> list[Diagnostic]:
+    taken = collections.Counter(matched)
+    out = []
+    for d in found:
+        if taken[(d.key, d.line)] > 0:
+            taken[(d.key, d.line)] -= 1
+        else:
+            out.append(d)
+    return out
 
 
 class EditCheck:

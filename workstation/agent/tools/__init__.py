@@ -121,6 +121,9 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
         with ctx.write_lock if tool.effect == WRITE else contextlib.nullcontext():
             result = (_env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments)
                       or lspcheck.around(tool, ctx, arguments, lambda: _run_bounded(tool, ctx, bound)))
+    if tool.effect == WRITE and ctx.lsp_batches:  # the last edit of a response's batch carries the batch's check
+        with ctx.write_lock:
+            result = lspcheck.settle(ctx, result)
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
 

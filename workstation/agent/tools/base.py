@@ -389,6 +389,8 @@ class ToolContext:
     # held by every WRITE call: an agent's sub-agents share their parent's, so their edits never interleave
     write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
+    # the edits of the response running now that are checked together, by call id (tools.lspcheck.batches)
+    lsp_batches: dict[str, Any] = field(default_factory=dict, repr=False)
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

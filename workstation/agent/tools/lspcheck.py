@@ -6,12 +6,21 @@ baseline); after it, the new and the fixed errors are appended to its result for
 `[lsp] max_errors` and `max_chars`) and kept as `diagnostics` on its record. A query that names a file
 of a language with a server starts that server in the background, so the first edit finds it warm.
 Nothing here waits past `[lsp] timeout_s`, and no failure of a server fails the call.
+
+Several edits in one response are checked as one (`batches`, `settle`): the model reads all their results
+together, after the last, so the states between them are never seen by anyone. The baseline is taken
+before the first, and the last one's result carries what all of them changed: the errors new since
+before the first edit and still there after the last, and those they fixed. Reporting each edit alone
+would tell the model, edit by edit, of breakage its very next edit in the same response mends (a
+parameter used in a body before the line that declares it), and every one of those blocks stays in its
+history. A command or a sub-agent between edits ends a batch (it may change files of its own).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ...errors import WorkstationError
@@ -19,7 +28,43 @@ from ...fsutil import confine
 
 from ...index.query import definitions, dependants
 from ...lsp import MARK, EditCheck, Location, ServerFailed, language_of
-from .base import QUERY, WRITE, Tool, ToolContext, ToolResult
+from .base import COMMAND, DELEGATE, QUERY, WRITE, Tool, ToolContext, ToolResult
+
+
+@dataclass
+class Batch:
+    """Consecutive edits of one response, checked as one (see the module docstring)."""
+
+    ids: list[str]  # the calls, in the order they run: the last one's result carries the check
+    paths: list[str]  # every path they name
+    begun: bool = False
+    check: "EditCheck | str | None" = None
+    changed: list[str] = field(default_factory=list)  # what the edits that did change something wrote
+    edits: int = 0  # those edits
+
+
+def batches(calls: Iterable[tuple[str, Tool | None, dict[str, Any] | None]]) -> dict[str, Batch]:
+    """A response's calls (id, tool, arguments; None for a call that cannot run) -> the batch of each edit
+    that runs with others: runs of two or more WRITE calls not parted by a command or a sub-agent."""
+    out: dict[str, Batch] = {}
+    run: list[tuple[str, Tool, dict[str, Any]]] = []
+
+    def close() -> None:
+        if len(run) > 1:
+            paths = dict.fromkeys(p for _, tool, args in run for p in tool.writes(args))
+            batch = Batch([call_id for call_id, _, _ in run], list(paths))
+            out.update(dict.fromkeys(batch.ids, batch))
+        run.clear()
+
+    for call_id, tool, args in calls:
+        if tool is None or args is None:
+            continue  # an unknown tool or malformed arguments: it never runs
+        if tool.effect == WRITE:
+            run.append((call_id, tool, args))
+        elif tool.effect in (COMMAND, DELEGATE):
+            close()
+    close()
+    return out
 
 
 def around(tool: Tool, ctx: ToolContext, arguments: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
@@ -33,15 +78,44 @@ def around(tool: Tool, ctx: ToolContext, arguments: dict[str, Any], run: Callabl
         return run()
     if tool.effect != WRITE:
         return run()
+    batch = ctx.lsp_batches.get(ctx.call_id)
+    if batch is not None:  # checked with the others of its response: `settle`, after the last
+        if not batch.begun:
+            batch.begun = True
+            rels = _confined(ctx, batch.paths)
+            batch.check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited),
+                                             ctx.cancel) if rels else None
+        result = run()
+        if result.ok and result.data.get("edits"):
+            batch.changed += [rel for rel in _confined(ctx, tool.writes(arguments)) if rel not in batch.changed]
+            batch.edits += 1
+        return result
     rels = _confined(ctx, tool.writes(arguments))
     check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited), ctx.cancel) if rels else None
     result = run()
     if check is None or not result.ok or not result.data.get("edits"):
         return result
+    return _reported(ctx, check, rels, result)
+
+
+def settle(ctx: ToolContext, result: ToolResult) -> ToolResult:
+    """After any call: the last call of a batch carries the batch's check (whether or not it ran itself)."""
+    batch = ctx.lsp_batches.get(ctx.call_id)
+    if batch is None or ctx.call_id != batch.ids[-1] or batch.check is None or not batch.edits:
+        return result
+    return _reported(ctx, batch.check, batch.changed, result, batch.edits)
+
+
+def _reported(ctx: ToolContext, check: "EditCheck | str", changed: list[str], result: ToolResult,
+              edits: int = 1) -> ToolResult:
+    """`result` with what the check found appended (and kept as its record's `diagnostics`)."""
+    servers = ctx.lsp
+    assert servers is not None
     if isinstance(check, str):  # no server for this language here: said once
         result.text += f"\n{MARK}{check}"
         return result
-    report = check.finish(rels)
+    report = check.finish(changed)
+    report.edits = edits
     shown = report.render(servers.config.max_errors, servers.config.max_chars)
     if shown:
         result.text += f"\n{shown}"
@@ -133,4 +207,4 @@ def _enclosing(ctx: ToolContext, loc: Location) -> str:
     return max(inside, key=lambda s: s.start_line).qualname if inside else "<module>"
 
 
-__all__ = ["EditCheck", "around", "definition", "references"]
+__all__ = ["Batch", "EditCheck", "around", "batches", "definition", "references", "settle"]
