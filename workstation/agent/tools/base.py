@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ... import scrub
 from ...errors import WorkstationError
+from ...sandbox import Policy
 from ...sessions.context import key_context
 from ...tokens import count
 from ..approval import Approver
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from ...index.map import KnowledgeMap
     from ...lsp import LanguageServers
     from ...memory import Memory
-    from ...sandbox import Policy
 
 MAX_RESULT_CHARS = 12_000
 
@@ -366,13 +366,14 @@ class ToolContext:
     ledger: ReadLedger = field(default_factory=ReadLedger)
     approve: Approver | None = None  # asks the user; None: nobody to ask (refused)
     allow: list[str] = field(default_factory=list)
-    private: tuple[Path, ...] = ()  # a state folder moved off <root>/.workstation (that one is always refused)
     command_timeout_s: float = 120.0
     max_output_chars: int = 20_000
     step: int | None = None
     session: str = ""
     cancel: threading.Event | None = None  # the turn's stop event: a running tool is abandoned when set
-    sandbox: "Policy | None" = None  # what a command may touch (workstation.sandbox); None: the root's defaults
+    # what a command may touch and what no tool may write (workstation.sandbox: its `protected` field, the
+    # state folders among it); None: the root's defaults
+    sandbox: Policy | None = None
     ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
     call_id: str = ""  # the id of the call running now
     staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
@@ -392,6 +393,20 @@ class ToolContext:
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.sandbox is None:
+            self.sandbox = Policy(self.root)
+
+    @property
+    def private(self) -> tuple[Path, ...]:
+        """The state folders: no tool reads or writes them (`Policy.private`)."""
+        return self.sandbox.private()
+
+    def confine_write(self, path: str) -> tuple[Path, str]:
+        """Where a tool may write `path`: (real path, workspace-relative path), else one line why not
+        (`sandbox.Protected.confine_write`: never outside, never a state folder, never `.git`)."""
+        return self.sandbox.confine_write(path)
 
     def open_env(self, rel: str, text: str | None = None) -> None:
         """Refuse an .env-style file the user did not name in this turn; register the values of one that
