@@ -49,17 +49,16 @@ def execute(ctx: ToolContext, name: str, args: dict | None, *, available: "tools
     refusal); `contain`: a tool's bug becomes a failed result (the trace goes to the log) instead of
     raising; `op_fields`: more fields of the tool_call event (`via`, `client`). Returns the result
     (masked) and what the call meant."""
-    table = available.tools if isinstance(available, tools.Toolset) else available
     if logged is None:
         logged = tools.logged_args(args) if args is not None else {"raw": "(not logged: malformed)"}
     if on_activity:
         on_activity("tool", tools.activity_label(name, logged))
     if memory is None:
-        return _run(ctx, name, args, table, call_id, problem, refused, contain)
+        return _run(ctx, name, args, available, call_id, problem, refused, contain)
     # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
     with memory.operation(TOOL_CALL, name, tool=name, args=logged, call_id=call_id, turn_id=record_id,
                           **op_fields) as op:
-        result, meaning = _run(ctx, name, args, table, call_id, problem, refused, contain)
+        result, meaning = _run(ctx, name, args, available, call_id, problem, refused, contain)
         op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
                or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
         for kind, what, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
@@ -67,8 +66,8 @@ def execute(ctx: ToolContext, name: str, args: dict | None, *, available: "tools
     return result, meaning
 
 
-def _run(ctx: ToolContext, name: str, args: dict | None, table: Mapping[str, tools.Tool], call_id: str,
-         problem: str, refused: ToolResult | None, contain: bool) -> tuple[ToolResult, tools.Meaning]:
+def _run(ctx: ToolContext, name: str, args: dict | None, available: "tools.Toolset | Mapping[str, tools.Tool]",
+         call_id: str, problem: str, refused: ToolResult | None, contain: bool) -> tuple[ToolResult, tools.Meaning]:
     if refused is not None:
         result = refused
     elif args is None:
@@ -77,7 +76,9 @@ def _run(ctx: ToolContext, name: str, args: dict | None, table: Mapping[str, too
     else:
         ctx.call_id = call_id
         try:
-            result = tools.call(ctx, name, args, table)
+            # a Toolset's own call: a sub-agent's refuses what it may not do (agent/subagent.py)
+            result = (available.call(ctx, name, args) if isinstance(available, tools.Toolset)
+                      else tools.call(ctx, name, args, available))
         except Exception as err:
             if not contain:
                 raise
@@ -85,7 +86,7 @@ def _run(ctx: ToolContext, name: str, args: dict | None, table: Mapping[str, too
             result = ToolResult(f"error: {name} failed: {type(err).__name__}: {scrub.redact(str(err))[:200]}",
                                 ok=False, data={"outcome": "error"})
     result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
-    tool = table.get(name)
+    tool = available.get(name)
     meaning = (tool.meaning(tools.Call(name, args, result.ok, result.text, result.data))
                if args is not None and refused is None and tool is not None else tools.Meaning())
     return result, meaning
