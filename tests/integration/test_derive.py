@@ -80,6 +80,24 @@ def test_events_report_and_replay_agree_on_what_an_import_read_and_edited(tmp_pa
     assert timeline == expected  # the replay's timeline shows what reflect counts
 
 
+def test_an_imported_tool_named_like_ours_means_what_the_importer_counted():
+    """Another agent's `write_file` (OpenHands-like agents name theirs so) is not ours: the importer's events
+    and the meaning `report` reads come from one derivation (sessions.derive.events of foreign_meaning)."""
+    call = {"id": "c1", "name": "write_file", "arguments": json.dumps({"path": "a.py", "content": "x = 1\n"})}
+    read = {"id": "c2", "name": "read_file", "arguments": json.dumps({"path": "b.py"})}
+    records = [{"v": 1, "id": "r0", "ts": "2026-01-01T00:00:00Z", "type": "assistant", "content": "",
+                "tool_calls": [call, read], "source": {"format": "test"}},
+               {"v": 1, "id": "r1", "ts": "2026-01-01T00:00:01Z", "type": "tool", "tool_call_id": "c1",
+                "name": "write_file", "content": "wrote a.py", "ok": True, "source": {"format": "test"}},
+               {"v": 1, "id": "r2", "ts": "2026-01-01T00:00:02Z", "type": "tool", "tool_call_id": "c2",
+                "name": "read_file", "content": "y = 2\n", "ok": True, "source": {"format": "test"}}]
+    from_events, from_meanings = _events_and_meanings(records, "s")
+    assert from_events == from_meanings == [(FILE_EDIT, "a.py"), (FILE_READ, "b.py")]
+    chars = [json.loads(line)["x"].get("chars") for line in event_lines(records[2], "s", "test", {"c2": read}, "f")
+             if json.loads(line)["y"] == FILE_READ]
+    assert chars == [len("y = 2\n")]  # as a live read's event carries what entered the context
+
+
 def test_report_and_reflect_count_the_same_file_reads_from_the_command_line(tmp_path):
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 

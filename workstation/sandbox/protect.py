@@ -133,7 +133,7 @@ def kept(protected: Protected, put_back: list[str]) -> Iterator[None]:
     """Run the body (a command under Landlock or no sandbox), then put every guarded path it changed back
     as it was, naming each (relative to the root) in `put_back`. Modes are kept too (a hook's exec bit)."""
     before = protected.guarded()
-    modes = {p: os.lstat(p).st_mode for p, v in before.items() if isinstance(v, bytes)}
+    modes = {p: _mode(p) for p, v in before.items() if isinstance(v, bytes)}
     try:
         yield
     finally:
@@ -142,11 +142,13 @@ def kept(protected: Protected, put_back: list[str]) -> Iterator[None]:
             was, now = before.get(path), after.get(path)
             if was == now and (not isinstance(was, bytes) or _mode(path) == modes.get(path)):
                 continue
-            _restore(protected.root, path, was, modes.get(path))
+            rel = path.relative_to(protected.root).as_posix() if protected.root in path.parents else str(path)
             try:
-                put_back.append(path.relative_to(protected.root).as_posix())
-            except ValueError:
-                put_back.append(str(path))
+                _restore(protected.root, path, was, modes.get(path))
+            except OSError as err:  # said, not raised: the command's own result still stands
+                put_back.append(f"{rel} (NOT put back: {err.strerror or err})")
+            else:
+                put_back.append(rel)
 
 
 def _mode(path: Path) -> int | None:

@@ -29,7 +29,6 @@ session log's tool record.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from ... import scrub
 from ...errors import WorkstationError
 from ...sandbox import Policy
 from ...sessions.context import key_context
+from ...sessions.derive import NOTHING, Edit, Lookup, MapRead, Meaning, Read, Todo, events  # noqa: F401 (the tools' vocabulary)
 from ...tokens import count
 from ..approval import Approver
 from ..filetools import ReadLedger
@@ -89,109 +89,6 @@ class Call:
     def path(self) -> str | None:
         path = self.data.get("path") or self.args.get("path")
         return path if isinstance(path, str) and path else None
-
-
-@dataclass(frozen=True)
-class Read:
-    """File content that entered the context (`served_from` disk), or was answered from memory."""
-
-    path: str
-    lines: list | None  # [start, end], 1-indexed
-    served_from: str  # "disk" | "memory"
-    chars: int = 0
-    chars_saved: int = 0
-
-
-@dataclass(frozen=True)
-class MapRead:
-    """A file's knowledge map served instead of its content."""
-
-    path: str
-    hit: bool  # False: the map was stale and re-indexed first
-    chars_saved: int = 0
-
-
-@dataclass(frozen=True)
-class Edit:
-    path: str
-    lines: list | None = None  # [start, end] of the new text, when it is one range
-    lines_changed: int | None = None
-    new_errors: int = 0  # the language server's errors the call introduced (its first file carries them)
-    fixed_errors: int = 0
-
-    def checked(self, data: Mapping[str, Any]) -> "Edit":
-        """This edit with the counts of its call's `diagnostics` (workstation.lsp.check.Report.data)."""
-        found = data.get("diagnostics")
-        if not isinstance(found, Mapping):
-            return self
-        return dataclasses.replace(self, new_errors=int(found.get("new") or 0), fixed_errors=int(found.get("fixed") or 0))
-
-
-@dataclass(frozen=True)
-class Lookup:
-    key: str
-    hit: bool
-    kind: str  # "find" | "impact" | ...
-
-
-@dataclass(frozen=True)
-class Todo:
-    """One item of the agent's plan (the todo tool)."""
-
-    text: str
-    status: str  # "pending" | "in_progress" | "done"
-
-
-@dataclass(frozen=True)
-class Meaning:
-    """What one call did; see the module docstring."""
-
-    map_reads: tuple[MapRead, ...] = ()
-    reads: tuple[Read, ...] = ()
-    edits: tuple[Edit, ...] = ()
-    lookups: tuple[Lookup, ...] = ()
-    decision: dict | None = None  # {id, decision, reasoning, files}
-    memory_write: tuple[str, str, Any] | None = None  # (tier, key, value)
-    plan: tuple[Todo, ...] | None = None  # the agent's whole plan as this call wrote it (() cleared it)
-
-    @property
-    def looked_at(self) -> list[str]:
-        """Files a naive agent with no map and no memory would have read whole for this call."""
-        return list(dict.fromkeys([m.path for m in self.map_reads] + [r.path for r in self.reads]))
-
-
-NOTHING = Meaning()
-
-
-def events(meaning: Meaning, *, live: bool) -> list[tuple[str, str, dict]]:
-    """The episodic events a call's meaning adds beside its tool_call event: (type, name, fields).
-    A live decision is recorded by the decision log itself, so only replay derives its event."""
-    out: list[tuple[str, str, dict]] = []
-    for m in meaning.map_reads:
-        out.append(("memory_hit" if m.hit else "memory_miss", m.path,
-                    {"tier": "kmap", "kind": "path", "reason": None if m.hit else "stale: re-indexed"}))
-        out.append(("read_avoided", m.path, {"path": m.path, "reason": "knowledge map instead of the file",
-                                              "chars_saved": m.chars_saved}))
-    for r in meaning.reads:
-        if r.served_from == "memory":
-            out.append(("memory_hit", r.path, {"tier": "reads", "kind": "range"}))
-            out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": 0, "served_from": "memory"}))
-            out.append(("read_avoided", r.path, {"path": r.path, "reason": "unchanged range still in context",
-                                                  "chars_saved": r.chars_saved}))
-        else:
-            out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": r.chars,
-                                              "served_from": "disk"}))
-    for e in meaning.edits:
-        fields = {"path": e.path, "lines": e.lines, "lines_changed": e.lines_changed}
-        if e.new_errors or e.fixed_errors:  # the timeline marks an edit that broke (or mended) something
-            fields.update(new_errors=e.new_errors, fixed_errors=e.fixed_errors)
-        out.append(("file_edit", e.path, fields))
-    for lk in meaning.lookups:
-        out.append(("memory_hit" if lk.hit else "memory_miss", lk.key, {"tier": "kmap", "kind": lk.kind}))
-    if meaning.decision and not live:
-        d = meaning.decision
-        out.append(("decision_logged", d["id"], {"decision": d.get("decision"), "files": d.get("files")}))
-    return out
 
 
 # --------------------------------------------------------------------------- the declaration
