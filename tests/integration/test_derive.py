@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_support import agent, events, module_server, records, workspace
+from fakellm import Reply
 from workstation.agent import tools
 from workstation.agent.report import agent_figures
 from workstation.importers.engine import Importer
@@ -22,6 +24,9 @@ from workstation.sessions.derive import FILE_EDIT, FILE_READ, foreign_files
 from workstation.sessions.log import Session, tool_call_arguments
 
 FIX = Path(__file__).parents[1] / "fixtures" / "import"
+DERIVED = ("file_read", "file_edit", "read_avoided", "memory_hit", "memory_miss")
+
+server_module, server = module_server()
 PATCH = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** Add File: src/b.py\n+z\n*** End Patch\n"
 
 
@@ -113,3 +118,31 @@ def test_report_and_reflect_count_the_same_file_reads_from_the_command_line(tmp_
     rows = json.loads(cli("reflect", "--sql", f"SELECT count(*) AS n FROM events WHERE session = '{slug}' "
                                               "AND type = 'file_read'", "--json"))
     assert report["agent"]["file_reads"] == rows[0]["n"] == 1
+
+
+def test_a_live_sessions_events_are_what_its_log_derives(tmp_path, server):
+    """The events a live call records are the ones replay and `report` derive from its session record (the
+    meaning is read off the fields that record keeps: agent.toolcall.recorded)."""
+    ws = workspace(tmp_path, server.url)
+    read = ("read_lines", {"path": "pkg/util.py", "start": 1, "end": 3})
+    server.push(Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"}), read]),
+                Reply(tool_calls=[read, ("grep", {"pattern": "def "})]),
+                Reply(tool_calls=[("replace_lines", {"path": "pkg/util.py", "start": 1, "end": 1, "content": "# one"}),
+                                  ("find", {"query": "clean"})]),
+                Reply(text="done"))
+    a = agent(ws)
+    try:
+        assert a.run("go").text == "done"
+        logged = records(a.session)
+        live = [(e["type"], e["name"]) for e in events(ws, a.session.slug) if e["type"] in DERIVED]
+    finally:
+        a.close()
+        ws.close()
+    calls = {c["id"]: c for r in logged if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    derived = []
+    for record in (r for r in logged if r["type"] == "tool"):
+        call = calls[record["tool_call_id"]]
+        meaning = tools.meaning_of(record["name"], tool_call_arguments(call), record, call)
+        derived += [(kind, name) for kind, name, _ in tools.events(meaning, live=True) if kind in DERIVED]
+    assert {kind for kind, _ in live} >= {"file_read", "file_edit", "read_avoided"}
+    assert live == derived

@@ -12,7 +12,9 @@ What `execute` does, in order:
   paths through it, and run_command runs under it);
 - the result's text is masked (a file or an output may hold a configured key);
 - the operation gets the outcome, and the events the tool's declared meaning implies (reads, edits,
-  decisions: agent.tools) are recorded inside it, so the call is their parent.
+  decisions: agent.tools) are recorded inside it, so the call is their parent. The meaning is read off
+  the fields the session record keeps (`recorded`), through `sessions.derive.events`: what replay,
+  `report` and the importer derive from a record, so live and recorded sessions agree.
 Arguments that are not one JSON object never reach a tool: the result asks for the call again.
 What a call would write into an .env-style file is registered as secret before the call is even logged
 (`register_env_writes`).
@@ -87,16 +89,21 @@ def _run(ctx: ToolContext, name: str, args: dict | None, available: "tools.Tools
                                 ok=False, data={"outcome": "error"})
     result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
     tool = available.get(name)
-    meaning = (tool.meaning(tools.Call(name, args, result.ok, result.text, result.data))
+    # what it meant, from the fields its session record keeps: the derivation replay and `report` make
+    # of that record, so the live events and theirs cannot differ
+    meaning = (tool.meaning(tools.Call(name, args, result.ok, result.text, recorded(result)))
                if args is not None and refused is None and tool is not None else tools.Meaning())
     return result, meaning
 
 
+def recorded(result: ToolResult) -> dict[str, Any]:
+    """The fields of a result its session record keeps (`tools.RECORDED_FIELDS`, those set)."""
+    return {k: result.data[k] for k in tools.RECORDED_FIELDS if result.data.get(k) is not None}
+
+
 def record(session: "Session", call_id: str, name: str, result: ToolResult, record_id: str, **extra: Any) -> dict:
-    """The session log's tool record of a call `execute` ran: its result and `tools.RECORDED_FIELDS`."""
-    data = result.data
-    return session.tool(call_id, name, result.text, id=record_id, ok=result.ok,
-                        **{k: data.get(k) for k in tools.RECORDED_FIELDS}, **extra)
+    """The session log's tool record of a call `execute` ran: its result and `recorded` fields."""
+    return session.tool(call_id, name, result.text, id=record_id, ok=result.ok, **recorded(result), **extra)
 
 
 def run(toolset: tools.Toolset, ctx: ToolContext, memory: "Memory", call_id: str, call, record_id: str,
