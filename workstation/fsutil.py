@@ -43,43 +43,24 @@ def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, 
     if real != root_real and root_real not in real.parents:
         raise OutsideWorkspace(f"{path} is outside the workspace {root_real}")
     rel = real.relative_to(root_real).as_posix()
-    if _inside(real, root_real, [root_real / STATE_DIRNAME, *private]):
+    if inside(real, root_real, [root_real / STATE_DIRNAME, *private]):
         raise StateFolder(f"{path} is in the workspace's state folder (config, databases, session logs): "
                           "refused")
     return real, rel
 
 
 class GitFolder(WorkstationError):
-    """A path inside a `.git` folder (or a `.git` file): readable, never writable by the agent."""
+    """A path inside a `.git` folder (or a `.git` file): readable, never writable by the agent
+    (`sandbox.Protected.confine_write`)."""
 
 
-def confine_write(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, str]:
-    """`confine`, and never in a git folder: a rewritten `.git/config` (core.fsmonitor, core.pager, a hook)
-    runs any program the next time anyone, or an allow-listed command, runs git.
-
-    Refused: any part of the real path named `.git` in any case (`.GIT/` is `.git/` on a case-insensitive
-    filesystem), also with the characters HFS+ ignores or the trailing dots and spaces NTFS drops, anything
-    that is the workspace's `.git` by file identity, however it is spelled, and the state folder's name
-    spelled so.
-    """
-    real, rel = confine(root, path, private)
-    root_real = Path(os.path.realpath(root))
-    parts = [_folded(part) for part in rel.split("/")]
-    if parts[0] == STATE_DIRNAME:  # `.WORKSTATION/` written here is the state folder once checked out elsewhere
-        raise StateFolder(f"{path} is in the workspace's state folder (config, databases, session logs): "
-                          "refused")
-    if any(part in (".git", "git~1") for part in parts) or _inside(real, root_real, [root_real / ".git"]):
-        raise GitFolder(f"{path} is in a .git folder: the agent may read it but never write it")
-    return real, rel
-
-
-def _folded(name: str) -> str:
+def folded(name: str) -> str:
     """A file name as case-insensitive filesystems compare it: no case, no characters HFS+ ignores, no
     trailing dots or spaces (NTFS)."""
     return "".join(ch for ch in name if unicodedata.category(ch) != "Cf").rstrip(". ").casefold()
 
 
-def _inside(real: Path, root_real: Path, folders: list[Path]) -> bool:
+def inside(real: Path, root_real: Path, folders: list[Path]) -> bool:
     """Whether `real` is one of `folders` or under one. Compared by real path and by file identity too,
     so a case-insensitive filesystem's `.WORKSTATION/` is caught."""
     wanted = set()

@@ -46,6 +46,7 @@ WORKER = textwrap.dedent("""
     from workstation.errors import WorkstationError
     from workstation.fsutil import sha256_bytes
     from workstation.paths import Paths
+    from workstation.sandbox import Policy
     from workstation.sessions import Session
 
     sys.path.insert(0, sys.argv[3])
@@ -57,7 +58,7 @@ WORKER = textwrap.dedent("""
     session = Session.open(paths, "k")
     cps = Checkpoints(paths, session)
     turn = {"id": ""}
-    ctx = ToolContext(root=root, kmap=None, memory=None, recall=lambda _: "", private=(paths.state,),
+    ctx = ToolContext(root=root, kmap=None, memory=None, recall=lambda _: "", sandbox=Policy(root, (paths.state,)),
                       staging=paths.state / "tmp", checkpoint=lambda p: cps.take(turn["id"], p))
     n = 0
     print("go", flush=True)

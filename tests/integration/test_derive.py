@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from agent_support import agent, events, module_server, records, workspace
+from fakellm import Reply
 from workstation.agent import tools
 from workstation.agent.report import agent_figures
 from workstation.importers.engine import Importer
@@ -22,6 +24,9 @@ from workstation.sessions.derive import FILE_EDIT, FILE_READ, foreign_files
 from workstation.sessions.log import Session, tool_call_arguments
 
 FIX = Path(__file__).parents[1] / "fixtures" / "import"
+DERIVED = ("file_read", "file_edit", "read_avoided", "memory_hit", "memory_miss")
+
+server_module, server = module_server()
 PATCH = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n*** Add File: src/b.py\n+z\n*** End Patch\n"
 
 
@@ -80,6 +85,24 @@ def test_events_report_and_replay_agree_on_what_an_import_read_and_edited(tmp_pa
     assert timeline == expected  # the replay's timeline shows what reflect counts
 
 
+def test_an_imported_tool_named_like_ours_means_what_the_importer_counted():
+    """Another agent's `write_file` (OpenHands-like agents name theirs so) is not ours: the importer's events
+    and the meaning `report` reads come from one derivation (sessions.derive.events of foreign_meaning)."""
+    call = {"id": "c1", "name": "write_file", "arguments": json.dumps({"path": "a.py", "content": "x = 1\n"})}
+    read = {"id": "c2", "name": "read_file", "arguments": json.dumps({"path": "b.py"})}
+    records = [{"v": 1, "id": "r0", "ts": "2026-01-01T00:00:00Z", "type": "assistant", "content": "",
+                "tool_calls": [call, read], "source": {"format": "test"}},
+               {"v": 1, "id": "r1", "ts": "2026-01-01T00:00:01Z", "type": "tool", "tool_call_id": "c1",
+                "name": "write_file", "content": "wrote a.py", "ok": True, "source": {"format": "test"}},
+               {"v": 1, "id": "r2", "ts": "2026-01-01T00:00:02Z", "type": "tool", "tool_call_id": "c2",
+                "name": "read_file", "content": "y = 2\n", "ok": True, "source": {"format": "test"}}]
+    from_events, from_meanings = _events_and_meanings(records, "s")
+    assert from_events == from_meanings == [(FILE_EDIT, "a.py"), (FILE_READ, "b.py")]
+    chars = [json.loads(line)["x"].get("chars") for line in event_lines(records[2], "s", "test", {"c2": read}, "f")
+             if json.loads(line)["y"] == FILE_READ]
+    assert chars == [len("y = 2\n")]  # as a live read's event carries what entered the context
+
+
 def test_report_and_reflect_count_the_same_file_reads_from_the_command_line(tmp_path):
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
@@ -95,3 +118,31 @@ def test_report_and_reflect_count_the_same_file_reads_from_the_command_line(tmp_
     rows = json.loads(cli("reflect", "--sql", f"SELECT count(*) AS n FROM events WHERE session = '{slug}' "
                                               "AND type = 'file_read'", "--json"))
     assert report["agent"]["file_reads"] == rows[0]["n"] == 1
+
+
+def test_a_live_sessions_events_are_what_its_log_derives(tmp_path, server):
+    """The events a live call records are the ones replay and `report` derive from its session record (the
+    meaning is read off the fields that record keeps: agent.toolcall.recorded)."""
+    ws = workspace(tmp_path, server.url)
+    read = ("read_lines", {"path": "pkg/util.py", "start": 1, "end": 3})
+    server.push(Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"}), read]),
+                Reply(tool_calls=[read, ("grep", {"pattern": "def "})]),
+                Reply(tool_calls=[("replace_lines", {"path": "pkg/util.py", "start": 1, "end": 1, "content": "# one"}),
+                                  ("find", {"query": "clean"})]),
+                Reply(text="done"))
+    a = agent(ws)
+    try:
+        assert a.run("go").text == "done"
+        logged = records(a.session)
+        live = [(e["type"], e["name"]) for e in events(ws, a.session.slug) if e["type"] in DERIVED]
+    finally:
+        a.close()
+        ws.close()
+    calls = {c["id"]: c for r in logged if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    derived = []
+    for record in (r for r in logged if r["type"] == "tool"):
+        call = calls[record["tool_call_id"]]
+        meaning = tools.meaning_of(record["name"], tool_call_arguments(call), record, call)
+        derived += [(kind, name) for kind, name, _ in tools.events(meaning, live=True) if kind in DERIVED]
+    assert {kind for kind, _ in live} >= {"file_read", "file_edit", "read_avoided"}
+    assert live == derived

@@ -263,10 +263,9 @@ def test_with_no_sandbox_every_command_asks_and_says_why(ws):
 
 def test_a_backend_that_does_not_hold_is_not_used(ws, monkeypatch):
     """The probe every backend passes: a bubblewrap that forgot .git would not be trusted."""
-    from workstation.sandbox import bwrap
+    from workstation.sandbox.protect import Protected
 
-    real = bwrap._gitdirs
-    monkeypatch.setattr(bwrap, "_gitdirs", lambda root: [])
+    monkeypatch.setattr(Protected, "git", lambda self: ())  # a policy that forgot .git
     sandbox.reset()
     try:
         state = sandbox.status(Policy(ws, mode="bwrap"))
@@ -275,7 +274,6 @@ def test_a_backend_that_does_not_hold_is_not_used(ws, monkeypatch):
         res, asked = run(ws, "git status", approve=True, mode="bwrap")
         assert res.approved_by == "user" and "did not enforce" in asked[0].reason
     finally:
-        monkeypatch.setattr(bwrap, "_gitdirs", real)
         sandbox.reset()
 
 

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, confine_write, open_state, sha256_bytes
+from ..fsutil import atomic_write, open_state, sha256_bytes
+from ..sandbox.protect import Protected
 from ..paths import check_entry
 from ..sessions.log import LogView, Session, SessionError
 from ..sessions.turns import starts_turn
@@ -136,8 +137,8 @@ def _earliest(checkpoints: Iterable[Checkpoint]) -> dict[str, Checkpoint]:
     return first
 
 
-def _current(root: Path, rel: str, private: Iterable[Path]) -> tuple[Path, bytes | None]:
-    real, now_rel = confine_write(root, rel, private)
+def _current(protected: Protected, rel: str) -> tuple[Path, bytes | None]:
+    real, now_rel = protected.confine_write(rel)
     if now_rel != rel:  # rel was recorded as its real path: a link now stands on the way (a planted one)
         raise WorkstationError(f"{rel} is now a link to {now_rel}; nothing was changed (never restored "
                                "through a link)")
@@ -187,7 +188,7 @@ class Checkpoints:
         self.paths = paths
         self.root = paths.root
         self.session = session
-        self.private = tuple(private) or (paths.state,)
+        self.protected = Protected(paths.root, tuple(private) or (paths.state,))
         self.blobs = paths.state / "checkpoints"
         self.staging = paths.staging
         self._taken: set[tuple[str, str]] = set()  # (turn id, path) kept already
@@ -199,7 +200,7 @@ class Checkpoints:
         say why)."""
         for path in paths:
             try:
-                real, rel = confine_write(self.root, path, self.private)
+                real, rel = self.protected.confine_write(path)
             except WorkstationError:
                 continue
             if (turn, rel) in self._taken and not self._rewound_elsewhere():
@@ -282,7 +283,7 @@ class Checkpoints:
         plan = _earliest(c for c in h.active if c.number >= number) if files else {}
         work = []
         for path, cp in plan.items():
-            real, now = _current(self.root, path, self.private)
+            real, now = _current(self.protected, path)
             now_sha = None if now is None else sha256_bytes(now)
             crosses = any(cp.number < turn for turn in h.drifts.get(path, ()))
             # a file holding what the agent left, or any content of the agent's trail (an undo a kill cut
@@ -316,7 +317,7 @@ class Checkpoints:
         for rel, cp in sorted(h.touched.items()):
             if path is not None and rel != path:
                 continue
-            _, now = _current(self.root, rel, self.private)
+            _, now = _current(self.protected, rel)
             before = None if cp.before is None else self.content(cp.before)
             if before == now:
                 continue

@@ -92,8 +92,9 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
         if len(argv) > 1 and argv[1] in GIT_SAFE_FLAGS:
             argv = argv[:2] + GIT_SAFE_FLAGS[argv[1]] + argv[2:]
     start = time.monotonic()
+    put_back: list[str] = []  # what the command changed of policy.protected where no sandbox keeps it out
     with _sandbox.sandboxed(argv if argv is not None else ["/bin/sh", "-c", command], policy, Path(cwd),
-                            env) as (cmd, cmd_env, state):
+                            env, put_back) as (cmd, cmd_env, state):
         try:
             proc = subprocess.Popen(
                 cmd, cwd=cwd, env=cmd_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -124,6 +125,9 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
         text += f"\n[timed out after {timeout_s:g}s]"
     elif held_open:
         text += "\n[a process it started still runs in the background: its later output is not shown]"
+    if put_back:
+        shown = ", ".join(put_back[:8]) + (f" and {len(put_back) - 8} more" if len(put_back) > 8 else "")
+        text += f"\n[put back as it was: {shown} (commands may not change what git runs or workstation's config)]"
     return CommandResult(command, code, text, truncated, time.monotonic() - start, approved_by,
                          state.backend or "none")
 

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 import re2
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, confine, confine_write, sha256_bytes
+from ..fsutil import atomic_write, confine, sha256_bytes
+from ..sandbox.protect import Protected
 
 T = TypeVar("T")
 
@@ -275,17 +276,17 @@ def replace_lines(root: Path, path: str, start: int, end: int, content: str,
 
     Returns (repo path, first line, last line) of the new content.
     """
-    done = replace_range(root, path, start, end, content, ledger, private, staging)
+    done = replace_range(root, path, start, end, content, ledger, Protected(root, tuple(private)), staging)
     return done.path, done.first, done.last
 
 
 def replace_range(root: Path, path: str, start: int, end: int, content: str,
-                  ledger: ReadLedger, private: Sequence[Path] = (), staging: Path | None = None,
+                  ledger: ReadLedger, protected: Protected, staging: Path | None = None,
                   intend: Callable[[str, str | None], None] | None = None) -> Replaced:
-    """replace_lines, returning the file's bytes before and after too. Never in a `.git` folder
-    (fsutil.confine_write); the temporary file of the atomic write goes in `staging`; `intend` is told
-    the new content's hash just before the write (ToolContext.intend)."""
-    real, rel = confine_write(root, path, private)
+    """replace_lines, returning the file's bytes before and after too. Never where `protected` refuses (a
+    state folder, a `.git` folder); the temporary file of the atomic write goes in `staging`; `intend` is
+    told the new content's hash just before the write (ToolContext.intend). `root` is `protected.root`."""
+    real, rel = protected.confine_write(path)
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
     seen = ledger.last(rel)

@@ -138,7 +138,7 @@ class Agent:
         self.ranges = RangeMemory()
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
                                approve=approve, allow=list(agent_cfg.command_allow),
-                               private=(workspace.paths.state,), command_timeout_s=agent_cfg.command_timeout_s,
+                               command_timeout_s=agent_cfg.command_timeout_s,
                                max_output_chars=agent_cfg.max_output_chars, session=session.slug,
                                ranges=self.ranges, sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
                                                                               self.config.model.api_key_env),
@@ -541,10 +541,8 @@ class Agent:
     def _record(self, call_id: str, call: llm.ToolCall, args: dict | None, result: ToolResult, meaning: tools.Meaning,
                 record_id: str, started: float, events: AgentEvents) -> None:
         """The session record of a call `_execute` ran, and what the UI hears of it."""
-        data = result.data
-        data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
-        self._wrote(self.session.tool(call_id, call.name, result.text, id=record_id, ok=result.ok,
-                                      **{k: data.get(k) for k in tools.RECORDED_FIELDS}))
+        result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
+        self._wrote(toolcall.record(self.session, call_id, call.name, result, record_id))
         for edit in meaning.edits:  # what the model read of an edited file is out of date
             self.ranges.forget(edit.path)
         if events.on_tool:

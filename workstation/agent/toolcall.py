@@ -1,54 +1,123 @@
-"""One tool call the model asked for, run as an episodic operation (agent.loop calls it for each call of
-a step; the loop writes the result to the session log and tells the UI).
+"""One tool call, run and recorded the same way by everyone who runs one: the agent loop (`run`, for a
+call the model asked for), the MCP server (a client's call) and `replay --verify` (a past call run
+again). `execute` is that one function; `record` writes its session record.
 
-Arguments that are not one JSON object become an error result asking for the call again. The episodic
-log gets the call's arguments masked and clipped, its outcome, and the events its tool's declared meaning
-implies (reads, edits, decisions: agent.tools) inside the operation, so the call is their parent. A
-result's text is masked (a file or an output may hold a configured key). What a call would write into an
-.env-style file is registered as secret before the call is even logged.
+What `execute` does, in order:
+- the call is the episodic operation whose tool_call event names `record_id`, the session record its
+  result becomes (with no memory, as in verify, nothing is logged); its arguments are logged masked
+  and clipped;
+- the tool runs through `tools.call` (argument checks, time limit, checkpoint, errors as results) with
+  the caller's `ToolContext`, whose sandbox `Policy` is the one place that says what may be written
+  (its `protected` field: `.git` in any spelling and the state folders; every WRITE tool confines its
+  paths through it, and run_command runs under it);
+- the result's text is masked (a file or an output may hold a configured key);
+- the operation gets the outcome, and the events the tool's declared meaning implies (reads, edits,
+  decisions: agent.tools) are recorded inside it, so the call is their parent. The meaning is read off
+  the fields the session record keeps (`recorded`), through `sessions.derive.events`: what replay,
+  `report` and the importer derive from a record, so live and recorded sessions agree.
+Arguments that are not one JSON object never reach a tool: the result asks for the call again.
+What a call would write into an .env-style file is registered as secret before the call is even logged
+(`register_env_writes`).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .. import scrub
 from ..llm import LLMError
 from ..memory.episodic import TOOL_CALL
-from ..memory.router import Memory
 from . import tools
 from .tools import ToolContext, ToolResult
 from .tools.base import ARG_CLIP
 
-def run(toolset: tools.Toolset, ctx: ToolContext, memory: Memory, call_id: str, call, record_id: str,
+if TYPE_CHECKING:
+    from ..memory.router import Memory
+    from ..sessions.log import Session
+
+log = logging.getLogger(__name__)
+
+
+def execute(ctx: ToolContext, name: str, args: dict | None, *, available: "tools.Toolset | Mapping[str, tools.Tool]",
+            memory: "Memory | None", call_id: str, record_id: str, problem: str = "", logged: dict | None = None,
+            refused: ToolResult | None = None, contain: bool = False,
+            on_activity: Callable[[str, str], None] | None = None,
+            **op_fields: Any) -> tuple[ToolResult, tools.Meaning]:
+    """Run the call `name(args)` of one of `available` and record it (see the module docstring).
+
+    `args` None: malformed, `problem` says why; `logged`: the arguments as the log keeps them when not
+    `tools.logged_args(args)`; `refused`: the result instead of running the tool (the caller's own
+    refusal); `contain`: a tool's bug becomes a failed result (the trace goes to the log) instead of
+    raising; `op_fields`: more fields of the tool_call event (`via`, `client`). Returns the result
+    (masked) and what the call meant."""
+    if logged is None:
+        logged = tools.logged_args(args) if args is not None else {"raw": "(not logged: malformed)"}
+    if on_activity:
+        on_activity("tool", tools.activity_label(name, logged))
+    if memory is None:
+        return _run(ctx, name, args, available, call_id, problem, refused, contain)
+    # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
+    with memory.operation(TOOL_CALL, name, tool=name, args=logged, call_id=call_id, turn_id=record_id,
+                          **op_fields) as op:
+        result, meaning = _run(ctx, name, args, available, call_id, problem, refused, contain)
+        op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
+               or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
+        for kind, what, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
+            memory.record(kind, what, **fields)
+    return result, meaning
+
+
+def _run(ctx: ToolContext, name: str, args: dict | None, available: "tools.Toolset | Mapping[str, tools.Tool]",
+         call_id: str, problem: str, refused: ToolResult | None, contain: bool) -> tuple[ToolResult, tools.Meaning]:
+    if refused is not None:
+        result = refused
+    elif args is None:
+        result = ToolResult(f"error: {problem or 'the arguments are not one JSON object'}; send the call again "
+                            "with one valid JSON object as arguments", ok=False, data={"outcome": "malformed"})
+    else:
+        ctx.call_id = call_id
+        try:
+            # a Toolset's own call: a sub-agent's refuses what it may not do (agent/subagent.py)
+            result = (available.call(ctx, name, args) if isinstance(available, tools.Toolset)
+                      else tools.call(ctx, name, args, available))
+        except Exception as err:
+            if not contain:
+                raise
+            log.exception("%s failed", name)  # a tool's bug: the caller gets one line, the operation its error
+            result = ToolResult(f"error: {name} failed: {type(err).__name__}: {scrub.redact(str(err))[:200]}",
+                                ok=False, data={"outcome": "error"})
+    result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
+    tool = available.get(name)
+    # what it meant, from the fields its session record keeps: the derivation replay and `report` make
+    # of that record, so the live events and theirs cannot differ
+    meaning = (tool.meaning(tools.Call(name, args, result.ok, result.text, recorded(result)))
+               if args is not None and refused is None and tool is not None else tools.Meaning())
+    return result, meaning
+
+
+def recorded(result: ToolResult) -> dict[str, Any]:
+    """The fields of a result its session record keeps (`tools.RECORDED_FIELDS`, those set)."""
+    return {k: result.data[k] for k in tools.RECORDED_FIELDS if result.data.get(k) is not None}
+
+
+def record(session: "Session", call_id: str, name: str, result: ToolResult, record_id: str, **extra: Any) -> dict:
+    """The session log's tool record of a call `execute` ran: its result and `recorded` fields."""
+    return session.tool(call_id, name, result.text, id=record_id, ok=result.ok, **recorded(result), **extra)
+
+
+def run(toolset: tools.Toolset, ctx: ToolContext, memory: "Memory", call_id: str, call, record_id: str,
         on_activity: Callable[[str, str], None] | None = None) -> tuple[dict | None, ToolResult, tools.Meaning]:
-    """Run `call` (an llm tool call) as the episodic operation whose tool_call event names `record_id`, the
-    session record its result becomes. Returns its parsed arguments (None: malformed), result and meaning."""
+    """`execute` for `call`, an llm tool call the agent's model asked for. Returns its parsed arguments
+    (None: malformed), result and meaning."""
     problem = ""  # why the arguments are malformed
     try:
         args: dict | None = call.parsed_arguments()
     except LLMError as err:
         args, problem = None, str(err)
-    logged_args = tools.logged_args(args) if args is not None else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]}
-    if on_activity:
-        on_activity("tool", tools.activity_label(call.name, logged_args))
-    # an operation whose end event is the tool_call: a crash mid-tool leaves its op_start unpaired
-    with memory.operation(TOOL_CALL, call.name, tool=call.name, args=logged_args, call_id=call_id,
-                          turn_id=record_id) as op:
-        if args is None:
-            result = ToolResult(f"error: {problem}; send the call again with one valid JSON object as arguments",
-                                ok=False, data={"outcome": "malformed"})
-        else:
-            ctx.call_id = call_id
-            result = toolset.call(ctx, call.name, args)
-        result.text = scrub.mask(result.text)  # a file or an output may hold a configured key
-        op.set(ok=result.ok, result_chars=len(result.text), outcome=result.data.get("outcome")
-               or ("ok" if result.ok else "error"), error=None if result.ok else result.text[:300])
-        tool = toolset.get(call.name)
-        meaning = (tool.meaning(tools.Call(call.name, args, result.ok, result.text, result.data))
-                   if args is not None and tool is not None else tools.Meaning())
-        for kind, name, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
-            memory.record(kind, name, **fields)
+    logged = None if args is not None else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]}
+    result, meaning = execute(ctx, call.name, args, available=toolset, memory=memory, call_id=call_id,
+                              record_id=record_id, problem=problem, logged=logged, on_activity=on_activity)
     return args, result, meaning
 
 

@@ -1,6 +1,6 @@
 """The episodic events of an imported record: turn, model_call (tokens and cost), tool_call (its arguments
-clipped, secret-looking keys redacted), file_read and file_edit for the tools that name a file (sessions.derive,
-the table `report` and replay read too), error;
+clipped, secret-looking keys redacted), file_read and file_edit for the tools that name a file (derived as a
+live call's are, by sessions.derive: what `report` and replay read too), error;
 at the source's timestamps, in the shape `import_flush` stores (episodic.append_events' plus session and
 flow). Ids are the record's id and a number, the same at every import: a batch sent twice adds nothing."""
 
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import scrub
-from ..sessions.derive import foreign_files
+from ..sessions.derive import events, foreign_meaning
 from ..sessions.log import json_line, tool_call_arguments
 
 _ARG_CLIP = 300  # characters of a string argument kept in an episodic tool_call event
@@ -60,10 +60,9 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
         add("tool_call", name, {"tool": name, "args": _clip(args) or None, "turn_id": rid, "source": fmt,
                                 "result_chars": len(str(record.get("content") or "")),
                                 "outcome": "ok" if ok else "error"}, d=record.get("duration_ms"), o=ok)
-        if ok:
-            for type_, path in foreign_files(name, args, call):
-                add(type_, path, {"path": path, "turn_id": rid, "source": fmt, "served_from": "disk"
-                                  if type_ == "file_read" else None})
+        # what the call did, as a live call's events are derived (sessions.derive.events)
+        for type_, what, fields in events(foreign_meaning(name, args, record, call), live=False):
+            add(type_, what, {**fields, "turn_id": rid, "source": fmt})
     elif kind == "compact":
         covers = record.get("covers") or {}
         add("compaction", slug, {"first_turn": covers.get("new_first_turn"), "last_turn": covers.get("last_turn"),

@@ -7,9 +7,10 @@ COMMAND tools (run_command) are never served: a command needs the user's approva
 allow-list covers it, nobody can be asked here, and the client agent has its own shell with its own
 approvals, which serving ours would go around.
 
-A client gets what the agent gets, the same way:
-* the same tools and confinement (the workspace root, never its state folder), through the same
-  `tools.call` (argument checks, time limit, errors as results);
+A client gets what the agent gets, the same way: each call runs through `agent.toolcall.execute`, the
+one function the agent loop and `replay --verify` run calls through, so:
+* the same tools and confinement (the workspace's sandbox policy: never outside it, never its state
+  folders or `.git`), argument checks, time limit and errors as results;
 * hash guards per client session: each has its own ReadLedger, so an edit needs that client's own
   read of the file (read_lines or file_meta) of the content now on disk;
 * secrets masked (`scrub.mask`) in every result before it is returned or logged, and in the
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
 import re
 import secrets
 import socket
@@ -51,11 +51,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import anyio
 
 from .. import __version__, scrub
-from ..agent import tools
+from ..agent import toolcall, tools
 from ..agent.filetools import ReadLedger
 from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
 from ..errors import WorkstationError
-from ..memory.episodic import TOOL_CALL
+from ..sandbox import Policy
 from ..sessions.context import fetch_original
 from ..sessions.log import Session, new_record_id
 
@@ -63,13 +63,10 @@ if TYPE_CHECKING:
     from ..memory import Memory
     from ..runtime import Workspace
 
-log = logging.getLogger(__name__)
-
 SERVED = (QUERY, MEMORY, WRITE)  # never COMMAND: see the module docstring
 READ_ONLY = (QUERY,)
 MAX_DEPTH = 32  # nesting of a call's arguments; deeper is refused before anything walks it
 IDLE_S = 3600.0  # an HTTP client session unused this long is closed (its memory flushed)
-_ARG_CLIP = 300
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 INSTRUCTIONS = """workstation: a live knowledge map and memory of this repository.
@@ -120,6 +117,8 @@ class Service:
         self.read_only = read_only
         self.transport = transport
         self.tools = served_tools(read_only)
+        # what a client's calls may write: the workspace's policy, as the agent's (its `protected` field)
+        self.policy = Policy.for_workspace(workspace.paths, workspace.config.agent, workspace.config.model.api_key_env)
         self._clients: dict[str, ClientState] = {}
         self._lock = threading.Lock()
 
@@ -164,48 +163,29 @@ class Service:
         name = _text(name)[:100]
         malformed = arguments is not None and (not isinstance(arguments, dict) or _depth(arguments) > MAX_DEPTH)
         args = {} if malformed or arguments is None else _clean(arguments)
-        tool = self.tools.get(name)
         refused = self._refusal(name, arguments)
         logged = ({"raw": f"(not logged: not a JSON object of at most {MAX_DEPTH} levels)"} if malformed
-                  else _logged(args))
+                  else tools.logged_args(args))
         call_id, record_id = f"mcp_{secrets.token_hex(6)}", new_record_id()
         with state.lock:
             state.calls += 1
             step = state.calls
         memory.step = step
         ctx = ToolContext(root=self.ws.root, kmap=self.ws.kmap, memory=memory, recall=state.recall,
-                          ledger=state.ledger, approve=None, allow=[], private=(self.ws.paths.state,),
+                          ledger=state.ledger, approve=None, allow=[], sandbox=self.policy,
                           session=session.slug, cancel=cancel, ranges=None, call_id=call_id, step=step,
                           _file_tokens=state.file_tokens, lsp=self.ws.lsp)
-        with memory.operation(TOOL_CALL, name, tool=name, args=logged, call_id=call_id, turn_id=record_id,
-                              via="mcp", client=state.name) as op:
-            result = refused if refused is not None else self._run(ctx, name, args)
-            result.text = scrub.mask(result.text)
-            op.set(ok=result.ok, result_chars=len(result.text),
-                   outcome=result.data.get("outcome") or ("ok" if result.ok else "error"),
-                   error=None if result.ok else result.text[:300])
-            meaning = (tool.meaning(tools.Call(name, args, result.ok, result.text, result.data))
-                       if refused is None and tool is not None else tools.Meaning())
-            for kind, what, fields in tools.events(meaning, live=True):  # inside the operation: parent = call
-                memory.record(kind, what, **fields)
+        result, _meaning = toolcall.execute(ctx, name, args, available=self.tools, memory=memory, call_id=call_id,
+                                            record_id=record_id, logged=logged, refused=refused, contain=True,
+                                            via="mcp", client=state.name)
         ctx.reindex()  # an edit is in the map before the next call of any client reads it
-        data = result.data
         with state.lock:  # the call and its result side by side, whatever other calls of this client do
             session.assistant("", tool_calls=[{"id": call_id, "name": name,
                                                "arguments": _arguments_json(args, logged)}],
                               via="mcp", client=state.name)
-            session.tool(call_id, name, result.text, id=record_id, ok=result.ok,
-                         **{k: data.get(k) for k in tools.RECORDED_FIELDS})
+            toolcall.record(session, call_id, name, result, record_id)
         memory.episodic.fence()  # visible to the timeline and to `reflect` in other processes now
         return result
-
-    def _run(self, ctx: ToolContext, name: str, args: dict) -> ToolResult:
-        try:
-            return tools.call(ctx, name, args, self.tools)
-        except Exception as err:  # a tool's bug: the client gets one line, the operation its error, we the trace
-            log.exception("workstation mcp: %s failed", name)
-            return ToolResult(f"error: {name} failed: {type(err).__name__}: {scrub.redact(str(err))[:200]}", ok=False,
-                              data={"outcome": "error"})
 
     def _refusal(self, name: str, arguments: Any) -> ToolResult | None:
         if name not in self.tools:
@@ -221,7 +201,7 @@ class Service:
         if _depth(arguments or {}) > MAX_DEPTH:
             return ToolResult(f"error: the arguments of {name} are nested deeper than {MAX_DEPTH} levels",
                               ok=False, data={"outcome": "malformed"})
-        return None  # paths (outside, the state folder, .git) are the tools' own check: fsutil.confine_write
+        return None  # paths (outside, the state folder, .git): the tools' own check, through ctx.sandbox
 
     # ------------------------------------------------------------------ the MCP side
     def tool_list(self) -> list[dict[str, Any]]:
@@ -304,16 +284,6 @@ def _clean(value: Any) -> Any:
     if isinstance(value, list):
         return [_clean(v) for v in value]
     return value
-
-
-def _logged(args: dict) -> dict:
-    """Arguments as the episodic log keeps them: masked, long strings clipped."""
-    out = {}
-    for key, value in scrub.mask_data(args).items():
-        if isinstance(value, str) and len(value) > _ARG_CLIP:
-            value = value[:_ARG_CLIP] + f"... [{len(value):,} chars]"
-        out[key] = value
-    return out
 
 
 def _arguments_json(args: dict, logged: dict) -> str:

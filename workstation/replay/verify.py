@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..agent import tools
+from ..agent import toolcall, tools
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..index import indexer
 from ..index.ignore import IgnoreRules
 from ..index.map import KnowledgeMap
 from ..paths import STATE_DIRNAME, Paths
+from ..sandbox import Policy
 from ..store import Database
 from .episode import Episode, Step, call_label
 
@@ -219,7 +220,9 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
             kmap = tree.open()
         else:
             kmap = KnowledgeMap(workspace.db, workspace.paths, _verifier_config(workspace.config))
-        ctx = tools.ToolContext(root=kmap.root, kmap=kmap, memory=None, recall=_no_recall, session=episode.name)
+        # what the calls may touch: the tree's own policy (its state folder and .git out of reach, as live)
+        ctx = tools.ToolContext(root=kmap.root, kmap=kmap, memory=None, recall=_no_recall, session=episode.name,
+                                sandbox=Policy(kmap.root, (kmap.paths.state,)))
         work = [s for s in episode.steps if s.kind == "tool"]
         unknown: dict[str, list[int]] = {}  # tool name -> steps: one note per name, not one per step
         for done, step in enumerate(work, start=1):
@@ -256,7 +259,7 @@ def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: b
         if reason is not None:
             report.checks.append(Check(step.index, step.id, name, args, "skipped", reason))
             return
-        result = tools.call(ctx, name, args)
+        result = _rerun(ctx, step, name, args)
         was_ok = bool(r.get("ok", True))
         same = result.ok == was_ok and tool.comparable(result.text) == tool.comparable(then)
         reason = "" if result.ok == was_ok else (
@@ -271,7 +274,7 @@ def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: b
         if step.call is None or not _arguments_ok(step.call):
             report.notes.append(f"step {step.number}: an edit whose call is unreadable was not replayed")
             return
-        result = tools.call(ctx, name, args)  # inside the scratch copy only
+        result = _rerun(ctx, step, name, args)  # inside the scratch copy only
         same = result.ok and tool.comparable(result.text) == tool.comparable(then)
         report.checks.append(Check(step.index, step.id, name, args, "edit-same" if same else "edit-differ",
                                    "" if same else "the episode's edit does not apply the same way",
@@ -286,6 +289,15 @@ def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: b
         else:
             report.notes.append(f"step {step.number} ran a command ({tool.label(name, args)}) that is not "
                                 "re-run; whatever it changed is not in the checked tree")
+
+
+def _rerun(ctx: tools.ToolContext, step: Step, name: str, args: dict) -> tools.ToolResult:
+    """A past call run again as every call runs (`agent.toolcall.execute`: the scratch tree's policy says
+    what it may write, never `.git` or a state folder; the result masked as the log's was); nothing is
+    recorded."""
+    result, _meaning = toolcall.execute(ctx, name, args, available=tools.TOOLS, memory=None,
+                                        call_id=str((step.call or {}).get("id") or ""), record_id=step.id)
+    return result
 
 
 def _steps_text(numbers: list[int]) -> str:

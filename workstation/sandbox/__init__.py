@@ -29,13 +29,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .. import scrub
 from ..paths import STATE_DIRNAME
+from .protect import Protected, kept
 
 if TYPE_CHECKING:
     from ..config import AgentConfig, Config
@@ -73,12 +74,15 @@ class Policy:
     env_pass: tuple[str, ...] = ()  # secret-named variables the user's config passes (agent.command_env_pass)
     env_withheld: tuple[str, ...] = ()  # variables left out whatever their name (the model's api_key_env)
     limits: Limits = Limits()
+    # what neither a tool nor a command may write (.git, the state folders): every backend and the file
+    # tools' writes read it (protect.py)
+    protected: Protected = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        root = Path(os.path.realpath(self.root))
-        object.__setattr__(self, "root", root)
-        state = [root / STATE_DIRNAME, *(Path(os.path.realpath(p)) for p in self.state)]
-        object.__setattr__(self, "state", tuple(dict.fromkeys(state)))
+        protected = Protected(self.root, self.state)
+        object.__setattr__(self, "protected", protected)
+        object.__setattr__(self, "root", protected.root)
+        object.__setattr__(self, "state", protected.state)
         object.__setattr__(self, "hide", tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in self.hide)))
         if self.mode not in MODES:
             raise ValueError(f"agent.sandbox must be one of {', '.join(MODES)}")
@@ -97,7 +101,11 @@ class Policy:
 
     def private(self) -> tuple[Path, ...]:
         """The folders file tools and the allow-list keep out of (the state folders)."""
-        return self.state
+        return self.protected.state
+
+    def confine_write(self, path: str) -> tuple[Path, str]:
+        """(real path, workspace-relative path) of `path` if a tool may write it (`Protected.confine_write`)."""
+        return self.protected.confine_write(path)
 
 
 @dataclass(frozen=True)
@@ -231,17 +239,23 @@ def launch(module, found: Any, argv: Sequence[str], policy: Policy, cwd: Path,
 
 
 @contextmanager
-def sandboxed(argv: Sequence[str], policy: Policy, cwd: Path,
-              env: dict[str, str]) -> Iterator[tuple[list[str], dict[str, str], Status]]:
+def sandboxed(argv: Sequence[str], policy: Policy, cwd: Path, env: dict[str, str],
+              put_back: list[str] | None = None) -> Iterator[tuple[list[str], dict[str, str], Status]]:
     """(argv, env, status) for running `argv` under `policy`: with its limits (`Limits`), wrapped in the
-    sandbox, or with no sandbox when there is none (the caller has asked the user then)."""
+    sandbox, or with no sandbox when there is none (the caller has asked the user then). Where the backend
+    cannot keep `policy.protected` out of reach (Landlock, none) and the caller gives `put_back`, what git
+    runs and our config are put back as they were when the body ends, each named in `put_back`
+    (`protect.kept`); a long-lived process (a language server) gives none, the user's own changes to
+    them meanwhile being theirs."""
     current = status(policy)
     limits = policy.limits
     argv = [sys.executable, "-I", "-S", str(Path(__file__).with_name("_limits_exec.py")), str(limits.processes),
             str(limits.file_bytes), str(limits.memory_bytes), "--", *argv]
-    if current.backend is None:
-        yield list(argv), env, current
-        return
-    module = _backend(current.backend)
-    with launch(module, current.detail.get("found"), argv, policy, cwd, env) as (cmd, cmd_env):
-        yield cmd, cmd_env, current
+    guard = kept(policy.protected, put_back) if put_back is not None and not current.full else nullcontext()
+    with guard:
+        if current.backend is None:
+            yield list(argv), env, current
+            return
+        module = _backend(current.backend)
+        with launch(module, current.detail.get("found"), argv, policy, cwd, env) as (cmd, cmd_env):
+            yield cmd, cmd_env, current

@@ -5,7 +5,8 @@ The view a command gets, built in this order (later mounts cover earlier ones):
 empty `/run`, `/var/tmp`, and the private temporary folder as `/tmp` (sockets of other programs live in
 /run and /tmp: a socket on a read-only mount still connects); the workspace read-write; its `.git`
 read-only again, and where there is none an empty read-only `.git` so none can be made; every state
-folder and `agent.sandbox_hide` path replaced by an empty read-only one. Namespaces: user, PID, IPC,
+folder and `agent.sandbox_hide` path replaced by an empty read-only one (the git and state folders are
+the policy's `protected` field, `protect.py`). Namespaces: user, PID, IPC,
 UTS, cgroup, and network unless `agent.command_network` (then `/run/systemd/resolve` is kept for DNS).
 All capabilities are dropped (as root bwrap would keep them, and they undo mounts).
 `--die-with-parent` and the PID namespace end the whole tree when bwrap ends: killed with the turn's
@@ -58,23 +59,6 @@ def status(found: tuple[str], network: bool):
     return Status("bwrap", True, f"sandbox: bubblewrap ({where}): writes only in the workspace and a "
                                  f"private /tmp, .git read-only, state folder hidden, {net}",
                   {"found": found})
-
-
-def _gitdirs(root: Path) -> list[Path]:
-    """`.git`, and where `.git` is a file (`gitdir: ...`), the folder it points to when that is inside
-    the workspace (outside, it is read-only already)."""
-    dot_git = root / ".git"
-    out = [dot_git]
-    if dot_git.is_file():
-        try:
-            first = dot_git.read_text(errors="replace").splitlines()[0]
-        except (OSError, IndexError):
-            return out
-        if first.startswith("gitdir:"):
-            target = Path(os.path.realpath(root / first.removeprefix("gitdir:").strip()))
-            if root in target.parents and target.exists():
-                out.append(target)
-    return out
 
 
 def _empty_dir(path: Path) -> bool:
@@ -159,14 +143,14 @@ def wrap(found: tuple[str], argv: list[str], policy, cwd: Path, tmp: Path,
         cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
     cmd += ["--bind", str(tmp), "/tmp", *_python_back(), "--bind", str(root), str(root)]
     made = []
-    for git in _gitdirs(root):
+    for git in policy.protected.git():
         ours = not git.exists() or (_empty_dir(git) and Path(f"{_marker(root)}.made").exists())
         if not ours:
             cmd += ["--ro-bind", str(git), str(git)]
         else:
             made.append(git)  # bwrap makes the mount point on the real disk: removed after the run
             cmd += ["--tmpfs", str(git), "--remount-ro", str(git)]
-    for state in policy.state:
+    for state in policy.protected.state:
         if state == root or state in root.parents:
             continue  # refused by config validation; hiding it would hide the workspace
         if state.is_dir() or (not state.exists() and root in state.parents):

@@ -5,7 +5,9 @@ confines writes to the workspace, the private temporary folder and a few devices
 kernel 6.7+; UDP is not covered) and, from ABI 6 (kernel 6.12+), abstract Unix sockets and signals to
 processes outside. It grants by hierarchy and has no "deny beneath": a writable workspace means a
 writable `.git`, and a readable filesystem a readable state folder. So it is `partial`: the allow-list
-runs nothing on its own and every command asks, but what the user approves still runs confined.
+runs nothing on its own and every command asks, but what the user approves still runs confined, and
+what git runs and our config files (the policy's `protected` field) are put back after each command
+(`protect.kept`, through `sandboxed`).
 Processes a command leaves behind are not ended with workstation (only the command itself is).
 """
 
@@ -46,7 +48,8 @@ def status(found: tuple[int], network: bool):
     net = "network allowed" if network else "no TCP"
     return Status("landlock", False,
                   f"partial sandbox: Landlock (ABI {found[0]}): writes only in the workspace and a private "
-                  f"temporary folder, {net}; .git and the state folder are not protected, so every command asks",
+                  f"temporary folder, {net}; .git is put back after each command and the state folder is not "
+                  "hidden, so every command asks",
                   {"found": found})
 
 

@@ -52,8 +52,9 @@ def profile(policy, tmp: Path) -> str:
     devices = " ".join(f"(literal {_q(d)})" for d in DEVICES)
     lines = ["(version 1)", "(allow default)", "(deny file-write*)",
              f"(allow file-write* {writable} {devices} (regex #\"^/dev/ttys[0-9]+$\"))",
-             f"(deny file-write* (subpath {_q(root / '.git')}) (literal {_q(root / '.git')}))"]
-    hidden = [*policy.state, *(h for h in policy.hide if h != root and h not in root.parents)]
+             "(deny file-write* " + " ".join(f"(subpath {_q(g)}) (literal {_q(g)})" for g in policy.protected.git())
+             + ")"]
+    hidden = [*policy.protected.state, *(h for h in policy.hide if h != root and h not in root.parents)]
     if hidden:
         lines.append("(deny file-read* file-write* " + " ".join(f"(subpath {_q(h)})" for h in hidden) + ")")
     if not policy.network:

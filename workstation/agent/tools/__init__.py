@@ -21,10 +21,10 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
-from ...sessions.derive import FILE_EDIT, FILE_READ, foreign_files
+from ...sessions.derive import foreign_meaning
 from . import lspcheck
-from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call, Edit,
-                   Meaning, Read, Tool, ToolContext, ToolResult, activity_label, cap, default_label, default_outcome,
+from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call,
+                   Meaning, Tool, ToolContext, ToolResult, activity_label, cap, default_label, default_outcome,
                    events, logged_args)
 from .memory import render_decisions, render_rows
 from .search import render_find
@@ -63,18 +63,14 @@ def schemas(*, effects: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
 def meaning_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any],
                call: Mapping[str, Any] | None = None) -> Meaning:
     """What a recorded call did (a session log's tool record, its call's arguments, and the call itself
-    when at hand). A tool this version does not know is another agent's, whose file reads and edits
-    sessions.derive knows (Read, Edit, apply_patch...), as the importer's events do; a failed call, or
-    a tool it does not know either (Bash), meant nothing we can tell."""
+    when at hand). A tool this version does not know, or any tool of an imported record (it has a
+    `source`, and its `write_file` is another agent's, whatever the name), is another agent's, whose file
+    reads and edits sessions.derive knows (Read, Edit, apply_patch...), as the importer's events do; a
+    failed call, or a tool it does not know either (Bash), meant nothing we can tell."""
     tool = TOOLS.get(name)
-    if tool is not None:
+    if tool is not None and "source" not in record:
         return tool.meaning(Call.from_record(record, args))
-    if not record.get("ok", True):
-        return Meaning()
-    files = foreign_files(name, args, call)
-    chars = len(str(record.get("content") or ""))
-    return Meaning(reads=tuple(Read(path, None, "disk", chars=chars) for kind, path in files if kind == FILE_READ),
-                   edits=tuple(Edit(path) for kind, path in files if kind == FILE_EDIT))
+    return foreign_meaning(name, args, record, call)
 
 
 def outcome_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> str:

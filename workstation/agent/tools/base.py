@@ -29,7 +29,6 @@ session log's tool record.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 from dataclasses import dataclass, field
@@ -38,7 +37,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ... import scrub
 from ...errors import WorkstationError
+from ...sandbox import Policy
 from ...sessions.context import key_context
+from ...sessions.derive import NOTHING, Edit, Lookup, MapRead, Meaning, Read, Todo, events  # noqa: F401 (the tools' vocabulary)
 from ...tokens import count
 from ..approval import Approver
 from ..filetools import ReadLedger
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from ...index.map import KnowledgeMap
     from ...lsp import LanguageServers
     from ...memory import Memory
-    from ...sandbox import Policy
 
 MAX_RESULT_CHARS = 12_000
 
@@ -89,109 +89,6 @@ class Call:
     def path(self) -> str | None:
         path = self.data.get("path") or self.args.get("path")
         return path if isinstance(path, str) and path else None
-
-
-@dataclass(frozen=True)
-class Read:
-    """File content that entered the context (`served_from` disk), or was answered from memory."""
-
-    path: str
-    lines: list | None  # [start, end], 1-indexed
-    served_from: str  # "disk" | "memory"
-    chars: int = 0
-    chars_saved: int = 0
-
-
-@dataclass(frozen=True)
-class MapRead:
-    """A file's knowledge map served instead of its content."""
-
-    path: str
-    hit: bool  # False: the map was stale and re-indexed first
-    chars_saved: int = 0
-
-
-@dataclass(frozen=True)
-class Edit:
-    path: str
-    lines: list | None = None  # [start, end] of the new text, when it is one range
-    lines_changed: int | None = None
-    new_errors: int = 0  # the language server's errors the call introduced (its first file carries them)
-    fixed_errors: int = 0
-
-    def checked(self, data: Mapping[str, Any]) -> "Edit":
-        """This edit with the counts of its call's `diagnostics` (workstation.lsp.check.Report.data)."""
-        found = data.get("diagnostics")
-        if not isinstance(found, Mapping):
-            return self
-        return dataclasses.replace(self, new_errors=int(found.get("new") or 0), fixed_errors=int(found.get("fixed") or 0))
-
-
-@dataclass(frozen=True)
-class Lookup:
-    key: str
-    hit: bool
-    kind: str  # "find" | "impact" | ...
-
-
-@dataclass(frozen=True)
-class Todo:
-    """One item of the agent's plan (the todo tool)."""
-
-    text: str
-    status: str  # "pending" | "in_progress" | "done"
-
-
-@dataclass(frozen=True)
-class Meaning:
-    """What one call did; see the module docstring."""
-
-    map_reads: tuple[MapRead, ...] = ()
-    reads: tuple[Read, ...] = ()
-    edits: tuple[Edit, ...] = ()
-    lookups: tuple[Lookup, ...] = ()
-    decision: dict | None = None  # {id, decision, reasoning, files}
-    memory_write: tuple[str, str, Any] | None = None  # (tier, key, value)
-    plan: tuple[Todo, ...] | None = None  # the agent's whole plan as this call wrote it (() cleared it)
-
-    @property
-    def looked_at(self) -> list[str]:
-        """Files a naive agent with no map and no memory would have read whole for this call."""
-        return list(dict.fromkeys([m.path for m in self.map_reads] + [r.path for r in self.reads]))
-
-
-NOTHING = Meaning()
-
-
-def events(meaning: Meaning, *, live: bool) -> list[tuple[str, str, dict]]:
-    """The episodic events a call's meaning adds beside its tool_call event: (type, name, fields).
-    A live decision is recorded by the decision log itself, so only replay derives its event."""
-    out: list[tuple[str, str, dict]] = []
-    for m in meaning.map_reads:
-        out.append(("memory_hit" if m.hit else "memory_miss", m.path,
-                    {"tier": "kmap", "kind": "path", "reason": None if m.hit else "stale: re-indexed"}))
-        out.append(("read_avoided", m.path, {"path": m.path, "reason": "knowledge map instead of the file",
-                                              "chars_saved": m.chars_saved}))
-    for r in meaning.reads:
-        if r.served_from == "memory":
-            out.append(("memory_hit", r.path, {"tier": "reads", "kind": "range"}))
-            out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": 0, "served_from": "memory"}))
-            out.append(("read_avoided", r.path, {"path": r.path, "reason": "unchanged range still in context",
-                                                  "chars_saved": r.chars_saved}))
-        else:
-            out.append(("file_read", r.path, {"path": r.path, "lines": r.lines, "chars": r.chars,
-                                              "served_from": "disk"}))
-    for e in meaning.edits:
-        fields = {"path": e.path, "lines": e.lines, "lines_changed": e.lines_changed}
-        if e.new_errors or e.fixed_errors:  # the timeline marks an edit that broke (or mended) something
-            fields.update(new_errors=e.new_errors, fixed_errors=e.fixed_errors)
-        out.append(("file_edit", e.path, fields))
-    for lk in meaning.lookups:
-        out.append(("memory_hit" if lk.hit else "memory_miss", lk.key, {"tier": "kmap", "kind": lk.kind}))
-    if meaning.decision and not live:
-        d = meaning.decision
-        out.append(("decision_logged", d["id"], {"decision": d.get("decision"), "files": d.get("files")}))
-    return out
 
 
 # --------------------------------------------------------------------------- the declaration
@@ -366,13 +263,14 @@ class ToolContext:
     ledger: ReadLedger = field(default_factory=ReadLedger)
     approve: Approver | None = None  # asks the user; None: nobody to ask (refused)
     allow: list[str] = field(default_factory=list)
-    private: tuple[Path, ...] = ()  # a state folder moved off <root>/.workstation (that one is always refused)
     command_timeout_s: float = 120.0
     max_output_chars: int = 20_000
     step: int | None = None
     session: str = ""
     cancel: threading.Event | None = None  # the turn's stop event: a running tool is abandoned when set
-    sandbox: "Policy | None" = None  # what a command may touch (workstation.sandbox); None: the root's defaults
+    # what a command may touch and what no tool may write (workstation.sandbox: its `protected` field, the
+    # state folders among it); None: the root's defaults
+    sandbox: Policy | None = None
     ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
     call_id: str = ""  # the id of the call running now
     staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
@@ -394,6 +292,20 @@ class ToolContext:
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
     _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.sandbox is None:
+            self.sandbox = Policy(self.root)
+
+    @property
+    def private(self) -> tuple[Path, ...]:
+        """The state folders: no tool reads or writes them (`Policy.private`)."""
+        return self.sandbox.private()
+
+    def confine_write(self, path: str) -> tuple[Path, str]:
+        """Where a tool may write `path`: (real path, workspace-relative path), else one line why not
+        (`sandbox.Protected.confine_write`: never outside, never a state folder, never `.git`)."""
+        return self.sandbox.confine_write(path)
 
     def open_env(self, rel: str, text: str | None = None) -> None:
         """Refuse an .env-style file the user did not name in this turn; register the values of one that

@@ -2,8 +2,8 @@
 edit_file (replace an exact text), delete_file and move_file. replace_lines, the edit by line numbers,
 is in files.py.
 
-Every path goes through fsutil.confine_write: the workspace only, never its state folder, never a
-`.git` folder, through symlinks too. An existing file is changed only if the agent read it and it has
+Every path goes through ToolContext.confine_write (the sandbox policy's `protected` field): the
+workspace only, never its state folder, never a `.git` folder, through symlinks too. An existing file is changed only if the agent read it and it has
 not changed since (the ReadLedger's hash guard), and always replaced atomically (fsutil.atomic_write,
 its temporary file in the state folder). A file keeps its line endings (a CRLF file stays CRLF, whatever
 the model sends), its UTF-8 byte-order mark and its mode; nothing adds or drops a final newline.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import atomic_write, confine_write, sha256_bytes
+from ...fsutil import atomic_write, sha256_bytes
 from ...textdiff import clip, file_diff
 from ..filetools import read_existing
 from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolContext, ToolResult, as_text,
@@ -143,7 +143,7 @@ def _lines(count: int) -> str:
 # --------------------------------------------------------------------------- write_file
 def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
     content = as_text("content", content)
-    real, rel = confine_write(ctx.root, as_text("path", path), ctx.private)
+    real, rel = ctx.confine_write(as_text("path", path))
     ctx.open_env(rel, content)
     before = read_existing(real, rel)
     if before is not None:
@@ -174,7 +174,7 @@ def _edit_file(ctx: ToolContext, path: str, old: Any, new: Any, replace_all: Any
     old, new = as_text("old", old), as_text("new", new)
     if not isinstance(replace_all, bool):
         raise WorkstationError(f"replace_all must be true or false, got {replace_all!r}")
-    real, rel = confine_write(ctx.root, as_text("path", path), ctx.private)
+    real, rel = ctx.confine_write(as_text("path", path))
     data = read_existing(real, rel)
     if data is None:
         raise WorkstationError(f"{rel}: no such file (write_file creates files)")
@@ -238,7 +238,7 @@ def _near_miss(text: str, old: str) -> str:
 # --------------------------------------------------------------------------- delete_file
 def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
     path = as_text("path", path)
-    real, rel = confine_write(ctx.root, path, ctx.private)
+    real, rel = ctx.confine_write(path)
     _not_a_link(ctx, path, rel, "delete_file removes")
     data = read_existing(real, rel)
     if data is None:
@@ -255,8 +255,8 @@ def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
 # --------------------------------------------------------------------------- move_file
 def _move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     src, dst = as_text("src", src), as_text("dst", dst)
-    s_real, s_rel = confine_write(ctx.root, src, ctx.private)
-    d_real, d_rel = confine_write(ctx.root, dst, ctx.private)
+    s_real, s_rel = ctx.confine_write(src)
+    d_real, d_rel = ctx.confine_write(dst)
     _not_a_link(ctx, src, s_rel, "move_file moves")
     data = read_existing(s_real, s_rel)
     if data is None:
