@@ -298,14 +298,21 @@ class ToolContext:
             self.sandbox = Policy(self.root)
 
     @property
+    def policy(self) -> Policy:
+        """The sandbox policy: the one given, else the workspace's default (`__post_init__`)."""
+        if self.sandbox is None:
+            raise RuntimeError("ToolContext without a policy")  # cannot happen: __post_init__ sets one
+        return self.sandbox
+
+    @property
     def private(self) -> tuple[Path, ...]:
         """The state folders: no tool reads or writes them (`Policy.private`)."""
-        return self.sandbox.private()
+        return self.policy.private()
 
     def confine_write(self, path: str) -> tuple[Path, str]:
         """Where a tool may write `path`: (real path, workspace-relative path), else one line why not
         (`sandbox.Protected.confine_write`: never outside, never a state folder, never `.git`)."""
-        return self.sandbox.confine_write(path)
+        return self.policy.confine_write(path)
 
     def open_env(self, rel: str, text: str | None = None) -> None:
         """Refuse an .env-style file the user did not name in this turn; register the values of one that

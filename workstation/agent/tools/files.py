@@ -152,7 +152,7 @@ def _read_lines_skip(call: Call) -> str | None:
 def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
     done = replace_range(ctx.root, as_text("path", path), start, end, as_text("content", content), ctx.ledger,
-                         ctx.sandbox.protected, ctx.staging, ctx.intend)
+                         ctx.policy.protected, ctx.staging, ctx.intend)
     rel, first, last = done.path, done.first, done.last
     ctx.open_env(rel, (done.before or b"").decode("utf-8", "replace") + "\n" + done.after.decode("utf-8", "replace"))
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
