@@ -4,9 +4,9 @@ tagged types with bodies, typedefs, namespaces, macros, #include.
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from .generic import G_IMPORT, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables, one_line
+from .treesitter import one_line
 
 
 def _c_declarator_name(node, ctx):
@@ -140,9 +140,18 @@ def _c_include(node, ctx):
     return [Import(text, (), node.start_point[0] + 1)]
 
 
-def build_c(lang: str) -> Tables:
+class CTables(GenericTables):
+    """C and C++'s tables, with the kinds its handlers look up."""
+
+    c_name: frozenset[int]
+    c_qualified: frozenset[int]
+    c_fn_declarator: frozenset[int]
+    c_enum: frozenset[int]
+
+
+def build_c(lang: str) -> CTables:
     ident = ("identifier", "field_identifier", "type_identifier", "namespace_identifier")
-    t = new_tables(lang, ident, ("comment",),
+    t = CTables(lang, ident, ("comment",),
                     ("string_literal", "raw_string_literal", "char_literal", "system_lib_string",
                      "number_literal", "true", "false", "null", "nullptr", "preproc_arg",
                      "primitive_type", "this", "escape_sequence", "auto", "sized_type_specifier"))
@@ -154,7 +163,7 @@ def build_c(lang: str) -> Tables:
     t.declarator_like = t.kinds("reference_declarator", "pointer_declarator",
                                 "array_declarator", "init_declarator", "parenthesized_declarator")
     set_calls(t, {"call_expression": "function"}, ("field", "name", "function"))
-    t.set(G_IMPORT, "preproc_include", handler=_c_include)
+    t.set_import(G_IMPORT, "preproc_include", _c_include)
     set_binds(t, {
         "parameter_declaration": (("declarator",), False),
         "optional_parameter_declaration": (("declarator",), False),

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from .generic import G_IMPORT, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables
 
 
 def _go_receiver_type(node, ctx) -> str | None:
@@ -87,9 +86,18 @@ def _go_import(node, ctx):
     return out
 
 
-def build_go(lang: str) -> Tables:
+class GoTables(GenericTables):
+    """Go's tables, with the kinds its handlers look up."""
+
+    go_type_ident: frozenset[int]
+    go_struct: frozenset[int]
+    go_interface: frozenset[int]
+    go_import_spec: frozenset[int]
+
+
+def build_go(lang: str) -> GoTables:
     ident = ("identifier", "field_identifier", "type_identifier", "package_identifier")
-    t = new_tables(lang, ident, ("comment",),
+    t = GoTables(lang, ident, ("comment",),
                     ("interpreted_string_literal", "raw_string_literal", "rune_literal",
                      "int_literal", "float_literal", "imaginary_literal", "true", "false",
                      "nil", "iota", "package_clause", "blank_identifier"))
@@ -98,7 +106,7 @@ def build_go(lang: str) -> Tables:
     t.go_interface = t.kinds("interface_type")
     t.go_import_spec = t.kinds("import_spec")
     set_calls(t, {"call_expression": "function"}, ("field", "function"))
-    t.set(G_IMPORT, "import_declaration", handler=_go_import)
+    t.set_import(G_IMPORT, "import_declaration", _go_import)
     set_binds(t, {
         "parameter_declaration": (("name",), False),
         "variadic_parameter_declaration": (("name",), False),

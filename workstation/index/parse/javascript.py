@@ -12,15 +12,14 @@ from .generic import (
     G_IMPORT,
     G_IMPORT_WALK,
     DefInfo,
+    GenericTables,
     named_def,
-    new_tables,
     set_binds,
     set_calls,
     set_defs,
     string_value,
 )
 from .model import CONST_RE, Import
-from .treesitter import Tables
 
 _JS_OWNER_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 _JS_FUNC_VALUES = ("arrow_function", "function", "function_expression", "generator_function")
@@ -197,10 +196,25 @@ def _js_call(node, ctx, target):
     return [Import(v, (), node.start_point[0] + 1)] if v is not None else []
 
 
-def build_js(lang: str) -> Tables:
+class JsTables(GenericTables):
+    """JavaScript, TypeScript and TSX's tables, with the kinds its handlers look up."""
+
+    js_func: frozenset[int]
+    js_class: frozenset[int]
+    js_string: frozenset[int]
+    js_import_clause: frozenset[int]
+    js_export_clause: frozenset[int]
+    js_import_spec: frozenset[int]
+    js_namespace_import: frozenset[int]
+    js_namespace_export: frozenset[int]
+    js_export_statement: frozenset[int]
+    js_import_require: frozenset[int]
+
+
+def build_js(lang: str) -> JsTables:
     ident = ("identifier", "property_identifier", "type_identifier",
              "shorthand_property_identifier", "private_property_identifier")
-    t = new_tables(lang, ident, ("comment", "html_comment"),
+    t = JsTables(lang, ident, ("comment", "html_comment"),
                     ("string", "regex", "number", "hash_bang_line", "true", "false", "null",
                      "undefined", "this", "super", "statement_identifier", "predefined_type",
                      "escape_sequence", "string_fragment", "import", "jsx_text"),
@@ -219,8 +233,8 @@ def build_js(lang: str) -> Tables:
     t.js_import_require = t.kinds("import_require_clause")
     set_calls(t, {"call_expression": "function", "new_expression": "constructor"},
                ("property", "function", "name"), handler=_js_call)
-    t.set(G_IMPORT, "import_statement", handler=_js_import)
-    t.set(G_IMPORT_WALK, "export_statement", handler=_js_export)
+    t.set_import(G_IMPORT, "import_statement", _js_import)
+    t.set_import(G_IMPORT_WALK, "export_statement", _js_export)
     set_binds(t, {
         "formal_parameters": ((), True),
         "required_parameter": (("pattern",), False),

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from .generic import DefInfo, new_tables, set_binds, set_calls, set_defs, string_value
+from .generic import DefInfo, GenericTables, set_binds, set_calls, set_defs, string_value
 from .model import Import
-from .treesitter import Tables, one_line
+from .treesitter import one_line
 
 
 def _ruby_scoped_name(n, ctx):
@@ -70,9 +70,17 @@ def _ruby_call(node, ctx, target):
     return [Import(value, (), node.start_point[0] + 1)]
 
 
-def build_ruby(lang: str) -> Tables:
+class RubyTables(GenericTables):
+    """Ruby's tables, with the kinds its handlers look up."""
+
+    rb_constant: frozenset[int]
+    rb_string: frozenset[int]
+    rb_singleton: frozenset[int]
+
+
+def build_ruby(lang: str) -> RubyTables:
     ident = ("identifier", "constant")
-    t = new_tables(lang, ident, ("comment",),
+    t = RubyTables(lang, ident, ("comment",),
                     ("integer", "float", "true", "false", "nil", "self", "simple_symbol",
                      "string_content", "escape_sequence", "heredoc_body", "regex", "character",
                      "instance_variable", "class_variable", "global_variable",

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from .generic import G_IMPORT, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables, one_line
+from .treesitter import one_line
 
 
 def _rust_fn(node, ctx):
@@ -100,9 +100,19 @@ def _rust_extern_crate(node, ctx):
     return [Import(ctx.S.node(n), (), node.start_point[0] + 1)] if n is not None else []
 
 
-def build_rust(lang: str) -> Tables:
+class RustTables(GenericTables):
+    """Rust's tables, with the kinds its handlers look up."""
+
+    rust_type_ident: frozenset[int]
+    rust_use_as: frozenset[int]
+    rust_use_wildcard: frozenset[int]
+    rust_scoped_use_list: frozenset[int]
+    rust_use_list: frozenset[int]
+
+
+def build_rust(lang: str) -> RustTables:
     ident = ("identifier", "field_identifier", "type_identifier")
-    t = new_tables(lang, ident, ("line_comment", "block_comment"),
+    t = RustTables(lang, ident, ("line_comment", "block_comment"),
                     ("string_literal", "raw_string_literal", "char_literal", "integer_literal",
                      "float_literal", "boolean_literal", "primitive_type", "self", "crate",
                      "super", "lifetime", "escape_sequence"))
@@ -113,8 +123,8 @@ def build_rust(lang: str) -> Tables:
     t.rust_use_list = t.kinds("use_list")
     set_calls(t, {"call_expression": "function", "macro_invocation": "macro"},
                ("field", "name", "function"))
-    t.set(G_IMPORT, "use_declaration", handler=_rust_use)
-    t.set(G_IMPORT, "extern_crate_declaration", handler=_rust_extern_crate)
+    t.set_import(G_IMPORT, "use_declaration", _rust_use)
+    t.set_import(G_IMPORT, "extern_crate_declaration", _rust_extern_crate)
     set_binds(t, {
         "parameter": (("pattern",), False),
         "let_declaration": (("pattern",), False),
@@ -130,15 +140,12 @@ def build_rust(lang: str) -> Tables:
         "enum_item": named_def("enum"),
         "trait_item": named_def("trait"),
         "impl_item": _rust_impl,
-        "mod_item": _rust_mod,
+        "mod_item": _rust_mod_dispatch,  # 'mod x;' is an import, 'mod x { ... }' a module symbol
         "const_item": named_def("constant"),
         "static_item": named_def("constant"),
         "type_item": named_def("type"),
         "macro_definition": named_def("macro"),
     })
-    # mod items: 'mod x;' is an import, 'mod x { ... }' a module symbol
-    for kid in t.kinds("mod_item"):
-        t.handlers[kid] = _rust_mod_dispatch
     return t
 
 
