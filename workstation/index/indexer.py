@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .. import scrub
-from .ignore import IgnoreRules
+from .ignore import IgnoreRules, Sig
 from .languages import detect
 from .storage import deps_tsv, refs_tsv, symbols_tsv
 
@@ -35,9 +35,6 @@ SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_ut
 SECRETS_DETAIL = "an .env-style file: its values are secrets, kept out of the map"
 PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
-
-Sig = tuple  # (size, mtime_ns, ctime_ns, inode): what freshness compares first
-
 
 def stat_sig(st: os.stat_result) -> Sig:
     ino = st.st_ino
@@ -345,7 +342,7 @@ def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
     results = [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
     if _worker_spool is None:
         return results, {}, 0
-    texts = {table: [] for table in TSV_TABLES}
+    texts: dict[str, list[str]] = {table: [] for table in TSV_TABLES}
     for result in results:
         if result[0] == "indexed":
             for table, text in zip(TSV_TABLES, result[3:6]):

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, AbstractSet, Callable, TypeVar, cast
 
 from ..errors import WorkstationError
 from ..paths import STATE_DIRNAME
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..paths import Paths
     from ..store import Database
 
+T = TypeVar("T")
 FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
 
@@ -128,7 +129,7 @@ class KnowledgeMap:
         self._known: frozenset[str] | None = None  # indexed paths, for resolving imports (a snapshot:
         # the resolver caches its path index by the object's identity)
         self._listeners: list[Callable[[MapChange], None]] = []
-        self._caches: dict[str, tuple] = {}
+        self._caches: dict[str, tuple[tuple[int, int], object]] = {}  # name -> (fingerprint, value): see cached
 
     # ------------------------------------------------------------------ what the map holds now
     # These read the database as it is, without the staleness gate: callers that need fresh
@@ -321,7 +322,7 @@ class KnowledgeMap:
         return self._known
 
     def _apply(self, todo: Plan, before: dict[str, Indexed], was_skipped: dict[str, tuple[str, str]],
-               known: set[str], progress, pool: indexer.Pool | None = None) -> MapChange:
+               known: AbstractSet[str], progress, pool: indexer.Pool | None = None) -> MapChange:
         started = time.perf_counter()
         change = MapChange()
         change.removed.extend(todo.remove)
@@ -443,12 +444,13 @@ class KnowledgeMap:
             fn(change)
 
     # ------------------------------------------------------------------ cache keyed on content
-    def cached(self, name: str, build: Callable[[], object]) -> object:
-        """A value derived from the whole map, rebuilt when any file's content changed."""
-        key = self.db.call(_fingerprint)
+    def cached(self, name: str, build: Callable[[], T]) -> T:
+        """A value derived from the whole map, rebuilt when any file's content changed. A name is
+        always built by the same kind of `build` (each caller's own name), so a hit is a T."""
+        key: tuple[int, int] = self.db.call(_fingerprint)
         hit = self._caches.get(name)
         if hit is not None and hit[0] == key:
-            return hit[1]
+            return cast(T, hit[1])
         value = build()
         self._caches[name] = (key, value)
         return value
@@ -571,7 +573,7 @@ def _skipped_rows(con) -> list[tuple]:
 
 
 @readonly
-def _fingerprint(con) -> tuple:
+def _fingerprint(con) -> tuple[int, int]:
     return con.execute(
         "SELECT count(*), coalesce(bit_xor(hash(path || sha256)), 0) FROM kmap.files").fetchone()
 

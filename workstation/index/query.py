@@ -245,7 +245,8 @@ def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[Fin
         {"role": "user", "content": f"Query: {q}\n\nCandidates:\n" + "\n".join(lines)},
     ]
     answer = complete(spec, messages, stream=False).text
-    hits, seen = [], set()
+    hits: list[FindHit] = []
+    seen: set[int] = set()
     for number in re.findall(r"\b(\d+)\b", answer):
         i = int(number)
         if not 1 <= i <= len(lines) or i in seen:

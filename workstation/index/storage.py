@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Sequence
 
 from ..store.broker import readonly
 
@@ -87,7 +88,7 @@ def deps_tsv(fid: str, deps: list[tuple]) -> str:
                     f"{imp.line}\t{_text(target)}\n" for imp, target in deps])
 
 
-def _load_tsv(con, table: str, tsv: str, files: list[str], paths: list[str]) -> None:
+def _load_tsv(con, table: str, tsv: str, files: Sequence[str], paths: list[str]) -> None:
     """Insert the rows of `tsv` and of the TSV `files` into kmap.`table`, in one statement."""
     if not tsv and not files:
         return
