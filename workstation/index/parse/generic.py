@@ -17,7 +17,7 @@ imports. Actions:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Generic, Iterable, Self, TypeVar
 
 from .model import (
     MAX_REFERENCES,
@@ -55,12 +55,16 @@ class DefInfo:
         self.sig_prefix = sig_prefix
 
 
-class Ctx:
-    """What a handler may look at: the source and the current lexical scope."""
+TT = TypeVar("TT", bound="GenericTables", covariant=True)  # a language's tables, as its handlers see them
+GT = TypeVar("GT", bound="GenericTables")
+
+
+class Ctx(Generic[TT]):
+    """What a handler may look at: the source, the language's tables and the current lexical scope."""
 
     __slots__ = ("S", "t", "enc", "enc_kind", "special", "lang", "pending")
 
-    def __init__(self, S: Src, t: GenericTables, special: dict[int, str | None], lang: str):
+    def __init__(self, S: Src, t: TT, special: dict[int, str | None], lang: str):
         self.pending: list[Import] = []  # imports a definition handler found (Rust `mod x;`)
         self.S = S
         self.t = t
@@ -71,10 +75,10 @@ class Ctx:
 
 
 # What each action's handler is given and returns (see the module's docstring).
-CallHandler = Callable[["Node", Ctx, "Node | None"], Iterable[Import]]  # the call, its callee identifier
-BindHandler = Callable[["Node", Ctx], None]
-ImportHandler = Callable[["Node", Ctx], Iterable[Import]]
-DefHandler = Callable[["Node", Ctx], "DefInfo | None"]
+CallHandler = Callable[["Node", Ctx[TT], "Node | None"], Iterable[Import]]  # the call, its callee identifier
+BindHandler = Callable[["Node", Ctx[TT]], None]
+ImportHandler = Callable[["Node", Ctx[TT]], Iterable[Import]]
+DefHandler = Callable[["Node", Ctx[TT]], "DefInfo | None"]
 
 
 class GenericTables(Tables):
@@ -96,12 +100,12 @@ class GenericTables(Tables):
         self.declarator_like: frozenset[int] = frozenset()  # kinds mark_names descends through
         self.F_BODY = self.field("body")
         self.F_DECLARATOR = self.field("declarator")
-        self.call_handlers: dict[int, CallHandler] = {}
-        self.bind_handlers: dict[int, BindHandler] = {}
-        self.import_handlers: dict[int, ImportHandler] = {}
-        self.def_handlers: dict[int, DefHandler] = {}
+        self.call_handlers: dict[int, CallHandler[Self]] = {}
+        self.bind_handlers: dict[int, BindHandler[Self]] = {}
+        self.import_handlers: dict[int, ImportHandler[Self]] = {}
+        self.def_handlers: dict[int, DefHandler[Self]] = {}
 
-    def set_import(self, action: int, name: str, handler: ImportHandler) -> None:
+    def set_import(self, action: int, name: str, handler: ImportHandler[Self]) -> None:
         """G_IMPORT (the subtree skipped) or G_IMPORT_WALK (walked) for kind `name`."""
         for kid in self.kinds(name):
             self.actions[kid] = action
@@ -126,7 +130,7 @@ def callee_ident(node: Node | None, t: GenericTables) -> Node | None:
     return None
 
 
-def string_value(node: Node, ctx: Ctx) -> str | None:
+def string_value(node: Node, ctx: Ctx[GenericTables]) -> str | None:
     """Text of a string literal without quotes (None when it has interpolation)."""
     text = ctx.S.node(node)
     if len(text) >= 2 and text[0] in "\"'`" and text[-1] == text[0]:
@@ -139,7 +143,7 @@ def string_value(node: Node, ctx: Ctx) -> str | None:
     return None
 
 
-def walk_generic(root: Node, S: Src, t: GenericTables, lang: str) -> Outline[Reference]:
+def walk_generic(root: Node, S: Src, t: GT, lang: str) -> Outline[Reference]:
     """(purpose, symbols, references, imports) of a tree, walked as `t` says."""
     act_get = t.actions.get
     symbols: list[Symbol] = []
@@ -290,7 +294,7 @@ def _generic_purpose(root: Node, S: Src, t: GenericTables) -> str:
     return ""
 
 
-def mark_names(node: Node, ctx: Ctx, fields: tuple[str, ...], direct: bool) -> None:
+def mark_names(node: Node, ctx: Ctx[GenericTables], fields: tuple[str, ...], direct: bool) -> None:
     """Mark identifiers in binding positions of node as definitions (not references)."""
     t = ctx.t
     special = ctx.special
@@ -317,14 +321,14 @@ def mark_names(node: Node, ctx: Ctx, fields: tuple[str, ...], direct: bool) -> N
                 todo.append(named[0])
 
 
-def binder(fields: tuple[str, ...] = (), direct: bool = False) -> BindHandler:
-    def handler(node: Node, ctx: Ctx) -> None:
+def binder(fields: tuple[str, ...] = (), direct: bool = False) -> BindHandler[GenericTables]:
+    def handler(node: Node, ctx: Ctx[GenericTables]) -> None:
         mark_names(node, ctx, fields, direct)
     return handler
 
 
-def set_calls(t: GenericTables, calls: dict[str, str], callee_fields: tuple[str, ...],
-              handler: CallHandler | None = None) -> None:
+def set_calls(t: GT, calls: dict[str, str], callee_fields: tuple[str, ...],
+              handler: CallHandler[GT] | None = None) -> None:
     for type_name, field in calls.items():
         for kid in t.kinds(type_name):
             t.actions[kid] = G_CALL
@@ -334,7 +338,7 @@ def set_calls(t: GenericTables, calls: dict[str, str], callee_fields: tuple[str,
     t.callee_fields = tuple(t.field(f) for f in callee_fields)
 
 
-def set_defs(t: GenericTables, defs: dict[str, DefHandler]) -> None:
+def set_defs(t: GT, defs: dict[str, DefHandler[GT]]) -> None:
     for type_name, handler in defs.items():
         for kid in t.kinds(type_name):
             t.actions[kid] = G_DEF
@@ -349,9 +353,9 @@ def set_binds(t: GenericTables, binds: dict[str, tuple[tuple[str, ...], bool]]) 
             t.bind_handlers[kid] = handler
 
 
-def named_def(kind: str, field: str = "name") -> DefHandler:
+def named_def(kind: str, field: str = "name") -> DefHandler[GenericTables]:
     """Handler for a definition whose name is in a field."""
-    def handler(node: Node, ctx: Ctx) -> DefInfo | None:
+    def handler(node: Node, ctx: Ctx[GenericTables]) -> DefInfo | None:
         n = node.child_by_field_id(ctx.t.field(field))
         if n is None:
             return None

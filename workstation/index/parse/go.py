@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
+from typing import TYPE_CHECKING
+
+from .generic import G_IMPORT, Ctx, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
 
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
-def _go_receiver_type(node, ctx) -> str | None:
+
+def _go_receiver_type(node: Node, ctx: Ctx[GoTables]) -> str | None:
     t = ctx.t
     recv = node.child_by_field_id(t.field("receiver"))
     if recv is None:
@@ -27,7 +32,7 @@ def _go_receiver_type(node, ctx) -> str | None:
     return None
 
 
-def _go_method(node, ctx):
+def _go_method(node: Node, ctx: Ctx[GoTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
@@ -35,7 +40,7 @@ def _go_method(node, ctx):
     return DefInfo(ctx.S.node(n), "method", n, parent=recv if recv else None)
 
 
-def _go_type_spec(node, ctx):
+def _go_type_spec(node: Node, ctx: Ctx[GoTables]) -> DefInfo | None:
     t = ctx.t
     n = node.child_by_field_id(t.field("name"))
     if n is None:
@@ -57,7 +62,7 @@ def _go_type_spec(node, ctx):
     return DefInfo(ctx.S.node(n), kind, n, sig_end=sig_end, sig_prefix="type ")
 
 
-def _go_const(node, ctx):
+def _go_const(node: Node, ctx: Ctx[GoTables]) -> DefInfo | None:
     if ctx.enc is not None:
         return None
     n = node.child_by_field_id(ctx.t.field("name"))
@@ -66,7 +71,7 @@ def _go_const(node, ctx):
     return DefInfo(ctx.S.node(n), "constant", n, sig_prefix="const ")
 
 
-def _go_import(node, ctx):
+def _go_import(node: Node, ctx: Ctx[GoTables]) -> list[Import]:
     t = ctx.t
     out = []
     stack = [node]

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
+from typing import TYPE_CHECKING
+
+from .generic import G_IMPORT, Ctx, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
 
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
-def _java_field(node, ctx):
+
+def _java_field(node: Node, ctx: Ctx[JavaTables]) -> DefInfo | None:
     t = ctx.t
     mods = None
     for c in node.named_children:
@@ -24,7 +29,7 @@ def _java_field(node, ctx):
     return None
 
 
-def _java_import(node, ctx):
+def _java_import(node: Node, ctx: Ctx[JavaTables]) -> list[Import]:
     text = ctx.S.node(node).strip()
     if text.startswith("import"):
         text = text[6:]

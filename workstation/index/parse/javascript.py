@@ -7,10 +7,12 @@ Functions are also what a variable, an assignment, an object pair or a class fie
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .generic import (
     G_IMPORT,
     G_IMPORT_WALK,
+    Ctx,
     DefInfo,
     GenericTables,
     named_def,
@@ -21,11 +23,14 @@ from .generic import (
 )
 from .model import CONST_RE, Import
 
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
 _JS_OWNER_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 _JS_FUNC_VALUES = ("arrow_function", "function", "function_expression", "generator_function")
 
 
-def _js_variable_declarator(node, ctx):
+def _js_variable_declarator(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     t = ctx.t
     name = node.child_by_field_id(t.field("name"))
     if name is None or name.kind_id not in t.ident:
@@ -45,7 +50,7 @@ def _js_variable_declarator(node, ctx):
     return None
 
 
-def _js_func_sig_end(fn, ctx) -> int:
+def _js_func_sig_end(fn: Node, ctx: Ctx[JsTables]) -> int:
     body = fn.child_by_field_id(ctx.t.F_BODY)
     return body.start_byte if body is not None else fn.end_byte
 
@@ -53,7 +58,7 @@ def _js_func_sig_end(fn, ctx) -> int:
 _NOT_AN_OWNER = {"exports", "module.exports", "window", "global", "globalThis", "self"}
 
 
-def _js_assignment(node, ctx):
+def _js_assignment(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     """`f = function`, `res.status = function status(code) {...}` (a method of `res`,
     `res.status`; of `X` for `X.prototype.m`); `err.status = 403` writes a member ('set')."""
     t = ctx.t
@@ -78,7 +83,7 @@ def _js_assignment(node, ctx):
     return DefInfo(ctx.S.node(target), "function", target, sig_end=_js_func_sig_end(right, ctx))
 
 
-def _js_pair(node, ctx):
+def _js_pair(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     t = ctx.t
     value = node.child_by_field_id(t.field("value"))
     if value is None or value.kind_id not in t.js_func:
@@ -91,14 +96,14 @@ def _js_pair(node, ctx):
                     sig_end=_js_func_sig_end(value, ctx))
 
 
-def _js_method(node, ctx):
+def _js_method(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
     return DefInfo(ctx.S.node(n).strip("'\"`"), "method", n)
 
 
-def _js_field(node, ctx):
+def _js_field(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     t = ctx.t
     value = node.child_by_field_id(t.field("value"))
     if value is None or value.kind_id not in t.js_func:
@@ -109,14 +114,14 @@ def _js_field(node, ctx):
     return DefInfo(ctx.S.node(n), "method", n, sig_end=_js_func_sig_end(value, ctx))
 
 
-def _js_module(node, ctx):
+def _js_module(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
     return DefInfo(ctx.S.node(n).strip("'\"`"), "module", n)
 
 
-def _js_import_names(clause, ctx) -> list[str]:
+def _js_import_names(clause: Node, ctx: Ctx[JsTables]) -> list[str]:
     t = ctx.t
     names: list[str] = []
     stack = [clause]
@@ -140,7 +145,7 @@ def _js_import_names(clause, ctx) -> list[str]:
     return names
 
 
-def _js_import(node, ctx):
+def _js_import(node: Node, ctx: Ctx[JsTables]) -> list[Import]:
     t = ctx.t
     source = node.child_by_field_id(t.field("source"))
     if source is None:
@@ -167,17 +172,17 @@ def _js_import(node, ctx):
     return [Import(module, tuple(names), node.start_point[0] + 1)]
 
 
-def _has_star_token(node) -> bool:
+def _has_star_token(node: Node) -> bool:
     return any(c.type == "*" for c in node.children)
 
 
-def _js_export(node, ctx):
+def _js_export(node: Node, ctx: Ctx[JsTables]) -> list[Import]:
     if node.child_by_field_id(ctx.t.field("source")) is None:
         return []
     return _js_import(node, ctx)
 
 
-def _js_call(node, ctx, target):
+def _js_call(node: Node, ctx: Ctx[JsTables], target: Node | None) -> list[Import]:
     """require('x') / import('x') are imports."""
     t = ctx.t
     fn = node.child_by_field_id(t.field("function"))

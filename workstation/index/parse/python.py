@@ -130,7 +130,7 @@ def _build_python(lang: str) -> PyTables:
     return t
 
 
-def _py_last_token_row(node) -> int:
+def _py_last_token_row(node: Node) -> int:
     """Row of the last non-comment token under node: ast's end_lineno (0-indexed)."""
     eb = node.end_byte
     if eb > node.start_byte:
@@ -198,7 +198,7 @@ def _py_imports(node: Node, kind: int, S: Src, t: PyTables) -> list[Import]:
     return out
 
 
-def _py_string_content(node, S: Src) -> str:
+def _py_string_content(node: Node, S: Src) -> str:
     named = node.named_children
     if len(named) >= 2:
         return S(named[0].end_byte, named[-1].start_byte)
