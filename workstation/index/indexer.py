@@ -23,12 +23,18 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator
 
 from .. import scrub
 from .ignore import IgnoreRules, Sig
 from .languages import detect
 from .storage import deps_tsv, refs_tsv, symbols_tsv
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import ForkServerContext
+
+    from .parse import Import
 
 SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private",
                 "secrets")
@@ -230,7 +236,7 @@ def text_purpose(text: str) -> str:
     return ""
 
 
-def resolve_target(imp, importer: str, language: str | None, known) -> str | None:
+def resolve_target(imp: Import, importer: str, language: str | None, known: Collection[str]) -> str | None:
     """Where an import points inside the repository, if anywhere (never raises)."""
     if language is None:
         return None
@@ -243,7 +249,7 @@ def resolve_target(imp, importer: str, language: str | None, known) -> str | Non
 
 
 def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
-               known: Iterable[str], max_bytes: int, parse: bool = True) -> tuple:
+               known: Collection[str], max_bytes: int, parse: bool = True) -> tuple:
     """Read, check, hash and parse one file (`parse=False`: record it without symbols).
 
     Returns one of
@@ -367,7 +373,7 @@ def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
     return results, files, written
 
 
-def _serve(conn) -> None:
+def _serve(conn: Connection) -> None:
     """A worker process: take the run's setup (see `Pool`), then index the chunks it is sent until it is
     sent None."""
     # A parse allocates millions of short-lived objects and no cycles (a tree's nodes go when their
@@ -402,7 +408,7 @@ def _serve(conn) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx):
+    def __init__(self, ctx: ForkServerContext):
         self.conn, child = ctx.Pipe()
         # nothing big in the arguments: the parent writes them before start() returns, and stays blocked
         # while they fill the pipe until the child reads them (the setup travels later, see Pool)
@@ -411,7 +417,7 @@ class _Worker:
         child.close()
         self.inflight: deque[list[tuple]] = deque()  # sent, answered in this order
 
-    def send(self, message) -> None:
+    def send(self, message: object) -> None:  # anything picklable: a setup, a chunk, None (stop)
         try:
             self.conn.send(message)
         except OSError:

@@ -46,6 +46,8 @@ from .versions import parser_version
 if TYPE_CHECKING:
     from ..config import Config
     from . import describe as describe_mod
+    from .query import FindResult, ImpactHit
+    from .repomap import FileMap
     from ..paths import Paths
     from ..store import Database
 
@@ -247,7 +249,7 @@ class KnowledgeMap:
         return "stale"  # on disk, not in the map yet
 
     # ------------------------------------------------------------------ refresh internals
-    def _refresh_all(self, progress, force: bool) -> MapChange:
+    def _refresh_all(self, progress: indexer.ProgressFn | None, force: bool) -> MapChange:
         started = time.perf_counter()
         self.rules.reload(gitignores=False)  # the walk reads each .gitignore that changed
         found = indexer.scan(self.root, self.rules, self.max_bytes)
@@ -322,7 +324,7 @@ class KnowledgeMap:
         return self._known
 
     def _apply(self, todo: Plan, before: dict[str, Indexed], was_skipped: dict[str, tuple[str, str]],
-               known: AbstractSet[str], progress, pool: indexer.Pool | None = None) -> MapChange:
+               known: AbstractSet[str], progress: indexer.ProgressFn | None, pool: indexer.Pool | None = None) -> MapChange:
         started = time.perf_counter()
         change = MapChange()
         change.removed.extend(todo.remove)
@@ -473,7 +475,7 @@ class KnowledgeMap:
         return [{"path": p, "reason": r, "detail": d} for p, r, d in self.db.call(_skipped_rows)]
 
     # ------------------------------------------------------------------ answers
-    def file_map(self, relpath: str, tokens: int | None = None):
+    def file_map(self, relpath: str, tokens: int | None = None) -> FileMap:
         """The knowledge map of one file (see repomap.FileMap)."""
         from . import repomap  # lazy: repomap and tokens, +9 ms on every `workstation index`
 
@@ -488,14 +490,14 @@ class KnowledgeMap:
         self.ensure_fresh()
         return repomap.repo_map(self, tokens)
 
-    def find(self, query: str, limit: int = 20):
+    def find(self, query: str, limit: int = 20) -> FindResult:
         """Two-tier search over paths and symbols (see query.FindResult)."""
         from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
         self.ensure_fresh()
         return query_mod.find(self, query, limit)
 
-    def impact(self, symbol: str):
+    def impact(self, symbol: str) -> list[ImpactHit]:
         """Every call site and reference of `symbol` (see query.ImpactHit)."""
         from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
@@ -503,7 +505,8 @@ class KnowledgeMap:
         return query_mod.impact(self, symbol)
 
     def describe_files(self, limit: int = 20, cancel: threading.Event | None = None,
-                       progress: Callable[[describe_mod.DescribeReport], None] | None = None):
+                       progress: Callable[[describe_mod.DescribeReport], None] | None = None
+                       ) -> describe_mod.DescribeReport:
         """Ask the configured model for one-line purposes of up to `limit` files that have none, when
         index.describe_with_model allows it (background use; see describe.DescribeReport: files done of
         total, tokens, cost). `progress(report)` after every file."""

@@ -167,5 +167,5 @@ class Watcher:
     def __enter__(self) -> "Watcher":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
