@@ -68,7 +68,7 @@ def _line_count(src: bytes) -> int:
     return n if src.endswith(b"\n") else n + 1
 
 
-def parse(relpath: str, source: bytes, language: str | None = None) -> ParseResult[Reference]:
+def parse(relpath: str, source: bytes | str, language: str | None = None) -> ParseResult[Reference]:
     """Parse one file. Never raises; ``has_errors`` is True when the source has syntax
     errors (what parsed is still returned) or could not be parsed at all."""
     result, rows = _parse(relpath, source, language)
@@ -77,7 +77,7 @@ def parse(relpath: str, source: bytes, language: str | None = None) -> ParseResu
     return result
 
 
-def parse_rows(relpath: str, source: bytes, language: str | None = None) -> ParseResult[RefRow]:
+def parse_rows(relpath: str, source: bytes | str, language: str | None = None) -> ParseResult[RefRow]:
     """``parse`` for bulk indexing: ``references`` holds plain (name, line, enclosing,
     kind) tuples, which cost a fraction of Reference objects to build and format."""
     r, rows = _parse(relpath, source, language)
@@ -94,7 +94,8 @@ def _failed(language: str | None, line_count: int, has_errors: bool) -> tuple[Pa
     return ParseResult(language, "", [], [], [], line_count, has_errors), None
 
 
-def _parse(relpath: str, source: bytes, language: str | None) -> tuple[ParseResult[Reference], list[RefRow] | None]:
+def _parse(relpath: str, source: bytes | str, language: str | None
+           ) -> tuple[ParseResult[Reference], list[RefRow] | None]:
     """The file's outline, and its references as rows when the walker made rows (then the result's
     `references` is empty): each entry point turns them into what it returns, once."""
     try:
