@@ -146,6 +146,8 @@ def string_value(node: Node, ctx: Ctx[GenericTables]) -> str | None:
 def walk_generic(root: Node, S: Src, t: GT, lang: str) -> Outline[Reference]:
     """(purpose, symbols, references, imports) of a tree, walked as `t` says."""
     act_get = t.actions.get
+    call_handlers, bind_handlers, import_handlers, def_handlers = (
+        t.call_handlers, t.bind_handlers, t.import_handlers, t.def_handlers)
     symbols: list[Symbol] = []
     refs: list[Reference] = []
     imports: list[Import] = []
@@ -215,7 +217,7 @@ def walk_generic(root: Node, S: Src, t: GT, lang: str) -> Outline[Reference]:
                 target = callee_ident(fn, t)
                 if target is not None:
                     special[target.start_byte] = "call"
-                h = t.call_handlers.get(kid)
+                h = call_handlers.get(kid)
                 if h is not None:
                     try:
                         imports.extend(h(node, ctx, target))
@@ -224,20 +226,20 @@ def walk_generic(root: Node, S: Src, t: GT, lang: str) -> Outline[Reference]:
                             raise
             elif a == BIND:
                 try:
-                    t.bind_handlers[kid](node, ctx)
+                    bind_handlers[kid](node, ctx)
                 except Exception:
                     if debugging():
                         raise
             elif a == IMPORT or a == IMPORT_WALK:
                 try:
-                    imports.extend(t.import_handlers[kid](node, ctx))
+                    imports.extend(import_handlers[kid](node, ctx))
                 except Exception:
                     if debugging():
                         raise
                 walk_children = a == IMPORT_WALK
             elif a == DEF:
                 try:
-                    info = t.def_handlers[kid](node, ctx)
+                    info = def_handlers[kid](node, ctx)
                 except Exception:
                     if debugging():
                         raise
