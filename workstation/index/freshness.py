@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .indexer import Scan, Sig
+from .ignore import Sig
+from .indexer import Scan
 
 RACY_WINDOW_NS = 2_000_000_000  # covers 1-2 s timestamp granularity (FAT, HFS+, some NFS)
 

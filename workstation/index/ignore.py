@@ -17,9 +17,14 @@ import os
 import posixpath
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Sequence
 
 from ..paths import STATE_DIRNAME
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+Sig = tuple[int, int, int, int]  # a file's (size, mtime_ns, ctime_ns, inode): what freshness compares first
 
 
 _RECENT_NS = 2_000_000_000  # as freshness.RACY_WINDOW_NS: file times are coarse
@@ -33,7 +38,7 @@ def _read_lines(path: Path) -> list[str] | None:
         return None  # a missing or unreadable ignore file is treated as absent, as git does
 
 
-def _compile(lines: Iterable[str], where: str = "", problems: list[str] | None = None):
+def _compile(lines: Iterable[str], where: str = "", problems: list[str] | None = None) -> GitIgnoreSpec | None:
     """The patterns of an ignore file; a line that is no pattern is left out, as git does (and said in
     `problems`, for the user's own file)."""
     lines = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
@@ -77,9 +82,11 @@ class IgnoreRules:
             private.append(Path(state_dir))
         self._private = [os.path.realpath(p) for p in private]
         self.extra_patterns = list(extra_patterns)
-        self._git: dict[str, object] = {}  # folder relpath ('' for root) -> spec or None
-        self._git_sigs: dict[str, tuple | None] = {}  # folder -> stat signature of its .gitignore
-        self._chains: dict[str, tuple] = {}  # folder -> ((folder, spec), ...) deepest first, specs only
+        self._git: dict[str, GitIgnoreSpec | None] = {}  # folder relpath ('' for root) -> spec or None
+        # folder -> stat signature of its .gitignore (None: no such file; False: read without one)
+        self._git_sigs: dict[str, Sig | None | Literal[False]] = {}
+        # folder -> ((folder, spec), ...) deepest first, specs only
+        self._chains: dict[str, tuple[tuple[str, GitIgnoreSpec], ...]] = {}
         self._always_top = frozenset(a for a in self.always if "/" not in a)
         self._always_deep = tuple(a for a in self.always if "/" in a)
         self.reload()
@@ -97,7 +104,7 @@ class IgnoreRules:
             self._git_sigs.clear()
             self._chains.clear()
 
-    def saw_gitignore(self, folder: str, sig: tuple | None) -> None:
+    def saw_gitignore(self, folder: str, sig: Sig | None) -> None:
         """What a walk found of `folder`'s `.gitignore` (its stat signature, None: no such file):
         read again only if that changed since it was read."""
         if folder in self._git and self._git_sigs.get(folder, False) == sig:
@@ -115,7 +122,7 @@ class IgnoreRules:
         self._git_sigs[folder] = False if recent else sig
 
     # -- .gitignore files -------------------------------------------------
-    def gitignore_spec(self, folder: str):
+    def gitignore_spec(self, folder: str) -> GitIgnoreSpec | None:
         """The compiled `.gitignore` of `folder` (cached); None when it has none."""
         if folder not in self._git:
             lines = _read_lines(self.root / folder / ".gitignore" if folder else self.root / ".gitignore")
@@ -157,7 +164,7 @@ class IgnoreRules:
             return True
         return any(relpath == a or relpath.startswith(a + "/") for a in self._always_deep)
 
-    def _chain(self, folder: str) -> tuple:
+    def _chain(self, folder: str) -> tuple[tuple[str, GitIgnoreSpec], ...]:
         """The `.gitignore` files that apply in `folder`, deepest first (computed once per folder:
         the walk asks for every entry)."""
         chain = self._chains.get(folder)

@@ -23,21 +23,24 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator
 
 from .. import scrub
-from .ignore import IgnoreRules
+from .ignore import IgnoreRules, Sig
 from .languages import detect
 from .storage import deps_tsv, refs_tsv, symbols_tsv
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import ForkServerContext
+
+    from .parse import Import
 
 SKIP_REASONS = ("binary", "too_large", "unreadable", "symlink_loop", "invalid_utf8", "outside_root", "private",
                 "secrets")
 SECRETS_DETAIL = "an .env-style file: its values are secrets, kept out of the map"
 PRIVATE_DETAIL = "symlink into .git or the state folder (config, databases, session logs): never indexed"
 BINARY_SNIFF_BYTES = 8192  # git's heuristic: a NUL byte in the first 8 KB means binary
-
-Sig = tuple  # (size, mtime_ns, ctime_ns, inode): what freshness compares first
-
 
 def stat_sig(st: os.stat_result) -> Sig:
     ino = st.st_ino
@@ -233,7 +236,7 @@ def text_purpose(text: str) -> str:
     return ""
 
 
-def resolve_target(imp, importer: str, language: str | None, known) -> str | None:
+def resolve_target(imp: Import, importer: str, language: str | None, known: Collection[str]) -> str | None:
     """Where an import points inside the repository, if anywhere (never raises)."""
     if language is None:
         return None
@@ -246,7 +249,7 @@ def resolve_target(imp, importer: str, language: str | None, known) -> str | Non
 
 
 def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
-               known: Iterable[str], max_bytes: int, parse: bool = True) -> tuple:
+               known: Collection[str], max_bytes: int, parse: bool = True) -> tuple:
     """Read, check, hash and parse one file (`parse=False`: record it without symbols).
 
     Returns one of
@@ -345,7 +348,7 @@ def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
     results = [index_file(*task, known=_worker_known, max_bytes=_worker_max_bytes) for task in tasks]
     if _worker_spool is None:
         return results, {}, 0
-    texts = {table: [] for table in TSV_TABLES}
+    texts: dict[str, list[str]] = {table: [] for table in TSV_TABLES}
     for result in results:
         if result[0] == "indexed":
             for table, text in zip(TSV_TABLES, result[3:6]):
@@ -370,7 +373,7 @@ def _work_chunk(tasks: list[tuple]) -> tuple[list[tuple], dict[str, str], int]:
     return results, files, written
 
 
-def _serve(conn) -> None:
+def _serve(conn: Connection) -> None:
     """A worker process: take the run's setup (see `Pool`), then index the chunks it is sent until it is
     sent None."""
     # A parse allocates millions of short-lived objects and no cycles (a tree's nodes go when their
@@ -405,7 +408,7 @@ def _serve(conn) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx):
+    def __init__(self, ctx: ForkServerContext):
         self.conn, child = ctx.Pipe()
         # nothing big in the arguments: the parent writes them before start() returns, and stays blocked
         # while they fill the pipe until the child reads them (the setup travels later, see Pool)
@@ -414,7 +417,7 @@ class _Worker:
         child.close()
         self.inflight: deque[list[tuple]] = deque()  # sent, answered in this order
 
-    def send(self, message) -> None:
+    def send(self, message: object) -> None:  # anything picklable: a setup, a chunk, None (stop)
         try:
             self.conn.send(message)
         except OSError:

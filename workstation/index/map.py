@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, AbstractSet, Callable, TypeVar, cast
 
 from ..errors import WorkstationError
 from ..paths import STATE_DIRNAME
@@ -46,9 +46,12 @@ from .versions import parser_version
 if TYPE_CHECKING:
     from ..config import Config
     from . import describe as describe_mod
+    from .query import FindResult, ImpactHit
+    from .repomap import FileMap
     from ..paths import Paths
     from ..store import Database
 
+T = TypeVar("T")
 FLUSH_BYTES = 8 << 20  # write every ~8 MB of rows: the database works while workers parse
 IGNORE_FILE = f"{STATE_DIRNAME}/ignore"
 
@@ -128,7 +131,7 @@ class KnowledgeMap:
         self._known: frozenset[str] | None = None  # indexed paths, for resolving imports (a snapshot:
         # the resolver caches its path index by the object's identity)
         self._listeners: list[Callable[[MapChange], None]] = []
-        self._caches: dict[str, tuple] = {}
+        self._caches: dict[str, tuple[tuple[int, int], object]] = {}  # name -> (fingerprint, value): see cached
 
     # ------------------------------------------------------------------ what the map holds now
     # These read the database as it is, without the staleness gate: callers that need fresh
@@ -246,7 +249,7 @@ class KnowledgeMap:
         return "stale"  # on disk, not in the map yet
 
     # ------------------------------------------------------------------ refresh internals
-    def _refresh_all(self, progress, force: bool) -> MapChange:
+    def _refresh_all(self, progress: indexer.ProgressFn | None, force: bool) -> MapChange:
         started = time.perf_counter()
         self.rules.reload(gitignores=False)  # the walk reads each .gitignore that changed
         found = indexer.scan(self.root, self.rules, self.max_bytes)
@@ -321,7 +324,7 @@ class KnowledgeMap:
         return self._known
 
     def _apply(self, todo: Plan, before: dict[str, Indexed], was_skipped: dict[str, tuple[str, str]],
-               known: set[str], progress, pool: indexer.Pool | None = None) -> MapChange:
+               known: AbstractSet[str], progress: indexer.ProgressFn | None, pool: indexer.Pool | None = None) -> MapChange:
         started = time.perf_counter()
         change = MapChange()
         change.removed.extend(todo.remove)
@@ -443,12 +446,13 @@ class KnowledgeMap:
             fn(change)
 
     # ------------------------------------------------------------------ cache keyed on content
-    def cached(self, name: str, build: Callable[[], object]) -> object:
-        """A value derived from the whole map, rebuilt when any file's content changed."""
-        key = self.db.call(_fingerprint)
+    def cached(self, name: str, build: Callable[[], T]) -> T:
+        """A value derived from the whole map, rebuilt when any file's content changed. A name is
+        always built by the same kind of `build` (each caller's own name), so a hit is a T."""
+        key: tuple[int, int] = self.db.call(_fingerprint)
         hit = self._caches.get(name)
         if hit is not None and hit[0] == key:
-            return hit[1]
+            return cast(T, hit[1])
         value = build()
         self._caches[name] = (key, value)
         return value
@@ -471,7 +475,7 @@ class KnowledgeMap:
         return [{"path": p, "reason": r, "detail": d} for p, r, d in self.db.call(_skipped_rows)]
 
     # ------------------------------------------------------------------ answers
-    def file_map(self, relpath: str, tokens: int | None = None):
+    def file_map(self, relpath: str, tokens: int | None = None) -> FileMap:
         """The knowledge map of one file (see repomap.FileMap)."""
         from . import repomap  # lazy: repomap and tokens, +9 ms on every `workstation index`
 
@@ -486,14 +490,14 @@ class KnowledgeMap:
         self.ensure_fresh()
         return repomap.repo_map(self, tokens)
 
-    def find(self, query: str, limit: int = 20):
+    def find(self, query: str, limit: int = 20) -> FindResult:
         """Two-tier search over paths and symbols (see query.FindResult)."""
         from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
         self.ensure_fresh()
         return query_mod.find(self, query, limit)
 
-    def impact(self, symbol: str):
+    def impact(self, symbol: str) -> list[ImpactHit]:
         """Every call site and reference of `symbol` (see query.ImpactHit)."""
         from . import query as query_mod  # lazy: query, +8 ms on every `workstation index`
 
@@ -501,7 +505,8 @@ class KnowledgeMap:
         return query_mod.impact(self, symbol)
 
     def describe_files(self, limit: int = 20, cancel: threading.Event | None = None,
-                       progress: Callable[[describe_mod.DescribeReport], None] | None = None):
+                       progress: Callable[[describe_mod.DescribeReport], None] | None = None
+                       ) -> describe_mod.DescribeReport:
         """Ask the configured model for one-line purposes of up to `limit` files that have none, when
         index.describe_with_model allows it (background use; see describe.DescribeReport: files done of
         total, tokens, cost). `progress(report)` after every file."""
@@ -571,7 +576,7 @@ def _skipped_rows(con) -> list[tuple]:
 
 
 @readonly
-def _fingerprint(con) -> tuple:
+def _fingerprint(con) -> tuple[int, int]:
     return con.execute(
         "SELECT count(*), coalesce(bit_xor(hash(path || sha256)), 0) FROM kmap.files").fetchone()
 

@@ -18,7 +18,7 @@ import math
 import posixpath
 import re
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from .. import scrub, tokens as tok
 from ..errors import WorkstationError
@@ -220,7 +220,7 @@ def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[Fin
     rows = km.cached("semantic-candidates", lambda: km.db.call(_semantic_rows))
     qwords = _words(q)
 
-    def overlap(row) -> int:
+    def overlap(row: tuple) -> int:
         return len(qwords & _words(" ".join(str(x) for x in (row[1], row[2], row[6]) if x)))
 
     ranked = sorted(rows, key=lambda r: (-overlap(r), r[1]))[:SEMANTIC_CANDIDATES]
@@ -245,7 +245,8 @@ def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[Fin
         {"role": "user", "content": f"Query: {q}\n\nCandidates:\n" + "\n".join(lines)},
     ]
     answer = complete(spec, messages, stream=False).text
-    hits, seen = [], set()
+    hits: list[FindHit] = []
+    seen: set[int] = set()
     for number in re.findall(r"\b(\d+)\b", answer):
         i = int(number)
         if not 1 <= i <= len(lines) or i in seen:
@@ -357,7 +358,7 @@ def impact(km: KnowledgeMap, symbol: str) -> list[ImpactHit]:
     for path, qualname, _kind in defs:
         def_paths.setdefault(path, []).append(qualname)
     wanted_keys = {f"{p}:{q}" for p, q, _k in wanted}
-    imports: dict[str, list[tuple]] = {}
+    imports: dict[str, list[tuple[str, tuple[str, ...], str | None]]] = {}
     for path, module, names, target in deps:
         imports.setdefault(path, []).append((module, tuple(names), target))
 
@@ -414,7 +415,8 @@ def _definition_rows(con, name: str) -> list[tuple]:
                        "ORDER BY path, start_line", [name]).fetchall()
 
 
-def _attribute(path: str, name: str, def_paths: dict[str, list[str]], imports) -> tuple[str | None, str]:
+def _attribute(path: str, name: str, def_paths: dict[str, list[str]],
+               imports: Iterable[tuple[str, tuple[str, ...], str | None]]) -> tuple[str | None, str]:
     """Which definition a reference in `path` means, and on what evidence."""
     local = def_paths.get(path)
     if local:

@@ -109,7 +109,7 @@ def file_map(km: KnowledgeMap, rel: str, tokens: int | None = None) -> FileMap:
 
 
 def _file_tokens(km: KnowledgeMap, rel: str, sha: str) -> int:
-    def build():
+    def build() -> int:
         try:
             with open(km.root / rel, "rb") as fh:
                 return tok.count(fh.read().decode("utf-8", "replace"))

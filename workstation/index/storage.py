@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Iterable, Sequence
 
 from ..store.broker import readonly
 
@@ -42,7 +43,7 @@ NAMES_SEP, NAMES_ESC = "\x1f", "\x1e"
 NULL = "\\N"
 
 
-def join_names(names) -> str:
+def join_names(names: Iterable[str]) -> str:
     """Imported names as one field, joined by U+001F. A name holding that separator survives:
     U+001E is written as U+001E '0' and U+001F as U+001E '1', which _TSV_SELECT undoes."""
     return NAMES_SEP.join(n.replace(NAMES_ESC, NAMES_ESC + "0").replace(NAMES_SEP, NAMES_ESC + "1")
@@ -87,7 +88,7 @@ def deps_tsv(fid: str, deps: list[tuple]) -> str:
                     f"{imp.line}\t{_text(target)}\n" for imp, target in deps])
 
 
-def _load_tsv(con, table: str, tsv: str, files: list[str], paths: list[str]) -> None:
+def _load_tsv(con, table: str, tsv: str, files: Sequence[str], paths: list[str]) -> None:
     """Insert the rows of `tsv` and of the TSV `files` into kmap.`table`, in one statement."""
     if not tsv and not files:
         return

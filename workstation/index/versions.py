@@ -17,5 +17,5 @@ _FAMILY = {"typescript": "javascript", "tsx": "javascript", "cpp": "c"}
 
 def parser_version(language: str | None) -> int:
     """The version of what the parser extracts from files of `language` (see PARSER_VERSIONS)."""
-    family = _FAMILY.get(language, language)
+    family = None if language is None else _FAMILY.get(language, language)
     return PARSER_VERSIONS[family if family in PARSER_VERSIONS else None]

@@ -18,11 +18,15 @@ import logging
 import os
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import WorkstationError
 from ..paths import STATE_DIRNAME
 from .map import IGNORE_FILE, KnowledgeMap, MapChange
+
+if TYPE_CHECKING:
+    from watchdog.events import FileSystemEvent
+    from watchdog.observers.api import BaseObserver
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +54,12 @@ class Watcher:
         self._first_event = 0.0
         self._last_event = 0.0
         self._stop = False
-        self._observer = None
+        self._observer: BaseObserver | None = None
         self._thread: threading.Thread | None = None
         self.refreshes = 0  # batches processed, for tests and the TUI
 
     # -- events (watchdog's thread) --------------------------------------------------------
-    def _rel(self, path) -> str | None:
+    def _rel(self, path: str | bytes) -> str | None:
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         if path == self._ignore_file:
@@ -68,16 +72,14 @@ class Watcher:
             return None
         return path[len(self._prefix):].replace(os.sep, "/")
 
-    def dispatch(self, event) -> None:
-        """watchdog calls this for every event (the Watcher is its own handler)."""
+    def dispatch(self, event: FileSystemEvent) -> None:
+        """watchdog calls this for every event (through start's Handler)."""
         if event.event_type not in _RELEVANT:
             return
         if event.is_directory and event.event_type == "modified":
             return  # a folder's entries changed: the entries' own events follow
-        rels = [self._rel(event.src_path)]
-        if event.event_type == "moved":
-            rels.append(self._rel(event.dest_path))
-        rels = [r for r in rels if r is not None]
+        paths = [event.src_path, event.dest_path] if event.event_type == "moved" else [event.src_path]
+        rels = [r for r in map(self._rel, paths) if r is not None]
         if not rels:
             return
         now = time.monotonic()
@@ -120,15 +122,22 @@ class Watcher:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Watcher":
-        from watchdog.observers import Observer  # lazy: watchdog, +22 ms on map commands that do not watch
+        from watchdog.events import FileSystemEventHandler  # lazy: watchdog, +22 ms on map commands that do not watch
+        from watchdog.observers import Observer
+
+        watcher = self
+
+        class Handler(FileSystemEventHandler):  # watchdog's handler type: every event to `dispatch`
+            def dispatch(self, event: FileSystemEvent) -> None:
+                watcher.dispatch(event)
 
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name="ws-kmap-watch", daemon=True)
         self._thread.start()
-        self._observer = Observer()
+        self._observer = observer = Observer()
         try:
-            self._observer.schedule(self, self.root, recursive=True)
-            self._observer.start()
+            observer.schedule(Handler(), self.root, recursive=True)
+            observer.start()
         except OSError as err:
             self.stop()
             if err.errno == errno.ENOSPC:
@@ -158,5 +167,5 @@ class Watcher:
     def __enter__(self) -> "Watcher":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

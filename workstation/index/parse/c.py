@@ -4,12 +4,17 @@ tagged types with bodies, typedefs, namespaces, macros, #include.
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from typing import TYPE_CHECKING
+
+from .generic import G_IMPORT, Ctx, DefHandler, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables, one_line
+from .treesitter import one_line
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 
-def _c_declarator_name(node, ctx):
+def _c_declarator_name(node: Node, ctx: Ctx[CTables]) -> tuple[Node | None, bool]:
     """Follow 'declarator' fields to the declared name; also says if a function_declarator
     was on the way."""
     t = ctx.t
@@ -35,7 +40,7 @@ def _c_declarator_name(node, ctx):
     return None, is_fn
 
 
-def _c_split_qualified(name_node, ctx):
+def _c_split_qualified(name_node: Node, ctx: Ctx[CTables]) -> tuple[str, str | None]:
     text = one_line(ctx.S.node(name_node)).replace(" ", "")
     if name_node.kind_id in ctx.t.c_qualified and "::" in text:
         scope, _, last = text.rpartition("::")
@@ -50,7 +55,7 @@ def _c_split_qualified(name_node, ctx):
     return text, None
 
 
-def _c_function(node, ctx):
+def _c_function(node: Node, ctx: Ctx[CTables]) -> DefInfo | None:
     name_node, _ = _c_declarator_name(node, ctx)
     if name_node is None:
         return None
@@ -63,7 +68,7 @@ def _c_function(node, ctx):
     return DefInfo(name, kind, name_node, parent=parent)
 
 
-def _c_prototype(node, ctx):
+def _c_prototype(node: Node, ctx: Ctx[CTables]) -> DefInfo | None:
     if ctx.enc_kind in ("function", "method"):
         name_node, _ = _c_declarator_name(node, ctx)
         if name_node is not None:
@@ -83,8 +88,8 @@ def _c_prototype(node, ctx):
     return DefInfo(name, kind, name_node, parent=parent)
 
 
-def _c_tagged(kind: str):
-    def handler(node, ctx):
+def _c_tagged(kind: str) -> DefHandler[CTables]:
+    def handler(node: Node, ctx: Ctx[CTables]) -> DefInfo | None:
         t = ctx.t
         if node.child_by_field_id(t.F_BODY) is None:
             return None
@@ -96,7 +101,7 @@ def _c_tagged(kind: str):
     return handler
 
 
-def _c_typedef(node, ctx):
+def _c_typedef(node: Node, ctx: Ctx[CTables]) -> DefInfo | None:
     t = ctx.t
     decl = node.child_by_field_id(t.F_DECLARATOR)
     for _ in range(8):
@@ -114,14 +119,14 @@ def _c_typedef(node, ctx):
     return DefInfo(ctx.S.node(decl), kind, decl)
 
 
-def _c_namespace(node, ctx):
+def _c_namespace(node: Node, ctx: Ctx[CTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
     return DefInfo(one_line(ctx.S.node(n)).replace("::", ".").replace(" ", ""), "module", n)
 
 
-def _c_macro(node, ctx):
+def _c_macro(node: Node, ctx: Ctx[CTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
@@ -130,7 +135,7 @@ def _c_macro(node, ctx):
     return DefInfo(ctx.S.node(n), "macro", n, sig_end=end)
 
 
-def _c_include(node, ctx):
+def _c_include(node: Node, ctx: Ctx[CTables]) -> list[Import]:
     path = node.child_by_field_id(ctx.t.field("path"))
     if path is None:
         return []
@@ -140,9 +145,18 @@ def _c_include(node, ctx):
     return [Import(text, (), node.start_point[0] + 1)]
 
 
-def build_c(lang: str) -> Tables:
+class CTables(GenericTables):
+    """C and C++'s tables, with the kinds its handlers look up."""
+
+    c_name: frozenset[int]
+    c_qualified: frozenset[int]
+    c_fn_declarator: frozenset[int]
+    c_enum: frozenset[int]
+
+
+def build_c(lang: str) -> CTables:
     ident = ("identifier", "field_identifier", "type_identifier", "namespace_identifier")
-    t = new_tables(lang, ident, ("comment",),
+    t = CTables(lang, ident, ("comment",),
                     ("string_literal", "raw_string_literal", "char_literal", "system_lib_string",
                      "number_literal", "true", "false", "null", "nullptr", "preproc_arg",
                      "primitive_type", "this", "escape_sequence", "auto", "sized_type_specifier"))
@@ -154,7 +168,7 @@ def build_c(lang: str) -> Tables:
     t.declarator_like = t.kinds("reference_declarator", "pointer_declarator",
                                 "array_declarator", "init_declarator", "parenthesized_declarator")
     set_calls(t, {"call_expression": "function"}, ("field", "name", "function"))
-    t.set(G_IMPORT, "preproc_include", handler=_c_include)
+    t.set_import(G_IMPORT, "preproc_include", _c_include)
     set_binds(t, {
         "parameter_declaration": (("declarator",), False),
         "optional_parameter_declaration": (("declarator",), False),

@@ -17,9 +17,25 @@ imports. Actions:
 
 from __future__ import annotations
 
-from .model import MAX_REFERENCES, Import, Reference, Symbol, debugging, mkref, mksym, ref_sort_key, sym_sort_key
+from typing import TYPE_CHECKING, Callable, Generic, Iterable, Self, TypeVar
+
+from .model import (
+    MAX_REFERENCES,
+    Import,
+    Outline,
+    Reference,
+    Symbol,
+    debugging,
+    mkref,
+    mksym,
+    ref_sort_key,
+    sym_sort_key,
+)
 from .purpose import comment_blocks, purpose_from_comments
-from .treesitter import MARK, Src, Tables, end_line, one_line
+from .treesitter import Src, Tables, end_line, one_line
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 G_WALK = 0  # the default: go through the named children
 G_IDENT, G_CALL, G_SKIP, G_BIND, G_IMPORT, G_IMPORT_WALK, G_DEF = 1, 2, 3, 4, 5, 6, 7
@@ -28,8 +44,8 @@ G_IDENT, G_CALL, G_SKIP, G_BIND, G_IMPORT, G_IMPORT_WALK, G_DEF = 1, 2, 3, 4, 5,
 class DefInfo:
     __slots__ = ("name", "kind", "name_node", "parent", "sig_start", "sig_end", "sig_prefix")
 
-    def __init__(self, name, kind, name_node=None, parent=None, sig_start=None, sig_end=None,
-                 sig_prefix=""):
+    def __init__(self, name: str, kind: str, name_node: Node | None = None, parent: str | None = None,
+                 sig_start: int | None = None, sig_end: int | None = None, sig_prefix: str = ""):
         self.name = name
         self.kind = kind
         self.name_node = name_node
@@ -39,22 +55,64 @@ class DefInfo:
         self.sig_prefix = sig_prefix
 
 
-class Ctx:
-    """What a handler may look at: the source and the current lexical scope."""
+TT = TypeVar("TT", bound="GenericTables", covariant=True)  # a language's tables, as its handlers see them
+GT = TypeVar("GT", bound="GenericTables")
+
+
+class Ctx(Generic[TT]):
+    """What a handler may look at: the source, the language's tables and the current lexical scope."""
 
     __slots__ = ("S", "t", "enc", "enc_kind", "special", "lang", "pending")
 
-    def __init__(self, S, t, special, lang):
-        self.pending: list[Import] = []
+    def __init__(self, S: Src, t: TT, special: dict[int, str | None], lang: str):
+        self.pending: list[Import] = []  # imports a definition handler found (Rust `mod x;`)
         self.S = S
         self.t = t
-        self.special = special
+        self.special = special  # start_byte -> 'call' / 'set', or None for "not a reference"
         self.lang = lang
-        self.enc = None
-        self.enc_kind = None
+        self.enc: str | None = None
+        self.enc_kind: str | None = None
 
 
-def callee_ident(node, t: Tables):
+# What each action's handler is given and returns (see the module's docstring).
+CallHandler = Callable[["Node", Ctx[TT], "Node | None"], Iterable[Import]]  # the call, its callee identifier
+BindHandler = Callable[["Node", Ctx[TT]], None]
+ImportHandler = Callable[["Node", Ctx[TT]], Iterable[Import]]
+DefHandler = Callable[["Node", Ctx[TT]], "DefInfo | None"]
+
+
+class GenericTables(Tables):
+    """The generic walker's tables: what an action means per kind, the handlers, and the kinds and
+    fields the walker looks up. A language family's subclass declares the kinds its handlers use."""
+
+    def __init__(self, lang: str, ident: tuple[str, ...], comments: tuple[str, ...], skips: tuple[str, ...],
+                 noise: tuple[str, ...] = ()):
+        super().__init__(lang)
+        self.set(G_IDENT, *ident)
+        self.set(G_SKIP, *comments, *skips)
+        self.ident = self.kinds(*ident)
+        self.comment = self.kinds(*comments)
+        self.noise = frozenset(noise)
+        self.purpose_skip: frozenset[int] = frozenset()  # kinds before a file's leading comment (#!)
+        self.member: frozenset[int] = frozenset()  # identifiers naming a member (`x.status`): 'attr' refs
+        self.call_field: dict[int, int] = {}  # call kind -> the field holding what is called
+        self.callee_fields: tuple[int, ...] = ()
+        self.declarator_like: frozenset[int] = frozenset()  # kinds mark_names descends through
+        self.F_BODY = self.field("body")
+        self.F_DECLARATOR = self.field("declarator")
+        self.call_handlers: dict[int, CallHandler[Self]] = {}
+        self.bind_handlers: dict[int, BindHandler[Self]] = {}
+        self.import_handlers: dict[int, ImportHandler[Self]] = {}
+        self.def_handlers: dict[int, DefHandler[Self]] = {}
+
+    def set_import(self, action: int, name: str, handler: ImportHandler[Self]) -> None:
+        """G_IMPORT (the subtree skipped) or G_IMPORT_WALK (walked) for kind `name`."""
+        for kid in self.kinds(name):
+            self.actions[kid] = action
+            self.import_handlers[kid] = handler
+
+
+def callee_ident(node: Node | None, t: GenericTables) -> Node | None:
     """The identifier naming what a call calls: f() -> f, a.b.c() -> c, a::b() -> b."""
     for _ in range(8):
         if node is None:
@@ -72,7 +130,7 @@ def callee_ident(node, t: Tables):
     return None
 
 
-def string_value(node, ctx: Ctx) -> str | None:
+def string_value(node: Node, ctx: Ctx[GenericTables]) -> str | None:
     """Text of a string literal without quotes (None when it has interpolation)."""
     text = ctx.S.node(node)
     if len(text) >= 2 and text[0] in "\"'`" and text[-1] == text[0]:
@@ -85,10 +143,11 @@ def string_value(node, ctx: Ctx) -> str | None:
     return None
 
 
-def walk_generic(root, S: Src, t: Tables, lang: str):
+def walk_generic(root: Node, S: Src, t: GT, lang: str) -> Outline[Reference]:
     """(purpose, symbols, references, imports) of a tree, walked as `t` says."""
     act_get = t.actions.get
-    handlers = t.handlers
+    call_handlers, bind_handlers, import_handlers, def_handlers = (
+        t.call_handlers, t.bind_handlers, t.import_handlers, t.def_handlers)
     symbols: list[Symbol] = []
     refs: list[Reference] = []
     imports: list[Import] = []
@@ -100,7 +159,6 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
     src = S.src
     make_ref = mkref
     refs_append = refs.append
-    mark = MARK
     max_refs = MAX_REFERENCES
     noise = t.noise
     member = t.member
@@ -112,7 +170,7 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
     enc: str | None = None
     enc_kind: str | None = None
 
-    stack = root.named_children
+    stack: list[Node | None] = [*root.named_children]  # None: the end of a definition's scope
     stack.reverse()
     pop = stack.pop
     push = stack.append
@@ -120,7 +178,7 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
 
     while stack:
         node = pop()
-        if node is mark:
+        if node is None:  # the end of a definition's scope
             scope.pop()
             if scope:
                 enc, enc_kind = scope[-1]
@@ -159,7 +217,7 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
                 target = callee_ident(fn, t)
                 if target is not None:
                     special[target.start_byte] = "call"
-                h = handlers.get(kid)
+                h = call_handlers.get(kid)
                 if h is not None:
                     try:
                         imports.extend(h(node, ctx, target))
@@ -168,20 +226,20 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
                             raise
             elif a == BIND:
                 try:
-                    handlers[kid](node, ctx)
+                    bind_handlers[kid](node, ctx)
                 except Exception:
                     if debugging():
                         raise
             elif a == IMPORT or a == IMPORT_WALK:
                 try:
-                    imports.extend(handlers[kid](node, ctx))
+                    imports.extend(import_handlers[kid](node, ctx))
                 except Exception:
                     if debugging():
                         raise
                 walk_children = a == IMPORT_WALK
             elif a == DEF:
                 try:
-                    info = handlers[kid](node, ctx)
+                    info = def_handlers[kid](node, ctx)
                 except Exception:
                     if debugging():
                         raise
@@ -207,7 +265,7 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
                     symbols.append(mksym(info.name, info.kind, parent, sig,
                                          node.start_point[0] + 1, end_line(node)))
                     qual = info.name if parent is None else parent + "." + info.name
-                    push(mark)
+                    push(None)
                     scope.append((qual, info.kind))
                     enc = qual
                     enc_kind = info.kind
@@ -222,7 +280,7 @@ def walk_generic(root, S: Src, t: Tables, lang: str):
     return purpose, symbols, refs, imports
 
 
-def _generic_purpose(root, S: Src, t: Tables) -> str:
+def _generic_purpose(root: Node, S: Src, t: GenericTables) -> str:
     comments: list[tuple[int, int, str]] = []
     for c in root.children:
         if c.kind_id in t.comment:
@@ -238,11 +296,11 @@ def _generic_purpose(root, S: Src, t: Tables) -> str:
     return ""
 
 
-def mark_names(node, ctx: Ctx, fields: tuple[str, ...], direct: bool) -> None:
+def mark_names(node: Node, ctx: Ctx[GenericTables], fields: tuple[str, ...], direct: bool) -> None:
     """Mark identifiers in binding positions of node as definitions (not references)."""
     t = ctx.t
     special = ctx.special
-    todo = []
+    todo: list[Node] = []
     for f in fields:
         todo.extend(node.children_by_field_id(t.field(f)))
     if direct:
@@ -265,58 +323,44 @@ def mark_names(node, ctx: Ctx, fields: tuple[str, ...], direct: bool) -> None:
                 todo.append(named[0])
 
 
-def binder(fields: tuple[str, ...] = (), direct: bool = False):
-    def handler(node, ctx):
+def binder(fields: tuple[str, ...] = (), direct: bool = False) -> BindHandler[GenericTables]:
+    def handler(node: Node, ctx: Ctx[GenericTables]) -> None:
         mark_names(node, ctx, fields, direct)
     return handler
 
 
-def new_tables(lang, ident, comments, skips, noise=()):
-    t = Tables(lang)
-    t.set(G_IDENT, *ident)
-    t.set(G_SKIP, *comments, *skips)
-    t.ident = t.kinds(*ident)
-    t.comment = t.kinds(*comments)
-    t.noise = frozenset(noise)
-    t.purpose_skip = frozenset()
-    t.call_field = {}
-    t.callee_fields = ()
-    t.declarator_like = frozenset()
-    t.F_BODY = t.field("body")
-    t.F_DECLARATOR = t.field("declarator")
-    return t
-
-
-def set_calls(t: Tables, calls: dict[str, str], callee_fields: tuple[str, ...], handler=None):
+def set_calls(t: GT, calls: dict[str, str], callee_fields: tuple[str, ...],
+              handler: CallHandler[GT] | None = None) -> None:
     for type_name, field in calls.items():
         for kid in t.kinds(type_name):
             t.actions[kid] = G_CALL
             t.call_field[kid] = t.field(field)
             if handler is not None:
-                t.handlers[kid] = handler
+                t.call_handlers[kid] = handler
     t.callee_fields = tuple(t.field(f) for f in callee_fields)
 
 
-def set_defs(t: Tables, defs: dict[str, object]):
+def set_defs(t: GT, defs: dict[str, DefHandler[GT]]) -> None:
     for type_name, handler in defs.items():
-        t.set(G_DEF, type_name, handler=handler)
+        for kid in t.kinds(type_name):
+            t.actions[kid] = G_DEF
+            t.def_handlers[kid] = handler
 
 
-def set_binds(t: Tables, binds: dict[str, tuple[tuple[str, ...], bool]]):
+def set_binds(t: GenericTables, binds: dict[str, tuple[tuple[str, ...], bool]]) -> None:
     for type_name, (fields, direct) in binds.items():
-        t.set(G_BIND, type_name, handler=binder(fields, direct))
+        handler = binder(fields, direct)
+        for kid in t.kinds(type_name):
+            t.actions[kid] = G_BIND
+            t.bind_handlers[kid] = handler
 
 
-def named_def(kind: str, field: str = "name"):
-    """Handler for a definition whose name is in a field; kind may be a callable(ctx)."""
-    def handler(node, ctx):
+def named_def(kind: str, field: str = "name") -> DefHandler[GenericTables]:
+    """Handler for a definition whose name is in a field."""
+    def handler(node: Node, ctx: Ctx[GenericTables]) -> DefInfo | None:
         n = node.child_by_field_id(ctx.t.field(field))
         if n is None:
             return None
-        name = ctx.S.node(n)
-        k = kind(node, ctx) if callable(kind) else kind
-        if k is None:
-            return None
-        return DefInfo(name, k, n)
+        return DefInfo(ctx.S.node(n), kind, n)
     return handler
 

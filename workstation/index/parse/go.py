@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from typing import TYPE_CHECKING
+
+from .generic import G_IMPORT, Ctx, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 
-def _go_receiver_type(node, ctx) -> str | None:
+def _go_receiver_type(node: Node, ctx: Ctx[GoTables]) -> str | None:
     t = ctx.t
     recv = node.child_by_field_id(t.field("receiver"))
     if recv is None:
@@ -28,7 +32,7 @@ def _go_receiver_type(node, ctx) -> str | None:
     return None
 
 
-def _go_method(node, ctx):
+def _go_method(node: Node, ctx: Ctx[GoTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
@@ -36,7 +40,7 @@ def _go_method(node, ctx):
     return DefInfo(ctx.S.node(n), "method", n, parent=recv if recv else None)
 
 
-def _go_type_spec(node, ctx):
+def _go_type_spec(node: Node, ctx: Ctx[GoTables]) -> DefInfo | None:
     t = ctx.t
     n = node.child_by_field_id(t.field("name"))
     if n is None:
@@ -58,7 +62,7 @@ def _go_type_spec(node, ctx):
     return DefInfo(ctx.S.node(n), kind, n, sig_end=sig_end, sig_prefix="type ")
 
 
-def _go_const(node, ctx):
+def _go_const(node: Node, ctx: Ctx[GoTables]) -> DefInfo | None:
     if ctx.enc is not None:
         return None
     n = node.child_by_field_id(ctx.t.field("name"))
@@ -67,7 +71,7 @@ def _go_const(node, ctx):
     return DefInfo(ctx.S.node(n), "constant", n, sig_prefix="const ")
 
 
-def _go_import(node, ctx):
+def _go_import(node: Node, ctx: Ctx[GoTables]) -> list[Import]:
     t = ctx.t
     out = []
     stack = [node]
@@ -87,9 +91,18 @@ def _go_import(node, ctx):
     return out
 
 
-def build_go(lang: str) -> Tables:
+class GoTables(GenericTables):
+    """Go's tables, with the kinds its handlers look up."""
+
+    go_type_ident: frozenset[int]
+    go_struct: frozenset[int]
+    go_interface: frozenset[int]
+    go_import_spec: frozenset[int]
+
+
+def build_go(lang: str) -> GoTables:
     ident = ("identifier", "field_identifier", "type_identifier", "package_identifier")
-    t = new_tables(lang, ident, ("comment",),
+    t = GoTables(lang, ident, ("comment",),
                     ("interpreted_string_literal", "raw_string_literal", "rune_literal",
                      "int_literal", "float_literal", "imaginary_literal", "true", "false",
                      "nil", "iota", "package_clause", "blank_identifier"))
@@ -98,7 +111,7 @@ def build_go(lang: str) -> Tables:
     t.go_interface = t.kinds("interface_type")
     t.go_import_spec = t.kinds("import_spec")
     set_calls(t, {"call_expression": "function"}, ("field", "function"))
-    t.set(G_IMPORT, "import_declaration", handler=_go_import)
+    t.set_import(G_IMPORT, "import_declaration", _go_import)
     set_binds(t, {
         "parameter_declaration": (("name",), False),
         "variadic_parameter_declaration": (("name",), False),

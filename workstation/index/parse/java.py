@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from typing import TYPE_CHECKING
+
+from .generic import G_IMPORT, Ctx, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 
-def _java_field(node, ctx):
+def _java_field(node: Node, ctx: Ctx[JavaTables]) -> DefInfo | None:
     t = ctx.t
     mods = None
     for c in node.named_children:
@@ -25,7 +29,7 @@ def _java_field(node, ctx):
     return None
 
 
-def _java_import(node, ctx):
+def _java_import(node: Node, ctx: Ctx[JavaTables]) -> list[Import]:
     text = ctx.S.node(node).strip()
     if text.startswith("import"):
         text = text[6:]
@@ -35,9 +39,15 @@ def _java_import(node, ctx):
     return [Import("".join(text.split()), (), node.start_point[0] + 1)]
 
 
-def build_java(lang: str) -> Tables:
+class JavaTables(GenericTables):
+    """Java's tables, with the kinds its handlers look up."""
+
+    java_modifiers: frozenset[int]
+
+
+def build_java(lang: str) -> JavaTables:
     ident = ("identifier", "type_identifier")
-    t = new_tables(lang, ident, ("line_comment", "block_comment"),
+    t = JavaTables(lang, ident, ("line_comment", "block_comment"),
                     ("string_literal", "character_literal", "text_block", "decimal_integer_literal",
                      "hex_integer_literal", "octal_integer_literal", "binary_integer_literal",
                      "decimal_floating_point_literal", "true", "false", "null_literal",
@@ -46,7 +56,7 @@ def build_java(lang: str) -> Tables:
     t.java_modifiers = t.kinds("modifiers")
     set_calls(t, {"method_invocation": "name", "object_creation_expression": "type"},
                ("name", "type"))
-    t.set(G_IMPORT, "import_declaration", handler=_java_import)
+    t.set_import(G_IMPORT, "import_declaration", _java_import)
     set_binds(t, {
         "formal_parameter": (("name",), False),
         "catch_formal_parameter": (("name",), False),

@@ -7,26 +7,30 @@ Functions are also what a variable, an assignment, an object pair or a class fie
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .generic import (
     G_IMPORT,
     G_IMPORT_WALK,
+    Ctx,
     DefInfo,
+    GenericTables,
     named_def,
-    new_tables,
     set_binds,
     set_calls,
     set_defs,
     string_value,
 )
 from .model import CONST_RE, Import
-from .treesitter import Tables
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 _JS_OWNER_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$")
 _JS_FUNC_VALUES = ("arrow_function", "function", "function_expression", "generator_function")
 
 
-def _js_variable_declarator(node, ctx):
+def _js_variable_declarator(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     t = ctx.t
     name = node.child_by_field_id(t.field("name"))
     if name is None or name.kind_id not in t.ident:
@@ -46,7 +50,7 @@ def _js_variable_declarator(node, ctx):
     return None
 
 
-def _js_func_sig_end(fn, ctx) -> int:
+def _js_func_sig_end(fn: Node, ctx: Ctx[JsTables]) -> int:
     body = fn.child_by_field_id(ctx.t.F_BODY)
     return body.start_byte if body is not None else fn.end_byte
 
@@ -54,7 +58,7 @@ def _js_func_sig_end(fn, ctx) -> int:
 _NOT_AN_OWNER = {"exports", "module.exports", "window", "global", "globalThis", "self"}
 
 
-def _js_assignment(node, ctx):
+def _js_assignment(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     """`f = function`, `res.status = function status(code) {...}` (a method of `res`,
     `res.status`; of `X` for `X.prototype.m`); `err.status = 403` writes a member ('set')."""
     t = ctx.t
@@ -79,7 +83,7 @@ def _js_assignment(node, ctx):
     return DefInfo(ctx.S.node(target), "function", target, sig_end=_js_func_sig_end(right, ctx))
 
 
-def _js_pair(node, ctx):
+def _js_pair(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     t = ctx.t
     value = node.child_by_field_id(t.field("value"))
     if value is None or value.kind_id not in t.js_func:
@@ -92,14 +96,14 @@ def _js_pair(node, ctx):
                     sig_end=_js_func_sig_end(value, ctx))
 
 
-def _js_method(node, ctx):
+def _js_method(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
     return DefInfo(ctx.S.node(n).strip("'\"`"), "method", n)
 
 
-def _js_field(node, ctx):
+def _js_field(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     t = ctx.t
     value = node.child_by_field_id(t.field("value"))
     if value is None or value.kind_id not in t.js_func:
@@ -110,14 +114,14 @@ def _js_field(node, ctx):
     return DefInfo(ctx.S.node(n), "method", n, sig_end=_js_func_sig_end(value, ctx))
 
 
-def _js_module(node, ctx):
+def _js_module(node: Node, ctx: Ctx[JsTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
     return DefInfo(ctx.S.node(n).strip("'\"`"), "module", n)
 
 
-def _js_import_names(clause, ctx) -> list[str]:
+def _js_import_names(clause: Node, ctx: Ctx[JsTables]) -> list[str]:
     t = ctx.t
     names: list[str] = []
     stack = [clause]
@@ -141,7 +145,7 @@ def _js_import_names(clause, ctx) -> list[str]:
     return names
 
 
-def _js_import(node, ctx):
+def _js_import(node: Node, ctx: Ctx[JsTables]) -> list[Import]:
     t = ctx.t
     source = node.child_by_field_id(t.field("source"))
     if source is None:
@@ -168,17 +172,17 @@ def _js_import(node, ctx):
     return [Import(module, tuple(names), node.start_point[0] + 1)]
 
 
-def _has_star_token(node) -> bool:
+def _has_star_token(node: Node) -> bool:
     return any(c.type == "*" for c in node.children)
 
 
-def _js_export(node, ctx):
+def _js_export(node: Node, ctx: Ctx[JsTables]) -> list[Import]:
     if node.child_by_field_id(ctx.t.field("source")) is None:
         return []
     return _js_import(node, ctx)
 
 
-def _js_call(node, ctx, target):
+def _js_call(node: Node, ctx: Ctx[JsTables], target: Node | None) -> list[Import]:
     """require('x') / import('x') are imports."""
     t = ctx.t
     fn = node.child_by_field_id(t.field("function"))
@@ -197,10 +201,25 @@ def _js_call(node, ctx, target):
     return [Import(v, (), node.start_point[0] + 1)] if v is not None else []
 
 
-def build_js(lang: str) -> Tables:
+class JsTables(GenericTables):
+    """JavaScript, TypeScript and TSX's tables, with the kinds its handlers look up."""
+
+    js_func: frozenset[int]
+    js_class: frozenset[int]
+    js_string: frozenset[int]
+    js_import_clause: frozenset[int]
+    js_export_clause: frozenset[int]
+    js_import_spec: frozenset[int]
+    js_namespace_import: frozenset[int]
+    js_namespace_export: frozenset[int]
+    js_export_statement: frozenset[int]
+    js_import_require: frozenset[int]
+
+
+def build_js(lang: str) -> JsTables:
     ident = ("identifier", "property_identifier", "type_identifier",
              "shorthand_property_identifier", "private_property_identifier")
-    t = new_tables(lang, ident, ("comment", "html_comment"),
+    t = JsTables(lang, ident, ("comment", "html_comment"),
                     ("string", "regex", "number", "hash_bang_line", "true", "false", "null",
                      "undefined", "this", "super", "statement_identifier", "predefined_type",
                      "escape_sequence", "string_fragment", "import", "jsx_text"),
@@ -219,8 +238,8 @@ def build_js(lang: str) -> Tables:
     t.js_import_require = t.kinds("import_require_clause")
     set_calls(t, {"call_expression": "function", "new_expression": "constructor"},
                ("property", "function", "name"), handler=_js_call)
-    t.set(G_IMPORT, "import_statement", handler=_js_import)
-    t.set(G_IMPORT_WALK, "export_statement", handler=_js_export)
+    t.set_import(G_IMPORT, "import_statement", _js_import)
+    t.set_import(G_IMPORT_WALK, "export_statement", _js_export)
     set_binds(t, {
         "formal_parameters": ((), True),
         "required_parameter": (("pattern",), False),

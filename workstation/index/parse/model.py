@@ -11,6 +11,7 @@ import operator
 import re
 import sys
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 MAX_REFERENCES = 200_000  # per file; minified or generated files stop recording past this
 MAX_SIGNATURE = 240
@@ -52,12 +53,21 @@ class Import:
     line: int
 
 
+RefRow = tuple[str, int, str | None, str]  # a Reference as a plain row: (name, line, enclosing, kind)
+R = TypeVar("R", Reference, RefRow)
+
+
+Outline = tuple[str, list[Symbol], list[R], list[Import]]  # what a walker returns: purpose, symbols, references, imports
+
+
 @dataclass
-class ParseResult:
+class ParseResult(Generic[R]):
+    """One file's outline. `references` are Reference objects from `parse`, RefRow tuples from `parse_rows`."""
+
     language: str | None
     purpose: str
     symbols: list[Symbol]
-    references: list[Reference]
+    references: list[R]
     imports: list[Import]
     line_count: int
     has_errors: bool
@@ -73,16 +83,16 @@ def mkref(name: str, line: int, enclosing: str | None, kind: str) -> Reference:
     return o
 
 
-def mksym(name, kind, parent, signature, start_line, end_line) -> Symbol:
+def mksym(name: str, kind: str, parent: str | None, signature: str, start_line: int, end_line: int) -> Symbol:
     o = _new(Symbol)
     _osa(o, "__dict__", {"name": name, "kind": kind, "parent": parent, "signature": signature,
                          "start_line": start_line, "end_line": end_line})
     return o
 
 
-def refs_from_rows(rows: list[tuple]) -> list[Reference]:
+def refs_from_rows(rows: list[RefRow]) -> list[Reference]:
     new, osa, Ref = _new, _osa, Reference
-    out = []
+    out: list[Reference] = []
     append = out.append
     for name, line, enclosing, kind in rows:
         r = new(Ref)

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
 
 from .model import (
     CONST_RE,
     MAX_REFERENCES,
     Import,
+    Outline,
     Reference,
+    RefRow,
     Symbol,
     debugging,
     mkref,
@@ -29,7 +32,10 @@ from .model import (
     sym_sort_key,
 )
 from .purpose import comment_blocks, first_doc_line, purpose_from_comments
-from .treesitter import MARK, Src, Tables, one_line, tables_for
+from .treesitter import Src, Tables, one_line, tables_for
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 _PY_COMMENT_RE = re.compile(r"#[^\n]*")
 
@@ -47,13 +53,40 @@ _PY_ATTR = 7  # `x.name`: the name is an 'attr' reference (a member read), unles
 _PY_ASSIGN = 8  # `x.name = ...`: the member assigned is a 'set' reference
 _PY_IMPORT, _PY_IMPORT_FROM, _PY_FUTURE = 9, 10, 11
 _PY_DECORATED, _PY_FUNC, _PY_CLASS = 12, 13, 14
-_PY_END = 15  # MARK: the end of a definition's scope
 _PY_NOISE = frozenset({"self", "cls"})
 PY_DEF_KINDS = frozenset({"class", "function", "method"})
 
 
-def _build_python(lang: str) -> Tables:
-    t = Tables(lang)
+class PyTables(Tables):
+    """The Python walker's tables: the kinds and fields it looks up, and `action_list`, the actions
+    as a list indexed by kind id (faster than a dict in the walk)."""
+
+    ident: frozenset[int]
+    attribute: frozenset[int]
+    block: frozenset[int]
+    interpolation: frozenset[int]
+    param_name_only: frozenset[int]
+    param_with_default: frozenset[int]
+    comment: frozenset[int]
+    expression_statement: frozenset[int]
+    assignment: frozenset[int]
+    type_alias: frozenset[int]
+    string: frozenset[int]
+    concatenated: frozenset[int]
+    aliased_import: frozenset[int]
+    wildcard_import: frozenset[int]
+    F_ATTRIBUTE: int
+    F_LEFT: int
+    F_MODULE_NAME: int
+    F_NAME: int
+    action_list: list[int]
+
+
+_TABLES: dict[str, PyTables] = {}
+
+
+def _build_python(lang: str) -> PyTables:
+    t = PyTables(lang)
     t.set(_PY_IDENT, "identifier")
     t.set(_PY_CALL, "call")
     t.set(_PY_SKIP, "comment", "line_continuation", "integer", "float", "true", "false",
@@ -94,11 +127,10 @@ def _build_python(lang: str) -> Tables:
     t.action_list = [0] * 65536  # kind_id -> action; ERROR is 65535
     for kid, a in t.actions.items():
         t.action_list[kid] = a
-    t.action_list[MARK.kind_id] = _PY_END
     return t
 
 
-def _py_last_token_row(node) -> int:
+def _py_last_token_row(node: Node) -> int:
     """Row of the last non-comment token under node: ast's end_lineno (0-indexed)."""
     eb = node.end_byte
     if eb > node.start_byte:
@@ -125,7 +157,7 @@ def _py_dotted(text: str) -> str:
     return text
 
 
-def _py_imports(node, kind: int, S: Src, t: Tables) -> list[Import]:
+def _py_imports(node: Node, kind: int, S: Src, t: PyTables) -> list[Import]:
     line = node.start_point[0] + 1
     out: list[Import] = []
     named = node.named_children
@@ -166,14 +198,15 @@ def _py_imports(node, kind: int, S: Src, t: Tables) -> list[Import]:
     return out
 
 
-def _py_string_content(node, S: Src) -> str:
+def _py_string_content(node: Node, S: Src) -> str:
     named = node.named_children
     if len(named) >= 2:
         return S(named[0].end_byte, named[-1].start_byte)
     return S.node(node)
 
 
-def _py_purpose_and_constants(root, S: Src, t: Tables, special: dict, symbols: list) -> str:
+def _py_purpose_and_constants(root: Node, S: Src, t: PyTables, special: dict[int, str | None],
+                              symbols: list[Symbol]) -> str:
     comments: list[tuple[int, int, str]] = []
     doc: str | None = None
     first_stmt = True
@@ -223,7 +256,7 @@ def _py_purpose_and_constants(root, S: Src, t: Tables, special: dict, symbols: l
     return purpose_from_comments(comment_blocks(comments))
 
 
-def parse_python(root, S: Src):
+def parse_python(root: Node, S: Src) -> Outline[RefRow]:
     """(purpose, symbols, reference rows, imports) of a Python tree.
 
     The walk goes right to left (children pushed as tree-sitter lists them, so the last pops
@@ -231,7 +264,7 @@ def parse_python(root, S: Src):
     are turned around once at the end. Every action reads only the node and its descendants,
     so the order of the walk changes nothing but the order rows are found in.
     """
-    t = tables_for("python", _build_python)
+    t = tables_for(_TABLES, "python", _build_python)
     act = t.action_list
     act_get = t.actions.get
     symbols: list[Symbol] = []
@@ -254,11 +287,9 @@ def parse_python(root, S: Src):
     F_ATTRIBUTE = t.F_ATTRIBUTE
     noise = _PY_NOISE
     refs_append = refs.append
-    mark = MARK
     # the actions as locals: as cheap to compare as literals, and named
-    WALK, IDENT, CALL, SKIP, STRING, PARAMS, KWARG, ATTR, ASSIGN, END = (
-        _PY_WALK, _PY_IDENT, _PY_CALL, _PY_SKIP, _PY_STRING, _PY_PARAMS, _PY_KWARG, _PY_ATTR, _PY_ASSIGN,
-        _PY_END)
+    WALK, IDENT, CALL, SKIP, STRING, PARAMS, KWARG, ATTR, ASSIGN = (
+        _PY_WALK, _PY_IDENT, _PY_CALL, _PY_SKIP, _PY_STRING, _PY_PARAMS, _PY_KWARG, _PY_ATTR, _PY_ASSIGN)
     F_LEFT = t.F_LEFT
     LAST_IMPORT, DECORATED, FUNC, CLASS = _PY_FUTURE, _PY_DECORATED, _PY_FUNC, _PY_CLASS
 
@@ -266,13 +297,20 @@ def parse_python(root, S: Src):
     enc: str | None = None
     enc_kind: str | None = None
 
-    stack = root.named_children
+    stack: list[Node | None] = [*root.named_children]  # None: the end of a definition's scope
     pop = stack.pop
     push = stack.append
     ext = stack.extend
 
     while stack:
         node = pop()
+        if node is None:  # the end of a definition's scope
+            scope.pop()
+            if scope:
+                enc, enc_kind = scope[-1]
+            else:
+                enc = enc_kind = None
+            continue
         a = act[node.kind_id]
         if a == IDENT:
             sb = node.start_byte
@@ -321,12 +359,6 @@ def parse_python(root, S: Src):
                 for c in node.named_children:
                     if c.kind_id in interp_ids:
                         ext(c.named_children)
-        elif a == END:  # the end of a definition's scope
-            scope.pop()
-            if scope:
-                enc, enc_kind = scope[-1]
-            else:
-                enc = enc_kind = None
         elif a == PARAMS:
             for c in node.named_children:
                 ck = c.kind_id
@@ -389,7 +421,7 @@ def parse_python(root, S: Src):
             defined.append(mksym(name, kind, enc, sig, node.start_point[0] + 1,
                                  _py_last_token_row(node) + 1))
             qual = name if enc is None else enc + "." + name
-            push(mark)
+            push(None)  # the end of its scope
             scope.append((qual, kind))
             enc = qual
             enc_kind = kind
@@ -411,11 +443,16 @@ def parse_python(root, S: Src):
 _STMT_LIST_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def py_ast_outline(tree) -> list[tuple]:
+def _end(node: ast.stmt | ast.expr) -> int:
+    """A node's last line: `end_lineno`, which `ast.parse` always sets (None only on nodes built by hand)."""
+    return node.end_lineno or node.lineno
+
+
+def py_ast_outline(tree: ast.Module) -> list[tuple[str, str, str | None, int, int | None]]:
     """(name, kind, parent, lineno, end_lineno) of every def/class, from statements only."""
     defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    out = []
-    stack = [(tree, None, None)]
+    out: list[tuple[str, str, str | None, int, int | None]] = []
+    stack: list[tuple[ast.AST, str | None, str | None]] = [(tree, None, None)]
     while stack:
         node, enc, enc_kind = stack.pop()
         if isinstance(node, defs):
@@ -434,7 +471,7 @@ def py_ast_outline(tree) -> list[tuple]:
     return out
 
 
-def parse_python_ast(source: bytes, tree=None):
+def parse_python_ast(source: bytes, tree: ast.Module | None = None) -> Outline[Reference]:
     """Same output as _parse_python, from Python's own ast. Used when tree-sitter reports
     errors on a file that Python itself accepts (grammar gaps) and its symbols differ from
     ast's, so such files still agree with ast. Raises on invalid source."""
@@ -444,7 +481,7 @@ def parse_python_ast(source: bytes, tree=None):
     for m in re.finditer(b"\n", source):
         line_starts.append(m.end())
 
-    def seg(l1, c1, l2, c2) -> str:
+    def seg(l1: int, c1: int, l2: int, c2: int) -> str:
         a = line_starts[l1 - 1] + c1
         b = line_starts[l2 - 1] + c2
         return source[a:b].decode("utf-8", "replace")
@@ -463,16 +500,15 @@ def parse_python_ast(source: bytes, tree=None):
         elif type_alias is not None and isinstance(stmt, type_alias):
             name = getattr(stmt.name, "id", None)
             if name:
-                first = seg(stmt.lineno, stmt.col_offset, stmt.end_lineno, stmt.end_col_offset)
+                first = seg(stmt.lineno, stmt.col_offset, _end(stmt), stmt.end_col_offset or 0)
                 symbols.append(mksym(name, "type", None, one_line(first.split("\n", 1)[0]),
-                                      stmt.lineno, stmt.end_lineno))
+                                      stmt.lineno, _end(stmt)))
         if isinstance(target, ast.Name) and CONST_RE.match(target.id):
-            first = seg(stmt.lineno, stmt.col_offset, stmt.end_lineno, stmt.end_col_offset)
+            first = seg(stmt.lineno, stmt.col_offset, _end(stmt), stmt.end_col_offset or 0)
             symbols.append(mksym(target.id, "constant", None,
-                                  one_line(first.split("\n", 1)[0]), stmt.lineno,
-                                  stmt.end_lineno))
+                                  one_line(first.split("\n", 1)[0]), stmt.lineno, _end(stmt)))
             target.__dict__["_ws_def"] = True
-    stack: list = [(tree, None, None, None)]
+    stack: list[tuple[ast.AST, str | None, str | None, ast.expr | None]] = [(tree, None, None, None)]
     while stack:
         node, enc, enc_kind, call_func = stack.pop()
         if isinstance(node, defs):
@@ -482,9 +518,11 @@ def parse_python_ast(source: bytes, tree=None):
                 kind = "method" if enc_kind == "class" else "function"
             body0 = node.body[0] if node.body else None
             if body0 is not None:
-                first = body0.decorator_list[0] if getattr(body0, "decorator_list", None) else body0
-                col = first.col_offset - (1 if first is not body0 else 0)  # before the '@'
-                sig = seg(node.lineno, node.col_offset, first.lineno, max(col, 0))
+                head: ast.stmt | ast.expr = body0
+                if isinstance(body0, defs) and body0.decorator_list:
+                    head = body0.decorator_list[0]
+                col = head.col_offset - (1 if head is not body0 else 0)  # before the '@'
+                sig = seg(node.lineno, node.col_offset, head.lineno, max(col, 0))
                 if "#" in sig:
                     sig = _PY_COMMENT_RE.sub(" ", sig)
                 sig = one_line(sig).rstrip(":").rstrip()
@@ -492,7 +530,7 @@ def parse_python_ast(source: bytes, tree=None):
                     sig = sig[:-1].rstrip()
             else:
                 sig = ""
-            symbols.append(mksym(node.name, kind, enc, sig, node.lineno, node.end_lineno))
+            symbols.append(mksym(node.name, kind, enc, sig, node.lineno, _end(node)))
             qual = node.name if enc is None else enc + "." + node.name
             for child in ast.iter_child_nodes(node):
                 stack.append((child, qual, kind, None))
@@ -510,7 +548,7 @@ def parse_python_ast(source: bytes, tree=None):
                 refs.append(mkref(node.id, node.lineno, enc,
                                    "call" if node is call_func else "ref"))
         elif isinstance(node, ast.Attribute):
-            refs.append(mkref(node.attr, node.end_lineno, enc,
+            refs.append(mkref(node.attr, _end(node), enc,
                                "call" if node is call_func else "set" if node.__dict__.get("_ws_set")
                                else "attr"))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):  # `x.name = ...`: a member written
@@ -524,7 +562,7 @@ def parse_python_ast(source: bytes, tree=None):
             if node.name and node.name not in _PY_NOISE:
                 line = node.lineno
                 if isinstance(node, ast.ExceptHandler) and node.type is not None:
-                    line = node.type.end_lineno
+                    line = _end(node.type)
                 refs.append(mkref(node.name, line, enc, "ref"))
         func = node.func if isinstance(node, ast.Call) else None
         for child in ast.iter_child_nodes(node):
@@ -539,11 +577,11 @@ def parse_python_ast(source: bytes, tree=None):
         purpose = first_doc_line(body[0].value.value)
     if not purpose:
         first_line = body[0].lineno if body else len(line_starts) + 1
-        comments = []
+        comments: list[tuple[int, int, str]] = []
         for row, raw in enumerate(source.split(b"\n", first_line)[: first_line - 1]):
-            line = raw.decode("utf-8", "replace").strip()
-            if line.startswith("#"):
-                comments.append((row, row, line))
+            text = raw.decode("utf-8", "replace").strip()
+            if text.startswith("#"):
+                comments.append((row, row, text))
         purpose = purpose_from_comments(comment_blocks(comments))
     if len(refs) > MAX_REFERENCES:
         del refs[MAX_REFERENCES:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
+from typing import Collection
 
 from .model import Import
 
@@ -16,7 +17,7 @@ from .model import Import
 class _PathIndex:
     """Look-ups over a set of repo-relative paths, built once per set."""
 
-    def __init__(self, paths):
+    def __init__(self, paths: Collection[str]):
         self.paths = paths
         self.by_basename: dict[str, list[str]] = {}
         self.dirs: dict[str, list[str]] = {}
@@ -57,7 +58,7 @@ _index_cache: list[tuple[object, int, _PathIndex]] = []
 _index_lock = threading.Lock()
 
 
-def _path_index(known_paths) -> _PathIndex:
+def _path_index(known_paths: Collection[str]) -> _PathIndex:
     n = len(known_paths)
     with _index_lock:
         for obj, size, idx in _index_cache:
@@ -347,7 +348,7 @@ _RESOLVERS = {
 }
 
 
-def resolve_import_all(imp: Import, importer: str, language: str, known_paths) -> list[str]:
+def resolve_import_all(imp: Import, importer: str, language: str, known_paths: Collection[str]) -> list[str]:
     """Every path in known_paths that the import plausibly names, best first (a Python
     ``from pkg import a, b`` can name submodules a and b; a Go import names all the files
     of a package directory). Never raises."""
@@ -363,7 +364,7 @@ def resolve_import_all(imp: Import, importer: str, language: str, known_paths) -
         return []
 
 
-def resolve_import(imp: Import, importer: str, language: str, known_paths) -> str | None:
+def resolve_import(imp: Import, importer: str, language: str, known_paths: Collection[str]) -> str | None:
     """Map an import to a repo-relative path in known_paths where possible, else None.
 
     python: dotted modules and relative imports, packages' __init__.py, src/ and other

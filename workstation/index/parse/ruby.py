@@ -3,19 +3,24 @@
 
 from __future__ import annotations
 
-from .generic import DefInfo, new_tables, set_binds, set_calls, set_defs, string_value
+from typing import TYPE_CHECKING
+
+from .generic import Ctx, DefHandler, DefInfo, GenericTables, set_binds, set_calls, set_defs, string_value
 from .model import Import
-from .treesitter import Tables, one_line
+from .treesitter import one_line
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 
-def _ruby_scoped_name(n, ctx):
+def _ruby_scoped_name(n: Node, ctx: Ctx[RubyTables]) -> tuple[str, str | None]:
     text = one_line(ctx.S.node(n)).replace(" ", "")
     scope, _, last = text.rpartition("::")
     return last, scope.replace("::", ".").strip(".") or None
 
 
-def _ruby_class(kind: str):
-    def handler(node, ctx):
+def _ruby_class(kind: str) -> DefHandler[RubyTables]:
+    def handler(node: Node, ctx: Ctx[RubyTables]) -> DefInfo | None:
         n = node.child_by_field_id(ctx.t.field("name"))
         if n is None:
             return None
@@ -27,7 +32,7 @@ def _ruby_class(kind: str):
     return handler
 
 
-def _ruby_method(node, ctx):
+def _ruby_method(node: Node, ctx: Ctx[RubyTables]) -> DefInfo | None:
     t = ctx.t
     n = node.child_by_field_id(t.field("name"))
     if n is None:
@@ -39,7 +44,7 @@ def _ruby_method(node, ctx):
     return DefInfo(ctx.S.node(n), kind, n, sig_end=end)
 
 
-def _ruby_assignment(node, ctx):
+def _ruby_assignment(node: Node, ctx: Ctx[RubyTables]) -> DefInfo | None:
     t = ctx.t
     if ctx.enc_kind in ("method", "function"):
         return None
@@ -49,7 +54,7 @@ def _ruby_assignment(node, ctx):
     return DefInfo(ctx.S.node(left), "constant", left)
 
 
-def _ruby_call(node, ctx, target):
+def _ruby_call(node: Node, ctx: Ctx[RubyTables], target: Node | None) -> list[Import]:
     t = ctx.t
     if target is None or node.child_by_field_id(t.field("receiver")) is not None:
         return []
@@ -70,9 +75,17 @@ def _ruby_call(node, ctx, target):
     return [Import(value, (), node.start_point[0] + 1)]
 
 
-def build_ruby(lang: str) -> Tables:
+class RubyTables(GenericTables):
+    """Ruby's tables, with the kinds its handlers look up."""
+
+    rb_constant: frozenset[int]
+    rb_string: frozenset[int]
+    rb_singleton: frozenset[int]
+
+
+def build_ruby(lang: str) -> RubyTables:
     ident = ("identifier", "constant")
-    t = new_tables(lang, ident, ("comment",),
+    t = RubyTables(lang, ident, ("comment",),
                     ("integer", "float", "true", "false", "nil", "self", "simple_symbol",
                      "string_content", "escape_sequence", "heredoc_body", "regex", "character",
                      "instance_variable", "class_variable", "global_variable",

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
-from .generic import G_IMPORT, DefInfo, named_def, new_tables, set_binds, set_calls, set_defs
+from typing import TYPE_CHECKING
+
+from .generic import G_IMPORT, Ctx, DefInfo, GenericTables, named_def, set_binds, set_calls, set_defs
 from .model import Import
-from .treesitter import Tables, one_line
+from .treesitter import one_line
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 
-def _rust_fn(node, ctx):
+def _rust_fn(node: Node, ctx: Ctx[RustTables]) -> DefInfo | None:
     n = node.child_by_field_id(ctx.t.field("name"))
     if n is None:
         return None
@@ -16,7 +21,7 @@ def _rust_fn(node, ctx):
     return DefInfo(ctx.S.node(n), kind, n)
 
 
-def _rust_type_name(ty, ctx) -> str | None:
+def _rust_type_name(ty: Node | None, ctx: Ctx[RustTables]) -> str | None:
     t = ctx.t
     for _ in range(6):
         if ty is None:
@@ -31,7 +36,7 @@ def _rust_type_name(ty, ctx) -> str | None:
     return None
 
 
-def _rust_impl(node, ctx):
+def _rust_impl(node: Node, ctx: Ctx[RustTables]) -> DefInfo | None:
     ty = node.child_by_field_id(ctx.t.field("type"))
     name = _rust_type_name(ty, ctx)
     if not name:
@@ -39,7 +44,7 @@ def _rust_impl(node, ctx):
     return DefInfo(name, "impl", None)
 
 
-def _rust_mod(node, ctx):
+def _rust_mod(node: Node, ctx: Ctx[RustTables]) -> DefInfo | None:
     t = ctx.t
     n = node.child_by_field_id(t.field("name"))
     if n is None or node.child_by_field_id(t.F_BODY) is None:
@@ -47,7 +52,7 @@ def _rust_mod(node, ctx):
     return DefInfo(ctx.S.node(n), "module", n)
 
 
-def _rust_mod_import(node, ctx):
+def _rust_mod_import(node: Node, ctx: Ctx[RustTables]) -> list[Import]:
     t = ctx.t
     n = node.child_by_field_id(t.field("name"))
     if n is not None and node.child_by_field_id(t.F_BODY) is None:
@@ -56,7 +61,7 @@ def _rust_mod_import(node, ctx):
     return []
 
 
-def _rust_use_items(node, ctx) -> list[str]:
+def _rust_use_items(node: Node, ctx: Ctx[RustTables]) -> list[str]:
     t = ctx.t
     out = []
     for c in node.named_children:
@@ -71,7 +76,7 @@ def _rust_use_items(node, ctx) -> list[str]:
     return out
 
 
-def _rust_use(node, ctx):
+def _rust_use(node: Node, ctx: Ctx[RustTables]) -> list[Import]:
     t = ctx.t
     line = node.start_point[0] + 1
     arg = node.child_by_field_id(t.field("argument"))
@@ -95,14 +100,24 @@ def _rust_use(node, ctx):
     return [Import(text, (), line)]
 
 
-def _rust_extern_crate(node, ctx):
+def _rust_extern_crate(node: Node, ctx: Ctx[RustTables]) -> list[Import]:
     n = node.child_by_field_id(ctx.t.field("name"))
     return [Import(ctx.S.node(n), (), node.start_point[0] + 1)] if n is not None else []
 
 
-def build_rust(lang: str) -> Tables:
+class RustTables(GenericTables):
+    """Rust's tables, with the kinds its handlers look up."""
+
+    rust_type_ident: frozenset[int]
+    rust_use_as: frozenset[int]
+    rust_use_wildcard: frozenset[int]
+    rust_scoped_use_list: frozenset[int]
+    rust_use_list: frozenset[int]
+
+
+def build_rust(lang: str) -> RustTables:
     ident = ("identifier", "field_identifier", "type_identifier")
-    t = new_tables(lang, ident, ("line_comment", "block_comment"),
+    t = RustTables(lang, ident, ("line_comment", "block_comment"),
                     ("string_literal", "raw_string_literal", "char_literal", "integer_literal",
                      "float_literal", "boolean_literal", "primitive_type", "self", "crate",
                      "super", "lifetime", "escape_sequence"))
@@ -113,8 +128,8 @@ def build_rust(lang: str) -> Tables:
     t.rust_use_list = t.kinds("use_list")
     set_calls(t, {"call_expression": "function", "macro_invocation": "macro"},
                ("field", "name", "function"))
-    t.set(G_IMPORT, "use_declaration", handler=_rust_use)
-    t.set(G_IMPORT, "extern_crate_declaration", handler=_rust_extern_crate)
+    t.set_import(G_IMPORT, "use_declaration", _rust_use)
+    t.set_import(G_IMPORT, "extern_crate_declaration", _rust_extern_crate)
     set_binds(t, {
         "parameter": (("pattern",), False),
         "let_declaration": (("pattern",), False),
@@ -130,19 +145,16 @@ def build_rust(lang: str) -> Tables:
         "enum_item": named_def("enum"),
         "trait_item": named_def("trait"),
         "impl_item": _rust_impl,
-        "mod_item": _rust_mod,
+        "mod_item": _rust_mod_dispatch,  # 'mod x;' is an import, 'mod x { ... }' a module symbol
         "const_item": named_def("constant"),
         "static_item": named_def("constant"),
         "type_item": named_def("type"),
         "macro_definition": named_def("macro"),
     })
-    # mod items: 'mod x;' is an import, 'mod x { ... }' a module symbol
-    for kid in t.kinds("mod_item"):
-        t.handlers[kid] = _rust_mod_dispatch
     return t
 
 
-def _rust_mod_dispatch(node, ctx):
+def _rust_mod_dispatch(node: Node, ctx: Ctx[RustTables]) -> DefInfo | None:
     info = _rust_mod(node, ctx)
     if info is None:
         ctx.pending.extend(_rust_mod_import(node, ctx))

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from .model import MAX_SIGNATURE
 
+if TYPE_CHECKING:
+    from tree_sitter import Language, Node, Parser
+
 _lock = threading.RLock()  # tables_for may build a parser while holding it
-_languages: dict[str, object] = {}
-_tables: dict[str, "Tables"] = {}
+_languages: dict[str, Language] = {}
 _local = threading.local()
 
 
-def get_language(lang: str):
+def get_language(lang: str) -> Language:
     language = _languages.get(lang)
     if language is None:
         with _lock:
@@ -34,7 +36,7 @@ def get_language(lang: str):
     return language
 
 
-def get_parser(lang: str):
+def get_parser(lang: str) -> Parser:
     """One parser per language per thread (tree-sitter parsers are not thread-safe)."""
     cache = getattr(_local, "parsers", None)
     if cache is None:
@@ -60,21 +62,21 @@ class Tables:
     """Node-kind ids of one grammar, looked up by name (several ids can share a name).
 
     `actions` maps a kind id to what the language's walker does with that node (its own
-    named constants); `handlers` to the function that does it, where there is one.
+    named constants). A walker's subclass declares the kind sets and fields it looks up
+    (python.PyTables, generic.GenericTables and one per language family).
     """
 
     def __init__(self, lang: str):
         language = get_language(lang)
         ids: dict[str, list[int]] = {}
         for i in range(language.node_kind_count):
-            if language.node_kind_is_named(i):
-                ids.setdefault(language.node_kind_for_id(i), []).append(i)
+            name = language.node_kind_for_id(i)  # None only for an id past the grammar's
+            if name is not None and language.node_kind_is_named(i):
+                ids.setdefault(name, []).append(i)
         self.language = language
         self.ids = ids
         self.actions: dict[int, int] = {}
-        self.handlers: dict[int, object] = {}
         self.fields: dict[str, int] = {}
-        self.member: frozenset[int] = frozenset()  # identifiers naming a member (`x.status`): 'attr' refs
 
     def kinds(self, *names: str) -> frozenset[int]:
         out: set[int] = set()
@@ -82,11 +84,9 @@ class Tables:
             out.update(self.ids.get(n, ()))
         return frozenset(out)
 
-    def set(self, action: int, *names: str, handler=None) -> None:
+    def set(self, action: int, *names: str) -> None:
         for kid in self.kinds(*names):
             self.actions[kid] = action
-            if handler is not None:
-                self.handlers[kid] = handler
 
     def field(self, name: str) -> int:
         fid = self.fields.get(name)
@@ -96,24 +96,19 @@ class Tables:
         return fid
 
 
-def tables_for(lang: str, build: Callable[[str], Tables]) -> Tables:
-    """The tables of `lang`, built by `build(lang)` the first time they are asked for."""
-    t = _tables.get(lang)
+T = TypeVar("T", bound=Tables)
+
+
+def tables_for(cache: dict[str, T], lang: str, build: Callable[[str], T]) -> T:
+    """The tables of `lang` in `cache` (a walker's own), built by `build(lang)` the first time they are asked for."""
+    t = cache.get(lang)
     if t is None:
         with _lock:
-            t = _tables.get(lang)
+            t = cache.get(lang)
             if t is None:
                 t = build(lang)
-                _tables[lang] = t
+                cache[lang] = t
     return t
-
-
-class _Mark:
-    __slots__ = ()
-    kind_id = 65534  # no grammar's: a walker's kind table can map it to "end of scope" (ERROR is 65535)
-
-
-MARK = _Mark()  # pushed on a walker's stack where a scope ends
 
 
 def one_line(text: str, limit: int = MAX_SIGNATURE) -> str:
@@ -123,7 +118,7 @@ def one_line(text: str, limit: int = MAX_SIGNATURE) -> str:
     return s
 
 
-def end_line(node) -> int:
+def end_line(node: Node) -> int:
     """1-indexed inclusive end line; a node ending at column 0 ends on the previous line."""
     er, ec = node.end_point
     if ec == 0 and er > node.start_point[0]:
@@ -139,12 +134,12 @@ class Src:
     def __init__(self, src: bytes):
         self.src = src
         self.ascii = src.isascii()
-        self.text = src.decode("ascii") if self.ascii else None
+        self.text = src.decode("ascii") if self.ascii else ""  # read only when ascii
 
     def __call__(self, sb: int, eb: int) -> str:
         if self.ascii:
             return self.text[sb:eb]
         return self.src[sb:eb].decode("utf-8", "replace")
 
-    def node(self, node) -> str:
+    def node(self, node: Node) -> str:
         return self(node.start_byte, node.end_byte)
