@@ -93,6 +93,26 @@ def latest_results(messages: list[dict]) -> list[tuple[str, dict, str]]:
     return out
 
 
+POINTER = re.compile(r"^symbols: the \d+ lines of (\S+) in the repository map of your system message", re.M)
+
+
+def whole_map(messages: list[dict], text: str) -> str:
+    """A file_meta result as a model reads it: one that points at the system message's repository map (its
+    symbols are shown there, unchanged) gets those symbol lines back in place of the pointer."""
+    found = POINTER.search(text)
+    if not found:
+        return text
+    system = "\n".join(content(m) for m in messages if m.get("role") == "system")
+    block = []
+    for line in system.split(f"\n{found.group(1)}:\n", 1)[-1].splitlines():
+        if not line.startswith("  "):
+            break
+        block.append(line[2:])
+    if f"\n{found.group(1)}:\n" not in system or not block:
+        raise PolicyError(f"file_meta points at the repository map for {found.group(1)}, which does not show it")
+    return text[:found.start()] + "\n".join(block)  # the pointer is the result's last line
+
+
 def numbered_rows(results) -> dict[int, str]:
     """Line number -> text of every row the read_lines results show."""
     seen: dict[int, str] = {}

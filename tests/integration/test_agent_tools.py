@@ -261,6 +261,28 @@ def test_file_meta_of_a_changed_file_is_a_miss_and_fresh(ag, ws):
     assert meta.data["memory"] == "miss" and "def added()" in meta.text
 
 
+def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws):
+    """A map the system message's repository map shows whole and unchanged is not sent twice: its header
+    lines and a pointer; a map it shows otherwise (nested symbols are written differently there), or as it
+    was before an edit, is sent whole."""
+    whole = call(ag, "file_meta", path="pkg/core.py").text
+    ag.ctx.head_map = ws.kmap.repo_map(tokens=2048)
+    assert "\npkg/core.py:\n  6-9 def fetch" in ag.ctx.head_map
+    pointed = call(ag, "file_meta", path="pkg/core.py")
+    symbols = [line for line in whole.splitlines() if line.lstrip()[:1].isdigit()]
+    assert pointed.ok and pointed.data["in_head_map"] and "6-9 def fetch" not in pointed.text
+    assert pointed.text.splitlines() == [line for line in whole.splitlines() if line not in symbols] + [
+        f"symbols: the {len(symbols)} lines of pkg/core.py in the repository map of your system message, "
+        "unchanged since: not sent again"]
+    assert tools.get("file_meta").verify_skip(tools.Call.from_record(
+        {"ok": True, "name": "file_meta", **pointed.data}, {"path": "pkg/core.py"}))  # replay cannot recompute it
+    assert "in_head_map" not in call(ag, "file_meta", path="pkg/util.py").data  # `Cleaner: def run` there
+    call(ag, "replace_lines", path="pkg/core.py", start=6, end=6,
+         content="def fetch(url: str, timeout: float = 5.0, request_id: str | None = None) -> str:")
+    edited = call(ag, "file_meta", path="pkg/core.py")
+    assert "in_head_map" not in edited.data and "request_id" in edited.text
+
+
 def test_read_lines_numbers_and_bad_arguments(ag):
     result = call(ag, "read_lines", path="pkg/core.py", start="6", end=7)
     assert result.ok and result.text.splitlines() == [

@@ -387,6 +387,7 @@ class Agent:
         epoch = updates.current_epoch(seen(view))
         if epoch is None:
             raise WorkstationError("no epoch in force: _sync_context comes first")  # a bug, not the user's
+        self.ctx.head_map = str(epoch.get("excerpt") or "")  # what file_meta need not repeat (tools.files)
         return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
                              tools_tokens=self._tool_schema_tokens(), count=self._count,
                              counter=self.session.counter)

@@ -51,13 +51,44 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
         return real.read_bytes().decode("utf-8", "replace")
 
     text = fmap.render()
+    pointer = _in_head_map(ctx.head_map, rel, text)
     try:
         size = real.stat().st_size
         file_tokens = ctx.file_tokens(sha, whole, size)
     except OSError:  # deleted since: the map was still served
         size, file_tokens = 0, None
-    return ToolResult(text, data={"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit",
-                                  "sha": sha, "file_tokens": file_tokens, "chars_saved": max(0, size - len(text))})
+    data = {"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit", "sha": sha,
+            "file_tokens": file_tokens, "chars_saved": max(0, size - len(pointer or text))}
+    return ToolResult(pointer or text, data={**data, "in_head_map": True} if pointer else data)
+
+
+def _in_head_map(head_map: str, rel: str, text: str) -> str | None:
+    """A file map whose every symbol line the system message's repository map shows, unchanged and in order
+    (`rel:`, then its symbols indented by two): its header lines and a pointer there, since the symbols are in
+    the model's context already. None: that map does not show it whole."""
+    lines = text.splitlines()
+    symbols = [line for line in lines if line.lstrip()[:1].isdigit()]
+    if not head_map or not symbols or len(symbols) + 3 < len(lines) or "more symbols)" in lines[-1]:
+        return None
+    block = head_map.split(f"\n{rel}:\n", 1)
+    if len(block) < 2:
+        return None
+    shown = []
+    for line in block[1].splitlines():
+        if not line.startswith("  "):
+            break
+        shown.append(line[2:])
+    if shown != symbols:
+        return None
+    top = [line for line in lines if line not in symbols]
+    return "\n".join(top + [f"symbols: the {len(symbols)} lines of {rel} in the repository map of your system "
+                             "message, unchanged since: not sent again"])
+
+
+def _file_meta_skip(call: Call) -> str | None:
+    if call.data.get("in_head_map"):
+        return "answered by pointing at the map the system message showed, not rendered whole"
+    return None
 
 
 def _file_meta_meaning(call: Call) -> Meaning:
@@ -186,7 +217,7 @@ TOOLS = [
          "ranges. Costs a few percent of reading the file: call it before read_lines. When the map ends with "
          "'(+N more symbols)', ask again with a larger tokens budget.",
          params(["path"], path=STR, tokens={"type": "integer", "description": "map budget in tokens"}),
-         _file_meta, QUERY, meaning=_file_meta_meaning, verify=RECOMPUTE),
+         _file_meta, QUERY, meaning=_file_meta_meaning, verify=RECOMPUTE, verify_skip=_file_meta_skip),
     Tool("read_lines", "Lines start..end (1-indexed, inclusive) of a file. Read only the range you need.",
          params(["path", "start", "end"], path=STR, start=INT, end=INT), _read_lines, QUERY,
          meaning=_read_lines_meaning, verify=RECOMPUTE, verify_skip=_read_lines_skip, label=_range_label),
