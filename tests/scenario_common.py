@@ -93,23 +93,42 @@ def latest_results(messages: list[dict]) -> list[tuple[str, dict, str]]:
     return out
 
 
-POINTER = re.compile(r"^symbols: the \d+ lines of (\S+) in the repository map of your system message", re.M)
+POINTER = re.compile(r"^symbols: as in the repository map of your system message", re.M)
+EARLIER = re.compile(r"^(?:\d+ lines )?as your file_meta \(call (\S+)\) above showed.*$", re.M)
+
+
+def _is_row(line: str) -> bool:
+    return line.lstrip()[:1].isdigit()
 
 
 def whole_map(messages: list[dict], text: str) -> str:
     """A file_meta result as a model reads it: one that points at the system message's repository map (its
-    symbols are shown there, unchanged) gets those symbol lines back in place of the pointer."""
+    symbols are shown there, unchanged) gets those symbol lines back in place of the pointer; one that points
+    at an earlier file_meta result still in the context gets that one's lines merged with its own, the
+    symbols in line order."""
+    if found := EARLIER.search(text):
+        earlier = next((content(m) for m in messages if m.get("role") == "tool"
+                        and m.get("tool_call_id") == found.group(1)), None)
+        if earlier is None:
+            raise PolicyError(f"file_meta points at call {found.group(1)}, which the context does not hold")
+        lines = [line for line in earlier.splitlines()[1:] + text[found.end():].splitlines()
+                 if line.strip() and not line.endswith("more symbols)")]
+        rows = sorted((line for line in lines if _is_row(line)), key=lambda line: int(re.match(r"\s*(\d+)", line)[1]))
+        cut = [line for line in text.splitlines() if line.endswith("more symbols)")]
+        return "\n".join([text.splitlines()[0], *dict.fromkeys(line for line in lines if not _is_row(line)), *rows,
+                          *cut])
     found = POINTER.search(text)
     if not found:
         return text
     system = "\n".join(content(m) for m in messages if m.get("role") == "system")
+    path = text.split(" (", 1)[0]
     block = []
-    for line in system.split(f"\n{found.group(1)}:\n", 1)[-1].splitlines():
+    for line in system.split(f"\n{path}:\n", 1)[-1].splitlines():
         if not line.startswith("  "):
             break
         block.append(line[2:])
-    if f"\n{found.group(1)}:\n" not in system or not block:
-        raise PolicyError(f"file_meta points at the repository map for {found.group(1)}, which does not show it")
+    if f"\n{path}:\n" not in system or not block:
+        raise PolicyError(f"file_meta points at the repository map for {path}, which does not show it")
     return text[:found.start()] + "\n".join(block)  # the pointer is the result's last line
 
 

@@ -272,8 +272,7 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
     symbols = [line for line in whole.splitlines() if line.lstrip()[:1].isdigit()]
     assert pointed.ok and pointed.data["in_head_map"] and "6-9 def fetch" not in pointed.text
     assert pointed.text.splitlines() == [line for line in whole.splitlines() if line not in symbols] + [
-        f"symbols: the {len(symbols)} lines of pkg/core.py in the repository map of your system message, "
-        "unchanged since: not sent again"]
+        f"symbols: as in the repository map of your system message ({len(symbols)} lines, unchanged)"]
     assert tools.get("file_meta").verify_skip(tools.Call.from_record(
         {"ok": True, "name": "file_meta", **pointed.data}, {"path": "pkg/core.py"}))  # replay cannot recompute it
     assert "in_head_map" not in call(ag, "file_meta", path="pkg/util.py").data  # `Cleaner: def run` there
@@ -281,6 +280,28 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
          content="def fetch(url: str, timeout: float = 5.0, request_id: str | None = None) -> str:")
     edited = call(ag, "file_meta", path="pkg/core.py")
     assert "in_head_map" not in edited.data and "request_id" in edited.text
+
+
+def test_file_meta_asked_again_sends_only_what_the_map_in_context_left_out(ag):
+    """A larger budget after a cut map: the header line, then only the lines the earlier map (same content,
+    still in the model's context) left out; the same map again: a pointer; after an edit: whole again."""
+    ag.ctx.call_id = "call_cut"
+    cut = call(ag, "file_meta", path="pkg/core.py", tokens=40)
+    assert cut.text.endswith("more symbols)") and "continues" not in cut.data
+    ag.ctx.call_id = "call_whole"
+    whole_text = tools.call(ag.user_ctx, "file_meta", {"path": "pkg/core.py"}).text  # no memory: all of it
+    rest = call(ag, "file_meta", path="pkg/core.py", tokens=2048)
+    shown = cut.text.splitlines()[1:-1]
+    left = [line for line in whole_text.splitlines()[1:] if line not in shown]
+    assert rest.data["continues"] == "call_cut" and rest.text.splitlines() == [
+        whole_text.splitlines()[0], f"{len(shown)} lines as your file_meta (call call_cut) above showed them, "
+        f"unchanged; the {len(left)} it left out:", *left]
+    ag.ctx.call_id = "call_same"
+    call(ag, "file_meta", path="pkg/util.py")
+    again = call(ag, "file_meta", path="pkg/util.py")
+    assert again.text.splitlines()[1] == "as your file_meta (call call_same) above showed it, unchanged: not sent again"
+    ag.ranges.new_request(set())  # the request after a redaction: those results are no longer in context
+    assert "continues" not in call(ag, "file_meta", path="pkg/util.py").data
 
 
 def test_read_lines_numbers_and_bad_arguments(ag):

@@ -583,7 +583,7 @@ class Agent:
         self.ctx.reindex()
         if done.conversation:  # what the model read in the turns it no longer sees, it must read again
             self.ctx.ledger = ReadLedger()
-            self.ranges.reads.clear()
+            self.ranges.clear()
         return done
 
     def _recall(self, record_id: str) -> str:

@@ -13,7 +13,7 @@ from ...fsutil import confine
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
-                   MAX_RESULT_CHARS)
+                   MAX_RESULT_CHARS, RangeMemory)
 from .writes import change, shown_range, summary_line
 
 MAX_MAP_TOKENS = 4096
@@ -58,8 +58,43 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     except OSError:  # deleted since: the map was still served
         size, file_tokens = 0, None
     data = {"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit", "sha": sha,
-            "file_tokens": file_tokens, "chars_saved": max(0, size - len(pointer or text))}
-    return ToolResult(pointer or text, data={**data, "in_head_map": True} if pointer else data)
+            "file_tokens": file_tokens}
+    if pointer:
+        data["in_head_map"] = True
+    elif ctx.ranges is not None:
+        pointer = _shown_before(ctx.ranges, rel, sha, text)
+        if pointer:
+            data["continues"] = pointer[1]
+            pointer = pointer[0]
+        else:
+            ctx.ranges.remember_map(rel, sha, ctx.call_id, [line for line in text.splitlines()[1:]
+                                                           if not line.endswith("more symbols)")])
+    data["chars_saved"] = max(0, size - len(pointer or text))
+    return ToolResult(pointer or text, data=data)
+
+
+def _symbol_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip()[:1].isdigit()]
+
+
+def _shown_before(ranges: RangeMemory, rel: str, sha: str, text: str) -> tuple[str, str] | None:
+    """(result, call id) when an earlier map of the same content is still in the model's context: the header
+    line, then only the lines that one left out (a larger budget after a cut map), or a pointer when it left
+    none out. None: none is, or it shows none of these lines."""
+    earlier = ranges.shown_map(rel, sha)
+    if earlier is None:
+        return None
+    call_id, seen = earlier
+    head, *lines = text.splitlines()
+    cut = [lines.pop()] if lines and lines[-1].endswith("more symbols)") else []
+    left = [line for line in lines if line not in seen]
+    if len(left) == len(lines):
+        return None
+    if not left:
+        return "\n".join([head, f"as your file_meta (call {call_id}) above showed it, unchanged: not sent again",
+                          *cut]), call_id
+    return "\n".join([head, f"{len(lines) - len(left)} lines as your file_meta (call {call_id}) above showed them, "
+                             f"unchanged; the {len(left)} it left out:", *left, *cut]), call_id
 
 
 def _in_head_map(head_map: str, rel: str, text: str) -> str | None:
@@ -67,7 +102,7 @@ def _in_head_map(head_map: str, rel: str, text: str) -> str | None:
     (`rel:`, then its symbols indented by two): its header lines and a pointer there, since the symbols are in
     the model's context already. None: that map does not show it whole."""
     lines = text.splitlines()
-    symbols = [line for line in lines if line.lstrip()[:1].isdigit()]
+    symbols = _symbol_lines(text)
     if not head_map or not symbols or len(symbols) + 3 < len(lines) or "more symbols)" in lines[-1]:
         return None
     block = head_map.split(f"\n{rel}:\n", 1)
@@ -81,13 +116,13 @@ def _in_head_map(head_map: str, rel: str, text: str) -> str | None:
     if shown != symbols:
         return None
     top = [line for line in lines if line not in symbols]
-    return "\n".join(top + [f"symbols: the {len(symbols)} lines of {rel} in the repository map of your system "
-                             "message, unchanged since: not sent again"])
+    return "\n".join(top + [f"symbols: as in the repository map of your system message ({len(symbols)} lines, "
+                             "unchanged)"])
 
 
 def _file_meta_skip(call: Call) -> str | None:
-    if call.data.get("in_head_map"):
-        return "answered by pointing at the map the system message showed, not rendered whole"
+    if call.data.get("in_head_map") or call.data.get("continues"):
+        return "answered by pointing at a map the model's context showed, not rendered whole"
     return None
 
 
