@@ -93,7 +93,7 @@ def latest_results(messages: list[dict]) -> list[tuple[str, dict, str]]:
     return out
 
 
-POINTER = re.compile(r"^symbols: as in the repository map of your system message", re.M)
+POINTER = re.compile(r"^symbols: (?:\d+ lines )?as in the repository map in your context.*$", re.M)
 EARLIER = re.compile(r"^(?:\d+ lines )?as your file_meta \(call (\S+)\) above showed.*$", re.M)
 
 
@@ -120,16 +120,22 @@ def whole_map(messages: list[dict], text: str) -> str:
     found = POINTER.search(text)
     if not found:
         return text
-    system = "\n".join(content(m) for m in messages if m.get("role") == "system")
     path = text.split(" (", 1)[0]
-    block = []
-    for line in system.split(f"\n{path}:\n", 1)[-1].splitlines():
-        if not line.startswith("  "):
-            break
-        block.append(line[2:])
-    if f"\n{path}:\n" not in system or not block:
-        raise PolicyError(f"file_meta points at the repository map for {path}, which does not show it")
-    return text[:found.start()] + "\n".join(block)  # the pointer is the result's last line
+    shown: dict[str, str] = {}  # symbol -> its line: the system message's map, then each map update over it
+    for message in messages:
+        if message.get("role") == "system" or is_note(message):
+            parts = content(message).split(f"\n{path}:\n", 1)
+            for line in parts[1].splitlines() if len(parts) > 1 else ():
+                if not line.startswith("  "):
+                    break
+                shown[re.sub(r"^\d+(?:-\d+)? ", "", line[2:]).split("(", 1)[0]] = line[2:]
+    if not shown:
+        raise PolicyError(f"file_meta points at the repository map for {path}, which the context does not show")
+    for line in text[found.end():].splitlines():  # the lines that map leaves out
+        if line.strip():
+            shown[re.sub(r"^\d+(?:-\d+)? ", "", line).split("(", 1)[0]] = line
+    rows = sorted(shown.values(), key=lambda line: int(re.match(r"\d+", line)[0]))
+    return text[:found.start()] + "\n".join(rows)
 
 
 def numbered_rows(results) -> dict[int, str]:

@@ -262,9 +262,9 @@ def test_file_meta_of_a_changed_file_is_a_miss_and_fresh(ag, ws):
 
 
 def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws):
-    """A map the system message's repository map shows whole and unchanged is not sent twice: its header
-    lines and a pointer; a map it shows otherwise (nested symbols are written differently there), or as it
-    was before an edit, is sent whole."""
+    """A map the repository map in the model's context shows whole and unchanged is not sent twice: its header
+    lines and a pointer; shown in part, the lines it leaves out; shown otherwise (nested symbols are written
+    differently there), or as it was before an edit, it is sent whole."""
     whole = call(ag, "file_meta", path="pkg/core.py").text
     ag.ctx.head_map = ws.kmap.repo_map(tokens=2048)
     assert "\npkg/core.py:\n  6-9 def fetch" in ag.ctx.head_map
@@ -272,10 +272,16 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
     symbols = [line for line in whole.splitlines() if line.lstrip()[:1].isdigit()]
     assert pointed.ok and pointed.data["in_head_map"] and "6-9 def fetch" not in pointed.text
     assert pointed.text.splitlines() == [line for line in whole.splitlines() if line not in symbols] + [
-        f"symbols: as in the repository map of your system message ({len(symbols)} lines, unchanged)"]
+        f"symbols: as in the repository map in your context ({len(symbols)} lines, unchanged)"]
     assert tools.get("file_meta").verify_skip(tools.Call.from_record(
         {"ok": True, "name": "file_meta", **pointed.data}, {"path": "pkg/core.py"}))  # replay cannot recompute it
     assert "in_head_map" not in call(ag, "file_meta", path="pkg/util.py").data  # `Cleaner: def run` there
+    # a map the repository map shows in part (cut to its budget there): the lines it leaves out, and only them
+    ag.ctx.head_map = ag.ctx.head_map.replace("\n  17-18 def _private() -> int", "")
+    part = call(ag, "file_meta", path="pkg/core.py")
+    assert part.data["in_head_map"] and part.text.splitlines()[-2:] == [
+        "symbols: 2 lines as in the repository map in your context, unchanged; the 1 it leaves out:",
+        "17-18 def _private() -> int"]
     call(ag, "replace_lines", path="pkg/core.py", start=6, end=6,
          content="def fetch(url: str, timeout: float = 5.0, request_id: str | None = None) -> str:")
     edited = call(ag, "file_meta", path="pkg/core.py")

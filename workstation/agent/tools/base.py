@@ -407,8 +407,8 @@ class ToolContext:
     delegate: Callable[[str, bool], "ToolResult"] | None = None
     # held by every WRITE call: an agent's sub-agents share their parent's, so their edits never interleave
     write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # the map excerpt of the system message the model has now (the epoch's): a file_meta whose map it shows whole
-    # and unchanged points there instead of sending the symbols again; "": none (slash commands, MCP, replay)
+    # the map excerpt the model has been shown (the epoch's, with the updates since): a file_meta whose map it shows
+    # whole and unchanged points there instead of sending the symbols again; "": none (slash commands, MCP, replay)
     head_map: str = ""
     lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
     # the edits of the response running now that are checked together, by call id (tools.lspcheck.batches)

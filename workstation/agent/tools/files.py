@@ -6,10 +6,11 @@ new files are in writes.py."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
+from ...tokens import count
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
@@ -51,7 +52,8 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
         return real.read_bytes().decode("utf-8", "replace")
 
     text = fmap.render()
-    pointer = _in_head_map(ctx.head_map, rel, text)
+    pointer = _in_head_map(ctx.head_map, rel, text, fmap.budget,
+                           lambda: ctx.kmap.file_map(rel, MAX_MAP_TOKENS).render())
     try:
         size = real.stat().st_size
         file_tokens = ctx.file_tokens(sha, whole, size)
@@ -97,14 +99,12 @@ def _shown_before(ranges: RangeMemory, rel: str, sha: str, text: str) -> tuple[s
                              f"unchanged; the {len(left)} it left out:", *left, *cut]), call_id
 
 
-def _in_head_map(head_map: str, rel: str, text: str) -> str | None:
-    """A file map whose every symbol line the system message's repository map shows, unchanged and in order
-    (`rel:`, then its symbols indented by two): its header lines and a pointer there, since the symbols are in
-    the model's context already. None: that map does not show it whole."""
-    lines = text.splitlines()
-    symbols = _symbol_lines(text)
-    if not head_map or not symbols or len(symbols) + 3 < len(lines) or "more symbols)" in lines[-1]:
-        return None
+def _in_head_map(head_map: str, rel: str, text: str, budget: int, whole: Callable[[], str]) -> str | None:
+    """A file map some of whose symbol lines the repository map the model was shown (the system message's,
+    with the map updates since) shows unchanged (`rel:`, then its symbols indented by two): its header lines,
+    a pointer there, and the symbol lines it does not show, all of them when they fit `budget` (so a map cut
+    to its budget can come whole). None: that map shows none of them, or one no longer so, or the rest does
+    not fit."""
     block = head_map.split(f"\n{rel}:\n", 1)
     if len(block) < 2:
         return None
@@ -113,11 +113,18 @@ def _in_head_map(head_map: str, rel: str, text: str) -> str | None:
         if not line.startswith("  "):
             break
         shown.append(line[2:])
-    if shown != symbols:
-        return None
-    top = [line for line in lines if line not in symbols]
-    return "\n".join(top + [f"symbols: as in the repository map of your system message ({len(symbols)} lines, "
-                             "unchanged)"])
+    lines = text.splitlines()
+    cut = lines[-1].endswith("more symbols)")
+    symbols = _symbol_lines(whole() if cut else text)
+    if not shown or [line for line in symbols if line in shown] != shown:
+        return None  # a line it shows is out of date (or out of order)
+    top = [line for line in lines[:-1 if cut else None] if not line.lstrip()[:1].isdigit()]
+    others = [line for line in symbols if line not in shown]
+    if not others:
+        return "\n".join(top + [f"symbols: as in the repository map in your context ({len(shown)} lines, unchanged)"])
+    result = "\n".join(top + [f"symbols: {len(shown)} lines as in the repository map in your context, unchanged; "
+                               f"the {len(others)} it leaves out:", *others])
+    return result if count(result) <= budget else None
 
 
 def _file_meta_skip(call: Call) -> str | None:
