@@ -273,8 +273,9 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
     assert pointed.ok and pointed.data["in_head_map"] and "6-9 def fetch" not in pointed.text
     assert pointed.text.splitlines() == [line for line in whole.splitlines() if line not in symbols] + [
         f"symbols: as in the repository map in your context ({len(symbols)} lines, unchanged)"]
-    assert tools.get("file_meta").verify_skip(tools.Call.from_record(
-        {"ok": True, "name": "file_meta", **pointed.data}, {"path": "pkg/core.py"}))  # replay cannot recompute it
+    skip = tools.get("file_meta").verify_skip  # replay cannot recompute it: told by the logged text alone
+    assert skip(tools.Call.from_record({"ok": True, "name": "file_meta", "content": pointed.text}, {"path": "x"}))
+    assert skip(tools.Call.from_record({"ok": True, "name": "file_meta", "content": whole}, {"path": "x"})) is None
     assert "in_head_map" not in call(ag, "file_meta", path="pkg/util.py").data  # `Cleaner: def run` there
     # a map the repository map shows in part (cut to its budget there): the lines it leaves out, and only them
     ag.ctx.head_map = ag.ctx.head_map.replace("\n  17-18 def _private() -> int", "")
@@ -299,6 +300,7 @@ def test_file_meta_asked_again_sends_only_what_the_map_in_context_left_out(ag):
     rest = call(ag, "file_meta", path="pkg/core.py", tokens=2048)
     shown = cut.text.splitlines()[1:-1]
     left = [line for line in whole_text.splitlines()[1:] if line not in shown]
+    assert tools.get("file_meta").verify_skip(tools.Call.from_record({"content": rest.text}, {}))
     assert rest.data["continues"] == "call_cut" and rest.text.splitlines() == [
         whole_text.splitlines()[0], f"{len(shown)} lines as your file_meta (call call_cut) above showed them, "
         f"unchanged; the {len(left)} it left out:", *left]

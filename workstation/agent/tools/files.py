@@ -6,6 +6,7 @@ new files are in writes.py."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
 from ...errors import WorkstationError
@@ -127,8 +128,13 @@ def _in_head_map(head_map: str, rel: str, text: str, budget: int, whole: Callabl
     return result if count(result) <= budget else None
 
 
+# the line of a file_meta result that points at a map in the model's context (_in_head_map, _shown_before)
+_POINTS_BACK = re.compile(r"^(?:symbols: (?:\d+ lines )?as in the repository map in your context|(?:\d+ lines )?as "
+                          r"your file_meta \(call \S+\) above showed)", re.M)
+
+
 def _file_meta_skip(call: Call) -> str | None:
-    if call.data.get("in_head_map") or call.data.get("continues"):
+    if _POINTS_BACK.search(call.text):  # the log keeps the text, not the result's data
         return "answered by pointing at a map the model's context showed, not rendered whole"
     return None
 
