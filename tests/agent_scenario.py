@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fakellm import Reply
-from scenario_common import PolicyError, ScriptedPolicy, context_text, decision, numbered_rows
+from scenario_common import (PolicyError, ScriptedPolicy, context_text, decision, numbered_rows,
+                             whole_map)
 from scenario_common import summarize  # noqa: F401  (tests import it from here)
 
 TASK = ("Add a `request_id: str | None = None` parameter to every public function in the shop/ package and "
@@ -357,18 +358,19 @@ class RequestIdPolicy(ScriptedPolicy):
     def _after_mapped(self, messages, results) -> Reply:
         self._expect(results, "file_meta")
         if cut := self._cut_maps(results):
-            self.maps = {args["path"]: content for _, args, content in results}
+            self.maps = {args["path"]: whole_map(messages, content) for _, args, content in results}
             self.phase = "remapped"
             self.log.append(f"map {len(cut)} modules again with a larger budget")
             return Reply(text="Some maps were cut to fit; asking for the whole skeleton.",
                          tool_calls=[("file_meta", {"path": p, "tokens": 2048}) for p in cut])
-        return self._decide({args["path"]: content for _, args, content in results})
+        return self._decide({args["path"]: whole_map(messages, content) for _, args, content in results})
 
     def _after_remapped(self, messages, results) -> Reply:
         self._expect(results, "file_meta")
         if self._cut_maps(results):
             raise PolicyError("a map is cut even at 2048 tokens")
-        return self._decide({**self.maps, **{args["path"]: content for _, args, content in results}})
+        return self._decide({**self.maps, **{args["path"]: whole_map(messages, content)
+                                             for _, args, content in results}})
 
     def _decide(self, maps: dict[str, str]) -> Reply:
         names = []
@@ -467,18 +469,20 @@ class RequestIdPolicy(ScriptedPolicy):
     def _after_verifying(self, messages, results) -> Reply:
         self._expect(results, "file_meta")
         if cut := self._cut_maps(results):
-            self.maps = {args["path"]: content for _, args, content in results}
+            self.maps = {args["path"]: whole_map(messages, content) for _, args, content in results}
             self.phase = "verify-remapped"
             self.log.append(f"verify: map {len(cut)} modules again with a larger budget")
             return Reply(text="Some maps were cut to fit; asking for the whole skeleton.",
                          tool_calls=[("file_meta", {"path": p, "tokens": 2048}) for p in cut])
-        return self._check_maps(messages, {args["path"]: content for _, args, content in results})
+        return self._check_maps(messages, {args["path"]: whole_map(messages, content)
+                                           for _, args, content in results})
 
     def _after_verify_remapped(self, messages, results) -> Reply:
         self._expect(results, "file_meta")
         if self._cut_maps(results):
             raise PolicyError("a map is cut even at 2048 tokens")
-        return self._check_maps(messages, {**self.maps, **{args["path"]: content for _, args, content in results}})
+        return self._check_maps(messages, {**self.maps, **{args["path"]: whole_map(messages, content)
+                                                            for _, args, content in results}})
 
     def _check_maps(self, messages, maps: dict[str, str]) -> Reply:
         self.unsure: list[tuple[str, int]] = []

@@ -43,7 +43,8 @@ import sys
 from pathlib import Path
 
 from fakellm import Reply
-from scenario_common import PolicyError, ScriptedPolicy, content, context_text, decision, is_note, numbered_rows
+from scenario_common import (PolicyError, ScriptedPolicy, content, context_text, decision, is_note, numbered_rows,
+                             whole_map)
 
 API, CLIENT = "httpx/_api.py", "httpx/_client.py"
 CLASSES = ("Client", "AsyncClient")
@@ -307,10 +308,11 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
         return Reply(text="Their maps first, not the files" + (
             ": the context's maps are cut, so with a larger budget." if larger else "."), tool_calls=calls)
 
-    def _maps(self, results) -> dict[str, str] | Reply:
+    def _maps(self, messages, results) -> dict[str, str] | Reply:
         """The maps of every file once none is cut; until then a reply asking again with the larger budget."""
         asked = {args["path"]: args for name, args, _ in results if name == "file_meta"}
-        self.collected.update({args["path"]: text for name, args, text in results if name == "file_meta"})
+        self.collected.update({args["path"]: whole_map(messages, text) for name, args, text in results
+                               if name == "file_meta"})
         cut = [p for p in asked if _CUT.search(self.collected[p])]
         if any(asked[p].get("tokens") == BIG_MAP for p in cut):
             raise PolicyError(f"a map is cut even at {BIG_MAP} tokens")
@@ -329,7 +331,7 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
 
     def _after_mapped(self, messages, results) -> Reply:
         self._expect(results, "file_meta")
-        maps = self._maps(results)
+        maps = self._maps(messages, results)
         if isinstance(maps, Reply):
             return maps
         self.ranges = {path: map_functions(text) for path, text in maps.items()}
@@ -490,7 +492,7 @@ class HttpxRequestIdPolicy(ScriptedPolicy):
     def _after_verifying(self, messages, results) -> Reply:
         self._expect(results, "file_meta", "grep")
         self.greps += [out for name, _, out in results if name == "grep"]
-        maps = self._maps(results)
+        maps = self._maps(messages, results)
         if isinstance(maps, Reply):
             return maps
         hits: dict[str, dict[int, str]] = {}

@@ -93,6 +93,51 @@ def latest_results(messages: list[dict]) -> list[tuple[str, dict, str]]:
     return out
 
 
+POINTER = re.compile(r"^symbols: (?:\d+ lines )?as in the repository map in your context.*$", re.M)
+EARLIER = re.compile(r"^(?:\d+ lines )?as your file_meta \(call (\S+)\) above showed.*$", re.M)
+
+
+def _is_row(line: str) -> bool:
+    return line.lstrip()[:1].isdigit()
+
+
+def whole_map(messages: list[dict], text: str) -> str:
+    """A file_meta result as a model reads it: one that points at the system message's repository map (its
+    symbols are shown there, unchanged) gets those symbol lines back in place of the pointer; one that points
+    at an earlier file_meta result still in the context gets that one's lines merged with its own, the
+    symbols in line order."""
+    if found := EARLIER.search(text):
+        earlier = next((content(m) for m in messages if m.get("role") == "tool"
+                        and m.get("tool_call_id") == found.group(1)), None)
+        if earlier is None:
+            raise PolicyError(f"file_meta points at call {found.group(1)}, which the context does not hold")
+        lines = [line for line in earlier.splitlines()[1:] + text[found.end():].splitlines()
+                 if line.strip() and not line.endswith("more symbols)")]
+        rows = sorted((line for line in lines if _is_row(line)), key=lambda line: int(re.match(r"\s*(\d+)", line)[1]))
+        cut = [line for line in text.splitlines() if line.endswith("more symbols)")]
+        return "\n".join([text.splitlines()[0], *dict.fromkeys(line for line in lines if not _is_row(line)), *rows,
+                          *cut])
+    found = POINTER.search(text)
+    if not found:
+        return text
+    path = text.split(" (", 1)[0]
+    shown: dict[str, str] = {}  # symbol -> its line: the system message's map, then each map update over it
+    for message in messages:
+        if message.get("role") == "system" or is_note(message):
+            parts = content(message).split(f"\n{path}:\n", 1)
+            for line in parts[1].splitlines() if len(parts) > 1 else ():
+                if not line.startswith("  "):
+                    break
+                shown[re.sub(r"^\d+(?:-\d+)? ", "", line[2:]).split("(", 1)[0]] = line[2:]
+    if not shown:
+        raise PolicyError(f"file_meta points at the repository map for {path}, which the context does not show")
+    for line in text[found.end():].splitlines():  # the lines that map leaves out
+        if line.strip():
+            shown[re.sub(r"^\d+(?:-\d+)? ", "", line).split("(", 1)[0]] = line
+    rows = sorted(shown.values(), key=lambda line: int(re.match(r"\d+", line)[0]))
+    return text[:found.start()] + "\n".join(rows)
+
+
 def numbered_rows(results) -> dict[int, str]:
     """Line number -> text of every row the read_lines results show."""
     seen: dict[int, str] = {}

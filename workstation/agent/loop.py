@@ -384,9 +384,10 @@ class Agent:
     def _request(self, window: int, model: str) -> Request:
         """The next request, from the log alone: the current epoch's head and the turns after it."""
         view = self.session.read()
-        epoch = updates.current_epoch(seen(view))
+        epoch = updates.current_epoch(model_view := seen(view))
         if epoch is None:
             raise WorkstationError("no epoch in force: _sync_context comes first")  # a bug, not the user's
+        self.ctx.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
         return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
                              tools_tokens=self._tool_schema_tokens(), count=self._count,
                              counter=self.session.counter)
@@ -580,7 +581,7 @@ class Agent:
         self.ctx.reindex()
         if done.conversation:  # what the model read in the turns it no longer sees, it must read again
             self.ctx.ledger = ReadLedger()
-            self.ranges.reads.clear()
+            self.ranges.clear()
         return done
 
     def _recall(self, record_id: str) -> str:

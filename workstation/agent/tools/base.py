@@ -228,13 +228,32 @@ class RangeMemory:
     visible: set[str] = field(default_factory=set)  # call ids whose full result the last request carried
     fresh: set[str] = field(default_factory=set)  # call ids made since the last request
 
+    maps: dict[str, tuple[str, str, tuple[str, ...]]] = field(default_factory=dict)  # -> (sha, call, lines shown)
+
     def remember(self, path: str, start: int, end: int, sha: str, call_id: str, chars: int) -> None:
         self.reads[(path, start, end)] = (sha, call_id, chars)
         self.fresh.add(call_id)
 
+    def remember_map(self, path: str, sha: str, call_id: str, lines: list[str]) -> None:
+        """A file map sent as rendered (file_meta): the lines it showed below its header line."""
+        self.maps[path] = (sha, call_id, tuple(lines))
+        self.fresh.add(call_id)
+
+    def shown_map(self, path: str, sha: str) -> tuple[str, tuple[str, ...]] | None:
+        """(call id, lines shown) of the map of this content last sent, if still in the model's context."""
+        found = self.maps.get(path)
+        if found is None or found[0] != sha or not (found[1] in self.visible or found[1] in self.fresh):
+            return None
+        return found[1], found[2]
+
     def forget(self, path: str) -> None:
         for key in [k for k in self.reads if k[0] == path]:
             del self.reads[key]
+        self.maps.pop(path, None)
+
+    def clear(self) -> None:
+        self.reads.clear()
+        self.maps.clear()
 
     def new_request(self, visible: set[str]) -> None:
         self.visible, self.fresh = set(visible), set()
@@ -286,6 +305,9 @@ class ToolContext:
     delegate: Callable[[str, bool], "ToolResult"] | None = None
     # held by every WRITE call: an agent's sub-agents share their parent's, so their edits never interleave
     write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # the map excerpt the model has been shown (the epoch's, with the updates since): a file_meta whose map it shows
+    # whole and unchanged points there instead of sending the symbols again; "": none (slash commands, MCP, replay)
+    head_map: str = ""
     lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
     # the edits of the response running now that are checked together, by call id (tools.lspcheck.batches)
     lsp_batches: dict[str, Any] = field(default_factory=dict, repr=False)

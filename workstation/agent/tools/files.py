@@ -6,14 +6,16 @@ new files are in writes.py."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import re
+from typing import Any, Callable, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import confine
+from ...tokens import count
 from ..filetools import file_sha, read_bytes, read_lines, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
-                   MAX_RESULT_CHARS)
+                   MAX_RESULT_CHARS, RangeMemory)
 from .writes import change, shown_range, summary_line
 
 MAX_MAP_TOKENS = 4096
@@ -51,13 +53,90 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
         return real.read_bytes().decode("utf-8", "replace")
 
     text = fmap.render()
+    pointer = _in_head_map(ctx.head_map, rel, text, fmap.budget,
+                           lambda: ctx.kmap.file_map(rel, MAX_MAP_TOKENS).render())
     try:
         size = real.stat().st_size
         file_tokens = ctx.file_tokens(sha, whole, size)
     except OSError:  # deleted since: the map was still served
         size, file_tokens = 0, None
-    return ToolResult(text, data={"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit",
-                                  "sha": sha, "file_tokens": file_tokens, "chars_saved": max(0, size - len(text))})
+    data = {"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit", "sha": sha,
+            "file_tokens": file_tokens}
+    if pointer:
+        data["in_head_map"] = True
+    elif ctx.ranges is not None:
+        pointer = _shown_before(ctx.ranges, rel, sha, text)
+        if pointer:
+            data["continues"] = pointer[1]
+            pointer = pointer[0]
+        else:
+            ctx.ranges.remember_map(rel, sha, ctx.call_id, [line for line in text.splitlines()[1:]
+                                                           if not line.endswith("more symbols)")])
+    data["chars_saved"] = max(0, size - len(pointer or text))
+    return ToolResult(pointer or text, data=data)
+
+
+def _symbol_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip()[:1].isdigit()]
+
+
+def _shown_before(ranges: RangeMemory, rel: str, sha: str, text: str) -> tuple[str, str] | None:
+    """(result, call id) when an earlier map of the same content is still in the model's context: the header
+    line, then only the lines that one left out (a larger budget after a cut map), or a pointer when it left
+    none out. None: none is, or it shows none of these lines."""
+    earlier = ranges.shown_map(rel, sha)
+    if earlier is None:
+        return None
+    call_id, seen = earlier
+    head, *lines = text.splitlines()
+    cut = [lines.pop()] if lines and lines[-1].endswith("more symbols)") else []
+    left = [line for line in lines if line not in seen]
+    if len(left) == len(lines):
+        return None
+    if not left:
+        return "\n".join([head, f"as your file_meta (call {call_id}) above showed it, unchanged: not sent again",
+                          *cut]), call_id
+    return "\n".join([head, f"{len(lines) - len(left)} lines as your file_meta (call {call_id}) above showed them, "
+                             f"unchanged; the {len(left)} it left out:", *left, *cut]), call_id
+
+
+def _in_head_map(head_map: str, rel: str, text: str, budget: int, whole: Callable[[], str]) -> str | None:
+    """A file map some of whose symbol lines the repository map the model was shown (the system message's,
+    with the map updates since) shows unchanged (`rel:`, then its symbols indented by two): its header lines,
+    a pointer there, and the symbol lines it does not show, all of them when they fit `budget` (so a map cut
+    to its budget can come whole). None: that map shows none of them, or one no longer so, or the rest does
+    not fit."""
+    block = head_map.split(f"\n{rel}:\n", 1)
+    if len(block) < 2:
+        return None
+    shown = []
+    for line in block[1].splitlines():
+        if not line.startswith("  "):
+            break
+        shown.append(line[2:])
+    lines = text.splitlines()
+    cut = lines[-1].endswith("more symbols)")
+    symbols = _symbol_lines(whole() if cut else text)
+    if not shown or [line for line in symbols if line in shown] != shown:
+        return None  # a line it shows is out of date (or out of order)
+    top = [line for line in lines[:-1 if cut else None] if not line.lstrip()[:1].isdigit()]
+    others = [line for line in symbols if line not in shown]
+    if not others:
+        return "\n".join(top + [f"symbols: as in the repository map in your context ({len(shown)} lines, unchanged)"])
+    result = "\n".join(top + [f"symbols: {len(shown)} lines as in the repository map in your context, unchanged; "
+                               f"the {len(others)} it leaves out:", *others])
+    return result if count(result) <= budget else None
+
+
+# the line of a file_meta result that points at a map in the model's context (_in_head_map, _shown_before)
+_POINTS_BACK = re.compile(r"^(?:symbols: (?:\d+ lines )?as in the repository map in your context|(?:\d+ lines )?as "
+                          r"your file_meta \(call \S+\) above showed)", re.M)
+
+
+def _file_meta_skip(call: Call) -> str | None:
+    if _POINTS_BACK.search(call.text):  # the log keeps the text, not the result's data
+        return "answered by pointing at a map the model's context showed, not rendered whole"
+    return None
 
 
 def _file_meta_meaning(call: Call) -> Meaning:
@@ -186,7 +265,7 @@ TOOLS = [
          "ranges. Costs a few percent of reading the file: call it before read_lines. When the map ends with "
          "'(+N more symbols)', ask again with a larger tokens budget.",
          params(["path"], path=STR, tokens={"type": "integer", "description": "map budget in tokens"}),
-         _file_meta, QUERY, meaning=_file_meta_meaning, verify=RECOMPUTE),
+         _file_meta, QUERY, meaning=_file_meta_meaning, verify=RECOMPUTE, verify_skip=_file_meta_skip),
     Tool("read_lines", "Lines start..end (1-indexed, inclusive) of a file. Read only the range you need.",
          params(["path", "start", "end"], path=STR, start=INT, end=INT), _read_lines, QUERY,
          meaning=_read_lines_meaning, verify=RECOMPUTE, verify_skip=_read_lines_skip, label=_range_label),
