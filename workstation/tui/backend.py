@@ -369,17 +369,10 @@ class LiveBackend:
             self._give_back()
 
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
-        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
+        """The palette's New session (ctrl+n): `/new`, its line in the chat as if typed."""
+        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
 
-        self._ready.wait()
-        if not self._take_the_chat():
-            return
-        try:
-            old = self.agent.session.slug
-            self._switch(Session.create(self.ws.paths, title="chat"),
-                         [Turn("notice", f"a new session; {old} stays as it was (F6 lists sessions)")])
-        finally:
-            self._give_back()
+        self.on_chat_pane_command_submitted(ChatPane.CommandSubmitted("/new", "", "/new"))
 
     # ------------------------------------------------------------------ knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None:
@@ -514,22 +507,21 @@ class LiveBackend:
         alone = self._busy.locked() and request.name not in SESSION_COMMANDS  # a turn writes beside it
         before = len(self.agent.session.read().records)
         out = slash.run(self.agent, request.text)
-        said = command_said(out.text, out.ok, ts=time.time())
-        if out.action in ("new", "archived"):  # the chat moves to a new session
-            new = Session.create(self.ws.paths, title="chat")
-            self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
-            return
-        if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
-            self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
+        if out.action in ("new", "archived", "fork"):  # the chat moves to another session (a fork's: the original
+            # stays as it was), which keeps the command as its first line: a resumed chat shows what this one does
+            moved = (Session.open(self.ws.paths, out.slug) if out.action == "fork" and out.slug
+                     else Session.create(self.ws.paths, title="chat"))
+            slash.keep(moved, request.text, out)
+            self._switch(moved)
             return
         if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
             records = self.agent.session.read().records
             start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
             shown = log_turns(records, start, ts=record_time)
-            self._ui(chat.update_turn, at, shown[0])  # in the log's order: its line after what it wrote first
+            self._ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
             self._ui(chat.add_turns, shown[1:])
         else:
-            self._ui(chat.add_turn, said)
+            self._ui(chat.add_turn, command_said(out.text, out.ok, ts=time.time()))
         if out.action in ("rewound", "files"):  # what it took back is marked where it stands
             self._show_taken_back()
         if out.action == "model":
@@ -617,18 +609,24 @@ class _LiveTurn:
 
         ui, chat = self.backend._ui, self.chat
 
-        def retry(why: str) -> None:
-            ui(chat.discard_reply)  # what streamed is void: the retry streams again
-            ui(chat.add_turn, Turn("notice", f"retrying: {why}"))
-
+        # what streamed is void: the retry streams again. Its notice, as every notice of the turn (a trimmed
+        # context, a cache break, an auto-commit), is a record: the chat shows it from on_record, as on resume
         return AgentEvents(
             on_text=lambda fragment: ui(chat.stream_fragment, fragment),
-            on_retry=retry,
+            on_retry=lambda why: ui(chat.discard_reply),
             on_step=lambda step, tokens, window: ui(chat.set_context, tokens, window),
-            on_notice=lambda text: ui(chat.add_turn, Turn("notice", text)),
             on_record=self.recorded,
             on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None,
             on_plan=lambda items: ui(chat.set_plan, items))
+
+    def compacted(self, record: dict) -> None:
+        """A compaction's line, as `log_turns` makes it from the log (the turns it summarized, by number)."""
+        from ..replay.transcript import log_turns  # lazy: loaded by the turn already
+
+        records = self.backend.agent.session.read().records
+        at = next((i for i, r in enumerate(records) if r["id"] == record["id"]), None)
+        if at is not None:
+            self.backend._ui(self.chat.add_turns, log_turns(records[: at + 1], at, ts=record_time))
 
     def recorded(self, record: dict) -> None:
         """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (replay.transcript)."""
@@ -642,6 +640,9 @@ class _LiveTurn:
                 self.backend.count_call(record)
             return
         kind, ts = record["type"], record_time(record)
+        if kind == "compact":  # the agent's compaction, from its thread: the line a resumed chat shows
+            self.compacted(record)
+            return
         call = self.calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
         number = self.backend.turn_started() if starts_turn(record) else None
         turns = record_turns(record, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
