@@ -298,7 +298,10 @@ def test_a_context_over_the_window_is_trimmed(tmp_path, server):
     assert len(sent) < 2 + 24
     reply = records(a.session, "assistant")[-1]
     assert reply["context_tokens"] <= 4000 - 1000 and reply["trimmed"] == result.trimmed
-    assert len(records(a.session)) == before + 3  # nothing left the log (the epoch, the message, the reply)
+    # nothing left the log (the epoch, the message, the notice the user saw, the reply)
+    assert len(records(a.session)) == before + 4
+    (notice,) = [r for r in records(a.session) if r.get("notice") == "trimmed"]
+    assert notice["content"] == f"[{notices[0]}]"  # a resumed chat shows what the live one did
     a.close()
     ws.close()
 
