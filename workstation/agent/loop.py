@@ -604,4 +604,3 @@ class Agent:
         if events.on_retry:  # what streamed is void; then the log says why
             events.on_retry(why)
         self._notice(f"retrying: {why}", "retry")
-
