@@ -551,3 +551,41 @@ def test_prompt_cache_tokens_are_recorded_on_the_reply_and_its_event(tmp_path, s
     assert call["tokens_in"] == 1200 and call["data"]["cache_read_tokens"] == 1000
     a.close()
     ws.close()
+
+
+def test_a_compaction_that_lands_between_the_sync_and_the_request_gets_an_epoch(tmp_path, server):
+    """The compactor runs on a thread of its own: its record may land just after the loop synced the
+    context for a request. The loop syncs again (an epoch for the new summary) instead of failing the turn
+    with "no epoch in force". The compaction is run, for real, at exactly that moment."""
+    from workstation.agent.loop import Agent
+    from workstation.sessions import Session
+
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
+
+    class Raced(Agent):
+        raced = False
+
+        def _sync_context(self, window: int) -> bool:
+            began = super()._sync_context(window)
+            cfg = self._compaction_config()
+            if not self.raced and self._auto.due(self.session, cfg, window):  # the step's sync (turn 4 is in)
+                self.raced = True  # the other thread's compaction, landing right after it
+                assert self._auto.run(self.session, cfg, window).ok
+            return began
+
+    a = Raced(ws, Session.create(ws.paths, "s"), compaction="off")
+    _fill(a.session, 3, 2)
+
+    def respond(body):
+        if is_compaction(body):
+            return Reply(text="## Task & instructions\nold\n## Decisions & conventions\n(none)\n## Files touched\n"
+                              "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)")
+        return Reply(text="fresh")
+
+    server.dispatch.fn = respond
+    result = a.run("new")
+    assert a.raced and result.error is None and result.text == "fresh"
+    sent = requests_since(server)[-1]["messages"]
+    assert sent[1]["content"].startswith("Summary of the earlier conversation")
+    a.close()
+    ws.close()

@@ -138,8 +138,7 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
     for n in range(12):  # ~3,000 tokens of older turns: over the window of 4,000 less the reply's reserve
         long.user(f"old question {n}: " + "lorem ipsum " * 60)
         long.assistant(f"old answer {n}: " + "dolor sit " * 60)
-    # A compaction that lands between the loop's context sync and its request is refused ("no epoch in force"):
-    # a race of agent.loop._step this test keeps clear of (reported), by answering it during a model call.
+    # the compaction's answer comes while the chat's first request waits: its line's place is then known
     chat = iter([Reply(status=429, retry_after=0, delay_s=0.6),  # after the compaction's answer: tried again
                  Reply(tool_calls=[("write_file", {"path": "one.txt", "content": "1\n"})]), Reply(text="One."),
                  Reply(text="Hello from the other model.")])
@@ -148,7 +147,7 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
         first = str(body["messages"][0].get("content") or "")
         if first.startswith("You write git commit messages"):
             return Reply(text="Write one.txt")
-        if is_compaction(body):  # lands while the chat's first request waits, as a compaction does (see below)
+        if is_compaction(body):
             return Reply(text=SUMMARY.format(task="Old questions.", files="(none)"), delay_s=0.2)
         return next(chat)
 

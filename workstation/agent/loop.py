@@ -89,6 +89,10 @@ class NoModel(WorkstationError):
     """No model is configured."""
 
 
+class NoEpoch(WorkstationError):
+    """No epoch for the summary in force: the context was not synced since the last compaction."""
+
+
 @dataclass
 class TurnResult:
     session: str = ""
@@ -280,8 +284,14 @@ class Agent:
         window = self.context_window(spec.model)
         self._maybe_compact(window, events)
         try:
-            self._new_epoch = self._sync_context(window) or self._new_epoch
-            request = self._request(window, spec.model)
+            for attempt in (1, 2, 3):  # a compaction landing after the sync (the compactor's thread) needs an epoch
+                self._new_epoch = self._sync_context(window) or self._new_epoch
+                try:
+                    request = self._request(window, spec.model)
+                    break
+                except NoEpoch:
+                    if attempt == 3:
+                        raise
         except ContextOverflow as err:
             self.memory.record(ERROR, "context", ok=False, error=str(err))
             result.error = self._notice(str(err), "error")
@@ -383,7 +393,7 @@ class Agent:
         view = self.session.read()
         epoch = updates.current_epoch(seen(view))
         if epoch is None:
-            raise WorkstationError("no epoch in force: _sync_context comes first")  # a bug, not the user's
+            raise NoEpoch("no epoch in force: _sync_context comes first")  # or a compaction came since
         return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
                              tools_tokens=self._tool_schema_tokens(), count=self._count,
                              counter=self.session.counter)
