@@ -134,8 +134,9 @@ def main() -> None:
         pg.start()
         down_s = time.perf_counter() - outage_at
         landed = pg.sql("SELECT count(*) FROM workstation.events WHERE origin = %s" % _lit(bob.origin))[0][0]
+        said = " ".join(failed.get("error", "nothing: it had finished").split())  # whole: cut, it lost its point
         print(f"outage: server stopped mid-push with {landed:,} of bob's {n:,} events on the server "
-              f"(push said: {failed.get('error', 'nothing: it had finished')!s:.90}); restarted in {down_s:.2f}s")
+              f"(push said: {said}); restarted in {down_s:.2f}s")
         sync.BATCH_ROWS = 50_000
         t = time.perf_counter()
         report = bob.push()

@@ -298,7 +298,10 @@ def test_a_context_over_the_window_is_trimmed(tmp_path, server):
     assert len(sent) < 2 + 24
     reply = records(a.session, "assistant")[-1]
     assert reply["context_tokens"] <= 4000 - 1000 and reply["trimmed"] == result.trimmed
-    assert len(records(a.session)) == before + 3  # nothing left the log (the epoch, the message, the reply)
+    # nothing left the log (the epoch, the message, the notice the user saw, the reply)
+    assert len(records(a.session)) == before + 4
+    (notice,) = [r for r in records(a.session) if r.get("notice") == "trimmed"]
+    assert notice["content"] == f"[{notices[0]}]"  # a resumed chat shows what the live one did
     a.close()
     ws.close()
 
@@ -546,5 +549,43 @@ def test_prompt_cache_tokens_are_recorded_on_the_reply_and_its_event(tmp_path, s
     assert (reply["tokens_in"], reply["tokens_out"], reply["cache_read_tokens"]) == (1200, 30, 1000)
     (call,) = [e for e in events(ws, a.session.slug) if e["type"] == "model_call"]
     assert call["tokens_in"] == 1200 and call["data"]["cache_read_tokens"] == 1000
+    a.close()
+    ws.close()
+
+
+def test_a_compaction_that_lands_between_the_sync_and_the_request_gets_an_epoch(tmp_path, server):
+    """The compactor runs on a thread of its own: its record may land just after the loop synced the
+    context for a request. The loop syncs again (an epoch for the new summary) instead of failing the turn
+    with "no epoch in force". The compaction is run, for real, at exactly that moment."""
+    from workstation.agent.loop import Agent
+    from workstation.sessions import Session
+
+    ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
+
+    class Raced(Agent):
+        raced = False
+
+        def _sync_context(self, window: int) -> bool:
+            began = super()._sync_context(window)
+            cfg = self._compaction_config()
+            if not self.raced and self._auto.due(self.session, cfg, window):  # the step's sync (turn 4 is in)
+                self.raced = True  # the other thread's compaction, landing right after it
+                assert self._auto.run(self.session, cfg, window).ok
+            return began
+
+    a = Raced(ws, Session.create(ws.paths, "s"), compaction="off")
+    _fill(a.session, 3, 2)
+
+    def respond(body):
+        if is_compaction(body):
+            return Reply(text="## Task & instructions\nold\n## Decisions & conventions\n(none)\n## Files touched\n"
+                              "(none)\n## Open to-dos\n(none)\n## Errors seen\n(none)")
+        return Reply(text="fresh")
+
+    server.dispatch.fn = respond
+    result = a.run("new")
+    assert a.raced and result.error is None and result.text == "fresh"
+    sent = requests_since(server)[-1]["messages"]
+    assert sent[1]["content"].startswith("Summary of the earlier conversation")
     a.close()
     ws.close()

@@ -53,7 +53,8 @@ async def test_undo_and_the_rewind_picker_mark_taken_back_turns_live_and_resumed
             assert not (tmp_path / "two.txt").exists()
             assert by_text(app, "tool", "one.txt").taken_back == ""
             assert by_text(app, "user", "write two").taken_back == ""  # the conversation stands
-            assert "▸ ✓ ↶ write_file(two.txt) → new file +2  ↶ undone by /undo" in shown(app)
+            assert "▸ ✓ write_file(two.txt) → new file +2  ↶ undone by /undo" in shown(app)
+            assert shown(app).count("↶") == 1  # the mark once, before what took it back
             assert any(t.role == "user" and t.text == "/undo" for t in turns)
 
             # /rewind with no number opens the picker; escape leaves everything as it was

@@ -33,7 +33,7 @@ async def test_a_resumed_session_shows_the_live_transcript_line_for_line(tmp_pat
     make_repo(tmp_path)
     script = [Reply(tool_calls=[("write_file", {"path": "one.txt", "content": "1\n"})]), Reply(text="One."),
               Reply(tool_calls=[("write_file", {"path": "two.txt", "content": "2\n2\n"})]), Reply(text="Two."),
-              Reply(tool_calls=[("todo", {"items": PLAN})]), Reply(text="Three, planned.")]
+              Reply(tool_calls=[("todo", {"items": PLAN})]), Reply(text="Three, planned."), Reply(text="Fresh.")]
     with ScriptedLLM(script) as llm:
         write_config(tmp_path, llm.url)
         backend = LiveBackend(str(tmp_path), sidecar=False)
@@ -46,6 +46,11 @@ async def test_a_resumed_session_shows_the_live_transcript_line_for_line(tmp_pat
             await send(pilot, app, "write two", lambda: any(t.text == "Two." for t in turns))
             await send(pilot, app, "/undo", lambda: any(t.role == "command" and "undid" in t.text for t in turns))
             await wait_for(pilot, lambda: by_text(app, "tool", "two.txt").taken_back == "undone by /undo")
+            # the line typed, its answer, then the note it left the model (an undo's context update)
+            undo = next(i for i, t in enumerate(turns) if t.role == "user" and t.text == "/undo")
+            assert [t.role for t in turns[undo:undo + 3]] == ["user", "command", "notice"]
+            assert turns[undo + 1].text.startswith("undid user turn 2")
+            assert turns[undo + 2].text.startswith("context update for the model: The user undid")
             await send(pilot, app, "/diff two.txt", lambda: turns[-1].role == "error")  # nothing of it is left
             assert turns[-1].text == "error: two.txt: this session did not change it"
             await send(pilot, app, "plan three", lambda: any(t.text == "Three, planned." for t in turns))
@@ -80,10 +85,104 @@ async def test_a_resumed_session_shows_the_live_transcript_line_for_line(tmp_pat
             assert app.chat.plan == []
             await send(pilot, app, "/plan", lambda: app.chat.transcript.turns[-1].role == "command"
                        and app.chat.transcript.turns[-1].text.startswith("no plan yet"))
+            fork, fork_live = backend.agent.session.slug, visible(app)
+            # /new: a chat whose first lines are the command that made it
+            await send(pilot, app, "/new", lambda: backend.agent.session.slug != fork)
+            await send(pilot, app, "start afresh", lambda: any(t.text == "Fresh." for t in app.chat.transcript.turns))
+            new, new_live = backend.agent.session.slug, visible(app)
+        reopened = {}
+        for name in (fork, new):  # each comes back as it was shown live, from its first line on
+            backend = LiveBackend(str(tmp_path), session=name, sidecar=False)
+            app = WorkstationApp(backend)
+            async with started(app, size=SIZE) as pilot:
+                await wait_for(pilot, lambda: backend._ready.is_set() and len(app.chat.transcript.turns) > 2)
+                await pilot.pause(0.3)
+                reopened[name] = visible(app)
+    first = [line.strip() for line in new_live if line.strip()]
+    assert first[1] == "/new" and first[2].startswith("command") and first[3] == (
+        f"session {fork} stays as it is; a new session starts"), new_live
+    assert reopened[new] == new_live
+    last = [line.strip() for line in fork_live if line.strip()]
+    assert last[-9] == f"· [forked from {slug}]" and last[-7:-3:2] == ["/fork", f"forked {slug} into {fork}"]
+    assert last[-3] == "/plan", fork_live
+    assert reopened[fork][:len(fork_live)] == fork_live  # and then the /new that left it, as live
+    assert [line.strip() for line in reopened[fork][len(fork_live):] if line.strip()][1::2] == ["/new", first[3]]
     # the slash lines and their answers stand where they were typed; what was taken back says so
     for line in ("/diff", "/undo", "/diff two.txt", "/rewind 3", "/plan"):
         assert any(text.endswith(line) for text in resumed), line
     assert any("undone by /undo" in text for text in resumed)
     assert any("taken back by /rewind 3" in text for text in resumed)
     assert resumed == live
+    await asyncio.sleep(0)
+
+
+def chat_lines(app) -> list[tuple[str, str]]:
+    """What the chat holds, turn by turn: (role, first line), the clock left out (a line's time is the
+    record's, resumed or live; a notice added live has none)."""
+    return [(t.role, t.text.splitlines()[0] if t.text else "") for t in app.chat.transcript.turns]
+
+
+async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume(tmp_path):
+    """A retried model call, a context trimmed to fit, an automatic compaction, an auto-commit and a cache
+    break: each line the live chat showed is a record, so the resumed chat shows the same, in place."""
+    from agent_support import is_compaction
+    from git_support import init_repo
+    from sessions_support import SUMMARY
+    from workstation.paths import Paths, user_dir
+    from workstation.sessions.log import Session
+
+    make_repo(tmp_path)
+    init_repo(tmp_path)
+    paths = Paths.for_root(str(tmp_path))
+    long = Session.create(paths, "long")
+    for n in range(12):  # ~3,000 tokens of older turns: over the window of 4,000 less the reply's reserve
+        long.user(f"old question {n}: " + "lorem ipsum " * 60)
+        long.assistant(f"old answer {n}: " + "dolor sit " * 60)
+    # the compaction's answer comes while the chat's first request waits: its line's place is then known
+    chat = iter([Reply(status=429, retry_after=0, delay_s=0.6),  # after the compaction's answer: tried again
+                 Reply(tool_calls=[("write_file", {"path": "one.txt", "content": "1\n"})]), Reply(text="One."),
+                 Reply(text="Hello from the other model.")])
+
+    def respond(body: dict) -> Reply:
+        first = str(body["messages"][0].get("content") or "")
+        if first.startswith("You write git commit messages"):
+            return Reply(text="Write one.txt")
+        if is_compaction(body):
+            return Reply(text=SUMMARY.format(task="Old questions.", files="(none)"), delay_s=0.2)
+        return next(chat)
+
+    with ScriptedLLM(respond) as llm:
+        user_dir().mkdir(parents=True, exist_ok=True)
+        (user_dir() / "config.toml").write_text(
+            f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\ntimeout_s = 10\nmax_retries = 1\n'
+            'context_window = 4000\n[memory]\ncompact_threshold = 8\nkeep_recent = 2\n[agent]\nauto_commit = true\n')
+        (tmp_path / ".workstation" / "config.toml").write_text("")
+        backend = LiveBackend(str(tmp_path), session="long", sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=SIZE) as pilot:
+            await wait_for(pilot, lambda: backend._ready.is_set() and len(app.chat.transcript.turns) > 20)
+            def said(text: str) -> bool:  # /model shows the session anew: the chat's list of turns is another
+                return any(t.text.startswith(text) for t in app.chat.transcript.turns)
+
+            await send(pilot, app, "write one", lambda: said("[auto-committed"))
+            await send(pilot, app, "/model openai/other-model", lambda: said("model set to openai/other-model"))
+            await send(pilot, app, "hello", lambda: said("Hello from the other model."))
+            live = chat_lines(app)
+            shown = visible(app)
+
+        backend = LiveBackend(str(tmp_path), session="long", sidecar=False)
+        app = WorkstationApp(backend)
+        async with started(app, size=SIZE) as pilot:
+            await wait_for(pilot, lambda: backend._ready.is_set()
+                           and any(t.text == "Hello from the other model." for t in app.chat.transcript.turns))
+            await pilot.pause(0.3)
+            resumed = chat_lines(app)
+            resumed_shown = visible(app)
+    said = [text for role, text in live if role == "notice"]
+    for start in ("[context trimmed to fit 4,000 tokens", "[retrying: ", "[auto-committed 1 file to main as ",
+                  "[model switch: this request starts without the provider's prompt cache]"):
+        assert sum(text.startswith(start) for text in said) == 1, (start, said)
+    assert [role for role, _ in live].count("compaction") == 1  # as resumed shows it: the turns it summarized
+    assert resumed == live
+    assert [line[9:] for line in resumed_shown] == [line[9:] for line in shown]  # the clock aside
     await asyncio.sleep(0)

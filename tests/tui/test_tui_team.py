@@ -43,7 +43,8 @@ def teammate_history(ws) -> None:
     pulled(ws, "events", [[i + 1, "laptop:/src/shop", "bob", f"e{i}", "2026-11-01 10:00:00", "bob-s1", "main", 1,
                            None, "tool_call", "grep", 3.5, None, None, None, "t", '{"outcome": "ok"}']
                           for i in range(4)])
-    pulled(ws, "session_lines", [[1, "laptop:/src/shop", "bob", "fix-login", 1, '{"type": "user"}']])
+    pulled(ws, "session_lines", [[1, "laptop:/src/shop", "bob", "fix-login", 1, '{"type": "user"}'],
+                                 [2, "desk:/src/shop", "carol", "add-cart", 1, '{"type": "user"}']])
 
 
 async def test_the_reflection_screen_toggles_to_the_teams_rows(ws):
@@ -71,9 +72,19 @@ async def test_the_sessions_screen_toggles_to_teammates_sessions(ws):
         await pilot.press("t")
         await settle(pilot)
         screen = app.screen
+        assert {screen.table.get_row_at(i)[1] for i in range(screen.table.row_count)} == {
+            "bob/fix-login", "carol/add-cart"}
+        # the filter applies to what is shown: the teammates' sessions, by author, slug or origin
+        await pilot.press("slash", *"laptop")
+        await settle(pilot)
+        assert screen.table.row_count == 1
         row = screen.table.get_row_at(0)
         assert row[1] == "bob/fix-login" and row[2] == "team" and "laptop:/src/shop" in row[7]
+        assert "2 shared by teammates · 1 match 'laptop'" in str(screen.query_one("#sessions-title").render())
         assert screen.selected is None  # read-only: nothing to resume or archive
+        await pilot.press(*"zz")
+        await settle(pilot)
+        assert screen.table.row_count == 0 and "holds 'laptopzz'" in str(screen.query_one("#sessions-detail").render())
 
 
 def test_the_status_lines_sync_state():

@@ -69,7 +69,7 @@ class Mapper:
             said = content if record.get("ok", True) else f"error: {content}"
             return [helpers.update_user_message_text(str(record.get("line") or "")),
                     helpers.update_agent_message_text(said)]
-        if kind == "compact" and not streamed:
+        if kind == "compact":
             return [helpers.update_agent_message_text("\n\n[compaction: earlier turns were summarized for the model; "
                                                       "the log keeps them]\n")]
         return []

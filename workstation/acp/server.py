@@ -172,9 +172,9 @@ class Live:
                         tasks.add(call_id)
                     self.send(helpers.update_tool_call(call_id, status="in_progress"))
 
+            # a notice (retrying, a trimmed context, a compaction...) is a record: `recorded` says it, as a load does
             events = AgentEvents(on_text=self.say, on_record=recorded, on_activity=activity,
-                                 on_retry=lambda why: self.say(f"\n\n[retrying: {why}; the text above is void]\n\n"),
-                                 on_notice=lambda line: self.say(f"\n\n[{line}]\n"))
+                                 on_retry=lambda why: self.say("\n\n[the text above is void]\n"))
             result = self.agent.run(text, events, cancel=self.cancel)
         if self.cancel.is_set():
             return "cancelled"

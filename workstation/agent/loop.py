@@ -89,6 +89,10 @@ class NoModel(WorkstationError):
     """No model is configured."""
 
 
+class NoEpoch(WorkstationError):
+    """No epoch for the summary in force: the context was not synced since the last compaction."""
+
+
 @dataclass
 class TurnResult:
     session: str = ""
@@ -110,8 +114,8 @@ class AgentEvents:
     on_retry: Callable[[str], None] | None = None  # text streamed so far is void; a retry follows
     on_tool: Callable[[str, dict, ToolResult], None] | None = None
     on_step: Callable[[int, int, int], None] | None = None  # (step, context tokens, window)
-    on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction)
-    on_record: Callable[[dict], None] | None = None  # every session record the turn wrote, as written (ids)
+    on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction), logged too
+    on_record: Callable[[dict], None] | None = None  # every record the turn (or its compaction) wrote, as written
     # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
     # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
     on_activity: Callable[[str, str], None] | None = None
@@ -265,8 +269,8 @@ class Agent:
         """agent.auto_commit: what this turn changed, committed (never pushed); one line for the user."""
         self.ctx.reindex()
         line = auto_commit(self.ws, self.session, since, model=self.model_name, request=request, cancel=cancel)
-        if line and events.on_notice:
-            events.on_notice(line)
+        if line:
+            self._tell(line, "commit", events)
 
     def _wrote(self, record: dict) -> dict:
         """Tell the UI about a record the turn wrote (it needs the ids to jump to turns); returns it."""
@@ -280,8 +284,14 @@ class Agent:
         window = self.context_window(spec.model)
         self._maybe_compact(window, events)
         try:
-            self._new_epoch = self._sync_context(window) or self._new_epoch
-            request = self._request(window, spec.model)
+            for attempt in (1, 2, 3):  # a compaction landing after the sync (the compactor's thread) needs an epoch
+                self._new_epoch = self._sync_context(window) or self._new_epoch
+                try:
+                    request = self._request(window, spec.model)
+                    break
+                except NoEpoch:
+                    if attempt == 3:
+                        raise
         except ContextOverflow as err:
             self.memory.record(ERROR, "context", ok=False, error=str(err))
             result.error = self._notice(str(err), "error")
@@ -289,14 +299,14 @@ class Agent:
         result.steps += 1
         result.context_tokens = request.tokens
         if request.trimmed and request.trimmed > result.trimmed:
-            if not result.trimmed and events.on_notice:
-                events.on_notice(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left "
-                                 "out of this request (the log keeps them; /compact summarizes them)")
+            if not result.trimmed:
+                self._tell(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left out of "
+                           "this request (the log keeps them; /compact summarizes them)", "trimmed", events)
             result.trimmed = request.trimmed
         cache_break = self._cache_break(spec.model, request.messages, self._new_epoch)
         self._new_epoch = False
-        if cache_break in ("model switch", "tools changed") and events.on_notice:
-            events.on_notice(f"{cache_break}: this request starts without the provider's prompt cache")
+        if cache_break in ("model switch", "tools changed"):
+            self._tell(f"{cache_break}: this request starts without the provider's prompt cache", "cache", events)
         if events.on_step:
             events.on_step(self.step, request.tokens, request.window)
         self.ranges.new_request(request.visible_calls)
@@ -310,7 +320,8 @@ class Agent:
             streamed = scrub.StreamMasker(events.on_text) if events.on_text else None
             try:
                 completion = llm.complete(spec, request.messages, tools=self.toolset.schemas(), on_text=streamed,
-                                          on_retry=events.on_retry, cancel=cancel, cache_key=self.session.slug)
+                                          on_retry=lambda why: self._retrying(why, events), cancel=cancel,
+                                          cache_key=self.session.slug)
             except llm.LLMCancelled:
                 op.set(ok=False, error="cancelled")
             except llm.LLMError as err:
@@ -386,7 +397,7 @@ class Agent:
         view = self.session.read()
         epoch = updates.current_epoch(model_view := seen(view))
         if epoch is None:
-            raise WorkstationError("no epoch in force: _sync_context comes first")  # a bug, not the user's
+            raise NoEpoch("no epoch in force: _sync_context comes first")  # or a compaction came since
         self.ctx.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
         return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
                              tools_tokens=self._tool_schema_tokens(), count=self._count,
@@ -513,8 +524,11 @@ class Agent:
         outcome = self._auto.run(self.session, cfg, window, cancel=self._closing, conversation=self.conversation)
         # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
         # user on every turn helps no one: /compact, asked for, reports its failure
-        if outcome is not None and outcome.ok and events.on_notice:
-            events.on_notice(outcome.describe())
+        if outcome is not None and outcome.ok:
+            if events.on_record and outcome.record is not None:
+                events.on_record(outcome.record)
+            if events.on_notice:
+                events.on_notice(outcome.describe())
 
     # ------------------------------------------------------------------ tools
     def _unique_call_id(self, call_id: str) -> str:
@@ -593,3 +607,13 @@ class Agent:
         self._wrote(self.session.system(f"[{line}]", notice=kind))
         return line
 
+    def _tell(self, text: str, kind: str, events: AgentEvents) -> None:
+        """A notice logged (a chat shows it from `on_record`, live and resumed alike) and said to `on_notice`."""
+        line = self._notice(text, kind)
+        if events.on_notice:
+            events.on_notice(line)
+
+    def _retrying(self, why: str, events: AgentEvents) -> None:
+        if events.on_retry:  # what streamed is void; then the log says why
+            events.on_retry(why)
+        self._notice(f"retrying: {why}", "retry")

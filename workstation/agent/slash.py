@@ -89,11 +89,22 @@ def is_command(line: str) -> bool:
 def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> SlashResult:
     """Run one slash command line for an Agent (no model needed), and keep it and its answer in the
     session's log (a `command` record, never shown to the model) so a resumed chat shows them too; an
-    archived session is gone from where the log was."""
+    archived session is gone from where the log was. The record names the first record the command
+    wrote itself (`wrote_from`: an undo's note to the model), which a chat shows after the command's lines."""
+    idle = not agent._running  # else a turn writes beside the command: what it wrote is not the command's
+    before = len(agent.session.read().records) if idle else 0
     out = _run(agent, line, set_model)
     if out.action != "archived":
-        out.record = agent.session.append("command", line=line.strip(), content=out.text, ok=out.ok)
+        wrote = agent.session.read().records[before:] if idle else []
+        out.record = keep(agent.session, line, out, wrote_from=wrote[0]["id"] if wrote else None)
     return out
+
+
+def keep(session, line: str, out: SlashResult, **fields) -> dict:
+    """The `command` record of a slash command line and its answer, appended to `session` (the one it ran
+    in, or the one it moved the chat to: /new, /fork)."""
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return session.append("command", line=line.strip(), content=out.text, ok=out.ok, **fields)
 
 
 def _run(agent, line: str, set_model: Callable[[str], None] | None) -> SlashResult:

@@ -23,7 +23,7 @@ from ..sessions.catalog import load as load_session, rewind_line, summary_span
 from ..sessions.context import ContextView, Redaction, assemble, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
 from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
-from .transcript import call_label, record_turns
+from .transcript import call_label, log_groups
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
 UNTIMED_STEP_S = 1.0  # a record whose time was not recorded (SWE-agent's, an unreadable ts) plays this long
@@ -219,7 +219,7 @@ class Episode:
         self.records: list[dict] = list(view.records)
         self.problems: list[LogProblem] = list(view.problems)
         self.steps: list[Step] = _make_steps(self.records, max_pause_s)
-        self._turns = [_transcript_turns(s, self.records) for s in self.steps]
+        self._turns = log_groups(self.records, ts=lambda record: _epoch(record.get("ts")))  # each step's chat turns
         self._events = [_timeline_events(s, name) for s in self.steps]
         self._counter: Callable[[str], int] | None = None
         self._token_cache: dict[str, int] = {}
@@ -366,15 +366,6 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
                           summary_span(turns, record) if record["type"] == "compact" else "",
                           marks.get(record["id"])))
     return steps
-
-
-# --------------------------------------------------------------------------- transcript turns
-def _transcript_turns(step: Step, records: list[dict]) -> list[dict]:
-    """Chat turns of one step (replay.transcript, as the live chat shows the record)."""
-    earlier = ({rec["id"]: rec for rec in records[: step.index] if rec["type"] == "tool"}
-               if step.kind == "redaction" else None)
-    return record_turns(step.record, ts=step.ts, args=step.args, number=step.turn, span=step.span,
-                        taken=step.taken.describe() if step.taken is not None else "", earlier=earlier)
 
 
 # --------------------------------------------------------------------------- timeline events

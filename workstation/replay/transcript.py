@@ -96,14 +96,20 @@ def record_turns(record: dict, *, ts: float, args: dict | None = None, number: i
     return []
 
 
-def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[dict]:
-    """The chat turns of `records[start:]`, a whole log in file order (what went before gives the calls'
-    arguments, turn numbers, compaction spans and the taken-back marks). `ts`: a record's epoch seconds
+def log_groups(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[list[dict]]:
+    """The chat turns of each record of `records[start:]`, a whole log in file order (what went before
+    gives the calls' arguments, turn numbers, compaction spans and the taken-back marks), except that a
+    slash command's lines come with the first record it wrote itself (`wrote_from`: the note an `/undo`
+    leaves the model follows the `/undo`), and none with its own record. `ts`: a record's epoch seconds
     (None: unreadable, then its predecessor's)."""
     turns, marks = number(records), taken_back(records)
+    where = {record["id"]: index for index, record in enumerate(records)}
+    ahead = {r["wrote_from"]: r for r in records[start:] if r["type"] == "command"
+             and start <= where.get(r.get("wrote_from"), -1) < where[r["id"]]}
+    moved = {r["id"] for r in ahead.values()}
     calls: dict[str, dict] = {}
     tools_by_id: dict[str, dict] = {}
-    out: list[dict] = []
+    groups: list[list[dict]] = []
     last = 0.0
     for index, record in enumerate(records):
         last = ts(record) or last
@@ -111,13 +117,23 @@ def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float
         if kind == "assistant":
             calls.update((c["id"], c) for c in record.get("tool_calls") or () if isinstance(c, dict) and c.get("id"))
         if index >= start:
-            call = calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
-            mark = marks.get(record["id"])
-            out += record_turns(record, ts=last, args=tool_call_arguments(call) if call else {},
-                                number=hit_turn(record, turns.of(record)),
-                                span=summary_span(turns, record) if kind == "compact" else "",
-                                taken=mark.describe() if mark is not None else "",
-                                earlier=tools_by_id if kind == "redaction" else None)
+            group = []
+            if record["id"] in ahead:  # the command that wrote it comes first
+                group += record_turns(ahead[record["id"]], ts=ts(ahead[record["id"]]) or last)
+            if record["id"] not in moved:
+                call = calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
+                mark = marks.get(record["id"])
+                group += record_turns(record, ts=last, args=tool_call_arguments(call) if call else {},
+                                      number=hit_turn(record, turns.of(record)),
+                                      span=summary_span(turns, record) if kind == "compact" else "",
+                                      taken=mark.describe() if mark is not None else "",
+                                      earlier=tools_by_id if kind == "redaction" else None)
+            groups.append(group)
         if kind == "tool":
             tools_by_id[record["id"]] = record
-    return out
+    return groups
+
+
+def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[dict]:
+    """The chat turns of `records[start:]` in the order a chat shows them (`log_groups`)."""
+    return [turn for group in log_groups(records, start, ts=ts) for turn in group]

@@ -94,7 +94,7 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
     "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
     "intent": {"turn": str, "path": str, "exists": bool, "after": str},
     "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
-    "command": {"line": str, "content": str, "ok": bool},
+    "command": {"line": str, "content": str, "ok": bool, "wrote_from": str},
     "epoch": {"system": str, "excerpt": str, "state": dict, "tools": str, "summary": str, "model": str},
 }
 # (fields, required) of the objects inside a record's lists and objects

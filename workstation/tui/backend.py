@@ -10,13 +10,10 @@ the rest, closed after the last agent); the chat shows the agent's plan as it wr
 (`AgentEvents.on_plan`) and the repository's branch and dirty count, read with git in a worker
 after every turn and slash command (`refresh_git`: 70-150 ms, never on the UI thread).
 
-The chat shows the turns the agent writes as it writes them (`AgentEvents.on_record`),
-so live turns carry their record ids as resumed ones do, and the timeline can
-move the chat to any of them. The memory and timeline panes catch up after each
-step of a turn (when the last result of the agent's message is recorded), not
-only when the turn ends. One agent turn runs at a time (`_busy`); whatever
-replaces the chat's session (resume, /new, /archive) waits for none: it is
-refused while a turn runs, with the way to stop it.
+The chat shows the records a turn writes as it writes them (liveturn.LiveTurn), with their ids as
+resumed ones have, so the timeline can move the chat to any of them. One agent turn runs at a time
+(`_busy`); whatever replaces the chat's session (resume, /new, /archive) waits for none: it is refused
+while a turn runs, with the way to stop it.
 """
 
 from __future__ import annotations
@@ -24,11 +21,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..errors import WorkstationError
 from . import history
+from .liveturn import LiveTurn, record_time
 from .viewdata import MemoryEntry, SlashCommand, Turn
 
 if TYPE_CHECKING:
@@ -53,14 +50,6 @@ PREVIEW_LINES = 80
 SESSION_COMMANDS = frozenset({"/archive", "/new", "/clear", "/compact", "/pin"})
 WORKING = "the agent is working: escape stops it"
 SESSION_CHANGE_WAIT_S = 30.0  # a message sent while the session changes waits this long to land in the new one
-
-
-def record_time(record: dict) -> float:
-    """A record's ISO `ts` as epoch seconds (now, if it has none readable)."""
-    try:
-        return datetime.fromisoformat(str(record.get("ts")).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return time.time()
 
 
 class LiveBackend:
@@ -261,11 +250,11 @@ class LiveBackend:
         agent.close()
         agent.session.remove_if_empty()
 
-    def _switch(self, session: Session, turns: list[Turn] = ()) -> None:
+    def _switch(self, session: Session) -> None:
         """Put the chat on `session` (the caller holds `_busy`): a fresh agent, its whole conversation."""
         old, self.agent = self.agent, self._agent_on(session, self.agent.model_name)
         self._leave(old)
-        self._show_session(list(turns))
+        self._show_session()
 
     def _show_session(self, turns: list[Turn] | None = None) -> None:
         """The session's whole conversation (compactions included), scrolled to the end, then what
@@ -369,17 +358,10 @@ class LiveBackend:
             self._give_back()
 
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
-        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
+        """The palette's New session (ctrl+n): `/new`, its line in the chat as if typed."""
+        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
 
-        self._ready.wait()
-        if not self._take_the_chat():
-            return
-        try:
-            old = self.agent.session.slug
-            self._switch(Session.create(self.ws.paths, title="chat"),
-                         [Turn("notice", f"a new session; {old} stays as it was (F6 lists sessions)")])
-        finally:
-            self._give_back()
+        self.on_chat_pane_command_submitted(ChatPane.CommandSubmitted("/new", "", "/new"))
 
     # ------------------------------------------------------------------ knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None:
@@ -458,7 +440,7 @@ class LiveBackend:
         try:
             self._cancel.clear()
             self._ui(chat.set_activity, "busy", "")
-            turn = _LiveTurn(self, chat)
+            turn = LiveTurn(self, chat)
             try:
                 self.agent.run(request.text, turn.events(), cancel=self._cancel)
             except WorkstationError as err:  # refused before it began (no model, empty message)
@@ -514,22 +496,21 @@ class LiveBackend:
         alone = self._busy.locked() and request.name not in SESSION_COMMANDS  # a turn writes beside it
         before = len(self.agent.session.read().records)
         out = slash.run(self.agent, request.text)
-        said = command_said(out.text, out.ok, ts=time.time())
-        if out.action in ("new", "archived"):  # the chat moves to a new session
-            new = Session.create(self.ws.paths, title="chat")
-            self._switch(new, [asked, said, Turn("notice", f"a new session: {new.slug}")])
-            return
-        if out.action == "fork" and out.slug:  # go on in the fork; the original stays as it was
-            self._switch(Session.open(self.ws.paths, out.slug), [asked, said])
+        if out.action in ("new", "archived", "fork"):  # the chat moves to another session (a fork's: the original
+            # stays as it was), which keeps the command as its first line: a resumed chat shows what this one does
+            moved = (Session.open(self.ws.paths, out.slug) if out.action == "fork" and out.slug
+                     else Session.create(self.ws.paths, title="chat"))
+            slash.keep(moved, request.text, out)
+            self._switch(moved)
             return
         if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
             records = self.agent.session.read().records
             start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
             shown = log_turns(records, start, ts=record_time)
-            self._ui(chat.update_turn, at, shown[0])  # in the log's order: its line after what it wrote first
+            self._ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
             self._ui(chat.add_turns, shown[1:])
         else:
-            self._ui(chat.add_turn, said)
+            self._ui(chat.add_turn, command_said(out.text, out.ok, ts=time.time()))
         if out.action in ("rewound", "files"):  # what it took back is marked where it stands
             self._show_taken_back()
         if out.action == "model":
@@ -594,75 +575,6 @@ class LiveBackend:
         doc.setdefault("ui", tomlkit.table())["theme"] = request.theme
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, tomlkit.dumps(doc).encode())
-
-
-class _LiveTurn:
-    """One agent turn as the chat shows it: every record the agent writes becomes a turn with its id."""
-
-    def __init__(self, backend: LiveBackend, chat: ChatPane) -> None:
-        self.backend = backend
-        self.chat = chat
-        self.calls: dict[str, dict] = {}  # tool call id -> the call the assistant made
-        self.waiting: set = set()  # ids of the last assistant message's calls without a result yet
-        self.wrote_user = False
-
-    def step_done(self) -> None:
-        """Every call of the agent's last message has its result: the memory and timeline panes catch up
-        (on the agent's thread; the panes take the rows through call_from_thread)."""
-        self.backend.refresh_memory()
-        self.backend.refresh_timeline()
-
-    def events(self):
-        from ..agent.loop import AgentEvents  # lazy: the agent stack, +150 ms; off the first paint
-
-        ui, chat = self.backend._ui, self.chat
-
-        def retry(why: str) -> None:
-            ui(chat.discard_reply)  # what streamed is void: the retry streams again
-            ui(chat.add_turn, Turn("notice", f"retrying: {why}"))
-
-        return AgentEvents(
-            on_text=lambda fragment: ui(chat.stream_fragment, fragment),
-            on_retry=retry,
-            on_step=lambda step, tokens, window: ui(chat.set_context, tokens, window),
-            on_notice=lambda text: ui(chat.add_turn, Turn("notice", text)),
-            on_record=self.recorded,
-            on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None,
-            on_plan=lambda items: ui(chat.set_plan, items))
-
-    def recorded(self, record: dict) -> None:
-        """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (replay.transcript)."""
-        from ..replay.transcript import record_turns  # lazy: replay and the agent's tools, +100 ms; off the first paint
-        from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
-        from ..sessions.turns import starts_turn  # lazy: as above
-
-        ui, chat = self.backend._ui, self.chat
-        if record.get("sidechain"):  # a sub-agent's: its cost counts; the chat shows its task and summary only
-            if record["type"] == "assistant":
-                self.backend.count_call(record)
-            return
-        kind, ts = record["type"], record_time(record)
-        call = self.calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
-        number = self.backend.turn_started() if starts_turn(record) else None
-        turns = record_turns(record, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
-        if kind == "user":
-            self.wrote_user = True
-        elif kind == "assistant":
-            self.backend.count_call(record)
-            calls = record.get("tool_calls") or ()
-            self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
-            self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
-            said = turns[0]
-            # the streamed reply becomes the turn, with the text as recorded (secrets masked)
-            if ui(chat.end_reply, id=said["id"], tokens=said["tokens"], ts=ts, text=said["text"]) is not None \
-                    or not said["text"]:
-                return
-        for turn in turns:
-            ui(chat.add_turn, turn)
-        if kind == "tool" and self.waiting:
-            self.waiting.discard(record.get("tool_call_id"))
-            if not self.waiting:  # the step's last result: its events and memory writes are in
-                self.step_done()
 
 
 def timeline_row(event: dict, marks: dict | None = None) -> dict:

@@ -223,18 +223,15 @@ def _tool_line(turn: Turn, expanded: bool, styles: TurnStyles, width: int = 0) -
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"{'▾' if expanded else '▸'} ", styles.meta)
     line.append("✓ " if turn.ok else "✗ ", styles.tool if turn.ok else styles.tool_error)
-    if turn.taken_back:  # the mark in front, where a cut line keeps it; what took it back at the end
-        line.append(f"{TAKEN_MARK} ", styles.notice)
     label = turn.text or f"{turn.tool}({safe(args_summary(turn.args))})"
     outcome = turn.outcome or (_first_line(turn.result) if not turn.ok else _result_summary(turn.result))
-    tail = f" → {outcome}" + (f"  {TAKEN_MARK} {turn.taken_back}" if turn.taken_back else "")
-    room = width - line.cell_len - min(len(tail), OUTCOME_ROOM)
+    taken = f"  {TAKEN_MARK} {turn.taken_back}" if turn.taken_back else ""  # kept whole: the label is cut first
+    room = width - line.cell_len - min(len(f" → {outcome}"), OUTCOME_ROOM) - len(taken)
     if width and len(label) > room:  # the arguments go first, then the tool's name stands alone
         label = label[: room - 1] + "…" if room > len(turn.tool) + 4 else turn.tool
     line.append(label, styles.tool)
     line.append(f" → {outcome}", styles.meta if turn.ok else styles.tool_error)
-    if turn.taken_back:
-        line.append(f"  {TAKEN_MARK} {turn.taken_back}", styles.notice)
+    line.append(taken, styles.notice)
     return line
 
 

@@ -104,6 +104,7 @@ class SessionsScreen(Screen):
         self.current = current  # the slug the chat is on: it is not archived from here
         self.sessions: dict[str, Any] = {}  # slug -> SessionInfo, in table order (those the filter lets through)
         self._all: list = []  # every SessionInfo listed, newest activity first
+        self._team_rows: list[dict] = []  # with `team`: every teammate's session listed
         self.hidden_empty = 0  # sessions left out for holding no turn
         self.last_export: str | None = None  # path of the last export, for the status line and tests
         self.team = False  # teammates' shared sessions instead (read-only: `workstation team pull` brings them)
@@ -160,17 +161,28 @@ class SessionsScreen(Screen):
         self.app.call_from_thread(self._show, infos)
 
     def _show_team(self, rows: list[dict]) -> None:
-        """Teammates' sessions, each with its author and origin; nothing here can be resumed or changed."""
+        """Teammates' sessions, each with its author and origin; nothing here can be resumed or changed.
+        The filter holds here too: by author, slug or origin."""
+        self._team_rows = list(rows)
         table = self.table
         table.clear()
         self.sessions = {}
-        for row in rows:
+        needle = self._needle()
+        shown = [row for row in rows if not needle or any(
+            needle in str(row[key]).casefold() for key in ("author", "slug", "origin"))]
+        for row in shown:
             table.add_row("", f"{row['author']}/{row['slug']}", "team", "", "", f"{row['lines']} lines", "",
                           clip(row["origin"], TITLE_CHARS), key=f"{row['origin']}\0{row['slug']}")
-        self.query_one("#sessions-title", Static).update(f"Sessions · team · {len(rows)} shared by teammates")
+        title = f"Sessions · team · {len(rows)} shared by teammates" + (f" · {len(shown)} match {needle!r}"
+                                                                          if needle else "")
+        self.query_one("#sessions-title", Static).update(title)
         self.query_one("#sessions-detail", Static).update(
+            "no teammate's session's author, slug or origin holds " + repr(needle) if rows and not shown else
             "teammates' sessions, read-only (`workstation session search TEXT --team`)" if rows else
             "no teammates' sessions pulled: they share them with [team] share = [..., \"sessions\"]")
+
+    def _needle(self) -> str:
+        return self.query_one("#sessions-filter", Input).value.strip().casefold()
 
     def _show(self, infos: list) -> None:
         self._all = list(infos)
@@ -178,7 +190,7 @@ class SessionsScreen(Screen):
         keep = self.selected.slug if self.selected is not None else None
         table.clear()
         current = self.current
-        needle = self.query_one("#sessions-filter", Input).value.strip().casefold()
+        needle = self._needle()
         listed = [i for i in infos if i.turns or i.slug == current]
         self.hidden_empty = len(infos) - len(listed)
         shown = [i for i in listed if not needle or needle in i.slug.casefold() or needle in i.title.casefold()]
@@ -205,7 +217,10 @@ class SessionsScreen(Screen):
 
     @on(Input.Changed, "#sessions-filter")
     def _filter_changed(self) -> None:
-        self._show(self._all)
+        if self.team:
+            self._show_team(self._team_rows)
+        else:
+            self._show(self._all)
 
     @on(Input.Submitted, "#sessions-filter")
     def _filter_done(self) -> None:

@@ -1,0 +1,104 @@
+"""One agent turn as the live chat shows it: every record the agent writes becomes the chat's turns as a
+resumed chat derives them (replay.transcript), with their ids, as it is written (`AgentEvents.on_record`).
+
+The streamed reply becomes the recorded assistant turn; a step's last tool result brings the memory and
+timeline panes up to date; a compaction (from the agent's compactor thread) shows the line the log gives
+it. Every callback runs on the agent's thread (or the compactor's) and reaches the panes through
+`backend._ui`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .backend import LiveBackend
+    from .panes.chat import ChatPane
+
+
+def record_time(record: dict) -> float:
+    """A record's ISO `ts` as epoch seconds (now, if it has none readable)."""
+    try:
+        return datetime.fromisoformat(str(record.get("ts")).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
+
+
+class LiveTurn:
+    """One agent turn as the chat shows it: every record the agent writes becomes a turn with its id."""
+
+    def __init__(self, backend: LiveBackend, chat: ChatPane) -> None:
+        self.backend = backend
+        self.chat = chat
+        self.calls: dict[str, dict] = {}  # tool call id -> the call the assistant made
+        self.waiting: set = set()  # ids of the last assistant message's calls without a result yet
+        self.wrote_user = False
+
+    def step_done(self) -> None:
+        """Every call of the agent's last message has its result: the memory and timeline panes catch up
+        (on the agent's thread; the panes take the rows through call_from_thread)."""
+        self.backend.refresh_memory()
+        self.backend.refresh_timeline()
+
+    def events(self):
+        from ..agent.loop import AgentEvents  # lazy: the agent stack, +150 ms; off the first paint
+
+        ui, chat = self.backend._ui, self.chat
+
+        # what streamed is void: the retry streams again. Its notice, as every notice of the turn (a trimmed
+        # context, a cache break, an auto-commit), is a record: the chat shows it from on_record, as on resume
+        return AgentEvents(
+            on_text=lambda fragment: ui(chat.stream_fragment, fragment),
+            on_retry=lambda why: ui(chat.discard_reply),
+            on_step=lambda step, tokens, window: ui(chat.set_context, tokens, window),
+            on_record=self.recorded,
+            on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None,
+            on_plan=lambda items: ui(chat.set_plan, items))
+
+    def compacted(self, record: dict) -> None:
+        """A compaction's line, as `log_turns` makes it from the log (the turns it summarized, by number)."""
+        from ..replay.transcript import log_turns  # lazy: loaded by the turn already
+
+        records = self.backend.agent.session.read().records
+        at = next((i for i, r in enumerate(records) if r["id"] == record["id"]), None)
+        if at is not None:
+            self.backend._ui(self.chat.add_turns, log_turns(records[: at + 1], at, ts=record_time))
+
+    def recorded(self, record: dict) -> None:
+        """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (replay.transcript)."""
+        from ..replay.transcript import record_turns  # lazy: replay and the agent's tools, +100 ms; off the first paint
+        from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.turns import starts_turn  # lazy: as above
+
+        ui, chat = self.backend._ui, self.chat
+        if record.get("sidechain"):  # a sub-agent's: its cost counts; the chat shows its task and summary only
+            if record["type"] == "assistant":
+                self.backend.count_call(record)
+            return
+        kind, ts = record["type"], record_time(record)
+        if kind == "compact":  # the agent's compaction, from its thread: the line a resumed chat shows
+            self.compacted(record)
+            return
+        call = self.calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
+        number = self.backend.turn_started() if starts_turn(record) else None
+        turns = record_turns(record, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
+        if kind == "user":
+            self.wrote_user = True
+        elif kind == "assistant":
+            self.backend.count_call(record)
+            calls = record.get("tool_calls") or ()
+            self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
+            self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
+            said = turns[0]
+            # the streamed reply becomes the turn, with the text as recorded (secrets masked)
+            if ui(chat.end_reply, id=said["id"], tokens=said["tokens"], ts=ts, text=said["text"]) is not None \
+                    or not said["text"]:
+                return
+        for turn in turns:
+            ui(chat.add_turn, turn)
+        if kind == "tool" and self.waiting:
+            self.waiting.discard(record.get("tool_call_id"))
+            if not self.waiting:  # the step's last result: its events and memory writes are in
+                self.step_done()
