@@ -291,7 +291,7 @@ def test_fallbacks_and_model_switches_keep_each_provider_to_its_own_endpoint_and
 
     primary = ModelSpec("openai/gpt-4o", api_base="http://127.0.0.1:9/v1", api_key_env="OPENAI_API_KEY",
                         fallbacks=("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku"))
-    same, other = llm._chain(primary)[1:]
+    same, other = llm.model_chain(primary)[1:]
     assert (same.api_base, same.api_key_env) == ("http://127.0.0.1:9/v1", "OPENAI_API_KEY")
     assert (other.model, other.api_base, other.api_key_env) == ("anthropic/claude-3-5-haiku", None, None)
 

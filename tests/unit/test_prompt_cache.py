@@ -100,6 +100,6 @@ def test_spec_carries_the_ttl_to_every_model() -> None:
 
     spec = spec_for(ModelConfig(name="anthropic/claude-sonnet-4-5", fallbacks=["openai/gpt-4o"]), cache_ttl="1h")
     assert spec.cache_ttl == "1h"
-    from workstation.llm import _chain
+    from workstation.llm import model_chain
 
-    assert [s.cache_ttl for s in _chain(spec)] == ["1h", "1h"]
+    assert [s.cache_ttl for s in model_chain(spec)] == ["1h", "1h"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workstation.config import ModelConfig
-from workstation.llm import ModelSpec, _chain
+from workstation.llm import ModelSpec, model_chain
 from workstation.providers import provider_of, same_provider, spec_for
 
 BASE = "https://llm.internal.example/v1"
@@ -50,7 +50,7 @@ def test_the_configured_endpoint_goes_only_to_the_same_provider(configured, requ
 @pytest.mark.parametrize("configured, requested, shared", [c for c in CASES if c[0]])
 def test_fallbacks_follow_the_same_rule(configured, requested, shared):
     spec = ModelSpec(configured, api_base=BASE, api_key_env="CORP_LLM_KEY", fallbacks=(requested,))
-    fallback = _chain(spec)[1]
+    fallback = model_chain(spec)[1]
     assert (fallback.api_base, fallback.api_key_env) == ((BASE, "CORP_LLM_KEY") if shared else (None, None))
 
 

@@ -123,7 +123,7 @@ class Watcher:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Watcher":
         from watchdog.events import FileSystemEventHandler  # lazy: watchdog, +22 ms on map commands that do not watch
-        from watchdog.observers import Observer
+        from watchdog.observers import Observer  # lazy: as above
 
         watcher = self
 

@@ -47,7 +47,7 @@ from ..providers import CACHE_TTLS, ModelSpec  # noqa: E402
 from .client import warm_import  # noqa: E402
 from .errors import LLMCancelled, LLMError  # noqa: E402
 from .result import MAX_TOOL_ARGS_CHARS, Completion, ToolCall  # noqa: E402
-from .retry import MAX_BACKOFF_S, _chain, complete  # noqa: E402,F401  (_chain: the tests read a spec's chain)
+from .retry import MAX_BACKOFF_S, complete, model_chain  # noqa: E402
 from .usage import DEFAULT_CONTEXT_WINDOW, context_window, count_tokens, set_context_window  # noqa: E402
 
 __all__ = [
@@ -65,4 +65,5 @@ __all__ = [
     "CACHE_TTLS",
     "MAX_TOOL_ARGS_CHARS",
     "MAX_BACKOFF_S",
+    "model_chain",
 ]

@@ -11,11 +11,11 @@ from typing import Any, Callable, Optional
 
 from .. import scrub
 from ..providers import CACHE_TTLS, ModelSpec, cache_style, with_cache_breakpoints
-from .client import _litellm
-from .errors import LLMCancelled, LLMError, _map_exception
+from .client import load_litellm
+from .errors import LLMCancelled, LLMError, map_exception
 from .result import Completion
-from .stream import _Accumulator, _fold_response, _stream_was_truncated
-from .usage import _cost, count_tokens, output_limit
+from .stream import Accumulator, fold_response, stream_was_truncated
+from .usage import usage_cost, count_tokens, output_limit
 
 _POLL_S = 0.05  # how often the consumer loop checks `cancel` / the watchdog
 # Chunks of a stream that carry no output token: the role, finish and usage chunks, a tool call's or a
@@ -89,10 +89,10 @@ def _request(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]],
     return kwargs
 
 
-def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]], stream: bool,
+def run_attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]], stream: bool,
              on_text: Optional[Callable[[str], None]], cancel: Optional[threading.Event],
              cache_key: Optional[str] = None) -> Completion:
-    lit = _litellm()
+    lit = load_litellm()
     kwargs = _request(spec, messages, tools, stream, cache_key)
 
     events: "queue.Queue[tuple[str, Any]]" = queue.Queue()
@@ -118,7 +118,7 @@ def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]],
 
     threading.Thread(target=worker, name=f"llm-{spec.model}", daemon=True).start()
 
-    acc = _Accumulator()
+    acc = Accumulator()
     # Backup only: litellm's own (httpx) timeout normally fires at timeout_s.  The slack covers
     # litellm's lazy imports on a process's first call, which happen inside lit.completion().
     watchdog_s = max(spec.timeout_s * 1.5, spec.timeout_s + 2.0)
@@ -149,22 +149,22 @@ def _attempt(spec: ModelSpec, messages: list[dict], tools: Optional[list[dict]],
                 if acc.calls and acc.oversized:  # left here: the call is refused whatever follows
                     return _finish(spec, messages, acc, cut=True)
             elif kind == "end":
-                if _stream_was_truncated(payload):
+                if stream_was_truncated(payload):
                     raise LLMError(f"stream from {spec.model} ended without a finish reason (connection dropped?)",
                                    kind="dropped", model=spec.model, retryable=True)
                 return _finish(spec, messages, acc)
             elif kind == "response":
-                _fold_response(acc, payload)
+                fold_response(acc, payload)
                 if acc.text and on_text is not None:
                     on_text(acc.text)
                 return _finish(spec, messages, acc)
             elif kind == "error":
-                raise _map_exception(payload, spec) from None
+                raise map_exception(payload, spec) from None
     finally:
         stop.set()
 
 
-def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator, cut: bool = False) -> Completion:
+def _finish(spec: ModelSpec, messages: list[dict], acc: Accumulator, cut: bool = False) -> Completion:
     calls = acc.tool_calls(cut)
     text = acc.text
     estimated = acc.usage is None
@@ -174,7 +174,7 @@ def _finish(spec: ModelSpec, messages: list[dict], acc: _Accumulator, cut: bool 
     else:
         tokens_in = count_tokens(spec.model, messages=messages)
         tokens_out = count_tokens(spec.model, text=text + "".join(c.name + c.arguments for c in calls))
-    cost = _cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation, hour)
+    cost = usage_cost(spec.model, tokens_in, tokens_out, cache_read, cache_creation, hour)
     return Completion(text=text, tool_calls=calls, model=spec.model, tokens_in=tokens_in, tokens_out=tokens_out,
                       latency_s=0.0, cost_usd=cost,
                       finish_reason=acc.finish_reason, tokens_estimated=estimated, cache_read_tokens=cache_read,

@@ -21,7 +21,7 @@ _litellm_mod: Any = None
 _import_lock = threading.Lock()
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
     global _litellm_mod
     if _litellm_mod is None:
         with _import_lock:
@@ -73,7 +73,7 @@ def warm_import() -> None:
     """Import and configure litellm, pre-import what the first completion would import lazily and
     load the default tokenizer (~4-5 s in total; call from a background thread at app start)."""
     global _warmed
-    lit = _litellm()
+    lit = load_litellm()
     if _warmed:
         return
     _warmed = True

@@ -104,7 +104,7 @@ def _retry_after(e: BaseException) -> Optional[float]:
     return None
 
 
-def _map_exception(e: BaseException, spec: ModelSpec) -> LLMError:
+def map_exception(e: BaseException, spec: ModelSpec) -> LLMError:
     """Any exception from litellm / the transport -> one-line LLMError (never contains the key)."""
     if isinstance(e, LLMError):
         return e

@@ -9,7 +9,7 @@ import time
 from typing import Callable, Optional
 
 from ..providers import ModelSpec, shares_endpoint
-from .attempt import _attempt
+from .attempt import run_attempt
 from .errors import LLMCancelled, LLMError
 from .result import Completion
 
@@ -18,7 +18,7 @@ log = logging.getLogger("workstation.llm")
 MAX_BACKOFF_S = 30.0  # cap for one backoff sleep (also caps a server's Retry-After)
 
 
-def _chain(spec: ModelSpec) -> list[ModelSpec]:
+def model_chain(spec: ModelSpec) -> list[ModelSpec]:
     out = [spec]
     for fb in spec.fallbacks:
         if isinstance(fb, ModelSpec):
@@ -67,7 +67,7 @@ def complete(
     started = time.monotonic()
     attempts = 0
     failures: list[LLMError] = []
-    chain = _chain(spec)
+    chain = model_chain(spec)
     for position, current in enumerate(chain):
         error: Optional[LLMError] = None
         for retry_index in range(max(0, current.max_retries) + 1):
@@ -75,7 +75,7 @@ def complete(
                 raise LLMCancelled(f"request to {current.model} cancelled", model=current.model)
             attempts += 1
             try:
-                result = _attempt(current, messages, tools, stream, on_text, cancel, cache_key)
+                result = run_attempt(current, messages, tools, stream, on_text, cancel, cache_key)
             except LLMCancelled:
                 raise
             except LLMError as e:

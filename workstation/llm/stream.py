@@ -8,7 +8,7 @@ import uuid
 from typing import Any, Optional
 
 from .result import MAX_TOOL_ARGS_CHARS, ToolCall
-from .usage import _get, _usage_of
+from .usage import field_of, usage_of
 
 
 def _is_json_object(s: str) -> bool:
@@ -70,7 +70,7 @@ class _ToolCallBuilder:
         self.size += len(args)
 
 
-class _Accumulator:
+class Accumulator:
     def __init__(self) -> None:
         self.text_parts: list[str] = []
         self.calls: dict[int, _ToolCallBuilder] = {}
@@ -115,7 +115,7 @@ class _Accumulator:
         """Fold one litellm stream chunk in; returns the new text (for on_text)."""
         usage = getattr(chunk, "usage", None)
         if usage is not None:
-            self.usage = _usage_of(usage) or self.usage
+            self.usage = usage_of(usage) or self.usage
         choices = getattr(chunk, "choices", None) or []
         if not choices:
             return ""
@@ -126,11 +126,11 @@ class _Accumulator:
         if delta is None:
             return ""
         for tc in getattr(delta, "tool_calls", None) or []:
-            fn = _get(tc, "function")
-            self.add_tool_delta(_get(tc, "index"), _get(tc, "id"), _get(fn, "name"), _get(fn, "arguments"))
+            fn = field_of(tc, "function")
+            self.add_tool_delta(field_of(tc, "index"), field_of(tc, "id"), field_of(fn, "name"), field_of(fn, "arguments"))
         fc = getattr(delta, "function_call", None)  # legacy single function_call deltas
-        if fc is not None and (_get(fc, "name") or _get(fc, "arguments")):
-            self.add_tool_delta(0, None, _get(fc, "name"), _get(fc, "arguments"))
+        if fc is not None and (field_of(fc, "name") or field_of(fc, "arguments")):
+            self.add_tool_delta(0, None, field_of(fc, "name"), field_of(fc, "arguments"))
         content = getattr(delta, "content", None)
         if content:
             self.text_parts.append(content)
@@ -154,7 +154,7 @@ class _Accumulator:
         return out
 
 
-def _fold_response(acc: _Accumulator, resp: Any) -> None:
+def fold_response(acc: Accumulator, resp: Any) -> None:
     choices = getattr(resp, "choices", None) or []
     if choices:
         choice = choices[0]
@@ -164,14 +164,14 @@ def _fold_response(acc: _Accumulator, resp: Any) -> None:
             if getattr(msg, "content", None):
                 acc.text_parts.append(msg.content)
             for i, tc in enumerate(getattr(msg, "tool_calls", None) or []):
-                fn = _get(tc, "function")
-                acc.add_tool_delta(i, _get(tc, "id"), _get(fn, "name"), _get(fn, "arguments"))
+                fn = field_of(tc, "function")
+                acc.add_tool_delta(i, field_of(tc, "id"), field_of(fn, "name"), field_of(fn, "arguments"))
     usage = getattr(resp, "usage", None)
     if usage is not None:
-        acc.usage = _usage_of(usage) or acc.usage
+        acc.usage = usage_of(usage) or acc.usage
 
 
-def _stream_was_truncated(resp: Any) -> bool:
+def stream_was_truncated(resp: Any) -> bool:
     """litellm's CustomStreamWrapper synthesizes finish_reason='stop' (and a usage chunk) when a
     stream ends without one, so a body that simply stopped early looks complete.  Its private
     ``received_finish_reason`` tells the truth; if the attribute is missing we trust the stream."""

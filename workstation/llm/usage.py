@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any, Optional
 
-from .client import _litellm
+from .client import load_litellm
 
 log = logging.getLogger("workstation.llm")
 
@@ -39,7 +39,7 @@ def count_tokens(model: str, messages: Optional[list[dict]] = None, text: Option
     if not messages and not text:
         return 0
     try:
-        lit = _litellm()
+        lit = load_litellm()
         total = 0
         if messages:
             total += int(lit.token_counter(model=model, messages=messages))
@@ -75,7 +75,7 @@ def context_window(model: str) -> int:
             return _ctx_cache[model]
     n: Optional[int] = None
     try:
-        info = _litellm().get_model_info(model)
+        info = load_litellm().get_model_info(model)
         n = info.get("max_input_tokens") or info.get("max_tokens")
     except Exception:
         n = None
@@ -95,7 +95,7 @@ def output_limit(model: str) -> int:
         if model in _out_cache:
             return _out_cache[model]
     try:
-        n = _litellm().get_model_info(model).get("max_output_tokens")
+        n = load_litellm().get_model_info(model).get("max_output_tokens")
     except Exception:  # a model litellm has no figures for
         n = None
     result = int(n) if n else DEFAULT_OUTPUT_LIMIT
@@ -104,12 +104,12 @@ def output_limit(model: str) -> int:
     return result
 
 
-def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_creation: int = 0,
+def usage_cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cache_creation: int = 0,
           cache_creation_1h: int = 0) -> Optional[float]:
     """The call's cost from litellm's bundled price map (cached input priced as such, 1-hour writes at
     their own price); None when it has no price for the model."""
     try:
-        lit = _litellm()
+        lit = load_litellm()
         extra: dict[str, Any] = {}
         if cache_creation_1h:  # only a usage object carries the split of the writes by lifetime
             from litellm.types.utils import CacheCreationTokenDetails, PromptTokensDetailsWrapper  # lazy: litellm
@@ -130,27 +130,27 @@ def _cost(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0, cach
         return None
 
 
-def _usage_of(usage: Any) -> Optional[tuple[int, int, int, int, int]]:
+def usage_of(usage: Any) -> Optional[tuple[int, int, int, int, int]]:
     """(prompt, completion, cache read, cache creation, of it for 1 hour) tokens of a provider's usage, as
     litellm maps it: Anthropic's cache_read_input_tokens / cache_creation_input_tokens (the 1-hour share in
     prompt_tokens_details.cache_creation_token_details, from Anthropic's cache_creation split), OpenAI's
     prompt_tokens_details.cached_tokens. None when the usage names no token counts."""
-    pt, ct = _get(usage, "prompt_tokens"), _get(usage, "completion_tokens")
+    pt, ct = field_of(usage, "prompt_tokens"), field_of(usage, "completion_tokens")
     if pt is None and ct is None:
         return None
-    details = _get(usage, "prompt_tokens_details")
-    read = _get(usage, "cache_read_input_tokens")
+    details = field_of(usage, "prompt_tokens_details")
+    read = field_of(usage, "cache_read_input_tokens")
     if not read:
-        read = _get(details, "cached_tokens")
-    created = _get(usage, "cache_creation_input_tokens")
-    hour = _get(_get(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")
+        read = field_of(details, "cached_tokens")
+    created = field_of(usage, "cache_creation_input_tokens")
+    hour = field_of(field_of(details, "cache_creation_token_details"), "ephemeral_1h_input_tokens")
     if hour is None:
-        hour = _get(_get(usage, "cache_creation"), "ephemeral_1h_input_tokens")
+        hour = field_of(field_of(usage, "cache_creation"), "ephemeral_1h_input_tokens")
     created = int(created or 0)
     return int(pt or 0), int(ct or 0), int(read or 0), created, min(int(hour or 0), created)
 
 
-def _get(obj: Any, key: str) -> Any:
+def field_of(obj: Any, key: str) -> Any:
     if obj is None:
         return None
     if isinstance(obj, dict):

@@ -65,10 +65,9 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     if pointer:
         data["in_head_map"] = True
     elif ctx.ranges is not None:
-        pointer = _shown_before(ctx.ranges, rel, sha, text)
-        if pointer:
-            data["continues"] = pointer[1]
-            pointer = pointer[0]
+        earlier = _shown_before(ctx.ranges, rel, sha, text)
+        if earlier:
+            pointer, data["continues"] = earlier
         else:
             ctx.ranges.remember_map(rel, sha, ctx.call_id, [line for line in text.splitlines()[1:]
                                                            if not line.endswith("more symbols)")])
