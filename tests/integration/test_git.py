@@ -4,6 +4,8 @@ exactly those paths, and a poisoned .git/config that must never run a program th
 from __future__ import annotations
 
 import os
+import shutil
+import time
 
 import pytest
 
@@ -172,8 +174,16 @@ def test_failures_are_one_line(repo, monkeypatch):
     assert r.status().problem == "git is not installed (no git on PATH)"
 
 
-def test_a_git_past_its_time_limit_is_stopped_and_reported(repo, monkeypatch):
+def test_a_git_past_its_time_limit_is_stopped_and_reported(repo, monkeypatch, tmp_path):
     r = Repo.find(repo)
-    monkeypatch.setattr(gitmod, "TIMEOUT_S", 0.0001)
+    # a git that takes 5 s before it starts: the limit decides, not a race between a fast git and a tiny limit
+    slow = tmp_path / "slowbin"
+    slow.mkdir()
+    (slow / "git").write_text(f'#!/bin/sh\nsleep 5\nexec {shutil.which("git")} "$@"\n')
+    (slow / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{slow}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(gitmod, "TIMEOUT_S", 0.5)
+    started = time.monotonic()
     status = r.status()
     assert status.dirty is None and status.problem.startswith("git ") and "and was stopped" in status.problem, status
+    assert time.monotonic() - started < 4  # stopped at its limit, not waited for

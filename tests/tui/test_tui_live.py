@@ -68,7 +68,10 @@ async def test_live_app_indexes_answers_slash_commands_and_chats(tmp_path):
             assert [records[t.id]["type"] for t in live] == ["user", "assistant", "tool", "assistant"]
             assert live[1].text == "*calls file_meta*"
             tool_turn = next(t for t in app.chat.transcript.turns if t.role == "tool")
-            assert tool_turn.tool == "file_meta" and "def twice" in tool_turn.result
+            # the chat shows what the model was sent: core.py's symbols are in the map excerpt of its system
+            # message, so file_meta points there instead of repeating them (tools/files.py: _in_head_map)
+            assert tool_turn.tool == "file_meta" and tool_turn.result.startswith("pkg/core.py (python, 9 lines)")
+            assert "symbols: as in the repository map in your context (2 lines, unchanged)" in tool_turn.result
             await wait_for(pilot, lambda: any(e.type == "tool_call" for e in app.timeline.shown))
             # the file changes on disk: the map's freshness follows
             (tmp_path / "pkg" / "extra.py").write_text("def more():\n    pass\n")
