@@ -18,7 +18,8 @@ updates written since among them (updates.py: a request only grows at its end,
 so the provider's prompt cache serves the one before it). If that is over the
 window, the oldest turns are left out of the request (never out of the log);
 if even the head and the latest message cannot fit, the turn stops with one
-clear line and no request is sent.
+clear line and no request is sent. The head and its updates are kept in step
+with the log, and the request built from it, by contextsync.py.
 
 Every operation lands in the episodic log (each model call and tool call as
 an operation: op_start, then the model_call or tool_call event that ends it),
@@ -33,7 +34,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import json
 import re
 import secrets
 import threading
@@ -50,14 +50,14 @@ from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import fetch_original, seen
 from ..sessions.log import new_record_id
 from ..sessions.turns import starts_turn
-from ..tokens import count
-from . import context, memoryfirst, toolcall, tools, updates
+from . import memoryfirst, toolcall, tools, updates
 from .approval import Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
 from .context import ContextOverflow, Request
+from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
-from .instructions import ProjectInstructions, budget_for, section_of
+from .instructions import ProjectInstructions
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 from .tools.task import at_once, groups
@@ -87,10 +87,6 @@ COMPACTION_MODES = ("background", "sync", "off")
 
 class NoModel(WorkstationError):
     """No model is configured."""
-
-
-class NoEpoch(WorkstationError):
-    """No epoch for the summary in force: the context was not synced since the last compaction."""
 
 
 @dataclass
@@ -161,14 +157,7 @@ class Agent:
         self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
-        self._turn = memoryfirst.TurnMemory()
-        self._excerpt: str | None = None
-        self._last_messages: list[dict] | None = None  # the previous request's, to tell why a prefix broke
-        self._last_model: str | None = None  # the model of the previous request in this process
         self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)
-        self._decisions_omitted = 0
-        self._token_cache: dict[tuple[int, int], int] = {}
-        self._tools_tokens: int | None = None
         self._compactor: threading.Thread | None = None
         self._closing = threading.Event()  # stops a background compaction's model call at close()
         self._auto = AutoCompactor(self.memory.episodic)  # backs off from a session whose compaction failed
@@ -176,6 +165,9 @@ class Agent:
         self._events = AgentEvents()  # the running turn's callbacks
         self._running = False  # a turn is running (undo and rewind wait for it to end)
         self.instructions = ProjectInstructions(workspace.paths)
+        self.context_sync = ContextSync(session, self.config, base=SYSTEM_PROMPT.format(root=workspace.root),
+                                        toolset=self.toolset, memory=self.memory, kmap=self.kmap,
+                                        instructions=self.instructions, ctx=self.ctx, wrote=self._wrote)
 
     # ------------------------------------------------------------------ public
     def close(self) -> None:
@@ -228,8 +220,7 @@ class Agent:
         self._events = events
         result = TurnResult(session=self.session.slug)
         turn = memoryfirst.query(self.kmap, text)
-        self._turn = turn
-        self._excerpt = None
+        self.context_sync.new_turn(turn)
         # what this message's lookups found reaches the model before the message (or in a new epoch's head)
         self._new_epoch = self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
@@ -303,7 +294,7 @@ class Agent:
                 self._tell(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left out of "
                            "this request (the log keeps them; /compact summarizes them)", "trimmed", events)
             result.trimmed = request.trimmed
-        cache_break = self._cache_break(spec.model, request.messages, self._new_epoch)
+        cache_break = self.context_sync.cache_break(spec.model, request.messages, self._new_epoch)
         self._new_epoch = False
         if cache_break in ("model switch", "tools changed"):
             self._tell(f"{cache_break}: this request starts without the provider's prompt cache", "cache", events)
@@ -391,97 +382,20 @@ class Agent:
         self.ctx.reindex()  # the step's edits are in the map before the next request is assembled
         return False
 
-    # ------------------------------------------------------------------ context
-    def _request(self, window: int, model: str) -> Request:
-        """The next request, from the log alone: the current epoch's head and the turns after it."""
-        view = self.session.read()
-        epoch = updates.current_epoch(model_view := seen(view))
-        if epoch is None:
-            raise NoEpoch("no epoch in force: _sync_context comes first")  # or a compaction came since
-        self.ctx.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
-        return context.build(view, self.config, epoch=epoch, base=self._base(), window=window, model=model,
-                             tools_tokens=self._tool_schema_tokens(), count=self._count,
-                             counter=self.session.counter)
-
-    def _base(self) -> str:
-        return SYSTEM_PROMPT.format(root=self.ws.root)
-
+    # ------------------------------------------------------------------ context (agent.contextsync)
     def _sync_context(self, window: int) -> bool:
-        """Bring the log's context up to date before a request (agent.updates.sync): a new epoch when the session
-        has none for the summary in force, else an update with whatever changed; True when an epoch began."""
-        budget = window - context.reply_reserve(window)
-        view = self.session.read()
-        now, blocks = self._state(view, budget)
+        """Bring the log's context up to date before a request (ContextSync.sync); True when an epoch began."""
+        return self.context_sync.sync(window, self.model_name)
 
-        def head(state: updates.State) -> str:
-            sections = []
-            if state.pins:
-                sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in state.pins))
-            sections.append(context.decision_section(state.decisions, self._decisions_omitted))
-            sections.append(section_of(blocks))
-            return context.head_text(self._base(), sections, state.excerpt)
-
-        return updates.sync(self.session, view, self.config, now, blocks, head, tools=self._tools_digest(),
-                            model=self.model_name, window=window, wrote=self._wrote,
-                            schemas=scrub.mask_data(self.toolset.schemas()))
-
-    def _state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
-        """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
-        decisions, self._decisions_omitted = context.decision_lines(self.memory.decisions(limit=1000),
-                                                                   budget // 10, self._count)
-        blocks = self.instructions.blocks(self._worked_on(view), budget_for(budget), self._count)
-        state = updates.State(decisions={k: scrub.mask(v) for k, v in decisions.items()},
-                              pins=context.pins_of(view),
-                              instructions={p: updates.digest(b) for p, b in blocks.items()},
-                              excerpt=self._map_excerpt(min(1024, max(128, budget // 10))))
-        return state, blocks
-
-    def _map_excerpt(self, budget: int) -> str:
-        """The map excerpt of the files the turn's message named (else the repository map), masked: made once
-        per user message, since an update or a new epoch is the only way it reaches the model."""
-        if self._turn.files:
-            self.kmap.ensure_fresh(self._turn.files)  # the staleness gate; a change re-indexes the file
-        if self._excerpt is None:
-            self._excerpt = scrub.mask(memoryfirst.excerpt(self.kmap, self._turn.files, budget))
-        return self._excerpt
-
-    def _tools_digest(self) -> str:
-        return updates.digest(json.dumps(self.toolset.schemas(), sort_keys=True))
-
-    def _cache_break(self, model: str, messages: list[dict], started_epoch: bool) -> str | None:
-        """Why this request's prefix is not (all) in the provider's cache (agent.updates.cache_break)."""
-        last, self._last_messages = self._last_messages, messages
-        last_model, self._last_model = self._last_model, model
-        return updates.cache_break(self.session.read(), messages, last, model, last_model, started_epoch,
-                                   tools=self._tools_digest(), ttl_s=updates.cache_ttl_s(self.config))
-
-    def _worked_on(self, view) -> list[str]:
-        """Files whose folders' instructions apply: the turn's memory lookups found them or a tool touched them."""
-        return [*self._turn.files, *self.instructions.note_session(view)]
+    def _request(self, window: int, model: str) -> Request:
+        """The next request, from the log alone (ContextSync.request)."""
+        return self.context_sync.request(window, model)
 
     def instructions_in_effect(self) -> list:
         """The project instruction files the next request carries (agent.instructions.Instruction; `shown`
         False: named only, over the budget), for the UI and /instructions."""
-        window = self.configured_window()  # (else litellm would say, but that import costs seconds)
-        budget = budget_for(window - context.reply_reserve(window)) if window else budget_for(10 ** 9)
-        return self.instructions.fitted(self._worked_on(self.session.read()), budget, self._count)
-
-    def _tool_schema_tokens(self) -> int:
-        if self._tools_tokens is None:
-            self._tools_tokens = self._count(json.dumps(self.toolset.schemas()))
-        return self._tools_tokens
-
-    def _count(self, text: str) -> int:
-        if len(text) < 64:
-            return count(text)
-        key = (len(text), hash(text))  # not the text itself: tool outputs would pile up in memory
-        cached = self._token_cache.get(key)
-        if cached is None:
-            cached = count(text)
-            if len(self._token_cache) > 4096:
-                self._token_cache.clear()
-            self._token_cache[key] = cached
-        return cached
+        # (the configured window, else none: litellm would say, but that import costs seconds)
+        return self.context_sync.instructions_in_effect(self.configured_window())
 
     # ------------------------------------------------------------------ compaction
     def _compaction_config(self) -> Config | None:

@@ -204,7 +204,7 @@ class SubAgent(Agent):
         was written), then anything that changes while it works."""
         budget = window - context.reply_reserve(window)
         view = self.session.read()
-        now, blocks = self._state(view, budget)
+        now, blocks = self.context_sync.state(view, budget)
         update = updates.difference(updates.known(LogView([self.epoch, *view.records]), self.epoch), now, blocks)
         first = not any(r["type"] == "system" and r.get("update") is not None for r in view.records)
         if first:
@@ -217,12 +217,13 @@ class SubAgent(Agent):
         return False
 
     def _request(self, window: int, model: str) -> "Request":
-        request = context.build(self.session.read(), self.config, epoch=self.epoch, base=self._base(), window=window,
-                                model=model, tools_tokens=self._tool_schema_tokens(), count=self._count,
+        told = self.context_sync
+        request = context.build(self.session.read(), self.config, epoch=self.epoch, base=told.base, window=window,
+                                model=model, tools_tokens=told.tool_schema_tokens(), count=told.count,
                                 counter=self.session.counter)
         if self.summary:  # the parent's head is its system message and the summary in force
             request.messages.insert(1, {"role": "system", "content": self.summary})
-            request.tokens += self._count(self.summary) + context.MESSAGE_OVERHEAD
+            request.tokens += told.count(self.summary) + context.MESSAGE_OVERHEAD
         return request
 
     def _unique_call_id(self, call_id: str) -> str:
