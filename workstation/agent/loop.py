@@ -162,6 +162,7 @@ class Agent:
         self._closing = threading.Event()  # stops a background compaction's model call at close()
         self._auto = AutoCompactor(self.memory.episodic)  # backs off from a session whose compaction failed
         self._closed = False
+        self._lifecycle = threading.Lock()  # close() never joins a compactor not yet started
         self._events = AgentEvents()  # the running turn's callbacks
         self._running = False  # a turn is running (undo and rewind wait for it to end)
         self.instructions = ProjectInstructions(workspace.paths)
@@ -171,13 +172,15 @@ class Agent:
 
     # ------------------------------------------------------------------ public
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._lifecycle:
+            if self._closed:
+                return
+            self._closed = True
+            compactor = self._compactor
         self.ctx.reindex()
-        if self._compactor is not None:
+        if compactor is not None:
             self._closing.set()
-            self._compactor.join()
+            compactor.join()
         self.memory.close()
 
     def model_spec(self):
@@ -417,9 +420,12 @@ class Agent:
         if self.compaction == "sync":
             self._compact(cfg, window, events)
         else:
-            self._compactor = threading.Thread(target=self._compact, args=(cfg, window, events), daemon=True,
-                                               name=f"compact-{self.session.slug}")
-            self._compactor.start()
+            with self._lifecycle:
+                if self._closed:
+                    return
+                self._compactor = threading.Thread(target=self._compact, args=(cfg, window, events), daemon=True,
+                                                   name=f"compact-{self.session.slug}")
+                self._compactor.start()
 
     def conversation(self) -> Conversation | None:
         """What the chat model was last sent, grown to now (the same bytes with what followed at the end): a
