@@ -14,6 +14,7 @@ The chat shows the records a turn writes as it writes them (liveturn.LiveTurn), 
 resumed ones have, so the timeline can move the chat to any of them. One agent turn runs at a time
 (`_busy`); whatever replaces the chat's session (resume, /new, /archive) waits for none: it is refused
 while a turn runs, with the way to stop it.
+What another process appends to the session (the sidecar's compactions) shows as it lands (outside.Outside).
 """
 
 from __future__ import annotations

@@ -84,9 +84,12 @@ class Outside:
             if not fresh:
                 return
             backend._turn_count = count(records)  # a second app's user message is a turn too
+            if backend._closing.is_set():
+                return
             backend._ui(self._show, log_groups(records, ts=record_time), fresh)
-        backend.refresh_bill()
-        backend.refresh_timeline()
+        if not backend._closing.is_set():
+            backend.refresh_bill()
+            backend.refresh_timeline()
 
     def _show(self, groups: list[list[dict]], fresh: list[int]) -> None:
         """On the UI thread: each fresh record's turns before those of the records after it in the log that
