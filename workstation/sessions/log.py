@@ -381,7 +381,27 @@ def _gone(session: Session) -> SessionError:
     return SessionError(f"no session named {session.slug}")
 
 
+_own: set[str] | None = None  # ids of the records this process appended, once track_own_writes() was called
+
+
+def track_own_writes() -> None:
+    """From now on remember the id of every record this process appends (to any session), so that
+    `wrote_here` tells them from the records another process appended (the sidecar's compactions and
+    redactions, a second app): the app shows those as they land. Off unless asked (a bulk import would
+    keep millions of ids)."""
+    global _own
+    if _own is None:
+        _own = set()
+
+
+def wrote_here(record_id: str) -> bool:
+    """Did this process append the record with this id since `track_own_writes`?"""
+    return _own is not None and record_id in _own
+
+
 def _write_records(fd: int, records: list[dict], sync: bool = True) -> tuple[int, int]:
+    if _own is not None:  # before the write: a reader in another thread may see the line at once
+        _own.update(str(r.get("id")) for r in records)
     payload = b"".join([json_line(r) for r in records])
     size = os.fstat(fd).st_size
     # after a torn last line (a writer killed mid-write) start a fresh line, or this record is lost too

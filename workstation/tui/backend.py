@@ -14,6 +14,7 @@ The chat shows the records a turn writes as it writes them (liveturn.LiveTurn), 
 resumed ones have, so the timeline can move the chat to any of them. One agent turn runs at a time
 (`_busy`); whatever replaces the chat's session (resume, /new, /archive) waits for none: it is refused
 while a turn runs, with the way to stop it.
+What another process appends to the session (the sidecar's compactions) shows as it lands (outside.Outside).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..errors import WorkstationError
 from . import history
 from .liveturn import LiveTurn, record_time
+from .outside import Outside
 from .viewdata import MemoryEntry, SlashCommand, Turn
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ class LiveBackend:
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
         self._bill = None  # sessions.billing.Bill of the chat's session (refresh_bill)
         self._turn_count = 0  # turns of the chat's session so far (sessions.turns): the next user message's is +1
+        self.outside = Outside(self)  # what another process (the sidecar) appends to the session, shown as it lands
 
     # ------------------------------------------------------------------ seam.Backend facts
     @property
@@ -96,10 +99,11 @@ class LiveBackend:
         from .. import llm  # lazy: the model client, +19 ms; start runs after the first paint
         from ..agent import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
         from ..runtime import Workspace  # lazy: the config and its validation, ~60 ms; start runs after the first paint
-        from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.log import Session, track_own_writes  # lazy: the sessions stack, +32 ms; off the first paint
         from .mapfeed import MapFeed  # lazy: the index and watchdog, +40 ms; off the first paint
 
         self.app = app
+        track_own_writes()  # before any: what this app did not write is what the chat must be told of
         threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
         config_notices: list[str] = []  # an untrusted workspace's ignored settings (workstation.trust), ...
         try:
@@ -148,6 +152,7 @@ class LiveBackend:
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
+        threading.Thread(target=self.outside.watch, args=(self._closing,), name="session-watch", daemon=True).start()
 
     def _offer_last(self) -> None:
         history.offer_last(self)
@@ -269,7 +274,8 @@ class LiveBackend:
         view = self.agent.session.read()
         records = view.records
         self._turn_count = count(records)
-        self._ui(chat.set_turns, self._transcript(records) + (turns or []))
+        self.outside.reset(len(records))
+        self._ui(chat.set_turns, self._transcript(view) + (turns or []))
         items = plan.current(seen(view).records) or []  # a rewound turn's plan is not the plan in force
         self._ui(chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
         agent = self.agent
@@ -316,13 +322,13 @@ class LiveBackend:
             billing.add(self._bill, record)
             self._ui(self.app.chat.set_bill, self._bill.line())
 
-    def _transcript(self, records: list[dict]) -> list[dict]:
+    def _transcript(self, view) -> list[dict]:
+        """The chat turns of the records `view` holds (the ones `outside` counts as shown), as replay has them."""
         from ..replay import Episode  # lazy: replay and the agent's tools, +100 ms; off the first paint
 
-        session = self.agent.session
-        if not records:
+        if not view.records:
             return []
-        episode = Episode.load(self.ws.paths, session.slug, config=self.ws.config)
+        episode = Episode(self.agent.session.slug, view, config=self.ws.config)
         return [turn for index in range(len(episode)) for turn in episode.transcript_of(index)]
 
     def _take_the_chat(self) -> bool:
@@ -438,6 +444,7 @@ class LiveBackend:
             self._ui(chat.add_turn, Turn("notice", f"{WORKING} (or wait for its answer)"))
             return
         try:
+            self.outside.catch_up(turn=True)  # what the sidecar wrote since comes before this turn
             self._cancel.clear()
             self._ui(chat.set_activity, "busy", "")
             turn = LiveTurn(self, chat)
@@ -486,6 +493,10 @@ class LiveBackend:
         history.pick_rewind(self)
 
     def _command(self, request: ChatPane.CommandSubmitted) -> None:
+        with self.outside.command():  # it shows what it writes (and what another process wrote meanwhile)
+            self._slash(request)
+
+    def _slash(self, request: ChatPane.CommandSubmitted) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
         from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
@@ -507,6 +518,7 @@ class LiveBackend:
             records = self.agent.session.read().records
             start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
             shown = log_turns(records, start, ts=record_time)
+            self.outside.shown(records[start:])
             self._ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
             self._ui(chat.add_turns, shown[1:])
         else:

@@ -1,7 +1,7 @@
 """The chat pane: transcript, the reply being streamed, what the agent is doing, a context gauge and the prompt.
 
-Data down: `set_turns`/`add_turn(s)`/`update_turn`, `mark_taken_back(marks)`, `begin_reply`/`stream_fragment`/
-`end_reply`/`discard_reply` (async: a thread worker calls them through
+Data down: `set_turns`/`add_turn(s)`/`update_turn`/`insert_turns` (before a turn: what another process wrote),
+`mark_taken_back(marks)`, `begin_reply`/`stream_fragment`/`end_reply`/`discard_reply` (async: a thread worker calls them through
 `app.call_from_thread`), `set_activity(kind, what)` (the agent's state, shown
 with the time it has taken so far), `set_context(used, window)`,
 `set_commands`, `set_files(paths)` (what `@` completes), `set_status`, `set_bill(text)` (what the session cost as billed and the last
@@ -274,6 +274,9 @@ class ChatPane(Vertical):
 
     def update_turn(self, key: int | str, turn) -> None:
         self.transcript.update_turn(key, turn)
+
+    def insert_turns(self, index: int, turns) -> None:
+        self.transcript.insert(index, turns)
 
     def mark_taken_back(self, marks: dict[str, str]) -> None:
         """Dim the turns a rewind or undo took back, saying what did (record id -> "undone by /undo")."""

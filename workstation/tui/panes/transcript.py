@@ -147,6 +147,31 @@ class Transcript(ScrollView, can_focus=True):
         self._update_virtual_size()
         self.refresh()
 
+    def insert(self, index: int, turns) -> None:
+        """Put turns before turn `index` (at the end when it is past the last): a record another process
+        appended, in its place in the log."""
+        if index >= len(self._turns):
+            self.extend(turns)
+            return
+        new = [coerce(Turn, t) for t in turns]
+        if not new:
+            return
+        n = len(new)
+        self._turns[index:index] = new
+        self._heights[index:index] = [self._estimate(turn, False) for turn in new]
+        self._exact[index:index] = bytes(n)
+        self._expanded = {i + n if i >= index else i for i in self._expanded}
+        self._ids.clear()
+        for i, turn in enumerate(self._turns):  # later turns of one id win, as in extend
+            if turn.id:
+                self._ids[turn.id] = i
+        self._strips.clear()  # keyed by index: every turn from `index` on moved
+        if self.cursor >= index:
+            self.cursor += n
+        self._rebuild_offsets(index)
+        self._update_virtual_size()
+        self.refresh()
+
     def update_turn(self, key: int | str, turn) -> None:
         """Replace a turn in place, by index or id (a tool result arriving later)."""
         i = self.index_of(key)
