@@ -9,6 +9,37 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+# The slow tiers (`pytest -m "not slow"` is the inner loop; the README's test command runs them all), each
+# file with what makes it slow.
+SLOW = {
+    "integration/test_agent_checkpoint_faults.py": "kill -9 trials",
+    "integration/test_sessions_faults.py": "kill -9 trials",
+    "integration/test_multiprocess.py": "processes sharing a workspace, the owner killed",
+    "integration/test_sessions_sidecar.py": "the sidecar process",
+    "tui/test_tui_sidecar_live.py": "the sidecar process",
+    "integration/test_agent_lsp.py": "language servers",
+    "integration/test_team.py": "PostgreSQL",
+    "tui/test_tui_snapshots.py": "snapshots",
+    "tui/test_tui_screen_snapshots.py": "snapshots",
+}
+# Files that share one xdist worker: each starts servers too heavy for two to run at once on two cores.
+GROUPS = {
+    "integration/test_team.py": "postgres",
+    "integration/test_agent_lsp.py": "language-servers",
+    "tui/test_tui_chat.py": "language-servers",
+}
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tiers, and keep each file on one worker (`--dist loadgroup`: its module fixtures are
+    built once), the grouped files on one between them."""
+    for item in items:
+        where = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
+        if where in SLOW:
+            item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(GROUPS.get(where, where)))
+
 
 @pytest.fixture(autouse=True)
 def _isolated_user(tmp_path_factory, monkeypatch):
