@@ -65,18 +65,18 @@ TimeLimit = Annotated[float, Meta(gt=0, le=DAY_S)]
 
 class ModelConfig(_Section):
     name: str = ""  # any litellm model string; "" means no model configured
-    api_base: str = ""
+    api_base: str = ""  # the endpoint of the model's provider (a proxy, a local server); "" for its default
     api_key_env: str = ""  # name of the env var holding the key; the key itself never goes in config
-    fallbacks: list[str] = field(default_factory=list)
-    timeout_s: TimeLimit = 60.0
-    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2
+    fallbacks: list[str] = field(default_factory=list)  # models tried in turn when this one fails
+    timeout_s: TimeLimit = 60.0  # one model call, in seconds
+    max_retries: Annotated[int, Meta(ge=0, le=10)] = 2  # retries of a failed call (with back-off) before a fallback
     context_window: Annotated[int, Meta(ge=0, le=100_000_000)] = 0  # 0: ask litellm
     # the most tokens the model writes in one answer, which bounds a streamed answer (0: ask litellm)
     max_output_tokens: Annotated[int, Meta(ge=0, le=100_000_000)] = 0
 
 
 class IndexConfig(_Section):
-    max_file_bytes: Annotated[int, Meta(gt=0, le=1 << 30)] = 1_000_000
+    max_file_bytes: Annotated[int, Meta(gt=0, le=1 << 30)] = 1_000_000  # larger files are listed, not parsed
     workers: Annotated[int, Meta(ge=0, le=256)] = 0  # 0: one per core
     ignore: list[str] = field(default_factory=list)  # extra gitignore-style patterns
     describe_with_model: bool = False  # opt-in: LLM-written purposes when a model is set
@@ -93,14 +93,14 @@ class IndexConfig(_Section):
 
 
 class MemoryConfig(_Section):
-    # both count turns as sessions.turns defines them: one user message and everything that answered it
-    compact_threshold: Annotated[int, Meta(ge=2, le=1_000_000)] = 60
-    keep_recent: Annotated[int, Meta(ge=1)] = 40
-    compact_model: str = ""
-    compact_fallback_model: str = ""
-    compact_token_ratio: Annotated[float, Meta(gt=0, le=1)] = 0.8
-    redact_every: Annotated[int, Meta(ge=1, le=1_000_000)] = 10
-    redact_min_chars: Annotated[int, Meta(ge=1, le=1 << 30)] = 2000
+    # turns as sessions.turns counts them: one user message and everything that answered it
+    compact_threshold: Annotated[int, Meta(ge=2, le=1_000_000)] = 60  # compact once this many turns are unsummarized
+    keep_recent: Annotated[int, Meta(ge=1)] = 40  # the newest turns a compaction keeps verbatim
+    compact_model: str = ""  # the model that writes summaries ("": the chat model, over its cached history)
+    compact_fallback_model: str = ""  # tried when compact_model fails
+    compact_token_ratio: Annotated[float, Meta(gt=0, le=1)] = 0.8  # compact once a request passes this share of the window
+    redact_every: Annotated[int, Meta(ge=1, le=1_000_000)] = 10  # large tool outputs older than this many turns are redacted
+    redact_min_chars: Annotated[int, Meta(ge=1, le=1 << 30)] = 2000  # an output this long or longer is "large"
 
     def _check(self) -> None:
         if self.keep_recent >= self.compact_threshold:
@@ -132,13 +132,13 @@ class AgentConfig(_Section):
     sandbox_hide: list[str] = field(default_factory=lambda: list(DEFAULT_HIDE))  # hidden from commands
     # secret-named environment variables commands still get (scrub.command_env leaves the rest out)
     command_env_pass: list[str] = field(default_factory=list)
-    command_timeout_s: TimeLimit = 120.0
+    command_timeout_s: TimeLimit = 120.0  # a command is stopped after this many seconds
     # what one command may take (rlimits, in every sandbox and with none; README "What the sandbox enforces")
     command_max_processes: Annotated[int, Meta(ge=8, le=1 << 22)] = 1024
-    command_max_file_mb: Annotated[int, Meta(ge=1, le=1 << 30)] = 4096
-    command_max_memory_mb: Annotated[int, Meta(ge=64, le=1 << 30)] = 8192
-    max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000
-    max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30
+    command_max_file_mb: Annotated[int, Meta(ge=1, le=1 << 30)] = 4096  # the largest file a command may write
+    command_max_memory_mb: Annotated[int, Meta(ge=64, le=1 << 30)] = 8192  # the address space of a command
+    max_output_chars: Annotated[int, Meta(gt=0, le=1 << 30)] = 20_000  # a tool's output to the model is cut past this
+    max_steps: Annotated[int, Meta(ge=1, le=100_000)] = 30  # model calls in one turn before it stops and asks
     auto_commit: bool = False  # commit the files each turn changed (git repositories only; never pushes)
     # how long a provider keeps the prompt cached (Anthropic's cache_control ttl; a 1h write costs 2x, 5m 1.25x)
     cache_ttl: Literal["5m", "1h"] = "5m"
@@ -176,14 +176,14 @@ class AgentConfig(_Section):
 class LspConfig(_Section):
     """Language servers (workstation.lsp): errors an edit introduced, real references for impact."""
 
-    enabled: bool = True
+    enabled: bool = True  # start language servers for the languages they serve
     timeout_s: Annotated[float, Meta(gt=0, le=600)] = 15.0  # one check or query, a first start included
     max_errors: Annotated[int, Meta(ge=1, le=1000)] = 8  # errors listed in one edit's result
     max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1200  # characters of them
 
 
 class UIConfig(_Section):
-    theme: str = "workstation-dark"
+    theme: str = "workstation-dark"  # the app's look: a built-in theme or one of themes/ (ctrl+p lists them)
 
 
 class ImportConfig(_Section):
@@ -215,13 +215,13 @@ class McpServerConfig(_Section):
     secret) must be such a reference: keys never go in config files."""
 
     command: str = ""  # the program of a stdio server
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)  # its arguments
+    env: dict[str, str] = field(default_factory=dict)  # its environment (values may be ${VAR})
     url: str = ""  # a streamable HTTP server
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)  # HTTP headers (values may be ${VAR})
     trusted: bool = False  # its calls run without asking
     trusted_tools: list[str] = field(default_factory=list)  # these (the server's own names) run without asking
-    startup_timeout_s: TimeLimit = 30.0
+    startup_timeout_s: TimeLimit = 30.0  # the server must list its tools within this
     timeout_s: TimeLimit = 60.0  # one tool call
 
     def _check(self) -> None:
@@ -243,7 +243,7 @@ class McpServerConfig(_Section):
 
 
 class McpConfig(_Section):
-    servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    servers: dict[str, McpServerConfig] = field(default_factory=dict)  # [mcp.servers.NAME] tables, below
 
     @staticmethod
     def _check_servers(servers: dict[str, McpServerConfig]) -> None:

@@ -86,6 +86,9 @@ def _no_links_in(folder: Path, sockets: tuple[str, ...] = ()) -> bool:
     return True
 
 
+_LOGS_SCANNED: set[Path] = set()  # state folders whose session logs check_state scanned in this process
+
+
 @dataclass(frozen=True)
 class Paths:
     root: Path  # workspace root, a resolved real path
@@ -168,8 +171,11 @@ class Paths:
         for name in STATE_FOLDERS:
             check_entry(self.state / name, folder=True)
         _no_links_in(self.state / "checkpoints")  # its blob folders (at most 256)
-        _no_links_in(self.sessions)  # the logs (each read through fsutil.open_state too)
+        if self.state in _LOGS_SCANNED:  # once per process: a log is opened with O_NOFOLLOW anyway
+            return  # (fsutil.open_state), and a scan per new session made a bulk import quadratic
+        _no_links_in(self.sessions)  # the logs
         _no_links_in(self.archive)
+        _LOGS_SCANNED.add(self.state)
 
     def ensure(self) -> "Paths":
         self.check_state()

@@ -187,7 +187,9 @@ def recover(paths: Paths, slug: str | None = None, *, warn: Callable[[str], None
             if not claimed:
                 continue
             try:
-                note = _recover_one(paths, name)
+                # the temp files of one session are swept by the pass over all (slug None), which lists the
+                # folders once: a listing per session looked at made every pass and search quadratic
+                note = _recover_one(paths, name, temps=slug is None)
             except UnreadableArchive as err:
                 warn(f"skipped {name}, left as it is: {err}")
                 continue
@@ -249,10 +251,11 @@ def _all_slugs(paths: Paths) -> list[str]:
     return valid
 
 
-def _recover_one(paths: Paths, slug: str) -> str | None:
+def _recover_one(paths: Paths, slug: str, *, temps: bool = True) -> str | None:
     live = paths.sessions / f"{slug}{SUFFIX}"
     gz, meta = gz_path(paths, slug), meta_path(paths, slug)
-    _remove_temps(paths, slug)
+    if temps:
+        _remove_temps(paths, slug)
     has_live, has_gz, has_meta = live.exists(), gz.exists(), meta.exists()
     if has_live and has_gz:
         if has_meta and gunzip(gz) == live.read_bytes():
