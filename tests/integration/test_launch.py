@@ -18,7 +18,28 @@ from workstation.paths import Paths
 def test_fast_path_knows_every_command():
     from workstation.cli import main
 
-    assert COMMANDS == frozenset(main.commands)
+    assert COMMANDS == frozenset(main.list_commands(None))  # type: ignore[arg-type]
+
+
+def test_each_command_loads_its_own_module_alone():
+    """The command line imports a command's module when that command runs: MODULES names the module of
+    each (what its COMMANDS holds), and `--version` or `find` load no other command's module nor the config."""
+    import importlib
+
+    from workstation.cli import MODULES
+
+    for name, module in MODULES.items():
+        assert name in [c.name for c in importlib.import_module(f"workstation.cli.{module}").COMMANDS]
+    probe = ("import sys\nsys.argv = ['workstation'] + sys.argv[1:]\nfrom workstation.cli import entry\n"
+             "import atexit\natexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith("
+             "('workstation.cli.', 'workstation.config', 'workstation.runtime'))), file=sys.stderr))\nentry()")
+    version = subprocess.run([sys.executable, "-c", probe, "--version"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == "workstation, version 0.1.0"
+    assert version.stderr.strip() == "['workstation.cli.common']", version.stderr
+    helped = subprocess.run([sys.executable, "-c", probe, "find", "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert "QUERY" in helped.stdout and "'workstation.cli.session_cmds'" not in helped.stderr, helped.stderr
+    assert "'workstation.cli.index_cmds'" in helped.stderr, helped.stderr
 
 
 @pytest.mark.parametrize("argv,expected", [

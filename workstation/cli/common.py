@@ -16,7 +16,24 @@ from ..terminal import escape_unencodable, safe
 
 
 class WorkstationGroup(click.Group):
-    """A group where `workstation PATH` (not a command name) opens the app on PATH."""
+    """A group where `workstation PATH` (not a command name) opens the app on PATH, and whose commands
+    (`lazy`: name -> module of workstation.cli) are imported when one is asked for."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy:
+            import importlib  # lazy: only when a command runs
+
+            module = importlib.import_module(f"workstation.cli.{self.lazy[name]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return self.commands.get(name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         rest = list(args)
@@ -33,7 +50,7 @@ class WorkstationGroup(click.Group):
         if i >= len(rest):
             if not any(a in ("-h", "--help", "--version") for a in rest):
                 rest.append("ui")
-        elif rest[i] not in self.commands:
+        elif rest[i] not in self.commands and rest[i] not in self.lazy:
             rest.insert(i, "ui")
         return super().parse_args(ctx, rest)
 

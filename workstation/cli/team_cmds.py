@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..runtime import Workspace
 from ..terminal import safe
 from .common import json_option, pass_workspace, print_json, print_table
+
+if TYPE_CHECKING:
+    from ..runtime import Workspace
 
 
 def _team(ws: Workspace):
