@@ -168,3 +168,10 @@ def test_sigterm_ends_a_command_through_its_exit_handlers(tmp_path):
         proc.wait()
     assert proc.stderr.read() == ""
     assert not Paths.for_root(tmp_path).owner_socket.exists()
+
+
+def test_the_command_line_reference_is_what_help_says():
+    """docs/cli.md is every command's --help (python -m workstation.cli.helpdoc writes it)."""
+    from workstation.cli import helpdoc
+
+    assert helpdoc.DOC_FILE.read_text() == helpdoc.markdown(), "run: python -m workstation.cli.helpdoc"
