@@ -182,6 +182,13 @@ class LspConfig(_Section):
     max_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1200  # characters of them
 
 
+class HooksConfig(_Section):
+    """Hooks: programs run at the agent's events (workstation.hooks; docs/hooks.md)."""
+
+    claude: bool = False  # read the hooks of Claude Code's settings files too (~/.claude, the workspace's .claude)
+    timeout_s: TimeLimit = 600.0  # no hook runs longer than this, whatever its own timeout says
+
+
 class UIConfig(_Section):
     theme: str = "workstation-dark"  # the app's look: a built-in theme or one of themes/ (ctrl+p lists them)
 
@@ -321,6 +328,7 @@ class Config(_Section):
     mcp: McpConfig = field(default_factory=McpConfig)
     team: TeamConfig = field(default_factory=TeamConfig)
     lsp: LspConfig = field(default_factory=LspConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
 
 
 # ---------------------------------------------------------------- checking, key by key

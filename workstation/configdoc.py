@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from . import config as config_mod
-from .config import Config, _Section
+from .config import Config
 from .trust import NEVER, SAFE
 
 ROOT = Path(__file__).resolve().parent
@@ -101,7 +101,7 @@ def _type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
 
 
 def _value(value: Any) -> str:
-    if isinstance(value, _Section):
+    if isinstance(value, msgspec.Struct):
         return "(table)"
     if isinstance(value, dict) and not value:
         return "{}"

@@ -15,6 +15,7 @@ from .paths import Paths
 from .providers import spec_for
 
 if TYPE_CHECKING:
+    from .hooks import Hooks
     from .index.map import KnowledgeMap
     from .llm import ModelSpec
     from .lsp import LanguageServers
@@ -105,6 +106,18 @@ class Workspace:
 
         return LanguageServers(self.root, self.config.lsp,
                                Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env))
+
+    @cached_property
+    def hooks(self) -> "Hooks":
+        """The hooks in force here (workstation.hooks): the user's, and the workspace's once it is trusted."""
+        from .hooks import Hooks  # lazy: read once, only by what runs an agent
+
+        found = Hooks.load(self.paths, claude=self.config.hooks.claude, limit_s=self.config.hooks.timeout_s)
+        for problem in found.problems:
+            self.warnings.append(problem)
+            if self._on_warning is not None:
+                self._on_warning(problem)
+        return found
 
     def memory(self, session: str = "", flow: str = "main") -> "Memory":
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""

@@ -48,9 +48,12 @@ SAFE: dict[str, frozenset[str]] = {
 NEVER: dict[str, frozenset[str]] = {
     "model": frozenset({"api_base", "api_key_env"}),
     "team": frozenset({"accept_authors"}),  # whose memory steers the agent: the user's word only
+    "hooks": frozenset({"claude", "timeout_s"}),  # which programs run at every event, and for how long
 }
-# The workspace's own files that pose as the user's (instructions) or hide files (ignore).
-FILES = (f"{STATE_DIRNAME}/instructions.md", f"{STATE_DIRNAME}/ignore")
+# The workspace's own files that pose as the user's (instructions), hide files (ignore) or run programs at
+# the agent's events (hooks: workstation.hooks; Claude Code's settings, read with hooks.claude).
+FILES = (f"{STATE_DIRNAME}/instructions.md", f"{STATE_DIRNAME}/ignore", f"{STATE_DIRNAME}/hooks.json",
+         ".claude/settings.json", ".claude/settings.local.json")
 RECORD_VERSION = 1
 
 

@@ -51,7 +51,9 @@ from ..sessions.context import fetch_original, seen
 from ..sessions.log import new_record_id
 from ..sessions.turns import starts_turn
 from . import memoryfirst, toolcall, tools, updates
-from .approval import Approver
+from ..hooks import HOOK, Hooks, Outcome
+from ..hooks import tool_input as hook_input, tool_names as hook_names
+from .approval import ApprovalRequest, Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
 from .context import ContextOverflow, Request
@@ -83,6 +85,7 @@ NO_MODEL = ("no model configured: set [model] name in ~/.config/workstation/conf
             "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")
 _CITED = re.compile(r"\[D:(d[0-9a-f]{12})\]")
 COMPACTION_MODES = ("background", "sync", "off")
+LIFECYCLE = frozenset({"SessionStart", "UserPromptSubmit", "Stop"})  # a session's hooks, not a sub-agent's
 
 
 class NoModel(WorkstationError):
@@ -136,6 +139,13 @@ class Agent:
         self.kmap = workspace.kmap
         agent_cfg = self.config.agent
         self.ranges = RangeMemory()
+        self.hooks: Hooks = getattr(workspace, "hooks", None) or Hooks([], root=workspace.root)
+        self._hook_allowed = ""  # the call a PreToolUse hook allowed: it runs without asking
+        self._started = False  # SessionStart ran (the first turn of this agent)
+        self._stop_continued = False  # a Stop hook asked for more in this turn already
+        self.lifecycle_hooks = True  # SessionStart, UserPromptSubmit and Stop fire (not in a sub-agent)
+        if approve is not None and self.hooks:
+            approve = self._approver(approve)
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
                                approve=approve, allow=list(agent_cfg.command_allow),
                                command_timeout_s=agent_cfg.command_timeout_s,
@@ -222,17 +232,28 @@ class Agent:
         events = events or AgentEvents()
         self._events = events
         result = TurnResult(session=self.session.slug)
+        started = self._session_start(events)
+        prompt = self._hook("UserPromptSubmit", events, prompt=text)
+        if prompt.blocked or prompt.stop:
+            why = prompt.stop_reason if prompt.stop else prompt.reason
+            result.error = self._notice(f"a UserPromptSubmit hook refused the message: {why}", "hook")
+            self._events = AgentEvents()
+            return result
         turn = memoryfirst.query(self.kmap, text)
         self.context_sync.new_turn(turn)
         # what this message's lookups found reaches the model before the message (or in a new epoch's head)
         self._new_epoch = self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
         self._turn_id = user["id"]
+        for event, said in (("SessionStart", started), ("UserPromptSubmit", prompt.context_text)):
+            if said:  # what the hooks add reaches the model after the message, as a context update
+                self._wrote(self.session.system(f"[{event} hook]\n{said}", update={"hook": event}))
         self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
+        self._stop_continued = False  # a Stop hook asked for more in this turn already
         self._running = True
         try:
             for _ in range(self.config.agent.max_steps):
@@ -361,6 +382,12 @@ class Agent:
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
             result.text = text
+            stop = self._hook("Stop", events, stop_hook_active=self._stop_continued,
+                              last_assistant_message=text)
+            if stop.blocked and not stop.stop and not self._stop_continued:  # the hook asks for more, once a turn
+                self._stop_continued = True
+                self._wrote(self.session.system(f"[Stop hook] {stop.reason}", update={"hook": "Stop"}))
+                return False
             return True
         index = 0
         asked = completion.tool_calls
@@ -469,9 +496,79 @@ class Agent:
         """Run one tool call inside its episodic operation; what `_record` writes of it."""
         started = time.perf_counter()
         record_id = new_record_id()  # the tool_call event names the record its result becomes
+        before = (lambda name, args: self._pre_tool(call_id, name, args, events)) if self.hooks else None
         args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, call, record_id,
-                                             events.on_activity)
+                                             events.on_activity, before=before)
+        if self.hooks and args is not None and not result.data.get("hook_refused"):
+            self._post_tool(call_id, call.name, args, result, events)
         return call_id, call, args, result, meaning, record_id, started
+
+    # ------------------------------------------------------------------ hooks (workstation.hooks)
+    def _hook(self, event: str, events: AgentEvents, *, match: tuple[str, ...] = (), **fields) -> Outcome:
+        """Run `event`'s hooks with Claude Code's common fields and `fields`; what they said for the user is
+        a notice, each run an episodic event (the timeline's)."""
+        if not self.hooks or (event in LIFECYCLE and not self.lifecycle_hooks):
+            return Outcome()
+        payload = {"session_id": self.session.slug, "transcript_path": str(self.session.path),
+                   "cwd": str(self.ws.root), "permission_mode": "default", **fields}
+        outcome = self.hooks.run(event, payload, match=match)
+        for run in outcome.runs:
+            self.memory.record(HOOK, event, ok=run.get("outcome") in ("ok", "blocked", "stopped"),
+                               duration_ms=run.get("duration_ms"), **{k: v for k, v in run.items()
+                                                                       if k not in ("event", "duration_ms")})
+        for line in outcome.messages:
+            self._tell(line, "hook", events)
+        return outcome
+
+    def _session_start(self, events: AgentEvents) -> str:
+        """SessionStart, at this agent's first turn: `resume` when the session has turns already. Its context."""
+        if self._started or not self.hooks:
+            return ""
+        self._started = True
+        source = "resume" if any(starts_turn(r) for r in self.session.read().records) else "startup"
+        return self._hook("SessionStart", events, match=(source,), source=source).context_text
+
+    def _pre_tool(self, call_id: str, name: str, args: dict, events: AgentEvents) -> ToolResult | None:
+        """PreToolUse: a refusal (the tool never runs; the model reads why), or None to run it."""
+        outcome = self._hook("PreToolUse", events, match=hook_names(name), tool_name=hook_names(name)[0],
+                             workstation_tool=name, tool_input=hook_input(name, args, self.ws.root),
+                             tool_use_id=call_id)
+        if outcome.blocked or outcome.stop:
+            why = outcome.reason or outcome.stop_reason
+            return ToolResult(f"error: a PreToolUse hook refused this call: {why}", ok=False,
+                              data={"outcome": "denied", "hook_refused": True})
+        self._hook_allowed = call_id if outcome.permission == "allow" else ""
+        return None
+
+    def _post_tool(self, call_id: str, name: str, args: dict, result: ToolResult, events: AgentEvents) -> None:
+        """PostToolUse (PostToolUseFailure for a failed call): what the hooks say reaches the model with the
+        result."""
+        event = "PostToolUse" if result.ok else "PostToolUseFailure"
+        fields = {"tool_response": {"output": result.text, "ok": result.ok}} if result.ok else {"error": result.text}
+        outcome = self._hook(event, events, match=hook_names(name), tool_name=hook_names(name)[0],
+                             workstation_tool=name, tool_input=hook_input(name, args, self.ws.root),
+                             tool_use_id=call_id, **fields)
+        said = [f"[{event} hook] {outcome.reason}"] if outcome.blocked else []
+        if outcome.context_text:
+            said.append(f"[{event} hook] {outcome.context_text}")
+        if said:
+            result.text = "\n\n".join([result.text, *said])
+
+    def _approver(self, ask: Approver) -> Approver:
+        """The approver with the hooks before it: a call a PreToolUse hook allowed runs without asking, and
+        PermissionRequest hooks may answer for the user."""
+        def approve(request: ApprovalRequest) -> bool:
+            if self._hook_allowed and self._hook_allowed == self.ctx.call_id:
+                return True
+            name = "run_command" if request.action == "command" else request.subject.split("(", 1)[0]
+            outcome = self._hook("PermissionRequest", self._events, match=hook_names(name),
+                                 tool_name=hook_names(name)[0], workstation_tool=name,
+                                 tool_input={"command": request.subject, "description": request.reason})
+            if outcome.permission in ("allow", "deny"):
+                return outcome.permission == "allow"
+            return ask(request)
+
+        return approve
 
     def _record(self, call_id: str, call: llm.ToolCall, args: dict | None, result: ToolResult, meaning: tools.Meaning,
                 record_id: str, started: float, events: AgentEvents) -> None:

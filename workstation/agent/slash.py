@@ -56,6 +56,7 @@ HELP = {
     "/commit [MESSAGE]": "commit the files this session changed (the model writes MESSAGE if none); never pushes",
     "/instructions": "the project instructions in effect (AGENTS.md, CLAUDE.md, .workstation/instructions.md)",
     "/plan": "the agent's plan (its todo list) as it last wrote it",
+    "/hooks": "the hooks in force (workstation.hooks): event, matcher, command, time limit and file",
     "/help": "this list",
 }
 COMMANDS = tuple(usage.split()[0] for usage in HELP)
@@ -251,6 +252,15 @@ def _instructions(agent: Agent, rest: str) -> SlashResult:
     return SlashResult("\n".join(out).rstrip())
 
 
+def _hooks(agent, rest: str) -> SlashResult:
+    lines = agent.hooks.describe()
+    if not lines:
+        return SlashResult("no hooks in force (they are read from hooks.json in your config home, the workspace's "
+                           ".workstation/hooks.json once it is trusted, and Claude Code's settings with "
+                           "hooks.claude = true)")
+    return SlashResult("\n".join(["hooks in force:", *lines]))
+
+
 def _plan(agent, rest: str) -> SlashResult:
     todo = current(seen(agent.session.read()).records)  # a rewound turn's plan is not the plan in force
     if todo is None:
@@ -354,5 +364,6 @@ _HANDLERS: dict[str, Callable[[Agent, str], SlashResult]] = {
     "/commit": _commit,
     "/instructions": _instructions,
     "/plan": _plan,
+    "/hooks": _hooks,
 }
 assert set(_HANDLERS) == set(COMMANDS)

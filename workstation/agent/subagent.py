@@ -146,6 +146,7 @@ class SubAgent(Agent):
         # the parent's turn keeps what its sub-agents change (/undo), and one edit runs at a time
         self.ctx.checkpoint, self.ctx.intend = parent.ctx.checkpoint, parent.ctx.intend
         self.ctx.write_lock = parent.ctx.write_lock
+        self.lifecycle_hooks = False  # its start and stop are SubagentStart/Stop, not a session's (work)
 
     def refusal(self, name: str) -> str | None:
         """Why this sub-agent may not call `name` now (None: it may)."""
@@ -159,6 +160,13 @@ class SubAgent(Agent):
 
     def work(self, prompt: str, cancel: threading.Event | None, events: AgentEvents) -> ToolResult:
         """Run the task to its summary (a partial one when the budget ran out); the task tool's result."""
+        self._hook("SubagentStart", events, agent_id=self.flow, agent_type="task")
+        try:
+            return self._work(prompt, cancel, events)
+        finally:
+            self._hook("SubagentStop", events, agent_id=self.flow, agent_type="task", stop_hook_active=False)
+
+    def _work(self, prompt: str, cancel: threading.Event | None, events: AgentEvents) -> ToolResult:
         result = self.run(prompt, events, cancel)
         final, wrap = result, None
         if self.spent and result.error is None:

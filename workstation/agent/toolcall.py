@@ -107,17 +107,21 @@ def record(session: "Session", call_id: str, name: str, result: ToolResult, reco
 
 
 def run(toolset: tools.Toolset, ctx: ToolContext, memory: "Memory", call_id: str, call, record_id: str,
-        on_activity: Callable[[str, str], None] | None = None) -> tuple[dict | None, ToolResult, tools.Meaning]:
+        on_activity: Callable[[str, str], None] | None = None,
+        before: Callable[[str, dict], ToolResult | None] | None = None) -> tuple[dict | None, ToolResult, tools.Meaning]:
     """`execute` for `call`, an llm tool call the agent's model asked for. Returns its parsed arguments
-    (None: malformed), result and meaning."""
+    (None: malformed), result and meaning. `before(name, args)` may refuse a well-formed call (the
+    PreToolUse hooks: its result stands instead of running the tool)."""
     problem = ""  # why the arguments are malformed
     try:
         args: dict | None = call.parsed_arguments()
     except LLMError as err:
         args, problem = None, str(err)
     logged = None if args is not None else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]}
+    refused = before(call.name, args) if before is not None and args is not None else None
     result, meaning = execute(ctx, call.name, args, available=toolset, memory=memory, call_id=call_id,
-                              record_id=record_id, problem=problem, logged=logged, on_activity=on_activity)
+                              record_id=record_id, problem=problem, logged=logged, on_activity=on_activity,
+                              refused=refused)
     return args, result, meaning
 
 
