@@ -189,6 +189,12 @@ class HooksConfig(_Section):
     timeout_s: TimeLimit = 600.0  # no hook runs longer than this, whatever its own timeout says
 
 
+class SkillsConfig(_Section):
+    """Skills and custom slash commands (workstation.skills)."""
+
+    claude: bool = False  # read Claude Code's skills and commands folders too (~/.claude, the workspace's .claude)
+
+
 class UIConfig(_Section):
     theme: str = "workstation-dark"  # the app's look: a built-in theme or one of themes/ (ctrl+p lists them)
 
@@ -329,6 +335,7 @@ class Config(_Section):
     team: TeamConfig = field(default_factory=TeamConfig)
     lsp: LspConfig = field(default_factory=LspConfig)
     hooks: HooksConfig = field(default_factory=HooksConfig)
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
 
 
 # ---------------------------------------------------------------- checking, key by key

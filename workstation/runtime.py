@@ -16,6 +16,7 @@ from .providers import spec_for
 
 if TYPE_CHECKING:
     from .hooks import Hooks
+    from .skills import Catalog
     from .index.map import KnowledgeMap
     from .llm import ModelSpec
     from .lsp import LanguageServers
@@ -113,6 +114,18 @@ class Workspace:
         from .hooks import Hooks  # lazy: read once, only by what runs an agent
 
         found = Hooks.load(self.paths, claude=self.config.hooks.claude, limit_s=self.config.hooks.timeout_s)
+        for problem in found.problems:
+            self.warnings.append(problem)
+            if self._on_warning is not None:
+                self._on_warning(problem)
+        return found
+
+    @cached_property
+    def skills(self) -> "Catalog":
+        """The skills and custom commands in force here (workstation.skills)."""
+        from .skills import discover  # lazy: read once, only by what runs an agent
+
+        found = discover(self.paths, claude=self.config.skills.claude)
         for problem in found.problems:
             self.warnings.append(problem)
             if self._on_warning is not None:

@@ -49,6 +49,7 @@ NEVER: dict[str, frozenset[str]] = {
     "model": frozenset({"api_base", "api_key_env"}),
     "team": frozenset({"accept_authors"}),  # whose memory steers the agent: the user's word only
     "hooks": frozenset({"claude", "timeout_s"}),  # which programs run at every event, and for how long
+    "skills": frozenset({"claude"}),  # which instructions the model may load
 }
 # The workspace's own files that pose as the user's (instructions), hide files (ignore) or run programs at
 # the agent's events (hooks: workstation.hooks; Claude Code's settings, read with hooks.claude).

@@ -148,7 +148,7 @@ class Live:
         with self.place.turn:
             if self.cancel.is_set():
                 return "cancelled"
-            if text.lstrip().startswith("/"):
+            if text.lstrip().startswith("/") and not self._custom(text):
                 return self.slash(text.strip())
 
             waiting: list[tuple[str, str]] = []  # the step's calls not yet run: the loop runs them in order
@@ -181,6 +181,11 @@ class Live:
         if result.error and "agent.max_steps" in result.error:
             return "max_turn_requests"
         return "end_turn"
+
+    def _custom(self, text: str) -> bool:
+        from ..agent import slash  # lazy: the agent stack, loaded already
+
+        return slash.is_custom(self.agent, text)
 
     def slash(self, line: str) -> StopReason:
         from ..agent import slash  # lazy: the agent stack, loaded already
@@ -331,7 +336,7 @@ class Server:
         """After the response that names the session: its slash commands, and what the folder's opening
         said (an untrusted workspace's ignored settings, an MCP server that failed)."""
         async def announce() -> None:
-            await self.conn.session_update(session_id=live.slug, update=commands_update())
+            await self.conn.session_update(session_id=live.slug, update=commands_update(live.agent))
             for line in [*live.place.notices, *live.notices]:
                 await self.conn.session_update(session_id=live.slug,
                                                update=helpers.update_agent_message_text(f"[{line}]\n"))
@@ -457,11 +462,13 @@ def editor_servers(place: Place, servers: list) -> tuple[Toolset, McpClients | N
         raise
 
 
-def commands_update() -> Any:
+def commands_update(agent: "Agent | None" = None) -> Any:
+    """The slash commands an editor offers: the built-in ones served here, and the custom ones (skills)."""
     from ..agent import slash  # lazy: the agent stack
 
     offered = []
-    for usage, text in slash.HELP.items():
+    custom = slash.custom_help(agent) if agent is not None else []
+    for usage, text in [*slash.HELP.items(), *custom]:
         name, *rest = usage.split()
         if name in ELSEWHERE:
             continue

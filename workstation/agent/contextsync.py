@@ -85,6 +85,8 @@ class ContextSync:
                 sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in state.pins))
             sections.append(context.decision_section(state.decisions, self._decisions_omitted))
             sections.append(section_of(blocks))
+            if self.ctx.skills is not None:  # names and descriptions only: the skill tool loads the rest
+                sections.append(self.ctx.skills.head_section())
             return context.head_text(self.base, sections, state.excerpt)
 
         return updates.sync(self.session, view, self.config, now, blocks, head, tools=self.tools_digest(),

@@ -153,7 +153,7 @@ class Agent:
                                ranges=self.ranges, sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
                                                                               self.config.model.api_key_env),
                                staging=workspace.paths.staging, delegate=self._delegate,
-                               lsp=workspace.lsp)
+                               lsp=workspace.lsp, skills=getattr(workspace, "skills", None))
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
         self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
         self._turn_id = ""  # the id of the user message of the newest turn (set below, then by each run)
@@ -211,6 +211,14 @@ class Agent:
     def context_window(self, model: str) -> int:
         return self.configured_window() or llm.context_window(model)
 
+    def expand_command(self, line: str) -> str | None:
+        """The message a custom slash command line (workstation.skills: `/NAME ARGS`) sends; None when the
+        line is no custom command (a built-in one goes to agent.slash)."""
+        name, _, rest = line.strip().partition(" ")
+        catalog = self.ctx.skills
+        command = catalog.commands.get(name[1:]) if catalog is not None and name.startswith("/") else None
+        return command.expand(rest) if command is not None else None
+
     def pins(self) -> list[str]:
         return [str(r.get("content") or "") for r in self.session.read().records
                 if r.get("type") == "system" and r.get("pin")]
@@ -227,6 +235,7 @@ class Agent:
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
+        text = self.expand_command(text) or text  # a custom command (/NAME ARGS) sends its body
         text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
         self.ctx.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
         events = events or AgentEvents()

@@ -101,6 +101,22 @@ def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> 
     return out
 
 
+def is_custom(agent, line: str) -> bool:
+    """A custom command's line (workstation.skills): it is sent as a message (Agent.run expands it), not run
+    here. A built-in command of the same name wins."""
+    name = line.strip().partition(" ")[0]
+    return name not in _HANDLERS and agent.expand_command(line) is not None
+
+
+def custom_help(agent) -> list[tuple[str, str]]:
+    """(usage, description) of each custom command, for /help, the palette and ACP."""
+    catalog = agent.ctx.skills
+    if catalog is None:
+        return []
+    return [(f"/{c.name}" + (f" {c.argument_hint}" if c.argument_hint else ""), c.description or "custom command")
+            for c in catalog.commands.values() if f"/{c.name}" not in _HANDLERS]
+
+
 def keep(session, line: str, out: SlashResult, **fields) -> dict:
     """The `command` record of a slash command line and its answer, appended to `session` (the one it ran
     in, or the one it moved the chat to: /new, /fork)."""
@@ -151,8 +167,9 @@ def _help(agent: Agent, rest: str) -> SlashResult:
     width = max(map(len, HELP))
     # the MCP servers the agent was given (workstation.mcp.client.McpToolset), their state and tools
     mcp: list[str] = getattr(agent.toolset, "help_lines", list)()
+    custom = [f"{usage:<{width}}  {text}" for usage, text in custom_help(agent)]
     return SlashResult("\n".join([f"{usage:<{width}}  {text}" for usage, text in HELP.items()]
-                                 + (["", *mcp] if mcp else [])))
+                                 + (["", *mcp] if mcp else []) + (["", "custom commands:", *custom] if custom else [])))
 
 
 def _map(agent: Agent, rest: str) -> SlashResult:

@@ -26,7 +26,7 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
     from ..sessions import plan as plan_mod  # lazy: the sessions package, ~20 ms on index
     from ..sessions.log import Session  # lazy: the sessions package, ~20 ms on index
 
-    is_slash = task.strip().startswith("/")
+    is_slash = task.strip().startswith("/")  # a custom command is sent as a message (below)
     with ws.with_model(model) as ws:
         if not is_slash and ws.model_spec() is None:
             raise NoModel(NO_MODEL)  # before a session is created for nothing
@@ -49,6 +49,10 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
             toolset.close()
             raise
         try:
+            if is_slash and slash.is_custom(agent, task):
+                if ws.model_spec() is None:
+                    raise NoModel(NO_MODEL)
+                is_slash = False
             if is_slash:
                 out = slash.run(agent, task)
                 if as_json:

@@ -112,8 +112,10 @@ class LiveBackend:
             self.fatal = err
             self._ui(app.exit)
             return
+        custom = [(f"/{c.name}" + (f" {c.argument_hint}" if c.argument_hint else ""), c.description or "custom command")
+                  for c in ws.skills.commands.values() if f"/{c.name}" not in slash.HELP]
         self._ui(app.chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
-                                         for u, h in slash.HELP.items()])
+                                         for u, h in [*slash.HELP.items(), *custom]])
         mcp_notices: list[str] = []
         opened: list = []
         mcp = threading.Thread(target=self._open_mcp, args=(opened, mcp_notices), name="mcp-start", daemon=True)
@@ -471,6 +473,12 @@ class LiveBackend:
 
     def on_chat_pane_command_submitted(self, request: ChatPane.CommandSubmitted) -> None:
         self._ready.wait()
+        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
+
+        if slash.is_custom(self.agent, request.text):  # a custom command: its body is the message
+            self.on_chat_pane_submitted(ChatPane.Submitted(request.text))
+            return
         if request.name == "/rewind" and not request.args:
             self._pick_rewind()
             return

@@ -45,6 +45,7 @@ from ..approval import Approver
 from ..filetools import ReadLedger
 
 if TYPE_CHECKING:
+    from ...skills import Catalog
     from ...index.map import KnowledgeMap
     from ...lsp import LanguageServers
     from ...memory import Memory
@@ -309,6 +310,7 @@ class ToolContext:
     # whole and unchanged points there instead of sending the symbols again; "": none (slash commands, MCP, replay)
     head_map: str = ""
     lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
+    skills: "Catalog | None" = None  # the skills the `skill` tool loads (workstation.skills); None: none
     # the edits of the response running now that are checked together, by call id (tools.lspcheck.batches)
     lsp_batches: dict[str, Any] = field(default_factory=dict, repr=False)
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens

@@ -1,0 +1,142 @@
+"""Skills and custom slash commands (workstation.skills) through the real agent loop and the scripted model:
+the head lists each skill's name and description, the `skill` tool loads one only when the (scripted) model
+finds its description fits the message, a custom command sends its body with the arguments in place, and a
+workspace's own skills and commands wait until the folder is trusted."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from agent_support import agent, module_server, workspace
+from fakellm import Reply
+from workstation import config, trust
+from workstation.paths import user_dir
+from workstation.runtime import Workspace
+
+server_module, server = module_server()
+
+RELEASE = """\
+---
+name: release-notes
+description: Writing release notes and changelog entries for a new version
+---
+Collect the merged changes since the last tag, group them as Added / Changed / Fixed, one line each.
+"""
+
+
+def make_skill(base, name: str, text: str, extra: dict | None = None) -> None:
+    folder = base / "skills" / name
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(text)
+    for rel, body in (extra or {}).items():
+        (folder / rel).write_text(body)
+
+
+def fits(body: dict) -> Reply:
+    """The scripted model: load a listed skill when a word of its description is in the user's message."""
+    system = body["messages"][0]["content"]
+    message = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    if any(m["role"] == "tool" for m in body["messages"][-2:]):
+        return Reply("done")
+    listed = [line[2:].split(": ", 1) for line in system.split("Skills (", 1)[-1].splitlines()[1:]
+              if line.startswith("- ")] if "Skills (" in system else []
+    for name, description in listed:
+        if set(description.lower().split()) & {w.strip(".,") for w in message.lower().split() if len(w) > 4}:
+            return Reply(tool_calls=[("skill", {"name": name})])
+    return Reply("no skill needed")
+
+
+def test_a_skill_is_loaded_only_when_its_description_fits(tmp_path, server):
+    make_skill(user_dir(), "release-notes", RELEASE, {"template.md": "## Added\n"})
+    ws = workspace(tmp_path, server.url)
+    server.dispatch.fn = fits
+    a = agent(ws)
+    try:
+        first = a.run("please rename the helper in pkg/core.py")
+        second = a.run("write the release notes for version 2")
+    finally:
+        a.close()
+    assert first.text == "no skill needed" and first.tool_calls == 0
+    assert second.tool_calls == 1
+    bodies = server.requests[server.mark:]
+    head = bodies[0]["messages"][0]["content"]
+    assert "- release-notes: Writing release notes and changelog entries" in head
+    assert "group them as Added / Changed / Fixed" not in head  # the body waits for the tool
+    loaded = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "tool"][-1]
+    assert "group them as Added / Changed / Fixed" in loaded and "template.md" in loaded
+
+
+def test_the_skill_tool_reads_its_own_files_and_nothing_else(tmp_path):
+    from workstation.agent.tools.skill import _skill
+    from workstation.agent.tools.base import ToolContext
+    from workstation.paths import Paths
+    from workstation.skills import discover
+
+    (tmp_path / "secret.txt").write_text("outside")
+    make_skill(user_dir(), "release-notes", RELEASE, {"template.md": "## Added\n"})
+    (tmp_path / "repo").mkdir()
+    catalog = discover(Paths.for_root(tmp_path / "repo"))
+    ctx = ToolContext(root=tmp_path / "repo", kmap=None, memory=None, recall=str, skills=catalog)  # type: ignore[arg-type]
+    assert _skill(ctx, "release-notes", "template.md").text.endswith("## Added\n")
+    for bad in ("../../secret.txt", str(tmp_path / "secret.txt"), "nope.md"):
+        result = _skill(ctx, "release-notes", bad)
+        assert not result.ok and "outside" not in result.text
+    assert not _skill(ctx, "nope").ok
+
+
+def test_a_custom_command_sends_its_body_with_the_arguments(tmp_path, server):
+    commands = user_dir() / "commands"
+    commands.mkdir(parents=True)
+    (commands / "review.md").write_text(textwrap.dedent("""\
+        ---
+        description: Review a file for bugs
+        argument-hint: FILE [FOCUS]
+        allowed-tools: Read, Grep
+        ---
+        Review $1 for bugs, focusing on: $ARGUMENTS. Report file:line for each.
+        """))
+    ws = workspace(tmp_path, server.url)
+    server.push(Reply("looks fine"))
+    a = agent(ws)
+    try:
+        from workstation.agent import slash
+
+        assert slash.is_custom(a, "/review pkg/core.py error handling")
+        assert not slash.is_custom(a, "/help")
+        assert "/review FILE [FOCUS]" in slash.run(a, "/help").text
+        a.run("/review pkg/core.py error handling")
+    finally:
+        a.close()
+    sent = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert "Review pkg/core.py for bugs, focusing on: pkg/core.py error handling. Report file:line for each." in sent
+
+
+def test_a_workspaces_skills_and_commands_wait_for_trust(tmp_path, server):
+    ws = workspace(tmp_path, server.url)
+    make_skill(ws.paths.state, "deploy", "---\nname: deploy\ndescription: Deploying to production\n---\nrun x\n")
+    (ws.paths.state / "commands").mkdir()
+    (ws.paths.state / "commands" / "ship.md").write_text("ship it")
+    assert not ws.skills.skills and not ws.skills.commands  # untrusted: not loaded
+    verdict, _ = config.inspect(ws.root)
+    trust.grant(verdict.root, verdict.digest)
+    again = Workspace(ws.root, overrides={"lsp": {"enabled": False}})
+    try:
+        assert set(again.skills.skills) == {"deploy"} and set(again.skills.commands) == {"ship"}
+    finally:
+        again.close()
+        ws.close()
+
+
+def test_bad_skills_and_commands_are_named_and_left_out(tmp_path):
+    from workstation.paths import Paths
+    from workstation.skills import discover
+
+    make_skill(user_dir(), "ok-skill", "---\nname: ok-skill\ndescription: fine\n---\nbody\n")
+    make_skill(user_dir(), "Bad_Name", "---\nname: Bad_Name\ndescription: x\n---\n")
+    make_skill(user_dir(), "no-description", "---\nname: no-description\n---\n")
+    make_skill(user_dir(), "broken", "---\nname: [unclosed\n---\n")
+    (tmp_path / "repo").mkdir()
+    found = discover(Paths.for_root(tmp_path / "repo"))
+    assert list(found.skills) == ["ok-skill"]
+    assert len(found.problems) == 3 and all("left out" in p for p in found.problems), json.dumps(found.problems)
