@@ -63,6 +63,8 @@ def push_cmd(ws: Workspace, as_json: bool) -> None:
 def pull_cmd(ws: Workspace, as_json: bool) -> None:
     """Copy teammates' rows into the local replica (reflect --team, session list --team read it)."""
     report = _team(ws).pull()
+    for line in report.skipped:  # rows a teammate's client wrote wrong: named once, everything else arrived
+        click.echo(safe(f"team pull: {line}"), err=True)
     print_json(report) if as_json else click.echo(report.line())
 
 

@@ -45,6 +45,7 @@ class Report:
     action: str
     rows: dict[str, int] = field(default_factory=dict)  # push: rows the server took; pull: rows added
     sent: dict[str, int] = field(default_factory=dict)  # push: rows sent (a re-send counts here only)
+    skipped: list[str] = field(default_factory=list)  # pull: one line per row that did not parse (left out)
     seconds: float = 0.0
 
     def line(self) -> str:
@@ -70,10 +71,7 @@ class Team:
         con = server.connect(self.team)
         try:
             server.check_schema(con, self.team)
-            with con.cursor() as cur:
-                cur.execute("SELECT current_user")
-                author = cur.fetchone()[0]
-            con.rollback()
+            author = server.whoami(con, self.team)
         except BaseException:
             con.close()
             raise
@@ -160,7 +158,7 @@ class Team:
         con = self._open("pull")
         try:
             for kind in server.KINDS:
-                report.rows[kind] = self._pull_kind(con, kind)
+                report.rows[kind] = self._pull_kind(con, kind, report.skipped)
         except psycopg.Error as err:
             raise self._failed("pull", err) from None
         finally:
@@ -170,18 +168,19 @@ class Team:
         self.db.call(replica.note, "last_pull", _now())
         return report
 
-    def _pull_kind(self, con, kind: str) -> int:
+    def _pull_kind(self, con, kind: str, skipped: list[str]) -> int:
         total = 0
         while True:
             marks = self.db.call(replica.pull_marks, kind)
             path = self._tmp("pull")
             try:
                 copy_out(con, self.team.project, self.origin, kind, marks, path, PULL_ROWS)
-                n = self.db.call(replica.apply_pulled, kind, path)
+                read, added, unfit = self.db.call(replica.apply_pulled, kind, path)
             finally:
                 _unlink(path)
-            total += n
-            if n < PULL_ROWS:
+            total += added
+            skipped += unfit
+            if read < PULL_ROWS:
                 return total
 
     # -- status
@@ -258,11 +257,11 @@ def copy_out(con, project: str, origin: str, kind: str, marks: dict[str, int], p
 
     cols = ", ".join(f"e.{name}" for name, _ in server.COLUMNS[kind])
     query = sql.SQL(
-        "COPY (SELECT e.seq, e.origin, e.author, {cols} FROM workstation.{table} e "
+        "COPY (SELECT e.seq, e.origin, e.author, {cols} FROM workstation.{view} e "
         "LEFT JOIN unnest({origins}::text[], {seqs}::bigint[]) AS w(origin, seq) ON w.origin = e.origin "
         "WHERE e.project = {project} AND e.origin <> {me} AND e.seq > coalesce(w.seq, 0) "
         "ORDER BY e.seq LIMIT {limit}) TO STDOUT (FORMAT csv)").format(
-        cols=sql.SQL(cols), table=sql.Identifier(kind), origins=sql.Literal(list(marks)),
+        cols=sql.SQL(cols), view=sql.Identifier(f"visible_{kind}"), origins=sql.Literal(list(marks)),
         seqs=sql.Literal(list(marks.values())), project=sql.Literal(project), me=sql.Literal(origin),
         limit=sql.Literal(int(limit)))
     try:
