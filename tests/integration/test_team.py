@@ -533,3 +533,33 @@ def test_attack_set_role_never_changes_the_author(tmp_path, pg, project):
         con.execute("INSERT INTO workstation.events (project, origin, id, ts, session, flow, type, name) "
                     "VALUES (%s, 'm:/set-role', 'r1', now(), 's', 'f', 't', 'n')", [project])
     assert pg.sql(f"SELECT author FROM workstation.events WHERE project = '{project}' AND id = 'r1'") == [("mallory",)]
+
+
+def test_attack_a_slow_server_never_holds_a_team_command(tmp_path, pg, project, capsys, monkeypatch):
+    """Medium: a server that answers slowly once connected (here: every answer after the start-up waits an
+    hour) held `team pull` and `team status` for good. Each team command gives up within its time limit, in
+    one line, and the status line's state says so."""
+    from workstation.team import server as team_server
+
+    monkeypatch.setattr(team_server, "TIME_LIMIT_S", {"status": 3.0, "push": 4.0, "pull": 4.0})
+    proxy = pg_support.SlowProxy(pg.port, 3600)
+    try:
+        root = tmp_path / "alice"
+        (root / ".workstation").mkdir(parents=True)
+        (root / ".workstation" / "config.toml").write_text(f'[team]\nurl = "{proxy.url("alice")}"\n'
+                                                           f'project = "{project}"\n')
+        trust(root)
+        record(root, "s", 3)
+        for command, limit in (("status", 3.0), ("pull", 4.0), ("push", 4.0)):
+            started = time.monotonic()
+            code, out, err = run(root, "team", command, capsys=capsys, monkeypatch=monkeypatch)
+            took = time.monotonic() - started
+            assert took < limit + 3, (command, took)
+            said = out if command == "status" else err
+            assert f"did not answer within {limit:.0f} s: team {command} gave up" in said, (command, out, err)
+            if command != "status":
+                assert code == 1 and err.count("\n") == 1
+        code, out, _ = run(root, "team", "status", "--offline", "--json", capsys=capsys, monkeypatch=monkeypatch)
+        assert "team push gave up" in json.loads(out)["state"]["last_error"]
+    finally:
+        proxy.close()

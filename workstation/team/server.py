@@ -22,6 +22,9 @@ the certificate and host name checked (sslmode=verify-full), whatever the URL sa
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 from typing import Any
 
 from ..config import TeamConfig, is_loopback, team_url_parts
@@ -29,6 +32,10 @@ from . import TeamError
 
 SCHEMA_VERSION = 2  # the server schema this client writes and reads; a newer one asks for an upgrade
 CONNECT_TIMEOUT_S = 5
+# The longest each team command waits on the server, connecting included: past it the connection is cut and
+# the command says so in one line. A push or pull keeps what it finished (each batch commits on its own), so the
+# next one goes on from there.
+TIME_LIMIT_S = {"status": 10.0, "push": 45.0, "pull": 45.0}
 
 # Key columns compare bytewise (COLLATE "C") whatever the server's locale: cheaper to index, one order.
 # Columns of the synced tables after (seq, project, origin, author), as the server types them. Pushed and
@@ -161,14 +168,62 @@ def where(team: TeamConfig) -> str:
     return f"{query.get('host', parts.hostname or 'localhost')}:{parts.port or 5432}{parts.path or '/'}"
 
 
-def connect(team: TeamConfig):
-    """An open psycopg connection, or TeamError with one line (down, refused, bad password, no TLS)."""
+class Deadline:
+    """A time limit for one team command over one connection. Neither libpq nor the server bounds how long a
+    server may take to answer once connected (a swamped server, a network that stalls without closing): past
+    the limit a timer shuts the connection's socket down, so whatever call waits on it fails at once."""
+
+    def __init__(self, what: str, seconds: float) -> None:
+        self.what, self.seconds = what, seconds
+        self.ends = time.monotonic() + seconds
+        self.expired = False
+        self._timer: threading.Timer | None = None
+
+    def remaining(self) -> float:
+        return max(0.0, self.ends - time.monotonic())
+
+    def watch(self, con) -> None:
+        self._timer = threading.Timer(self.remaining(), self._cut, [con.fileno()])
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _cut(self, fd: int) -> None:
+        self.expired = True
+        try:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # closed meanwhile: nothing waits on it
+            pass
+
+    def close(self) -> None:
+        """Stop watching; before the connection closes (its descriptor may be reused after)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer.join()
+
+    def line(self, team: TeamConfig) -> str:
+        return (f"team server {where(team)} did not answer within {self.seconds:.0f} s: {self.what} gave up "
+                "(a server swamped, or a network that stalls)")
+
+
+def connect(team: TeamConfig, deadline: Deadline | None = None):
+    """An open psycopg connection, or TeamError with one line (down, refused, bad password, no TLS, slower
+    than `deadline`, which from here on watches the connection)."""
     import psycopg  # lazy: psycopg, 130-300 ms; only where sync runs
 
+    args = connect_args(team)
+    if deadline is not None:  # libpq's connect_timeout is whole seconds, at least 2
+        args["connect_timeout"] = max(2, min(CONNECT_TIMEOUT_S, int(deadline.remaining()) or 2))
     try:
-        return psycopg.connect(**connect_args(team))
+        con = psycopg.connect(**args)
+    except psycopg.errors.ConnectionTimeout:
+        raise TeamError(f"team server {where(team)} is unreachable: no answer within {args['connect_timeout']} s"
+                        ) from None
     except psycopg.Error as err:
         raise TeamError(f"team server {where(team)} is unreachable: {_first_line(err)}") from None
+    if deadline is not None:
+        deadline.watch(con)
+    return con
 
 
 def _first_line(err: BaseException) -> str:

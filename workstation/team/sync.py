@@ -64,29 +64,47 @@ class Team:
         self.db, self.paths, self.team = db, paths, team
         self.origin = origin_of(paths.root)
         self.private = list(team.private_namespaces)
+        self.deadline: server.Deadline | None = None  # the running command's time limit
 
     # -- connecting
 
-    def _connect(self):
-        con = server.connect(self.team)
+    def _connect(self, action: str):
+        """A connection checked (schema, login, membership) and watched by a new deadline for `action`;
+        TeamError with one line for anything that fails."""
+        import psycopg  # lazy: psycopg, only where sync runs
+
+        self.deadline = deadline = server.Deadline(f"team {action}", server.TIME_LIMIT_S[action])
+        con = server.connect(self.team, deadline)
         try:
             server.check_schema(con, self.team)
             author = server.whoami(con, self.team)
+        except psycopg.Error as err:
+            self._close(con)
+            raise TeamError(self._why(err)) from None
         except BaseException:
-            con.close()
+            self._close(con)
             raise
         self.db.call(replica.set_me, self.origin, self.team.project, author)
         return con
 
+    def _close(self, con) -> None:
+        if self.deadline is not None:
+            self.deadline.close()
+        con.close()
+
+    def _why(self, err: BaseException) -> str:
+        """What went wrong, in one line: the deadline's, when it cut the connection."""
+        return self.deadline.line(self.team) if self.deadline is not None and self.deadline.expired else _line(err)
+
     def _failed(self, action: str, err: BaseException) -> TeamError:
         """One line for a failed push or pull, noted for `team status` and the status line."""
-        line = f"team {action} failed: {_line(err)}; local work goes on and the next {action} catches up"
+        line = f"team {action} failed: {self._why(err)}; local work goes on and the next {action} catches up"
         self.db.call(replica.note, "last_error", f"{_now()} {line}")
         return TeamError(line)
 
     def _open(self, action: str):
         try:
-            return self._connect()
+            return self._connect(action)
         except TeamError as err:
             raise self._failed(action, err) from None
 
@@ -115,7 +133,7 @@ class Team:
         except psycopg.Error as err:
             raise self._failed("push", err) from None
         finally:
-            con.close()
+            self._close(con)
         report.seconds = time.monotonic() - started
         self.db.call(replica.note, "last_push", _now())
         return report
@@ -162,7 +180,7 @@ class Team:
         except psycopg.Error as err:
             raise self._failed("pull", err) from None
         finally:
-            con.close()
+            self._close(con)
         self.db.call(replica.refresh_views)
         report.seconds = time.monotonic() - started
         self.db.call(replica.note, "last_pull", _now())
@@ -194,8 +212,7 @@ class Team:
         if reach:
             started = time.monotonic()
             try:
-                con = self._connect()
-                con.close()
+                self._close(self._connect("status"))
                 out["reachable"] = True
                 out["reach"] = f"reachable in {1000 * (time.monotonic() - started):.0f} ms (schema {server.SCHEMA_VERSION})"
             except TeamError as err:
