@@ -563,3 +563,26 @@ def test_attack_a_slow_server_never_holds_a_team_command(tmp_path, pg, project, 
         assert "team push gave up" in json.loads(out)["state"]["last_error"]
     finally:
         proxy.close()
+
+
+def test_attack_two_engineers_sessions_of_one_slug_stay_two(tmp_path, pg, project, capsys, monkeypatch):
+    """Broken for users: slugs are date-based, teammates get the same ones; `reflect sessions --team` merged
+    alice's and bob's sessions of one slug into one row. Sessions are keyed by origin and slug."""
+    from workstation.team.sync import origin_of
+
+    alice, bob, carol = (make_ws(tmp_path, n, pg, project) for n in ("alice", "bob", "carol"))
+    record(alice, "2026-11-28-chat", 3)
+    record(bob, "2026-11-28-chat", 5)
+    record(carol, "2026-11-28-chat", 1)
+    for root in (alice, bob):
+        assert run(root, "team", "push", capsys=capsys, monkeypatch=monkeypatch)[0] == 0
+    assert run(carol, "team", "pull", capsys=capsys, monkeypatch=monkeypatch)[0] == 0
+    code, out, err = run(carol, "reflect", "sessions", "--team", "--json", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert sorted((r["session"], r["events"]) for r in json.loads(out)) == [
+        ("2026-11-28-chat", 1), (f"2026-11-28-chat · alice {origin_of(alice)}", 3),
+        (f"2026-11-28-chat · bob {origin_of(bob)}", 5)]
+    code, out, err = run(carol, "reflect", "sessions", "--team", "--session", "2026-11-28-chat", "--json",
+                         capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
+    assert [(r["session"], r["events"]) for r in json.loads(out)] == [("2026-11-28-chat", 1)]  # carol's own

@@ -92,3 +92,44 @@ def test_the_status_lines_sync_state():
     assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑09:12"
     assert sync.label({"last_push": "2026-11-27T09:12:02Z",
                        "last_error": "2026-11-27T09:20:00Z team push failed: ..."}) == "team ✗ 09:20"
+
+
+def same_slug_history(ws) -> None:
+    """Two teammates at two origins whose sessions have this workspace's session's slug (slugs are date-based:
+    teammates get the same ones)."""
+    for origin, author, n in (("laptop:/src/shop", "bob", 4), ("desk:/src/shop", "alice", 2)):
+        pulled(ws, "events", [[i + 1, origin, author, f"{author}-e{i}", "2026-11-01 10:00:00", "2026-11-01-chat",
+                               "main", 1, None, "tool_call", "grep", 3.5, None, None, None, "t", None]
+                              for i in range(n)])
+        pulled(ws, "session_lines", [[1, origin, author, "2026-11-01-chat", 1, '{"type": "user"}']])
+
+
+async def test_this_session_in_team_mode_is_never_a_teammates_of_the_same_slug(ws):
+    mem = ws.memory("2026-11-01-chat")
+    mem.record("tool_call", "read_lines", ok=True)
+    mem.close()
+    same_slug_history(ws)
+    app = ScreenApp(ReflectionScreen(ws, session="2026-11-01-chat", query="sessions"))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        screen = app.screen
+        assert [(r["session"], r["events"]) for r in screen.result.records()] == [("2026-11-01-chat", 1)]
+        await pilot.press("s")  # every session: the three of that slug, apart, each with whose it is
+        await settle(pilot)
+        assert sorted((r["session"], r["events"]) for r in screen.result.records()) == [
+            ("2026-11-01-chat", 1), ("2026-11-01-chat · alice desk:/src/shop", 2),
+            ("2026-11-01-chat · bob laptop:/src/shop", 4)]
+
+
+async def test_the_sessions_screen_shows_teammates_sessions_of_one_slug_apart(ws):
+    same_slug_history(ws)
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        table = app.screen.table
+        rows = sorted((table.get_row_at(i)[1], table.get_row_at(i)[7]) for i in range(table.row_count))
+        assert rows == [("alice/2026-11-01-chat", "desk:/src/shop"), ("bob/2026-11-01-chat", "laptop:/src/shop")]
