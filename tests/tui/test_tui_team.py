@@ -133,3 +133,42 @@ async def test_the_sessions_screen_shows_teammates_sessions_of_one_slug_apart(ws
         table = app.screen.table
         rows = sorted((table.get_row_at(i)[1], table.get_row_at(i)[7]) for i in range(table.row_count))
         assert rows == [("alice/2026-11-01-chat", "desk:/src/shop"), ("bob/2026-11-01-chat", "laptop:/src/shop")]
+
+
+async def test_the_team_badge_follows_the_sidecar_back_to_sent_without_a_turn(tmp_path):
+    """Broken for users: with the server away the badge said `team ✗` until the next turn after the server
+    came back. In the real app with its real sidecar process and a real PostgreSQL: the server stopped,
+    then started again; the badge goes back to `team ↑` while nobody types."""
+    import pg_support
+    from fakellm import ScriptedLLM
+    from test_tui_live import make_repo, wait_for, write_config
+    from trust_support import trust
+
+    from workstation.team.server import ADMIN_SQL
+    from workstation.tui.app import WorkstationApp
+    from workstation.tui.backend import LiveBackend
+
+    folder, why = pg_support.find_bin()
+    if folder is None:
+        pytest.skip(why)
+    pg = pg_support.start()
+    try:
+        pg.sql(ADMIN_SQL)
+        pg.sql("CREATE ROLE alice LOGIN IN ROLE workstation_engineer")
+        pg.sql("INSERT INTO workstation.members VALUES ('shop', 'alice')")
+        pg.stop()
+        make_repo(tmp_path)
+        with ScriptedLLM([]) as llm:
+            write_config(tmp_path, llm.url)
+            (tmp_path / ".workstation" / "config.toml").write_text(
+                f'[team]\nurl = "{pg.url("alice")}"\nproject = "shop"\npush_every_s = 1\n')
+            trust(tmp_path)
+            backend = LiveBackend(str(tmp_path), sidecar=True)
+            app = WorkstationApp(backend)
+            async with started(app) as pilot:
+                await wait_for(pilot, lambda: app.chat._team.startswith("team ✗"), timeout=60)
+                pg.start()
+                await wait_for(pilot, lambda: app.chat._team.startswith("team ↑"), timeout=60)
+                assert not [t for t in app.chat.transcript.turns if t.role == "user"]  # no turn was needed
+    finally:
+        pg_support.stop_and_remove(pg)
