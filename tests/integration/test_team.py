@@ -586,3 +586,45 @@ def test_attack_two_engineers_sessions_of_one_slug_stay_two(tmp_path, pg, projec
                          capsys=capsys, monkeypatch=monkeypatch)
     assert code == 0, err
     assert [(r["session"], r["events"]) for r in json.loads(out)] == [("2026-11-28-chat", 1)]  # carol's own
+
+
+def test_a_schema_1_server_is_refused_in_one_line_then_upgraded(tmp_path, capsys, monkeypatch):
+    """A server made by the schema 1 admin SQL (as it was printed, tests/fixtures/team_schema_v1.sql): the
+    client asks for the upgrade in one line; after `team admin-sql --upgrade` the rows are kept, their
+    writers are members, each origin is its first writer's, and the new rules hold."""
+    import psycopg
+
+    from workstation.team.server import UPGRADE_SQL
+
+    srv = pg_support.start()
+    try:
+        srv.sql((Path(__file__).parent.parent / "fixtures" / "team_schema_v1.sql").read_text())
+        srv.sql("; ".join(f"CREATE ROLE {name} LOGIN IN ROLE workstation_engineer"
+                          for name in ("alice", "bob", "mallory")))
+        for login, origin, ident in (("bob", "b:/w", "e1"), ("mallory", "b:/w", "e2"), ("alice", "a:/w", "e3")):
+            with psycopg.connect(srv.url(login)) as con:
+                con.execute("INSERT INTO workstation.events (project, origin, id, ts, session, flow, type, name) "
+                            "VALUES ('shop', %s, %s, now(), 's', 'f', 't', 'n')", [origin, ident])
+        root = tmp_path / "bob"
+        (root / ".workstation").mkdir(parents=True)
+        (root / ".workstation" / "config.toml").write_text(f'[team]\nurl = "{srv.url("bob")}"\nproject = "shop"\n')
+        trust(root)
+        code, out, err = run(root, "team", "pull", capsys=capsys, monkeypatch=monkeypatch)
+        assert code == 1 and err.count("\n") == 1 and "workstation team admin-sql --upgrade" in err
+
+        srv.sql(UPGRADE_SQL)
+        assert srv.sql("SELECT login::text FROM workstation.members ORDER BY 1") == [("alice",), ("bob",), ("mallory",)]
+        assert srv.sql("SELECT origin, login::text FROM workstation.origins ORDER BY 1") == [("a:/w", "alice"),
+                                                                                         ("b:/w", "bob")]
+        code, out, err = run(root, "team", "pull", "--json", capsys=capsys, monkeypatch=monkeypatch)
+        assert code == 0, err
+        assert json.loads(out)["rows"]["events"] == 3  # every row kept (this workspace's origin is none of those)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="belongs to bob"):
+            with psycopg.connect(srv.url("mallory")) as con:
+                con.execute("INSERT INTO workstation.events (project, origin, id, ts, session, flow, type, name) "
+                            "VALUES ('shop', 'b:/w', 'e4', now(), 's', 'f', 't', 'n')")
+        with psycopg.connect(srv.url("mallory")) as con:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                con.execute("SELECT count(*) FROM workstation.events")
+    finally:
+        pg_support.stop_and_remove(srv)

@@ -69,11 +69,12 @@ def pull_cmd(ws: Workspace, as_json: bool) -> None:
 
 
 @team.command("admin-sql")
-def admin_sql_cmd() -> None:
-    """Print the SQL a team admin runs once on the server (schema, append-only engineer role)."""
-    from ..team.server import ADMIN_SQL  # lazy: the team package
+@click.option("--upgrade", is_flag=True, help="The SQL that brings a server of schema 1 to this one instead.")
+def admin_sql_cmd(upgrade: bool) -> None:
+    """Print the SQL a team admin runs once on the server (schema, append-only engineer role, members)."""
+    from ..team.server import ADMIN_SQL, UPGRADE_SQL  # lazy: the team package
 
-    click.echo(ADMIN_SQL)
+    click.echo(UPGRADE_SQL if upgrade else ADMIN_SQL)
 
 
 @team.command("inbox")

@@ -71,8 +71,12 @@ def _table_sql(kind: str) -> str:
             f"    project text COLLATE \"C\" NOT NULL,\n    origin text COLLATE \"C\" NOT NULL,\n"
             f"    author text NOT NULL DEFAULT session_user,\n    {cols},\n"
             f"    PRIMARY KEY (project, origin, {key})\n);\n"
-            f"CREATE INDEX {kind}_pull ON workstation.{kind} (project, origin, seq);\n"
-            f"CREATE TRIGGER {kind}_rows AFTER INSERT ON workstation.{kind} REFERENCING NEW TABLE AS new_rows\n"
+            f"CREATE INDEX {kind}_pull ON workstation.{kind} (project, origin, seq);\n" + _guard_sql(kind))
+
+
+def _guard_sql(kind: str) -> str:
+    """What schema 2 puts around a synced table: the rows' check, the members' view."""
+    return (f"CREATE TRIGGER {kind}_rows AFTER INSERT ON workstation.{kind} REFERENCING NEW TABLE AS new_rows\n"
             f"    FOR EACH STATEMENT EXECUTE FUNCTION workstation.check_rows();\n"
             f"CREATE VIEW workstation.visible_{kind} WITH (security_barrier) AS SELECT * FROM workstation.{kind}\n"
             f"    WHERE project IN (SELECT project FROM workstation.members WHERE login = session_user);")
@@ -115,11 +119,7 @@ BEGIN
     RETURN NULL;
 END $$;"""
 
-ADMIN_SQL = "\n".join([
-    "-- Run once, as the database's owner, in the database the team's [team] url names.",
-    "CREATE SCHEMA workstation;",
-    "CREATE TABLE workstation.meta (key text PRIMARY KEY, value text NOT NULL);",
-    f"INSERT INTO workstation.meta VALUES ('schema_version', '{SCHEMA_VERSION}');",
+_MEMBERS_AND_ORIGINS = [
     "-- Who may read and write a project; an admin adds each engineer to each project:",
     "-- INSERT INTO workstation.members VALUES ('shop', 'alice');",
     'CREATE TABLE workstation.members (project text COLLATE "C" NOT NULL, login name NOT NULL, '
@@ -128,10 +128,9 @@ ADMIN_SQL = "\n".join([
     'CREATE TABLE workstation.origins (project text COLLATE "C" NOT NULL, origin text COLLATE "C" NOT NULL, '
     "login name NOT NULL, claimed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (project, origin));",
     _CHECK_ROWS,
-    *[_table_sql(kind) for kind in KINDS],
+]
+_GRANTS = [
     "CREATE VIEW workstation.my_projects AS SELECT project FROM workstation.members WHERE login = session_user;",
-    "-- Engineers may add rows and read their projects' rows, nothing else: the server side is append-only.",
-    "CREATE ROLE workstation_engineer NOLOGIN;",
     "GRANT USAGE ON SCHEMA workstation TO workstation_engineer;",
     "GRANT SELECT ON workstation.meta, workstation.my_projects TO workstation_engineer;",
     f"GRANT SELECT ON {', '.join(f'workstation.visible_{kind}' for kind in KINDS)} TO workstation_engineer;",
@@ -139,8 +138,40 @@ ADMIN_SQL = "\n".join([
     *[f"GRANT INSERT ({', '.join(insert_columns(kind))}) ON workstation.{kind} TO workstation_engineer;"
       for kind in KINDS],
     "GRANT USAGE ON ALL SEQUENCES IN SCHEMA workstation TO workstation_engineer;",
+]
+
+ADMIN_SQL = "\n".join([
+    "-- Run once, as the database's owner, in the database the team's [team] url names.",
+    "CREATE SCHEMA workstation;",
+    "CREATE TABLE workstation.meta (key text PRIMARY KEY, value text NOT NULL);",
+    f"INSERT INTO workstation.meta VALUES ('schema_version', '{SCHEMA_VERSION}');",
+    *_MEMBERS_AND_ORIGINS,
+    *[_table_sql(kind) for kind in KINDS],
+    "-- Engineers may add rows and read their projects' rows, nothing else: the server side is append-only.",
+    "CREATE ROLE workstation_engineer NOLOGIN;",
+    *_GRANTS,
     "-- One login per engineer; its name is the author their rows carry:",
     "-- CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE workstation_engineer;",
+])
+
+# Rows of every kind, oldest first within a kind (seq is per table): who wrote what, where.
+_ALL_ROWS = " UNION ALL ".join(f"SELECT {rank} AS rank, seq, project, origin, author FROM workstation.{kind}"
+                               for rank, kind in enumerate(KINDS))
+UPGRADE_SQL = "\n".join([
+    "-- From schema 1 to 2: run once, as the database's owner, in one transaction (psql -1).",
+    *_MEMBERS_AND_ORIGINS,
+    "-- Every login that wrote to a project is a member of it: remove who should not be.",
+    f"INSERT INTO workstation.members SELECT DISTINCT project, author::name FROM ({_ALL_ROWS}) r",
+    "    WHERE author IN (SELECT rolname FROM pg_roles WHERE rolcanlogin);",
+    "-- Each origin is its first login's: rows of other logins under it were forged, or written by SET ROLE.",
+    f"INSERT INTO workstation.origins (project, origin, login) SELECT DISTINCT ON (project, origin) project, "
+    f"origin, author::name FROM ({_ALL_ROWS}) r",
+    "    WHERE author IN (SELECT rolname FROM pg_roles WHERE rolcanlogin) ORDER BY project, origin, rank, seq;",
+    *[f"ALTER TABLE workstation.{kind} ALTER COLUMN author SET DEFAULT session_user;\n{_guard_sql(kind)}"
+      for kind in KINDS],
+    "REVOKE SELECT ON ALL TABLES IN SCHEMA workstation FROM workstation_engineer;",
+    *_GRANTS,
+    f"UPDATE workstation.meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version';",
 ])
 
 
