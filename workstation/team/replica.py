@@ -155,10 +155,25 @@ def pull_marks(con, kind: str) -> dict[str, int]:
     return dict(con.execute("SELECT origin, seq FROM team.pulled WHERE kind = ?", [kind]).fetchall())
 
 
+_SERVER_COLUMNS = [("seq", "bigint"), ("origin", "text"), ("author", "text")]
+
+
 def _select_csv(kind: str, path: str) -> str:
-    cols = ", ".join(f"'{name}': '{_duck_type(kind_)}'" for name, kind_ in
-                     [("seq", "bigint"), ("origin", "text"), ("author", "text"), *COLUMNS[kind]])
-    return f"SELECT * FROM read_csv('{_q(path)}', {_CSV_IN}, columns = {{{cols}}})"
+    """The pulled CSV's rows, each column as the replica types it, and `unfit`: why the row cannot enter the
+    replica (NULL: it can). Every field is read as text and cast here, so a value the server holds and DuckDB
+    cannot (a time past the year 294247, or BC) leaves its row out instead of failing the whole read."""
+    cols = [(name, _duck_type(sqltype)) for name, sqltype in [*_SERVER_COLUMNS, *COLUMNS[kind]]]
+    raw = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in cols)
+    typed = ", ".join(name if duck == "VARCHAR" else f"TRY_CAST({name} AS {duck}) AS {name}" for name, duck in cols)
+    wrong = [f"WHEN {name} IS NOT NULL AND (TRY_CAST({name} AS {duck}) IS NULL"
+             f"{_BC.format(name=name) if duck == 'TIMESTAMP' else ''}) "
+             f"THEN 'its {name} is not a {duck.lower()} this replica can hold'"
+             for name, duck in cols if duck != "VARCHAR"]
+    unfit = f"CASE {' '.join(wrong)} ELSE {_UNFIT.get(kind, 'NULL::VARCHAR')} END"
+    return (f"SELECT {typed}, {unfit} AS unfit FROM read_csv('{_q(path)}', {_CSV_IN}, columns = {{{raw}}}) ")
+
+
+_BC = " OR {name} LIKE '% BC'"  # PostgreSQL's years before the common era: DuckDB would read them as AD
 
 
 def _duck_type(pg: str) -> str:
@@ -179,8 +194,8 @@ _APPLY = {
 }
 
 
-# Why a pulled row cannot enter the replica (NULL: it can). The server types every column but these JSON texts:
-# a teammate's client (or anyone's psql) may put anything there, and one such row must not stop the pull.
+# Why a pulled row cannot enter the replica (NULL: it can), past its columns' types: the server keeps these JSON
+# texts as text, where a teammate's client (or anyone's psql) may put anything, and one row must not stop the pull.
 _UNFIT = {
     "events": "CASE WHEN data IS NOT NULL AND try(json(data)) IS NULL THEN 'its data is not JSON' END",
     "decisions": """CASE WHEN try(json(related_files)) IS NULL THEN 'its related_files is not JSON'
@@ -201,8 +216,7 @@ def apply_pulled(con, kind: str, path: str) -> tuple[int, int, list[str]]:
         return 0, 0, []
     con.execute("BEGIN TRANSACTION")
     try:
-        unfit = _UNFIT.get(kind, "NULL::VARCHAR")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE pulled AS SELECT *, {unfit} AS unfit FROM ({_select_csv(kind, path)})")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE pulled AS {_select_csv(kind, path)}")
         n = con.execute("SELECT count(*) FROM pulled").fetchone()[0]
         skipped = [f"skipped the {_SINGULAR[kind]} {name!r} of {author} at {origin} (server row {seq}): {why}"
                    for seq, origin, author, name, why in con.execute(
