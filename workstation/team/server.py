@@ -83,7 +83,7 @@ def _guard_sql(kind: str) -> str:
 
 
 def insert_columns(kind: str) -> list[str]:
-    """The columns a push writes (seq is the server's, author is the inserting role)."""
+    """The columns a push writes (seq is the server's, author the inserting login: session_user)."""
     return ["project", "origin", *(name for name, _ in COLUMNS[kind])]
 
 
