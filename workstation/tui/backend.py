@@ -227,9 +227,9 @@ class LiveBackend:
         while not self._closing.wait(TEAM_BADGE_S):
             try:
                 label = state_label(self.ws.db)
-            except WorkstationError as err:  # the store closing under the app, or a broker gone: say it once
+            except Exception as err:  # the store closing under the app (then nothing to say), or broken: say it
                 if not self._closing.is_set():
-                    self._warn(f"team badge stopped following the sync state: {err}")
+                    self._warn(f"the team badge stopped following the sync state: {type(err).__name__}: {err}")
                 return
             if label != shown:
                 self._ui(self.app.chat.set_team, label)
