@@ -92,6 +92,7 @@ def main() -> None:
     try:
         pg.sql(ADMIN_SQL)
         pg.sql("; ".join(f"CREATE ROLE {w} LOGIN IN ROLE workstation_engineer" for w in ("alice", "bob", "carol")))
+        pg.sql("; ".join(f"INSERT INTO workstation.members VALUES ('bench', '{w}')" for w in ("alice", "bob", "carol")))
         roots = {w: base / w for w in ("alice", "bob", "carol")}
         for who in ("alice", "bob"):
             roots[who].mkdir()

@@ -139,3 +139,58 @@ def start(tmp_root: str | os.PathLike | None = None) -> PgServer:
 def stop_and_remove(server: PgServer) -> None:
     server.stop("immediate")
     shutil.rmtree(server.base, ignore_errors=True)
+
+
+class SlowProxy:
+    """A TCP proxy to a server on 127.0.0.1 that answers slowly: the connection's start-up passes at full
+    speed, then every later chunk from the server waits `delay` seconds (a server swamped, or a network that
+    stalls without closing). What the client sends passes at once."""
+
+    READY = b"Z\x00\x00\x00\x05"  # ReadyForQuery: the first ends the start-up
+
+    def __init__(self, port: int, delay: float) -> None:
+        import threading
+
+        self.port, self.delay = port, delay
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listen_port = self.listener.getsockname()[1]
+        self.closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, user: str, db: str = "postgres") -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.listen_port}/{db}"
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, slow: bool) -> None:
+        started = False
+        try:
+            while chunk := src.recv(65536):
+                if slow and started and self.closed.wait(self.delay):
+                    return
+                dst.sendall(chunk)
+                started = started or self.READY in chunk
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed.set()
+        self.listener.close()

@@ -92,3 +92,83 @@ def test_the_status_lines_sync_state():
     assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑09:12"
     assert sync.label({"last_push": "2026-11-27T09:12:02Z",
                        "last_error": "2026-11-27T09:20:00Z team push failed: ..."}) == "team ✗ 09:20"
+
+
+def same_slug_history(ws) -> None:
+    """Two teammates at two origins whose sessions have this workspace's session's slug (slugs are date-based:
+    teammates get the same ones)."""
+    for origin, author, n in (("laptop:/src/shop", "bob", 4), ("desk:/src/shop", "alice", 2)):
+        pulled(ws, "events", [[i + 1, origin, author, f"{author}-e{i}", "2026-11-01 10:00:00", "2026-11-01-chat",
+                               "main", 1, None, "tool_call", "grep", 3.5, None, None, None, "t", None]
+                              for i in range(n)])
+        pulled(ws, "session_lines", [[1, origin, author, "2026-11-01-chat", 1, '{"type": "user"}']])
+
+
+async def test_this_session_in_team_mode_is_never_a_teammates_of_the_same_slug(ws):
+    mem = ws.memory("2026-11-01-chat")
+    mem.record("tool_call", "read_lines", ok=True)
+    mem.close()
+    same_slug_history(ws)
+    app = ScreenApp(ReflectionScreen(ws, session="2026-11-01-chat", query="sessions"))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        screen = app.screen
+        assert [(r["session"], r["events"]) for r in screen.result.records()] == [("2026-11-01-chat", 1)]
+        await pilot.press("s")  # every session: the three of that slug, apart, each with whose it is
+        await settle(pilot)
+        assert sorted((r["session"], r["events"]) for r in screen.result.records()) == [
+            ("2026-11-01-chat", 1), ("2026-11-01-chat · alice desk:/src/shop", 2),
+            ("2026-11-01-chat · bob laptop:/src/shop", 4)]
+
+
+async def test_the_sessions_screen_shows_teammates_sessions_of_one_slug_apart(ws):
+    same_slug_history(ws)
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        table = app.screen.table
+        rows = sorted((table.get_row_at(i)[1], table.get_row_at(i)[7]) for i in range(table.row_count))
+        assert rows == [("alice/2026-11-01-chat", "desk:/src/shop"), ("bob/2026-11-01-chat", "laptop:/src/shop")]
+
+
+async def test_the_team_badge_follows_the_sidecar_back_to_sent_without_a_turn(tmp_path):
+    """Broken for users: with the server away the badge said `team ✗` until the next turn after the server
+    came back. In the real app with its real sidecar process and a real PostgreSQL: the server stopped,
+    then started again; the badge goes back to `team ↑` while nobody types."""
+    import pg_support
+    from fakellm import ScriptedLLM
+    from test_tui_live import make_repo, wait_for, write_config
+    from trust_support import trust
+
+    from workstation.team.server import ADMIN_SQL
+    from workstation.tui.app import WorkstationApp
+    from workstation.tui.backend import LiveBackend
+
+    folder, why = pg_support.find_bin()
+    if folder is None:
+        pytest.skip(why)
+    pg = pg_support.start()
+    try:
+        pg.sql(ADMIN_SQL)
+        pg.sql("CREATE ROLE alice LOGIN IN ROLE workstation_engineer")
+        pg.sql("INSERT INTO workstation.members VALUES ('shop', 'alice')")
+        pg.stop()
+        make_repo(tmp_path)
+        with ScriptedLLM([]) as llm:
+            write_config(tmp_path, llm.url)
+            (tmp_path / ".workstation" / "config.toml").write_text(
+                f'[team]\nurl = "{pg.url("alice")}"\nproject = "shop"\npush_every_s = 1\n')
+            trust(tmp_path)
+            backend = LiveBackend(str(tmp_path), sidecar=True)
+            app = WorkstationApp(backend)
+            async with started(app) as pilot:
+                await wait_for(pilot, lambda: app.chat._team.startswith("team ✗"), timeout=60)
+                pg.start()
+                await wait_for(pilot, lambda: app.chat._team.startswith("team ↑"), timeout=60)
+                assert not [t for t in app.chat.transcript.turns if t.role == "user"]  # no turn was needed
+    finally:
+        pg_support.stop_and_remove(pg)

@@ -67,15 +67,18 @@ def push_cmd(ws: Workspace, as_json: bool) -> None:
 def pull_cmd(ws: Workspace, as_json: bool) -> None:
     """Copy teammates' rows into the local replica (reflect --team, session list --team read it)."""
     report = _team(ws).pull()
+    for line in report.skipped:  # rows a teammate's client wrote wrong: named once, everything else arrived
+        click.echo(safe(f"team pull: {line}"), err=True)
     print_json(report) if as_json else click.echo(report.line())
 
 
 @team.command("admin-sql")
-def admin_sql_cmd() -> None:
-    """Print the SQL a team admin runs once on the server (schema, append-only engineer role)."""
-    from ..team.server import ADMIN_SQL  # lazy: the team package
+@click.option("--upgrade", is_flag=True, help="The SQL that brings a server of schema 1 to this one instead.")
+def admin_sql_cmd(upgrade: bool) -> None:
+    """Print the SQL a team admin runs once on the server (schema, append-only engineer role, members)."""
+    from ..team.server import ADMIN_SQL, UPGRADE_SQL  # lazy: the team package
 
-    click.echo(ADMIN_SQL)
+    click.echo(UPGRADE_SQL if upgrade else ADMIN_SQL)
 
 
 @team.command("inbox")

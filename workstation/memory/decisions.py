@@ -86,10 +86,12 @@ def decision_exists(con, decision_id: str) -> bool:
 
 
 # Memory other people wrote is not the user's word: a teammate's row (alias r) of team.remote_decisions or
-# team.remote_ltm counts only once the user accepted that item (`workstation team accept`) or its author
-# ($authors: [team] accept_authors of the user's own config; the server, not the client, names the author).
+# team.remote_ltm counts only once the user accepted that item, its author's at its origin (`workstation team
+# accept`), or its author ($authors: [team] accept_authors of the user's own config; the server, not the
+# client, names the author, and an origin is only ever written by the login that first wrote it).
 TEAM_ACCEPTED = """(list_contains($authors, r.author) OR EXISTS (
-    SELECT 1 FROM team.accepted a WHERE a.kind = '{kind}' AND a.origin = r.origin AND a.id = {ident}))"""
+    SELECT 1 FROM team.accepted_items a WHERE a.kind = '{kind}' AND a.origin = r.origin AND a.author = r.author
+    AND a.id = {ident}))"""
 
 
 @readonly

@@ -346,6 +346,32 @@ def _memory_006(con, s: str) -> None:
     mirror_views(con, "team")
 
 
+
+def _memory_007(con, s: str) -> None:
+    # Team memory keyed by whose it is. An accepted teammate's item is the item of one author at one origin:
+    # a write of the same key under that origin by anyone else is another item, never accepted with it (the
+    # server refuses such writes too; this holds for rows from before it did). Existing accepts keep the
+    # author who first wrote the item at that origin. And a teammate's session is its origin's: in the team
+    # views its name carries author and origin, so two engineers' sessions of the same (date-based) slug
+    # stay two, and "this session" is never a teammate's.
+    con.execute("""CREATE TABLE team.accepted_items (kind VARCHAR NOT NULL, origin VARCHAR NOT NULL,
+                   author VARCHAR NOT NULL, id VARCHAR NOT NULL, accepted_at TIMESTAMP NOT NULL,
+                   PRIMARY KEY (kind, origin, author, id))""")
+    con.execute("""INSERT INTO team.accepted_items
+                   SELECT a.kind, a.origin, r.author, a.id, a.accepted_at FROM team.accepted a
+                   JOIN (SELECT 'decision' AS kind, origin, id, author FROM team.remote_decisions
+                         UNION ALL
+                         SELECT 'ltm', origin, namespace || chr(0) || key, arg_min(author, stamp)
+                         FROM team.remote_ltm GROUP BY ALL) r USING (kind, origin, id)""")
+    con.execute("DROP TABLE team.accepted")
+    me = "(SELECT origin FROM team.me) AS origin, (SELECT author FROM team.me) AS author"
+    theirs = "* REPLACE (session || ' · ' || author || ' ' || origin AS session)"
+    con.execute(f"""CREATE OR REPLACE VIEW team.events AS SELECT *, {me} FROM {s}.events
+                    UNION ALL SELECT {theirs} FROM team.remote_events""")
+    con.execute(f"""CREATE OR REPLACE VIEW team.decisions AS SELECT *, {me} FROM {s}.decisions
+                    UNION ALL SELECT {theirs} FROM team.remote_decisions""")
+
+
 _VIEW_HEAD = re.compile(r'^\s*CREATE\s+VIEW\s+(?:"?main"?\.)?("?)(\w+)\1\s+AS\s+', re.IGNORECASE)
 _TEAM_OWN = frozenset({"events", "decisions", "ltm"})  # the team schema's own views: everyone's rows
 
@@ -373,7 +399,7 @@ def mirror_views(con, schema: str) -> int:
 
 INDEX_MIGRATIONS: list[Migration] = [_index_001, _index_002, _index_003, _index_004, _index_005]
 MEMORY_MIGRATIONS: list[Migration] = [_memory_001, _memory_002, _memory_003, _memory_004, _memory_005,
-                                     _memory_006]
+                                     _memory_006, _memory_007]
 
 
 RETRY_RECORDS_KEPT_S = 24 * 3600

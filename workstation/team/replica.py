@@ -155,10 +155,25 @@ def pull_marks(con, kind: str) -> dict[str, int]:
     return dict(con.execute("SELECT origin, seq FROM team.pulled WHERE kind = ?", [kind]).fetchall())
 
 
+_SERVER_COLUMNS = [("seq", "bigint"), ("origin", "text"), ("author", "text")]
+
+
 def _select_csv(kind: str, path: str) -> str:
-    cols = ", ".join(f"'{name}': '{_duck_type(kind_)}'" for name, kind_ in
-                     [("seq", "bigint"), ("origin", "text"), ("author", "text"), *COLUMNS[kind]])
-    return f"SELECT * FROM read_csv('{_q(path)}', {_CSV_IN}, columns = {{{cols}}})"
+    """The pulled CSV's rows, each column as the replica types it, and `unfit`: why the row cannot enter the
+    replica (NULL: it can). Every field is read as text and cast here, so a value the server holds and DuckDB
+    cannot (a time past the year 294247, or BC) leaves its row out instead of failing the whole read."""
+    cols = [(name, _duck_type(sqltype)) for name, sqltype in [*_SERVER_COLUMNS, *COLUMNS[kind]]]
+    raw = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in cols)
+    typed = ", ".join(name if duck == "VARCHAR" else f"TRY_CAST({name} AS {duck}) AS {name}" for name, duck in cols)
+    wrong = [f"WHEN {name} IS NOT NULL AND (TRY_CAST({name} AS {duck}) IS NULL"
+             f"{_BC.format(name=name) if duck == 'TIMESTAMP' else ''}) "
+             f"THEN 'its {name} is not a {duck.lower()} this replica can hold'"
+             for name, duck in cols if duck != "VARCHAR"]
+    unfit = f"CASE {' '.join(wrong)} ELSE {_UNFIT.get(kind, 'NULL::VARCHAR')} END"
+    return (f"SELECT {typed}, {unfit} AS unfit FROM read_csv('{_q(path)}', {_CSV_IN}, columns = {{{raw}}}) ")
+
+
+_BC = " OR {name} LIKE '% BC'"  # PostgreSQL's years before the common era: DuckDB would read them as AD
 
 
 def _duck_type(pg: str) -> str:
@@ -179,25 +194,47 @@ _APPLY = {
 }
 
 
-def apply_pulled(con, kind: str, path: str) -> int:
-    """Add the pulled rows in `path` to the replica and move the pull marks, in one transaction."""
+# Why a pulled row cannot enter the replica (NULL: it can), past its columns' types: the server keeps these JSON
+# texts as text, where a teammate's client (or anyone's psql) may put anything, and one row must not stop the pull.
+_UNFIT = {
+    "events": "CASE WHEN data IS NOT NULL AND try(json(data)) IS NULL THEN 'its data is not JSON' END",
+    "decisions": """CASE WHEN try(json(related_files)) IS NULL THEN 'its related_files is not JSON'
+                         WHEN json_type(related_files) <> 'ARRAY' THEN 'its related_files is not a list'
+                         WHEN try(from_json(related_files, '["VARCHAR"]')) IS NULL
+                         THEN 'its related_files is not a list of paths' END""",
+    "ltm": "CASE WHEN value IS NOT NULL AND try(json(value)) IS NULL THEN 'its value is not JSON' END",
+}
+_NAMED = {"events": "id", "decisions": "id", "ltm": "namespace || '/' || key", "session_lines": "slug || ':' || line"}
+_SINGULAR = {"events": "event", "decisions": "decision", "ltm": "LTM write", "session_lines": "session line"}
+
+
+def apply_pulled(con, kind: str, path: str) -> tuple[int, int, list[str]]:
+    """Add the pulled rows in `path` to the replica and move the pull marks past every row read, in one
+    transaction. A row that does not parse stays out, and is named (once: the marks move past it).
+    Returns (rows read, rows added, one line per row left out)."""
     if os.path.getsize(path) == 0:
-        return 0
+        return 0, 0, []
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE src AS {_select_csv(kind, path)}")
-        n = con.execute("SELECT count(*) FROM src").fetchone()[0]
+        con.execute(f"CREATE OR REPLACE TEMP TABLE pulled AS {_select_csv(kind, path)}")
+        n = con.execute("SELECT count(*) FROM pulled").fetchone()[0]
+        skipped = [f"skipped the {_SINGULAR[kind]} {name!r} of {author} at {origin} (server row {seq}): {why}"
+                   for seq, origin, author, name, why in con.execute(
+                       f"SELECT seq, origin, author, {_NAMED[kind]}, unfit FROM pulled WHERE unfit IS NOT NULL "
+                       "ORDER BY seq").fetchall()]
+        con.execute("CREATE OR REPLACE TEMP VIEW src AS SELECT * EXCLUDE (unfit) FROM pulled WHERE unfit IS NULL")
         if n:
             con.execute(_APPLY[kind], {"now": _now_ns()} if kind == "ltm" else None)
-            con.execute("""INSERT INTO team.pulled SELECT ?, origin, max(seq) FROM src GROUP BY origin
+            con.execute("""INSERT INTO team.pulled SELECT ?, origin, max(seq) FROM pulled GROUP BY origin
                            ON CONFLICT (kind, origin) DO UPDATE SET seq = greatest(team.pulled.seq, excluded.seq)""",
                         [kind])
-        con.execute("DROP TABLE src")
+        con.execute("DROP VIEW src")
+        con.execute("DROP TABLE pulled")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    return n
+    return n, n - len(skipped), skipped
 
 
 def _now_ns() -> int:

@@ -45,6 +45,7 @@ class Report:
     action: str
     rows: dict[str, int] = field(default_factory=dict)  # push: rows the server took; pull: rows added
     sent: dict[str, int] = field(default_factory=dict)  # push: rows sent (a re-send counts here only)
+    skipped: list[str] = field(default_factory=list)  # pull: one line per row that did not parse (left out)
     seconds: float = 0.0
 
     def line(self) -> str:
@@ -63,32 +64,47 @@ class Team:
         self.db, self.paths, self.team = db, paths, team
         self.origin = origin_of(paths.root)
         self.private = list(team.private_namespaces)
+        self.deadline: server.Deadline | None = None  # the running command's time limit
 
     # -- connecting
 
-    def _connect(self):
-        con = server.connect(self.team)
+    def _connect(self, action: str):
+        """A connection checked (schema, login, membership) and watched by a new deadline for `action`;
+        TeamError with one line for anything that fails."""
+        import psycopg  # lazy: psycopg, only where sync runs
+
+        self.deadline = deadline = server.Deadline(f"team {action}", server.TIME_LIMIT_S[action])
+        con = server.connect(self.team, deadline)
         try:
             server.check_schema(con, self.team)
-            with con.cursor() as cur:
-                cur.execute("SELECT current_user")
-                author = cur.fetchone()[0]
-            con.rollback()
+            author = server.whoami(con, self.team)
+        except psycopg.Error as err:
+            self._close(con)
+            raise TeamError(self._why(err)) from None
         except BaseException:
-            con.close()
+            self._close(con)
             raise
         self.db.call(replica.set_me, self.origin, self.team.project, author)
         return con
 
+    def _close(self, con) -> None:
+        if self.deadline is not None:
+            self.deadline.close()
+        con.close()
+
+    def _why(self, err: BaseException) -> str:
+        """What went wrong, in one line: the deadline's, when it cut the connection."""
+        return self.deadline.line(self.team) if self.deadline is not None and self.deadline.expired else _line(err)
+
     def _failed(self, action: str, err: BaseException) -> TeamError:
         """One line for a failed push or pull, noted for `team status` and the status line."""
-        line = f"team {action} failed: {_line(err)}; local work goes on and the next {action} catches up"
+        line = f"team {action} failed: {self._why(err)}; local work goes on and the next {action} catches up"
         self.db.call(replica.note, "last_error", f"{_now()} {line}")
         return TeamError(line)
 
     def _open(self, action: str):
         try:
-            return self._connect()
+            return self._connect(action)
         except TeamError as err:
             raise self._failed(action, err) from None
 
@@ -117,7 +133,7 @@ class Team:
         except psycopg.Error as err:
             raise self._failed("push", err) from None
         finally:
-            con.close()
+            self._close(con)
         report.seconds = time.monotonic() - started
         self.db.call(replica.note, "last_push", _now())
         return report
@@ -160,28 +176,29 @@ class Team:
         con = self._open("pull")
         try:
             for kind in server.KINDS:
-                report.rows[kind] = self._pull_kind(con, kind)
+                report.rows[kind] = self._pull_kind(con, kind, report.skipped)
         except psycopg.Error as err:
             raise self._failed("pull", err) from None
         finally:
-            con.close()
+            self._close(con)
         self.db.call(replica.refresh_views)
         report.seconds = time.monotonic() - started
         self.db.call(replica.note, "last_pull", _now())
         return report
 
-    def _pull_kind(self, con, kind: str) -> int:
+    def _pull_kind(self, con, kind: str, skipped: list[str]) -> int:
         total = 0
         while True:
             marks = self.db.call(replica.pull_marks, kind)
             path = self._tmp("pull")
             try:
                 copy_out(con, self.team.project, self.origin, kind, marks, path, PULL_ROWS)
-                n = self.db.call(replica.apply_pulled, kind, path)
+                read, added, unfit = self.db.call(replica.apply_pulled, kind, path)
             finally:
                 _unlink(path)
-            total += n
-            if n < PULL_ROWS:
+            total += added
+            skipped += unfit
+            if read < PULL_ROWS:
                 return total
 
     # -- status
@@ -195,8 +212,7 @@ class Team:
         if reach:
             started = time.monotonic()
             try:
-                con = self._connect()
-                con.close()
+                self._close(self._connect("status"))
                 out["reachable"] = True
                 out["reach"] = f"reachable in {1000 * (time.monotonic() - started):.0f} ms (schema {server.SCHEMA_VERSION})"
             except TeamError as err:
@@ -258,11 +274,11 @@ def copy_out(con, project: str, origin: str, kind: str, marks: dict[str, int], p
 
     cols = ", ".join(f"e.{name}" for name, _ in server.COLUMNS[kind])
     query = sql.SQL(
-        "COPY (SELECT e.seq, e.origin, e.author, {cols} FROM workstation.{table} e "
+        "COPY (SELECT e.seq, e.origin, e.author, {cols} FROM workstation.{view} e "
         "LEFT JOIN unnest({origins}::text[], {seqs}::bigint[]) AS w(origin, seq) ON w.origin = e.origin "
         "WHERE e.project = {project} AND e.origin <> {me} AND e.seq > coalesce(w.seq, 0) "
         "ORDER BY e.seq LIMIT {limit}) TO STDOUT (FORMAT csv)").format(
-        cols=sql.SQL(cols), table=sql.Identifier(kind), origins=sql.Literal(list(marks)),
+        cols=sql.SQL(cols), view=sql.Identifier(f"visible_{kind}"), origins=sql.Literal(list(marks)),
         seqs=sql.Literal(list(marks.values())), project=sql.Literal(project), me=sql.Literal(origin),
         limit=sql.Literal(int(limit)))
     try:

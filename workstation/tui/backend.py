@@ -52,6 +52,7 @@ PREVIEW_LINES = 80
 SESSION_COMMANDS = frozenset({"/archive", "/new", "/clear", "/compact", "/pin"})
 WORKING = "the agent is working: escape stops it"
 SESSION_CHANGE_WAIT_S = 30.0  # a message sent while the session changes waits this long to land in the new one
+TEAM_BADGE_S = 2.0  # how often the status line's team badge looks at the sync state the sidecar notes
 
 
 class LiveBackend:
@@ -155,6 +156,8 @@ class LiveBackend:
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
         threading.Thread(target=self.outside.watch, args=(self._closing,), name="session-watch", daemon=True).start()
+        if ws.config.team.enabled:
+            threading.Thread(target=self._follow_team, name="team-badge", daemon=True).start()
 
     def _offer_last(self) -> None:
         history.offer_last(self)
@@ -216,6 +219,23 @@ class LiveBackend:
             from ..team.sync import state_label  # lazy: the team package, only with [team]
 
             self._ui(self.app.chat.set_team, state_label(self.ws.db))
+
+    def _follow_team(self) -> None:
+        """The status line's team badge follows the sync state the sidecar's pushes note (a server back: `team ↑`
+        at the next push), not only the next turn's refresh_git. One read of the replica's state table."""
+        from ..team.sync import state_label  # lazy: the team package, only with [team]
+
+        shown = None
+        while not self._closing.wait(TEAM_BADGE_S):
+            try:
+                label = state_label(self.ws.db)
+            except Exception as err:  # the store closing under the app (then nothing to say), or broken: say it
+                if not self._closing.is_set():
+                    self._warn(f"the team badge stopped following the sync state: {type(err).__name__}: {err}")
+                return
+            if label != shown:
+                self._ui(self.app.chat.set_team, label)
+                shown = label
 
     def _say_sandbox(self) -> None:
         """Say at start which sandbox commands will run in, or why none (then every command asks): the
