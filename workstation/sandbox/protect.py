@@ -146,6 +146,10 @@ def _walk(git: Path) -> Iterator[Path]:
 # A process the command leaves running may still write after it ends: at the next command, what changed in the
 # git folders since is judged the same way (named: by that process, or by the user).
 
+AFTER_NOTE = ("no sandbox here keeps commands out of .git: after each command, what could make git run a program "
+              "(hooks, program keys of its config, info/attributes) is put back, what stood there moved to "
+              f"{STATE_DIRNAME}/put-back/; a process a command leaves running can still change .git after that, "
+              "and the next command looks again")  # `workstation sandbox` shows it where the put-back applies
 PINNED_BY_TRUST = ("config.toml",)  # our config files whose every reaching setting trust pins by digest
 HARMLESS_INFO = ("exclude", "sparse-checkout", "refs", "packs")  # info/ files that name no program
 # .git/config keys that run nothing and send git nowhere else for config or hooks (fnmatch, lower case)
