@@ -39,8 +39,7 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
     out: dict[str, bytes | str] = {}
     for path in sorted([*(root / ".git").rglob("*"), *(root / ".workstation").rglob("*")]):
         rel = path.relative_to(root).as_posix()
-        if (rel.startswith((".git/objects/", ".workstation/put-back/")) or rel == ".git/index"
-                or (path.is_dir() and not path.is_symlink())):
+        if rel.startswith(".git/objects/") or rel == ".git/index" or (path.is_dir() and not path.is_symlink()):
             continue
         out[rel] = os.readlink(path) if path.is_symlink() else path.read_bytes()
     return out

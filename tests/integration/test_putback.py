@@ -20,6 +20,7 @@ import putback_support
 from putback_support import SCENARIOS, git, repo, run
 from test_sandbox_limits import _as_uid, _free_uid, _python_for
 from workstation import sandbox
+from workstation.paths import user_dir
 from workstation.sandbox import Policy, protect
 
 MODES = ["landlock", "off"]
@@ -48,17 +49,19 @@ def test_the_put_back_holds(tmp_path, mode, scenario):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_what_is_put_back_is_kept_aside_and_named(tmp_path, mode):
-    """Nothing the put-back replaces or removes is lost: it is moved to the state folder's put-back/, named."""
+    """Nothing the put-back replaces or removes is lost: it is moved to put-back/ in the user's config home
+    (out of a Landlocked command's reach), named."""
     _available(mode, tmp_path)
     root = repo(tmp_path)
     res = run(root, mode, "sh -c 'printf \"#!/bin/sh\\nexit 1\\n\" > .git/hooks/pre-commit; "
                           "echo \"[core] fsmonitor = x\" >> .git/config'")
     assert not (root / ".git" / "hooks" / "pre-commit").exists()
     assert "fsmonitor" not in (root / ".git" / "config").read_text()
-    kept = sorted(p.relative_to(root).as_posix() for p in (root / ".workstation" / "put-back").rglob("*")
-                  if p.is_file())
-    assert [k.split("/", 3)[-1] for k in kept] == [".git/config", ".git/hooks/pre-commit"], kept
-    assert ".workstation/put-back/" in res.output and ".git/hooks/pre-commit" in res.output
+    [aside] = (user_dir() / "put-back").iterdir()
+    kept = sorted(p.relative_to(aside).as_posix() for p in aside.rglob("*") if p.is_file())
+    assert kept == [".git/config", ".git/hooks/pre-commit"], kept
+    assert "fsmonitor = x" in (aside / ".git" / "config").read_text()
+    assert f"{aside}/" in res.output and "put back .git/hooks/pre-commit" in res.output
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -30,13 +30,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..fsutil import GitFolder, StateFolder, atomic_write, confine, folded, inside
-from ..paths import CONFIG_FILES, STATE_DIRNAME
+from ..fsutil import GitFolder, StateFolder, confine, folded, inside
+from ..paths import CONFIG_FILES, STATE_DIRNAME, user_dir
 
 GIT_NAMES = (".git", "git~1")  # a path part so named (folded: any case, HFS+ and NTFS spellings) is git's
 # what git runs or obeys, inside a git folder: its config files, hooks and info/ (attributes naming filters),
@@ -139,7 +139,8 @@ def _walk(git: Path) -> Iterator[Path]:
 # - our config.toml stays as found and is named: trust pins its gated settings (trust.py), so a changed one
 #   applies only once the user trusts the folder again;
 # - anything else that changed is put back as it was; what stood there is moved, never deleted, to the state
-#   folder's `put-back/STAMP/` and named, so a user's edit made meanwhile is one `mv` away;
+#   `put-back/` folder of the user's config home (out of a Landlocked command's reach) and named, so a user's
+#   edit made meanwhile is one `mv` away;
 # - a file removed is put back, unless the git folder it belongs to went whole (`git worktree remove`);
 # - a `.git` folder moved away (`.git` made a link to it) is moved back first;
 # - what it could not keep (`KEEP_MAX_BYTES`, not a file) and that changed is left as found and named.
@@ -148,8 +149,8 @@ def _walk(git: Path) -> Iterator[Path]:
 
 AFTER_NOTE = ("no sandbox here keeps commands out of .git: after each command, what could make git run a program "
               "(hooks, program keys of its config, info/attributes) is put back, what stood there moved to "
-              f"{STATE_DIRNAME}/put-back/; a process a command leaves running can still change .git after that, "
-              "and the next command looks again")  # `workstation sandbox` shows it where the put-back applies
+              "the put-back folder of your config home (the command's output names it); a process a command "
+              "leaves running can still change .git after that, and the next command looks again")  # `workstation sandbox` shows it where the put-back applies
 PINNED_BY_TRUST = ("config.toml",)  # our config files whose every reaching setting trust pins by digest
 HARMLESS_INFO = ("exclude", "sparse-checkout", "refs", "packs")  # info/ files that name no program
 # .git/config keys that run nothing and send git nowhere else for config or hooks (fnmatch, lower case)
@@ -161,7 +162,7 @@ HARMLESS_GIT_KEYS = (
     "branch.*.description", "user.name", "user.email", "init.defaultbranch", "pull.rebase", "pull.ff",
     "push.default", "fetch.prune", "submodule.*.url", "submodule.*.active", "gc.auto", "rerere.enabled")
 KEEP_MAX_BYTES = 64 << 20  # large guarded files (past GUARD_MAX_BYTES) are copied aside up to this much in all
-PUT_BACK_DIRNAME = "put-back"  # in the state folder: what the put-back moved out of the way
+PUT_BACK_DIRNAME = "put-back"  # in paths.user_dir(): what the put-back moved out of the way
 _last: dict[Path, dict[Path, "Seen"]] = {}  # root -> its guarded paths as the last put-back left them
 _last_lock = threading.Lock()
 
@@ -239,20 +240,22 @@ def kept(protected: Protected, put_back: list[str]) -> Iterator[None]:
     root = protected.root
     keep = Path(tempfile.mkdtemp(prefix="workstation-keep-"))  # outside the workspace: no command writes it
     try:
-        with _last_lock:
-            last = _last.get(root)
-        if last is not None:  # what a process a command left running may have written since it ended
-            _PutBack(protected, keep, put_back, since=True).settle(last, None)
         budget = [KEEP_MAX_BYTES]
         repository = _folder_id(root / ".git")
         before = {path: _seen(path, keep, budget) for path in protected.guarded()}
+        with _last_lock:
+            last = _last.get(root)
+        if last is not None:  # what a process a command left running may have written since it ended
+            before.update(_PutBack(protected, keep, put_back, since=True).settle(last, None, before))
         try:
             yield
         finally:
-            _PutBack(protected, keep, put_back).settle(before, repository)
-            after = {path: _seen(path) for path in protected.guarded() if protected.git_folder(path) is not None}
+            # the state each path was judged in, not one read again: what a process writes after the judgment
+            # differs from it at the next command
+            settled = _PutBack(protected, keep, put_back).settle(before, repository)
             with _last_lock:
-                _last[root] = after
+                _last[root] = {path: Seen(seen.kind, seen.mode, seen.data, seen.stamp)
+                               for path, seen in settled.items() if protected.git_folder(path) is not None}
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
@@ -275,90 +278,144 @@ class _PutBack:
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() if self.root in path.parents else str(path)
 
-    def settle(self, before: dict[Path, Seen], repository: tuple[int, int] | None) -> None:
+    def settle(self, before: dict[Path, Seen], repository: tuple[int, int] | None,
+               found: dict[Path, Seen] | None = None) -> dict[Path, Seen]:
+        """Judge each guarded path (as `found` has it, else as read now) against `before`; the state each was
+        left in."""
         if repository is not None:
             self._repository(repository)
-        paths = sorted(set(before) | set(self.protected.guarded()))
+        paths = sorted(set(before) | set(found or self.protected.guarded()))
         if self.since:
             paths = [p for p in paths if self.protected.git_folder(p) is not None]
+        settled: dict[Path, Seen] = {}
         for path in paths:  # sorted: a folder before what it holds, so a link put away is not followed after
-            was, now = before.get(path, ABSENT), _seen(path)
+            was = before.get(path, ABSENT)
+            now = found[path] if found is not None and path in found else _seen(path)
+            settled[path] = now
             if _same(was, now, path):
                 continue
             try:
-                self._one(path, was, now)
+                settled[path] = self._one(path, was, now)
             except OSError as err:  # said, not raised: the command's own result still stands
                 self.said.append(f"NOT put back {self.rel(path)}: {err.strerror or err}")
         if self.aside is not None:
-            self.said.insert(0, f"what stood in their place is in {self.rel(self.aside)}/")
+            self.said.insert(0, f"what stood in their place is in {self.aside}/")
+        return settled
 
-    def _one(self, path: Path, was: Seen, now: Seen) -> None:
+    def _one(self, path: Path, was: Seen, now: Seen) -> Seen:
+        """Put `path` back (`was`, returned) or leave it as found (`now`, returned), saying which."""
         rel, when = self.rel(path), (" (changed after the last command ended: by a process it left running, "
                                      "or by you)" if self.since else "")
         if now.kind == "absent":
             if self.since:
-                return  # removed between commands: the user's to remove
+                return now  # removed between commands: the user's to remove
             owner = self.protected.git_folder(path)
             if owner is not None and not (os.path.isdir(owner) and not os.path.islink(owner)):
-                return  # its whole git folder went (a worktree removed): one file of it alone would be inconsistent
+                return now  # its whole git folder went (a worktree removed): one file of it alone is inconsistent
         elif _harmless(self.protected, path, was, now, self.scratch):
             if path.parent.name == STATE_DIRNAME:
                 self.said.append(f"left as found {rel} (changed while the command ran, by it or by you; its "
                                  "trust-gated settings apply only once you run `workstation trust`)")
-            return
+            return now
         if not was.keepable:
             self.said.append(f"left as found {rel}{when} (changed; too large to keep, or not a file)")
-            return
+            return now
         self._put(path, was)
         self.said.append(f"put back {rel}{when}")
+        return was
 
     def _put(self, path: Path, was: Seen) -> None:
-        """`path` as it `was`; whatever stands in its way (a link or file where one of its folders was, what
-        is at `path` now) is moved aside, never deleted."""
-        for folder in reversed(path.parents):
-            if folder == self.root or self.root not in folder.parents:
-                continue
-            if os.path.lexists(folder) and (os.path.islink(folder) or not os.path.isdir(folder)):
-                self._move_aside(folder)
-        if os.path.lexists(path):
-            self._move_aside(path)
-        if was.kind == "absent":
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if was.kind == "link":
-            assert isinstance(was.data, str)
-            os.symlink(was.data, path)
-        elif isinstance(was.data, bytes):
-            atomic_write(path, was.data, stat.S_IMODE(was.mode))
-        else:
-            assert was.copy is not None
-            tmp = path.with_name(f".{path.name}.put-back-{os.getpid()}")
-            shutil.copyfile(was.copy, tmp)
-            os.chmod(tmp, stat.S_IMODE(was.mode))
-            os.replace(tmp, path)
+        """`path` as it `was`. Each folder on the way is opened from the root without following a link (a
+        process the command left may swap one for a link meanwhile); a link or file standing where one of them
+        was, and what is at `path` now, is moved aside, never deleted."""
+        fd = self._folder(path.parent)
+        try:
+            if _lexists(path.name, fd):
+                self._move_aside(path, fd)
+            if was.kind == "link":
+                assert isinstance(was.data, str)
+                os.symlink(was.data, path.name, dir_fd=fd)
+            elif was.kind == "file":
+                tmp = f".{path.name}.put-back-{os.getpid()}"
+                out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              stat.S_IMODE(was.mode), dir_fd=fd)
+                try:
+                    with os.fdopen(out, "wb") as f:
+                        if isinstance(was.data, bytes):
+                            f.write(was.data)
+                        else:
+                            assert was.copy is not None
+                            with open(was.copy, "rb") as src:
+                                shutil.copyfileobj(src, f)
+                        os.fchmod(f.fileno(), stat.S_IMODE(was.mode))
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.rename(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
+                except BaseException:
+                    with suppress(OSError):
+                        os.unlink(tmp, dir_fd=fd)
+                    raise
+        finally:
+            os.close(fd)
 
-    def _move_aside(self, path: Path) -> None:
+    def _folder(self, folder: Path) -> int:
+        """An fd of `folder` (inside the root), each part opened without following a link; a part missing is
+        made, a link or file standing where a part was is moved aside first."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for i, part in enumerate(folder.relative_to(self.root).parts):
+                try:
+                    st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    st = None
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    self._move_aside(self.root.joinpath(*folder.relative_to(self.root).parts[:i + 1]), fd)
+                    st = None
+                if st is None:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _move_aside(self, path: Path, parent_fd: int | None = None) -> None:
+        """Move `path` (in the folder `parent_fd` is open on, else opened here) to the put-back folder: out of
+        every command's reach under Landlock (the user's config home), so no link planted there redirects it."""
+        if parent_fd is None:
+            fd = self._folder(path.parent)
+            try:
+                return self._move_aside(path, fd)
+            finally:
+                os.close(fd)
         if self.aside is None:
-            self.aside = _aside_folder(self.protected)
-        rel = self.rel(path).lstrip("/")
-        dest = self.aside / rel
-        for n in itertools.count(2):  # a link put aside where a folder was must not take what it held
-            if not os.path.lexists(dest) and all(os.path.isdir(d) and not os.path.islink(d) for d in
-                                                 dest.parents if self.aside in d.parents and os.path.lexists(d)):
-                break
-            dest = self.aside / f"~{n}" / rel
+            self.aside = _aside_folder(self.root)
+        dest = self.aside / self.rel(path).lstrip("/")
+        n = 1
+        while os.path.lexists(dest) or any(os.path.lexists(d) and not os.path.isdir(d) for d in dest.parents):
+            n += 1  # a link moved aside where a folder was must not take what that folder held
+            dest = self.aside / f"~{n}" / self.rel(path).lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.rename(path, dest)
+            os.rename(path.name, dest, src_dir_fd=parent_fd)
         except OSError as err:
             if err.errno != errno.EXDEV:
                 raise
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.copytree(path, dest, symlinks=True)
-                shutil.rmtree(path)
+            st = os.stat(path.name, dir_fd=parent_fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                os.symlink(os.readlink(path.name, dir_fd=parent_fd), dest)
+            elif stat.S_ISDIR(st.st_mode):
+                shutil.copytree(f"/proc/self/fd/{parent_fd}/{path.name}", dest, symlinks=True)
+                shutil.rmtree(path.name, dir_fd=parent_fd)
+                return
             else:
-                shutil.copy2(path, dest, follow_symlinks=False)
-                os.unlink(path)
+                src = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent_fd)
+                with os.fdopen(src, "rb") as f, open(dest, "xb") as out:
+                    shutil.copyfileobj(f, out)
+                os.chmod(dest, stat.S_IMODE(st.st_mode))
+            os.unlink(path.name, dir_fd=parent_fd)
 
     def _repository(self, repository: tuple[int, int]) -> None:
         """`.git` was this folder: when it is no longer (moved, a link to it put in its place), move it back."""
@@ -368,11 +425,16 @@ class _PutBack:
         candidates = [Path(os.path.realpath(dot_git))] if os.path.lexists(dot_git) else []
         with os.scandir(self.root) as entries:
             candidates += [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-        found = next((c for c in candidates if c != dot_git and _folder_id(c) == repository), None)
+        found = next((c for c in candidates if c != dot_git and self.root in c.parents
+                      and _folder_id(c) == repository), None)
         if found is not None:
             if os.path.lexists(dot_git):
                 self._move_aside(dot_git)
-            os.rename(found, dot_git)
+            fd = self._folder(found.parent)
+            try:
+                os.rename(found.name, dot_git, src_dir_fd=fd)
+            finally:
+                os.close(fd)
             self.said.append(f"moved back .git (the repository's folder, found at {self.rel(found)})")
         elif os.path.lexists(dot_git) and (os.path.islink(dot_git) or not os.path.isdir(dot_git)):
             self._move_aside(dot_git)
@@ -381,18 +443,24 @@ class _PutBack:
             self.said.append(".git: the repository's folder is gone (moved or removed by the command), left as found")
 
 
-def _aside_folder(protected: Protected) -> Path:
-    """A new folder in the state folder's put-back/ (a temporary one when a link stands in the way)."""
-    state = protected.state[-1]
+def _lexists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _aside_folder(root: Path) -> Path:
+    """A new folder for what one put-back moves out of the way: in the user's config home (paths.user_dir), out
+    of reach of a command under Landlock, named after the workspace and the time."""
+    base = user_dir() / PUT_BACK_DIRNAME
+    base.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    for base in (state, state / PUT_BACK_DIRNAME):
-        if os.path.lexists(base) and (os.path.islink(base) or not os.path.isdir(base)):
-            return Path(tempfile.mkdtemp(prefix=f"workstation-put-back-{stamp}-"))
-    (state / PUT_BACK_DIRNAME).mkdir(parents=True, exist_ok=True)
     for n in itertools.count(1):
-        folder = state / PUT_BACK_DIRNAME / f"{stamp}-{n}"
+        folder = base / f"{root.name or 'root'}-{stamp}-{n}"
         try:
-            folder.mkdir()
+            folder.mkdir(mode=0o700)
         except FileExistsError:
             continue
         return folder
