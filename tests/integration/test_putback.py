@@ -138,3 +138,26 @@ def test_the_put_back_as_an_unprivileged_user(mode, capsys):
         print(f"\nput-back as uid {uid} under {mode}: {len(found)} attacks, {len(through)} got through")
     assert set(found) == set(SCENARIOS)
     assert through == {}
+
+
+HARMFUL_KEYS = {"core.fsmonitor": "touch {m}", "core.hooksPath": ".", "include.path": "../evil.cfg",
+                "filter.x.clean": "touch {m}", "core.sshCommand": "touch {m}", "remote.origin.uploadpack": "touch {m}",
+                "diff.x.textconv": "touch {m}", "core.pager": "touch {m}", "core.worktree": "/tmp"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_config_keys_that_run_a_program_are_put_back_plain_ones_stay(tmp_path, mode):
+    """One command sets every key of `HARMFUL_KEYS` and adds a remote: .git/config is put back whole (the
+    remote with it; what the command left is kept aside); a remote added alone stays (test_benign_...)."""
+    _available(mode, tmp_path)
+    root = repo(tmp_path)
+    before = (root / ".git" / "config").read_bytes()
+    marker = tmp_path / "pwned"
+    sets = " && ".join(f"git config {key} '{value.format(m=marker)}'" for key, value in HARMFUL_KEYS.items())
+    res = run(root, mode, f"sh -c \"{sets} && git remote add up https://example.invalid/u.git\"")
+    assert res.exit_code == 0, res.output
+    assert (root / ".git" / "config").read_bytes() == before, res.output
+    assert "put back .git/config" in res.output
+    for key in HARMFUL_KEYS:
+        single = run(root, mode, f"git config {key} 'touch {marker}'")
+        assert (root / ".git" / "config").read_bytes() == before, (key, single.output)

@@ -138,7 +138,7 @@ def _walk(git: Path) -> Iterator[Path]:
 #   (`_harmless`: a remote added to .git/config, an exclude line, a sample hook, a worktree's own pointers);
 # - our config.toml stays as found and is named: trust pins its gated settings (trust.py), so a changed one
 #   applies only once the user trusts the folder again;
-# - anything else that changed is put back as it was; what stood there is moved, never deleted, to the state
+# - anything else that changed is put back as it was; what stood there is moved, never deleted, to the
 #   `put-back/` folder of the user's config home (out of a Landlocked command's reach) and named, so a user's
 #   edit made meanwhile is one `mv` away;
 # - a file removed is put back, unless the git folder it belongs to went whole (`git worktree remove`);
@@ -147,10 +147,11 @@ def _walk(git: Path) -> Iterator[Path]:
 # A process the command leaves running may still write after it ends: at the next command, what changed in the
 # git folders since is judged the same way (named: by that process, or by the user).
 
+# what `workstation sandbox` says where the put-back stands in for the sandbox
 AFTER_NOTE = ("no sandbox here keeps commands out of .git: after each command, what could make git run a program "
               "(hooks, program keys of its config, info/attributes) is put back, what stood there moved to "
               "the put-back folder of your config home (the command's output names it); a process a command "
-              "leaves running can still change .git after that, and the next command looks again")  # `workstation sandbox` shows it where the put-back applies
+              "leaves running can still change .git after that, and the next command looks again")
 PINNED_BY_TRUST = ("config.toml",)  # our config files whose every reaching setting trust pins by digest
 HARMLESS_INFO = ("exclude", "sparse-checkout", "refs", "packs")  # info/ files that name no program
 # .git/config keys that run nothing and send git nowhere else for config or hooks (fnmatch, lower case)
@@ -194,7 +195,10 @@ def _seen(path: Path, keep: Path | None = None, budget: list[int] | None = None)
         return ABSENT
     stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     if stat.S_ISLNK(st.st_mode):
-        return Seen("link", st.st_mode, os.readlink(path), stamp)
+        try:
+            return Seen("link", st.st_mode, os.readlink(path), stamp)
+        except OSError:  # gone since
+            return ABSENT
     if not stat.S_ISREG(st.st_mode):
         return Seen("other", st.st_mode, None, stamp)
     if st.st_size <= GUARD_MAX_BYTES:
