@@ -161,3 +161,21 @@ def test_config_keys_that_run_a_program_are_put_back_plain_ones_stay(tmp_path, m
     for key in HARMFUL_KEYS:
         single = run(root, mode, f"git config {key} 'touch {marker}'")
         assert (root / ".git" / "config").read_bytes() == before, (key, single.output)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_between_commands_only_what_could_run_a_program_is_put_back(tmp_path, mode):
+    """The next command's look at .git: the user's `git remote add` and a sample hook they removed stay as
+    they are; a hook written since is put back (moved aside) and named as by a process left running, or by you."""
+    _available(mode, tmp_path)
+    root = repo(tmp_path)
+    run(root, mode, "true")
+    git(root, "remote", "add", "origin", "https://example.invalid/r.git")
+    (root / ".git" / "hooks" / "pre-push.sample").unlink()
+    (root / ".git" / "hooks" / "pre-push").write_text("#!/bin/sh\nexit 1\n")
+    res = run(root, mode, "true")
+    assert git(root, "remote", "get-url", "origin").stdout.strip() == "https://example.invalid/r.git"
+    assert not (root / ".git" / "hooks" / "pre-push.sample").exists()
+    assert not (root / ".git" / "hooks" / "pre-push").exists()
+    assert "put back .git/hooks/pre-push (changed after the last command ended" in res.output, res.output
+    assert ".git/config" not in res.output and "pre-push.sample" not in res.output
