@@ -80,14 +80,19 @@ def test_a_file_too_large_to_keep_is_left_as_found_and_named(tmp_path, mode, mon
 
 @pytest.mark.parametrize("mode", MODES)
 def test_benign_changes_of_a_command_stay(tmp_path, mode):
-    """What runs nothing stays as the command left it: a remote, an exclude line, a sample hook."""
+    """What runs nothing stays as the command left it: a remote, an exclude line; a sample hook only as git
+    ships it (users enable one by renaming it)."""
     _available(mode, tmp_path)
     root = repo(tmp_path)
+    sample = root / ".git" / "hooks" / "pre-commit.sample"
+    shipped = sample.read_bytes()
     res = run(root, mode, "sh -c 'git remote add up https://example.invalid/u.git && echo \"*.log\" >> "
-                          ".git/info/exclude'")
+                          ".git/info/exclude && rm .git/hooks/pre-commit.sample && git init -q'")
     assert git(root, "remote", "get-url", "up").stdout.strip() == "https://example.invalid/u.git", res.output
     assert "*.log" in (root / ".git" / "info" / "exclude").read_text()
-    assert "put back" not in res.output
+    assert "put back" not in res.output and sample.read_bytes() == shipped
+    run(root, mode, "sh -c 'echo \"touch pwned\" >> .git/hooks/pre-commit.sample'")
+    assert sample.read_bytes() == shipped
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import filecmp
 import fnmatch
+import functools
 import itertools
 import os
 import shutil
@@ -480,8 +481,8 @@ def _harmless(protected: Protected, path: Path, was: Seen, now: Seen, scratch: P
     if git is None or path == protected.root / ".git" or now.kind != "file":
         return False
     parts = path.relative_to(git).parts
-    if "hooks" in parts:
-        return path.name.endswith(".sample")  # git never runs a sample
+    if "hooks" in parts:  # git never runs a sample, but users enable one by renaming it: only git's own
+        return path.name.endswith(".sample") and now.data is not None and now.data == _git_sample(path.name)
     if "info" in parts:
         return len(parts) >= 2 and parts[-2] == "info" and path.name in HARMLESS_INFO
     if path.name == "gitdir":  # a worktree's: where its checkout is
@@ -492,6 +493,23 @@ def _harmless(protected: Protected, path: Path, was: Seen, now: Seen, scratch: P
     if path.name in ("config", "config.worktree") and isinstance(now.data, bytes):
         return _harmless_config(was.data if was.kind == "file" else b"", now.data, scratch)
     return False
+
+
+@functools.lru_cache(maxsize=None)
+def _git_sample(name: str) -> bytes | None:
+    """The sample hook `name` as git's own templates have it (what `git init` copies), or None."""
+    try:
+        exec_path = subprocess.run(["git", "--exec-path"], capture_output=True, text=True, timeout=10,
+                                   stdin=subprocess.DEVNULL).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        exec_path = ""
+    folders = [Path(exec_path).parents[1] / "share" / "git-core" / "templates"] if exec_path.count("/") >= 2 else []
+    for folder in [*folders, Path("/usr/share/git-core/templates")]:
+        try:
+            return (folder / "hooks" / name).read_bytes()
+        except OSError:
+            continue
+    return None
 
 
 def _harmless_config(was: bytes | str | None, now: bytes, scratch: Path) -> bool:
