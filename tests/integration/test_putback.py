@@ -184,3 +184,15 @@ def test_between_commands_only_what_could_run_a_program_is_put_back(tmp_path, mo
     assert not (root / ".git" / "hooks" / "pre-push").exists()
     assert "put back .git/hooks/pre-push (changed after the last command ended" in res.output, res.output
     assert ".git/config" not in res.output and "pre-push.sample" not in res.output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_worktree_added_then_removed_by_commands_leaves_no_half_folder(tmp_path, mode):
+    _available(mode, tmp_path)
+    root = repo(tmp_path)
+    assert run(root, mode, "git worktree add -q wt -b side").exit_code == 0
+    res = run(root, mode, "git worktree remove wt")
+    assert res.exit_code == 0, res.output
+    assert not (root / ".git" / "worktrees" / "wt").exists(), res.output
+    assert git(root, "worktree", "list", "--porcelain").stdout.count("worktree ") == 1
+    assert "put back" not in res.output
