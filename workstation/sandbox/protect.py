@@ -288,7 +288,10 @@ class _PutBack:
         """Judge each guarded path (as `found` has it, else as read now) against `before`; the state each was
         left in."""
         if repository is not None:
-            self._repository(repository)
+            try:
+                self._repository(repository)
+            except OSError as err:
+                self.said.append(f"NOT moved back .git (the repository's folder): {err.strerror or err}")
         paths = sorted(set(before) | set(found or self.protected.guarded()))
         if self.since:
             paths = [p for p in paths if self.protected.git_folder(p) is not None]
@@ -301,8 +304,8 @@ class _PutBack:
                 continue
             try:
                 settled[path] = self._one(path, was, now)
-            except OSError as err:  # said, not raised: the command's own result still stands
-                self.said.append(f"NOT put back {self.rel(path)}: {err.strerror or err}")
+            except (OSError, ValueError) as err:  # said, not raised: the command's own result still stands
+                self.said.append(f"NOT put back {self.rel(path)}: {getattr(err, 'strerror', None) or err}")
         if self.aside is not None:
             self.said.insert(0, f"what stood in their place is in {self.aside}/")
         return settled
