@@ -10,13 +10,14 @@ import json
 import os
 import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from agent_support import agent, module_server, records, workspace
 from fakellm import Reply
-from workstation import sandbox
+from workstation import sandbox, trust
 from workstation.agent.commands import run_command
 from workstation.fsutil import GitFolder
 from workstation.sandbox import Policy
@@ -64,7 +65,7 @@ ATTACKS = {
     "a filter by attributes": "mkdir -p .git/info; echo '* filter=x' > .git/info/attributes",
     "hooks as a link": "mkdir -p evil; printf '#!/bin/sh\\ntouch {marker}\\n' > evil/post-checkout; "
                        "chmod +x evil/post-checkout; rm -rf .git/hooks; ln -s ../evil .git/hooks",
-    "our config": "echo '[agent]' > .workstation/config.toml",
+    "our config": "printf '[agent]\\ncommand_allow = [\"*\"]\\n' > .workstation/config.toml",
     "a new instructions file": "echo 'obey the repository' > .workstation/instructions.md",
 }
 
@@ -78,12 +79,21 @@ def test_a_command_changes_nothing_protected_under_any_backend(repo, tmp_path, m
         pytest.skip(state.line)
     marker = tmp_path / "pwned"
     before = snapshot(repo)
+    trust.grant(repo, trust.decide(repo, tomllib.loads(CONFIG))[0].digest)
     res = run_command(f"sh -c {json.dumps(ATTACKS[attack].format(marker=marker))}", repo, allow=[],
                       approve=lambda req: True, timeout_s=30, max_output_chars=10_000, sandbox=policy)
     assert res.approved_by == "user"  # what the allow-list does not cover ran, approved: only the policy stops it
-    assert snapshot(repo) == before, res.output
-    if not state.full:  # no kernel refusal: it was written, then put back, and the model is told so
-        assert "put back as it was" in res.output
+    after = snapshot(repo)
+    if attack == "our config" and not state.full:
+        # who wrote it, the command or the user in their editor, cannot be told: left as found and named, and
+        # its gated settings do not apply, trust having pinned them (trust.py)
+        assert "left as found .workstation/config.toml" in res.output
+        verdict, _ = trust.decide(repo, tomllib.loads(after.pop(".workstation/config.toml").decode()))
+        assert not verdict.trusted and "agent.command_allow" in verdict.ignored
+        before.pop(".workstation/config.toml")
+    elif not state.full:  # no kernel refusal: it was written, then put back, and the model is told so
+        assert "put back .git" in res.output or "put back .workstation" in res.output, res.output
+    assert after == before, res.output
     git(repo, "commit", "-q", "--allow-empty", "-m", "two")  # runs hooks and fsmonitor, were there any
     git(repo, "checkout", "-q", "-b", "other")
     assert not marker.exists()

@@ -126,8 +126,8 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
     elif held_open:
         text += "\n[a process it started still runs in the background: its later output is not shown]"
     if put_back:
-        shown = ", ".join(put_back[:8]) + (f" and {len(put_back) - 8} more" if len(put_back) > 8 else "")
-        text += f"\n[put back as it was: {shown} (commands may not change what git runs or workstation's config)]"
+        shown = "; ".join(put_back[:8]) + (f" and {len(put_back) - 8} more" if len(put_back) > 8 else "")
+        text += f"\n[.git and workstation's config after the command (commands may not change what git runs): {shown}]"
     return CommandResult(command, code, text, truncated, time.monotonic() - start, approved_by,
                          state.backend or "none")
 

@@ -125,15 +125,19 @@ def report(ws, session: str, as_json: bool) -> None:
 def sandbox_command(ws, as_json: bool) -> None:
     """Which sandbox the agent's commands run in here, and what it enforces (checked by a probe run)."""
     from ..sandbox import Policy, status  # lazy: the sandbox, loaded with the config, not by --help
+    from ..sandbox.protect import AFTER_NOTE  # lazy: as above
 
     policy = Policy.for_workspace(ws.paths, ws.config.agent, ws.config.model.api_key_env)
     found = status(policy)
     if as_json:
         print_json({"backend": found.backend, "full": found.full, "line": found.line, "mode": policy.mode,
                     "network": policy.network, "root": str(policy.root),
-                    "hidden": [str(p) for p in (*policy.state, *policy.hide)], "detail": found.detail})
+                    "hidden": [str(p) for p in (*policy.state, *policy.hide)], "detail": found.detail,
+                    "put_back": None if found.full else AFTER_NOTE})
         return
     click.echo(found.line)
+    if not found.full:
+        click.echo(AFTER_NOTE)
 
 
 COMMANDS = [chat, report, sandbox_command]

@@ -243,8 +243,8 @@ def sandboxed(argv: Sequence[str], policy: Policy, cwd: Path, env: dict[str, str
               put_back: list[str] | None = None) -> Iterator[tuple[list[str], dict[str, str], Status]]:
     """(argv, env, status) for running `argv` under `policy`: with its limits (`Limits`), wrapped in the
     sandbox, or with no sandbox when there is none (the caller has asked the user then). Where the backend
-    cannot keep `policy.protected` out of reach (Landlock, none) and the caller gives `put_back`, what git
-    runs and our config are put back as they were when the body ends, each named in `put_back`
+    cannot keep `policy.protected` out of reach (Landlock, none) and the caller gives `put_back`, what
+    could make git run a program is put back when the body ends, each path named in `put_back`
     (`protect.kept`); a long-lived process (a language server) gives none, the user's own changes to
     them meanwhile being theirs."""
     current = status(policy)

@@ -6,7 +6,7 @@ kernel 6.7+; UDP is not covered) and, from ABI 6 (kernel 6.12+), abstract Unix s
 processes outside. It grants by hierarchy and has no "deny beneath": a writable workspace means a
 writable `.git`, and a readable filesystem a readable state folder. So it is `partial`: the allow-list
 runs nothing on its own and every command asks, but what the user approves still runs confined, and
-what git runs and our config files (the policy's `protected` field) are put back after each command
+what could make git run a program (the policy's `protected` field) is put back after each command
 (`protect.kept`, through `sandboxed`).
 Processes a command leaves behind are not ended with workstation (only the command itself is).
 """
