@@ -1,0 +1,149 @@
+"""Writes outside the workspace (issue 29), judged by effect on a folder outside it:
+
+- a process flips a folder of the workspace between a directory and a link to outside while the user runs
+  `session undo` (20 runs), and while the file tools write into it: nothing outside may change, because
+  every write resolves its path from the workspace root with no link followed at any component
+  (fsutil.open_folder_beneath), never checked first and written after;
+- a file of the workspace hard-linked to a file outside: never read through the link (read_lines, file_meta,
+  grep, over MCP too: the agent's tools share the code), and an edit never writes through it.
+
+The races also run as an unprivileged uid of their own (the harness of test_sandbox_limits), where root's
+permission to write anywhere cannot hide a fault or make one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from workstation.agent.checkpoints import Checkpoints
+from workstation.fsutil import sha256_bytes
+from workstation.paths import Paths
+from workstation.sessions import Session
+
+WORKSTATION = str(Path(sys.executable).with_name("workstation"))
+HERE = Path(__file__).resolve().parent
+UNDO_RUNS = 20
+FILES = 40  # files under the flipped folder one undo restores: its writes span many flips
+
+# Flips `root/sub` between the real folder and a link to `outside` until SIGTERM, then prints how many times. Each
+# flip is one atomic exchange of the two names (renameat2 RENAME_EXCHANGE): `sub` is always there, a folder or a link.
+FLIPPER = textwrap.dedent("""
+    import ctypes, os, random, signal, sys, time
+    root, outside = sys.argv[1], sys.argv[2]
+    rng = random.Random(int(sys.argv[3]))
+    libc = ctypes.CDLL(None, use_errno=True)
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    sub, link = os.path.join(root, "sub").encode(), os.path.join(root, ".sub-link").encode()
+    os.symlink(outside, link)
+    def exchange():
+        if libc.renameat2(AT_FDCWD, sub, AT_FDCWD, link, RENAME_EXCHANGE) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2")
+    flips, stop = 0, []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    print("go", flush=True)
+    while not stop:
+        exchange()  # sub: the link
+        time.sleep(rng.uniform(0, 0.004))  # for up to 4 ms
+        exchange()  # sub: the folder again
+        flips += 2
+        time.sleep(rng.uniform(0, 0.04))  # for up to 40 ms: long enough for undo's checks to pass
+    print(flips, flush=True)
+""")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            path = Path(dirpath, name)
+            out[str(path.relative_to(folder))] = path.read_bytes()
+    return out
+
+
+def _agent_changed(root: Path, slug: str) -> None:
+    """A session whose turn 1 changed every file under sub/ (checkpointed first, as the loop does)."""
+    paths = Paths.for_root(root)
+    paths.ensure()
+    session = Session.create(paths, slug)
+    cps = Checkpoints(paths, session)
+    turn = session.user("change them")["id"]
+    names = [f"sub/f{i:02d}.txt" for i in range(FILES)]
+    cps.take(turn, names)
+    edits = []
+    for name in names:
+        data = f"the agent's {name}\n".encode()
+        (root / name).write_bytes(data)
+        edits.append({"path": name, "op": "write", "after": sha256_bytes(data)})
+    session.tool("c1", "write_file", "ok", ok=True, edits=edits)
+
+
+def _workspace(base: Path) -> tuple[Path, Path]:
+    root, outside = base / "repo", base / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    for i in range(FILES):
+        (root / "sub" / f"f{i:02d}.txt").write_text(f"the user's f{i:02d}\n")
+        (outside / f"f{i:02d}.txt").write_text(f"outside f{i:02d}: must survive\n")
+    (outside / "notes.txt").write_text("outside notes: must survive\n")
+    return root, outside
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "WORKSTATION_HOME": str(home), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("WORKSTATION_MODEL", None)
+    return env
+
+
+def flip_race(base: Path, runs: int = UNDO_RUNS, preexec=None, python: str = sys.executable) -> dict:
+    """`runs` undo runs (the CLI, a process each) with a flipping process; what got through."""
+    root, outside = _workspace(base)
+    home = base / "home"
+    home.mkdir()
+    before = snapshot(outside)
+    through, tracebacks, done, refused, flips, why = [], [], 0, 0, 0, set()
+    for run in range(runs):
+        for i in range(FILES):  # the user's files back, then the agent's change of them, in a new session
+            (root / "sub" / f"f{i:02d}.txt").write_text(f"the user's f{i:02d}\n")
+        _agent_changed(root, f"race{run}")
+        flipper = subprocess.Popen([python, "-c", FLIPPER, str(root), str(outside), str(run)], stdout=subprocess.PIPE,
+                                   text=True, preexec_fn=preexec)
+        assert flipper.stdout.readline() == "go\n"
+        undo = subprocess.run([WORKSTATION, "-C", str(root), "session", "undo", f"race{run}"], capture_output=True,
+                              text=True, timeout=120, env=_env(home), stdin=subprocess.DEVNULL, preexec_fn=preexec)
+        flipper.send_signal(signal.SIGTERM)
+        flips += int(flipper.communicate(timeout=30)[0].strip() or 0)
+        if "Traceback" in undo.stderr:
+            tracebacks.append(f"run {run}: {undo.stderr.strip().splitlines()[-1]}")
+        elif undo.returncode == 0:
+            done += 1
+        else:
+            refused += 1
+            why.add(undo.stderr.strip().split(": ", 1)[-1].split(" (")[0][:90])
+            assert undo.stderr.strip().count("\n") == 0, undo.stderr  # one line
+        assert (root / "sub").is_dir() and not (root / "sub").is_symlink()
+        (root / ".sub-link").unlink()
+        now = snapshot(outside)
+        if now != before:
+            changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+            through.append(f"run {run}: {len(changed)} files outside written ({', '.join(changed[:3])})")
+            for name in changed:  # put the outside folder back for the next run
+                (outside / name).unlink(missing_ok=True)
+            for name, data in before.items():
+                (outside / name).write_bytes(data)
+    return {"runs": runs, "undone": done, "refused": refused, "flips": flips, "through": through,
+            "tracebacks": tracebacks, "why": sorted(why)}
+
+
+def test_an_undo_raced_by_a_flipping_folder_never_writes_outside(tmp_path: Path):
+    got = flip_race(tmp_path)
+    print(f"flip race: {got['runs']} undo runs, {got['flips']} flips; {got['undone']} undone, {got['refused']} "
+          f"refused {got['why']}; {len(got['through'])} wrote outside {got['through']}; tracebacks: {got['tracebacks']}")
+    assert got["through"] == [] and got["tracebacks"] == []
