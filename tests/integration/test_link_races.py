@@ -147,3 +147,86 @@ def test_an_undo_raced_by_a_flipping_folder_never_writes_outside(tmp_path: Path)
     print(f"flip race: {got['runs']} undo runs, {got['flips']} flips; {got['undone']} undone, {got['refused']} "
           f"refused {got['why']}; {len(got['through'])} wrote outside {got['through']}; tracebacks: {got['tracebacks']}")
     assert got["through"] == [] and got["tracebacks"] == []
+
+
+# ---------------------------------------------------------------- hard links to a file outside
+OUTSIDE_SECRET = "OUTSIDE-SECRET-4711"
+
+
+def _hard_linked(base: Path) -> tuple[Path, dict[str, Path]]:
+    """A workspace whose notes.txt and helper.py are other names of files outside it."""
+    from agent_support import write_repo
+
+    root = write_repo(base / "repo")
+    outside = base / "outside"
+    outside.mkdir()
+    targets = {"notes.txt": outside / "secret.txt", "helper.py": outside / "secret.py"}
+    targets["notes.txt"].write_text(f"the user's private notes: {OUTSIDE_SECRET}\nsecond line\n")
+    targets["helper.py"].write_text(f'def private():\n    """{OUTSIDE_SECRET}"""\n    return 1\n')
+    for name, target in targets.items():
+        os.link(target, root / name)
+    return root, targets
+
+
+HARD_LINK_CALLS = [("read_lines", {"path": "notes.txt", "start": 1, "end": 2}),
+                   ("file_meta", {"path": "helper.py"}),
+                   ("grep", {"pattern": "OUTSIDE-SECRET"}),
+                   ("read_lines", {"path": "helper.py", "start": 1, "end": 3}),
+                   ("replace_lines", {"path": "notes.txt", "start": 2, "end": 2, "content": "rewritten"}),
+                   ("edit_file", {"path": "helper.py", "old": "return 1", "new": "return 2"}),
+                   ("write_file", {"path": "notes.txt", "content": "overwritten\n"})]
+
+
+def _judge(answers: list[tuple[str, bool, str]], targets: dict[str, Path], before: dict[str, bytes]) -> list[str]:
+    through = [f"{name} read it" for name, _, text in answers if OUTSIDE_SECRET in text]
+    through += [f"{target.name} outside written" for target in targets.values()
+                if target.read_bytes() != before[target.name]]
+    return through
+
+
+def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_by_the_agents_tools(tmp_path: Path):
+    from workstation.agent import tools
+    from workstation.agent.tools import ToolContext
+    from workstation.runtime import Workspace
+
+    root, targets = _hard_linked(tmp_path)
+    before = {t.name: t.read_bytes() for t in targets.values()}
+    with Workspace(root) as ws:
+        ctx = ToolContext(root=root, kmap=ws.kmap, memory=None, recall=lambda _: "", staging=ws.paths.staging)
+        answers = []
+        for name, args in HARD_LINK_CALLS:
+            result = tools.call(ctx, name, args)
+            answers.append((name, result.ok, result.text))
+    through = _judge(answers, targets, before)
+    print(f"hard links, the agent's tools: {len(answers)} calls, {len(through)} got through {through}")
+    assert through == []
+    refusals = [text for name, ok, text in answers if name != "grep"]
+    assert all("hard links" in text for text in refusals), refusals  # says why, in one line
+    assert all(text.count("\n") == 0 for text in refusals), refusals
+    assert "notes.txt" in next(text for name, _, text in answers if name == "grep")  # named as not searched
+
+
+def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_over_mcp(tmp_path: Path):
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+    from mcp.types import Implementation
+
+    root, targets = _hard_linked(tmp_path)
+    before = {t.name: t.read_bytes() for t in targets.values()}
+    server = StdioServerParameters(command=WORKSTATION, args=["-C", str(root), "mcp"],
+                                   env={"WORKSTATION_HOME": str(tmp_path / "home"),
+                                        "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+
+    async def session() -> list[tuple[str, bool, str]]:
+        async with Client(server, client_info=Implementation(name="attacker", version="1")) as c:
+            out = []
+            for name, args in HARD_LINK_CALLS:
+                result = await c.call_tool(name, args)
+                out.append((name, not result.is_error, "\n".join(b.text for b in result.content)))
+            return out
+
+    answers = asyncio.run(session())
+    through = _judge(answers, targets, before)
+    print(f"hard links over MCP: {len(answers)} calls, {len(through)} got through {through}")
+    assert through == []
