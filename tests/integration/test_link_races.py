@@ -230,3 +230,58 @@ def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_over_mcp
     through = _judge(answers, targets, before)
     print(f"hard links over MCP: {len(answers)} calls, {len(through)} got through {through}")
     assert through == []
+
+
+# ---------------------------------------------------------------- the MCP HTTP server's origin
+def _start_http(root: Path, home: Path) -> tuple[subprocess.Popen, str, str]:
+    """(the server, its URL, its bearer token) as its start printed them."""
+    proc = subprocess.Popen([WORKSTATION, "-C", str(root), "mcp", "--http", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(home))
+    deadline, url = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if "http://127.0.0.1:" in line:
+            url = line.split(" on ")[-1].strip()
+        elif url and "Authorization: Bearer " in line:
+            return proc, url, line.split("Authorization: Bearer ", 1)[1].split("`", 1)[0]
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"the HTTP server did not start: {proc.stderr.read()}")
+
+
+def test_the_mcp_http_server_answers_its_own_origin_only(tmp_path: Path):
+    """With the valid token, a request whose Origin is another local port (a page any local web server serves,
+    in the user's browser) is refused; the server's own origin, and none (every non-browser client), are served."""
+    import httpx
+
+    from agent_support import write_repo
+
+    root = write_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    home.mkdir()
+    proc, url, token = _start_http(root, home)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    other = port + 1 if port < 65535 else port - 1
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "origin-test", "version": "1"}}})
+
+    def status(origin: str | None) -> int:
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        if origin is not None:
+            headers["Origin"] = origin
+        return httpx.post(url, headers=headers, content=body, timeout=30).status_code
+
+    try:
+        foreign = {origin: status(origin) for origin in (
+            f"http://localhost:{other}", f"http://127.0.0.1:{other}", f"http://[::1]:{other}", "http://localhost",
+            "http://127.0.0.1", f"https://127.0.0.1:{port}", "http://evil.example", "null")}
+        own = {origin: status(origin) for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}", None)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    through = [origin for origin, code in foreign.items() if code < 400]
+    print(f"origins: {len(foreign)} foreign tried, {len(through)} served {through}; own: {own}")
+    assert through == [] and set(foreign.values()) == {403}
+    assert all(code == 200 for code in own.values()), own
