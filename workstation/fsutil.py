@@ -40,7 +40,7 @@ def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, 
         joined = candidate
     else:
         joined = root_real / candidate
-    real = Path(os.path.realpath(joined))
+    real = _resolved(joined, path)
     if real != root_real and root_real not in real.parents:
         raise OutsideWorkspace(f"{path} is outside the workspace {root_real}")
     rel = real.relative_to(root_real).as_posix()
@@ -48,6 +48,18 @@ def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, 
         raise StateFolder(f"{path} is in the workspace's state folder (config, databases, session logs): "
                           "refused")
     return real, rel
+
+
+def _resolved(joined: Path, path: str) -> Path:
+    """`joined` with every link resolved. A link swapped for a folder between realpath's lstat and its readlink
+    fails with EINVAL: resolved again, and after three tries refused in one line."""
+    for _ in range(3):
+        try:
+            return Path(os.path.realpath(joined))
+        except OSError as err:
+            if err.errno != errno.EINVAL:
+                raise WorkstationError(f"{path}: cannot resolve its path ({err.strerror})") from None
+    raise WorkstationError(f"{path}: a link on its path keeps changing while it is resolved; nothing was done")
 
 
 class GitFolder(WorkstationError):

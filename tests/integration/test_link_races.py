@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import traceback
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from workstation.fsutil import sha256_bytes
 from workstation.paths import Paths
 from workstation.sessions import Session
 
-WORKSTATION = str(Path(sys.executable).with_name("workstation"))
+CLI = [sys.executable, "-m", "workstation"]  # the uid run's interpreter has no `workstation` script beside it
 HERE = Path(__file__).resolve().parent
 UNDO_RUNS = 20
 FILES = 40  # files under the flipped folder one undo restores: its writes span many flips
@@ -102,7 +103,7 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def flip_race(base: Path, runs: int = UNDO_RUNS, preexec=None, python: str = sys.executable) -> dict:
+def flip_race(base: Path, runs: int = UNDO_RUNS) -> dict:
     """`runs` undo runs (the CLI, a process each) with a flipping process; what got through."""
     root, outside = _workspace(base)
     home = base / "home"
@@ -113,11 +114,11 @@ def flip_race(base: Path, runs: int = UNDO_RUNS, preexec=None, python: str = sys
         for i in range(FILES):  # the user's files back, then the agent's change of them, in a new session
             (root / "sub" / f"f{i:02d}.txt").write_text(f"the user's f{i:02d}\n")
         _agent_changed(root, f"race{run}")
-        flipper = subprocess.Popen([python, "-c", FLIPPER, str(root), str(outside), str(run)], stdout=subprocess.PIPE,
-                                   text=True, preexec_fn=preexec)
+        flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(root), str(outside), str(run)],
+                                   stdout=subprocess.PIPE, text=True)
         assert flipper.stdout.readline() == "go\n"
-        undo = subprocess.run([WORKSTATION, "-C", str(root), "session", "undo", f"race{run}"], capture_output=True,
-                              text=True, timeout=120, env=_env(home), stdin=subprocess.DEVNULL, preexec_fn=preexec)
+        undo = subprocess.run([*CLI, "-C", str(root), "session", "undo", f"race{run}"], capture_output=True,
+                              text=True, timeout=120, env=_env(home), stdin=subprocess.DEVNULL)
         flipper.send_signal(signal.SIGTERM)
         flips += int(flipper.communicate(timeout=30)[0].strip() or 0)
         if "Traceback" in undo.stderr:
@@ -184,12 +185,13 @@ def _judge(answers: list[tuple[str, bool, str]], targets: dict[str, Path], befor
     return through
 
 
-def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_by_the_agents_tools(tmp_path: Path):
+def hard_links(base: Path) -> dict:
+    """HARD_LINK_CALLS by the agent's tools on a workspace with hard links to files outside; what got through."""
     from workstation.agent import tools
     from workstation.agent.tools import ToolContext
     from workstation.runtime import Workspace
 
-    root, targets = _hard_linked(tmp_path)
+    root, targets = _hard_linked(base)
     before = {t.name: t.read_bytes() for t in targets.values()}
     with Workspace(root) as ws:
         ctx = ToolContext(root=root, kmap=ws.kmap, memory=None, recall=lambda _: "", staging=ws.paths.staging)
@@ -197,9 +199,14 @@ def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_by_the_a
         for name, args in HARD_LINK_CALLS:
             result = tools.call(ctx, name, args)
             answers.append((name, result.ok, result.text))
-    through = _judge(answers, targets, before)
-    print(f"hard links, the agent's tools: {len(answers)} calls, {len(through)} got through {through}")
-    assert through == []
+    return {"calls": len(answers), "through": _judge(answers, targets, before), "answers": answers}
+
+
+def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_by_the_agents_tools(tmp_path: Path):
+    got = hard_links(tmp_path)
+    print(f"hard links, the agent's tools: {got['calls']} calls, {len(got['through'])} got through {got['through']}")
+    assert got["through"] == []
+    answers = got["answers"]
     refusals = [text for name, ok, text in answers if name != "grep"]
     assert all("hard links" in text for text in refusals), refusals  # says why, in one line
     assert all(text.count("\n") == 0 for text in refusals), refusals
@@ -214,7 +221,7 @@ def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_over_mcp
 
     root, targets = _hard_linked(tmp_path)
     before = {t.name: t.read_bytes() for t in targets.values()}
-    server = StdioServerParameters(command=WORKSTATION, args=["-C", str(root), "mcp"],
+    server = StdioServerParameters(command=CLI[0], args=[*CLI[1:], "-C", str(root), "mcp"],
                                    env={"WORKSTATION_HOME": str(tmp_path / "home"),
                                         "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
 
@@ -235,7 +242,7 @@ def test_a_hard_link_to_a_file_outside_is_never_read_or_written_through_over_mcp
 # ---------------------------------------------------------------- the MCP HTTP server's origin
 def _start_http(root: Path, home: Path) -> tuple[subprocess.Popen, str, str]:
     """(the server, its URL, its bearer token) as its start printed them."""
-    proc = subprocess.Popen([WORKSTATION, "-C", str(root), "mcp", "--http", "0"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*CLI, "-C", str(root), "mcp", "--http", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(home))
     deadline, url = time.monotonic() + 60, None
     while time.monotonic() < deadline:
@@ -285,3 +292,129 @@ def test_the_mcp_http_server_answers_its_own_origin_only(tmp_path: Path):
     print(f"origins: {len(foreign)} foreign tried, {len(through)} served {through}; own: {own}")
     assert through == [] and set(foreign.values()) == {403}
     assert all(code == 200 for code in own.values()), own
+
+
+# ---------------------------------------------------------------- the file tools raced the same way
+TOOL_CALLS = 300
+
+
+def tools_race(base: Path, calls: int = TOOL_CALLS) -> dict:
+    """The agent's write tools (write_file, edit_file, replace_lines, delete_file, move_file) on files under
+    sub/ while a process flips sub/ to a link outside; what got through. In-process: a call is a few ms."""
+    import random
+
+    from workstation.agent import tools
+    from workstation.agent.tools import ToolContext
+    from workstation.sandbox import Policy
+
+    root, outside = _workspace(base)
+    paths = Paths.for_root(root)
+    paths.ensure()
+    before = snapshot(outside)
+    real_sub = os.open(root / "sub", os.O_RDONLY | os.O_DIRECTORY)  # the folder itself, whatever its name then
+    ctx = ToolContext(root=root, kmap=None, memory=None, recall=lambda _: "", sandbox=Policy(root, (paths.state,)),
+                      staging=paths.staging)
+    rng = random.Random(29)
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(root), str(outside), "7"], stdout=subprocess.PIPE,
+                               text=True)
+    assert flipper.stdout.readline() == "go\n"
+    done, refused, tracebacks = 0, 0, []
+    try:
+        for n in range(calls):
+            name = f"f{rng.randrange(FILES):02d}.txt"
+            try:  # what the agent read: the file as it is in the workspace's own folder
+                with os.fdopen(os.open(name, os.O_RDONLY, dir_fd=real_sub), "rb") as fh:
+                    ctx.ledger.saw(f"sub/{name}", sha256_bytes(fh.read()))
+                exists = True
+            except FileNotFoundError:
+                exists = False
+            op = rng.choice(["write_file", "edit_file", "replace_lines", "delete_file", "move_file"]) if exists \
+                else "write_file"
+            args = {"write_file": {"path": f"sub/{name}", "content": f"call {n}\n"},
+                    "edit_file": {"path": f"sub/{name}", "old": "\n", "new": f" {n}\n"},
+                    "replace_lines": {"path": f"sub/{name}", "start": 1, "end": 1, "content": f"line {n}"},
+                    "delete_file": {"path": f"sub/{name}"},
+                    "move_file": {"src": f"sub/{name}", "dst": f"sub/moved{n}.txt"}}[op]
+            try:
+                result = tools.call(ctx, op, args)
+            except Exception as err:  # the test counts what a call raised instead of answering
+                tracebacks.append(f"{op}: {type(err).__name__}: {err} " + "|".join(traceback.format_exc().splitlines()[-8:]))
+                continue
+            done += result.ok
+            refused += not result.ok
+    finally:
+        flipper.send_signal(signal.SIGTERM)
+        flips = int(flipper.communicate(timeout=30)[0].strip() or 0)
+        os.close(real_sub)
+    now = snapshot(outside)
+    written = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
+    return {"calls": calls, "done": done, "refused": refused, "flips": flips, "written": written,
+            "tracebacks": tracebacks}
+
+
+def test_the_file_tools_raced_by_a_flipping_folder_never_write_outside(tmp_path: Path):
+    got = tools_race(tmp_path)
+    print(f"tools race: {got['calls']} calls, {got['flips']} flips; {got['done']} done, {got['refused']} refused; "
+          f"{len(got['written'])} files outside written {got['written'][:5]}; raised: {got['tracebacks'][:3]}")
+    assert got["written"] == [] and got["tracebacks"] == []
+    assert got["done"] > 0  # the race let work through too: the test raced real writes
+
+
+# ---------------------------------------------------------------- the same, as an unprivileged uid
+UID_RUNNER = """
+import json, sys
+from pathlib import Path
+import test_link_races as t
+base = Path(sys.argv[1])
+out = {}
+for name, run in (("undo", t.flip_race), ("tools", t.tools_race), ("hard links", t.hard_links)):
+    (base / name).mkdir()
+    out[name] = run(base / name)
+print(json.dumps(out))
+"""
+
+
+def test_the_races_and_hard_links_as_an_unprivileged_uid(tmp_path: Path):
+    """The three attacks above run as a uid of its own (no passwd entry, no other process: the harness of
+    test_sandbox_limits), owning the workspace and the files outside it as a user owns theirs; root's power to
+    write anywhere plays no part."""
+    import shutil
+    import site
+    import tempfile
+
+    from test_sandbox_limits import _as_uid, _free_uid, _python_for
+
+    if not hasattr(os, "setuid") or not Path("/proc").is_dir():
+        pytest.skip("needs Linux's /proc and setuid")
+    if os.geteuid() != 0:
+        pytest.skip("not root: no other uid can be taken (the tests above ran as this user)")
+    uid = _free_uid()
+    if uid is None:
+        pytest.skip("no free uid in 61000-64999 to run as")
+    base = Path(tempfile.mkdtemp(prefix="ws-links-"))
+    try:
+        os.chown(base, uid, uid)
+        for parent in base.parents:
+            if parent.stat().st_mode & 0o001 == 0:
+                pytest.skip(f"uid {uid} cannot reach {base} ({parent} is not searchable by others)")
+        project = str(Path(__file__).resolve().parents[2])
+        tests = str(Path(__file__).resolve().parents[1])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "LANG": "C.UTF-8",
+               "WORKSTATION_HOME": str(base / "user-home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+               "PYTHONPATH": os.pathsep.join([str(HERE), tests, project, *site.getsitepackages()])}
+        python, why = _python_for(uid, env)
+        if python is None:
+            pytest.skip(why)
+        done = subprocess.run([python, "-c", UID_RUNNER, str(base)], env=env, cwd=base, preexec_fn=_as_uid(uid),
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    undo, tools, links = got["undo"], got["tools"], got["hard links"]
+    print(f"as uid {uid}: {undo['runs']} undo runs, {undo['flips']} flips, {len(undo['through'])} wrote outside; "
+          f"{tools['calls']} tool calls, {tools['flips']} flips, {len(tools['written'])} files outside written; "
+          f"hard links: {len(links['through'])} of {links['calls']} got through")
+    assert undo["through"] == [] and undo["tracebacks"] == []
+    assert tools["written"] == [] and tools["tracebacks"] == [] and tools["done"] > 0
+    assert links["through"] == []
