@@ -299,8 +299,9 @@ TOOL_CALLS = 300
 
 
 def tools_race(base: Path, calls: int = TOOL_CALLS) -> dict:
-    """The agent's write tools (write_file, edit_file, replace_lines, delete_file, move_file) on files under
-    sub/ while a process flips sub/ to a link outside; what got through. In-process: a call is a few ms."""
+    """The agent's write tools (write_file, edit_file, replace_lines, delete_file, move_file), each checkpointed
+    first as the loop does, on files under sub/ while a process flips sub/ to a link outside; what got through.
+    In-process: a call is a few ms."""
     import random
 
     from workstation.agent import tools
@@ -312,8 +313,11 @@ def tools_race(base: Path, calls: int = TOOL_CALLS) -> dict:
     paths.ensure()
     before = snapshot(outside)
     real_sub = os.open(root / "sub", os.O_RDONLY | os.O_DIRECTORY)  # the folder itself, whatever its name then
+    session = Session.create(paths, "tools")
+    cps = Checkpoints(paths, session)
+    turn = session.user("change them")["id"]
     ctx = ToolContext(root=root, kmap=None, memory=None, recall=lambda _: "", sandbox=Policy(root, (paths.state,)),
-                      staging=paths.staging)
+                      staging=paths.staging, checkpoint=lambda p: cps.take(turn, p))  # checkpointed, as the loop does
     rng = random.Random(29)
     flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(root), str(outside), "7"], stdout=subprocess.PIPE,
                                text=True)

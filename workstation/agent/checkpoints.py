@@ -209,7 +209,7 @@ class Checkpoints:
                 fd = open_beneath(self.protected.root, rel)
             except (FileNotFoundError, NotADirectoryError):
                 fd = None
-            except OSError:
+            except (OSError, LinkOnTheWay):
                 continue  # a folder, a link, a FIFO, a link among its folders: no tool writes it
             fields: dict = {"turn": turn, "path": rel, "existed": fd is not None, "tokens": 0}
             if fd is not None:
