@@ -109,7 +109,7 @@ def flip_race(base: Path, runs: int = UNDO_RUNS) -> dict:
     home = base / "home"
     home.mkdir()
     before = snapshot(outside)
-    through, tracebacks, done, refused, flips, why = [], [], 0, 0, 0, set()
+    through, tracebacks, done, refused, flips, why, finished = [], [], 0, 0, 0, set(), 0
     for run in range(runs):
         for i in range(FILES):  # the user's files back, then the agent's change of them, in a new session
             (root / "sub" / f"f{i:02d}.txt").write_text(f"the user's f{i:02d}\n")
@@ -131,6 +131,12 @@ def flip_race(base: Path, runs: int = UNDO_RUNS) -> dict:
             assert undo.stderr.strip().count("\n") == 0, undo.stderr  # one line
         assert (root / "sub").is_dir() and not (root / "sub").is_symlink()
         (root / ".sub-link").unlink()
+        if undo.returncode != 0:  # stopped or refused, as a kill would leave it: once the link is gone, it finishes
+            again = subprocess.run([*CLI, "-C", str(root), "session", "undo", f"race{run}"], capture_output=True,
+                                   text=True, timeout=120, env=_env(home), stdin=subprocess.DEVNULL)
+            assert again.returncode == 0, again.stderr
+        users = [(root / "sub" / f"f{i:02d}.txt").read_text() for i in range(FILES)]
+        finished += users == [f"the user's f{i:02d}\n" for i in range(FILES)]
         now = snapshot(outside)
         if now != before:
             changed = sorted(k for k in set(now) | set(before) if now.get(k) != before.get(k))
@@ -140,14 +146,16 @@ def flip_race(base: Path, runs: int = UNDO_RUNS) -> dict:
             for name, data in before.items():
                 (outside / name).write_bytes(data)
     return {"runs": runs, "undone": done, "refused": refused, "flips": flips, "through": through,
-            "tracebacks": tracebacks, "why": sorted(why)}
+            "tracebacks": tracebacks, "why": sorted(why), "finished": finished}
 
 
 def test_an_undo_raced_by_a_flipping_folder_never_writes_outside(tmp_path: Path):
     got = flip_race(tmp_path)
     print(f"flip race: {got['runs']} undo runs, {got['flips']} flips; {got['undone']} undone, {got['refused']} "
-          f"refused {got['why']}; {len(got['through'])} wrote outside {got['through']}; tracebacks: {got['tracebacks']}")
+          f"refused {got['why']}; {len(got['through'])} wrote outside {got['through']}; tracebacks: {got['tracebacks']}; "
+          f"{got['finished']} gave every file back once the flipping stopped")
     assert got["through"] == [] and got["tracebacks"] == []
+    assert got["finished"] == got["runs"]  # a stopped undo lost nothing: run again, it finishes
 
 
 # ---------------------------------------------------------------- hard links to a file outside
@@ -419,6 +427,6 @@ def test_the_races_and_hard_links_as_an_unprivileged_uid(tmp_path: Path):
     print(f"as uid {uid}: {undo['runs']} undo runs, {undo['flips']} flips, {len(undo['through'])} wrote outside; "
           f"{tools['calls']} tool calls, {tools['flips']} flips, {len(tools['written'])} files outside written; "
           f"hard links: {len(links['through'])} of {links['calls']} got through")
-    assert undo["through"] == [] and undo["tracebacks"] == []
+    assert undo["through"] == [] and undo["tracebacks"] == [] and undo["finished"] == undo["runs"]
     assert tools["written"] == [] and tools["tracebacks"] == [] and tools["done"] > 0
     assert links["through"] == []
