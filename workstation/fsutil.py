@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import secrets
@@ -303,12 +304,7 @@ def rename_beneath(root: Path, src: str, dst: str, *, staging: Path | None = Non
         target, dst_name = open_folder_beneath(root, dst, create=True)
         try:
             try:
-                os.stat(dst_name, dir_fd=target, follow_symlinks=False)
-                raise FileExistsError(errno.EEXIST, "exists", dst)
-            except FileNotFoundError:
-                pass
-            try:
-                os.rename(src_name, dst_name, src_dir_fd=source, dst_dir_fd=target)
+                _rename_no_replace(source, src_name, target, dst_name, dst)
             except OSError as err:
                 if err.errno != errno.EXDEV:
                     raise
@@ -324,6 +320,45 @@ def rename_beneath(root: Path, src: str, dst: str, *, staging: Path | None = Non
             os.close(target)
     finally:
         os.close(source)
+
+
+_RENAME_NOREPLACE = 1
+
+
+def _rename_no_replace(source: int, src_name: str, target: int, dst_name: str, dst: str) -> None:
+    """renameat2(RENAME_NOREPLACE): FileExistsError, never a replace, when something stands at `dst_name`, decided
+    by the kernel in the rename itself. Where there is no renameat2 (not Linux, an old libc, a filesystem without
+    it), a look first, then renameat."""
+    renameat2 = _libc_renameat2()
+    if renameat2 is not None:
+        if renameat2(source, os.fsencode(src_name), target, os.fsencode(dst_name), _RENAME_NOREPLACE) == 0:
+            return
+        import ctypes  # lazy: loaded by _libc_renameat2 already
+
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise FileExistsError(code, "exists", dst)
+        if code not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+            raise OSError(code, os.strerror(code), dst)
+    try:
+        os.stat(dst_name, dir_fd=target, follow_symlinks=False)
+        raise FileExistsError(errno.EEXIST, "exists", dst)
+    except FileNotFoundError:
+        pass
+    os.rename(src_name, dst_name, src_dir_fd=source, dst_dir_fd=target)
+
+
+@functools.cache
+def _libc_renameat2():
+    import ctypes  # lazy: only a move needs it
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 def fsync_dir(directory: Path) -> None:

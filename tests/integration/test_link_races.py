@@ -430,3 +430,21 @@ def test_the_races_and_hard_links_as_an_unprivileged_uid(tmp_path: Path):
     assert undo["through"] == [] and undo["tracebacks"] == [] and undo["finished"] == undo["runs"]
     assert tools["written"] == [] and tools["tracebacks"] == [] and tools["done"] > 0
     assert links["through"] == []
+
+
+def test_a_move_never_replaces_what_stands_at_its_destination_by_then(tmp_path: Path):
+    """move_file looks for its destination first; a file made there after that look (by the user's editor, a
+    command) is not replaced: the rename itself refuses (renameat2 RENAME_NOREPLACE where there is one)."""
+    from workstation.fsutil import rename_beneath
+
+    (tmp_path / "a.txt").write_text("moved\n")
+    (tmp_path / "b.txt").write_text("the user's b, made after the look\n")
+    with pytest.raises(FileExistsError):
+        rename_beneath(tmp_path, "a.txt", "b.txt")
+    assert (tmp_path / "b.txt").read_text() == "the user's b, made after the look\n"
+    assert (tmp_path / "a.txt").read_text() == "moved\n"
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # a dangling link stands there too
+    with pytest.raises(FileExistsError):
+        rename_beneath(tmp_path, "a.txt", "link")
+    rename_beneath(tmp_path, "a.txt", "sub/c.txt")  # its folders made
+    assert (tmp_path / "sub/c.txt").read_text() == "moved\n" and not (tmp_path / "a.txt").exists()
