@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
+import secrets
 import stat
 import tempfile
 import unicodedata
@@ -39,7 +41,7 @@ def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, 
         joined = candidate
     else:
         joined = root_real / candidate
-    real = Path(os.path.realpath(joined))
+    real = _resolved(joined, path)
     if real != root_real and root_real not in real.parents:
         raise OutsideWorkspace(f"{path} is outside the workspace {root_real}")
     rel = real.relative_to(root_real).as_posix()
@@ -47,6 +49,18 @@ def confine(root: Path, path: str, private: Iterable[Path] = ()) -> tuple[Path, 
         raise StateFolder(f"{path} is in the workspace's state folder (config, databases, session logs): "
                           "refused")
     return real, rel
+
+
+def _resolved(joined: Path, path: str) -> Path:
+    """`joined` with every link resolved. A link swapped for a folder between realpath's lstat and its readlink
+    fails with EINVAL: resolved again, and after three tries refused in one line."""
+    for _ in range(3):
+        try:
+            return Path(os.path.realpath(joined))
+        except OSError as err:
+            if err.errno != errno.EINVAL:
+                raise WorkstationError(f"{path}: cannot resolve its path ({err.strerror})") from None
+    raise WorkstationError(f"{path}: a link on its path keeps changing while it is resolved; nothing was done")
 
 
 class GitFolder(WorkstationError):
@@ -130,46 +144,239 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: P
     leaves nothing in the workspace; `sweep_staging` removes what it left in `staging`. On another
     filesystem the temporary file goes beside `path` and a note in `staging` names it, for the sweep.
     sync_dir=False leaves the rename to be made durable by the caller's next fsync (a checkpoint blob:
-    the log record naming it follows at once).
+    the log record naming it follows at once). The folder is opened once and the temporary file made and
+    renamed in it by descriptor; a workspace file is written with `replace_beneath` instead, which also
+    opens that folder without following a link.
     """
-    directory = path.parent
-    if mode is None:
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
-    note = None
-    where = directory
-    if staging is not None:
-        staging.mkdir(parents=True, exist_ok=True)
-        if _same_filesystem(staging, directory):
-            where = staging
-        else:
-            note = _note_temp(staging)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _replace_via(where, path, data, mode, note)
-    except OSError as err:
-        if err.errno != errno.EXDEV or staging is None or where == directory:
+        _replace_at(folder, path.name, data, mode, staging, path)
+        if sync_dir:
+            _fsync_folder(folder)  # make the rename itself durable
+    finally:
+        os.close(folder)
+
+
+# ------------------------------------------------------------------ workspace paths, never through a link
+class LinkOnTheWay(WorkstationError):
+    """A link (or something not a folder) stands where a folder of a workspace path was, or a link where its
+    file was: nothing is read or written through it (`open_folder_beneath`)."""
+
+
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _parts(rel: str) -> list[str]:
+    parts = rel.split("/")
+    if "\x00" in rel or any(part in ("", ".", "..") for part in parts):
+        raise WorkstationError(f"{rel!r} is not a path inside the workspace")
+    return parts
+
+
+def open_folder_beneath(root: Path, rel: str, *, create: bool = False) -> tuple[int, str]:
+    """(a descriptor of the folder holding `rel`'s last part, that part's name), `rel` a workspace-relative
+    path walked from `root` one folder at a time, each opened with O_NOFOLLOW from the one before (openat):
+    a link at any folder of the path, there now or swapped in while we walk, is refused (LinkOnTheWay), never
+    followed. What is done at the descriptor stays where the walk ended, whatever is renamed or linked
+    meanwhile: no check-then-write. `create` makes missing folders on the way (mkdirat, then the same open).
+    FileNotFoundError when a folder is missing and `create` is false. The caller closes the descriptor."""
+    parts = _parts(rel)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for depth, part in enumerate(parts[:-1], start=1):
+            try:
+                inner = _open_folder_at(fd, part, create)
+            except OSError as err:
+                if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                what = "a link" if _is_link_at(fd, part) else "not a folder"
+                raise LinkOnTheWay(f"{'/'.join(parts[:depth])} is {what} (on the way to {rel}): never written or "
+                                   "read through; nothing was changed there") from None
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def _open_folder_at(fd: int, name: str, create: bool) -> int:
+    try:
+        return os.open(name, _FOLDER, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
             raise
-        # one device, two mounts (a bind mount): rename cannot cross them
-        _CROSSING.add((os.stat(staging).st_dev, os.stat(directory).st_dev))
-        note = _note_temp(staging)
-        _replace_via(directory, path, data, mode, note)
-    if sync_dir:
-        fsync_dir(directory)  # make the rename itself durable
+    try:
+        os.mkdir(name, 0o777, dir_fd=fd)
+    except FileExistsError:
+        pass  # made meanwhile, or a dangling link: the open says which
+    return os.open(name, _FOLDER, dir_fd=fd)
+
+
+def _is_link_at(fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def lstat_beneath(root: Path, rel: str) -> os.stat_result | None:
+    """What stands at `rel` (a link is not followed), None when nothing does; LinkOnTheWay for a link among
+    its folders."""
+    try:
+        folder, name = open_folder_beneath(root, rel)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(folder)
+
+
+def open_beneath(root: Path, rel: str, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of the regular file at `rel`, with no link followed at any part of the path (a link there
+    is LinkOnTheWay); opened non-blocking so a FIFO cannot hang the open, then blocking again. OSError
+    (EINVAL, NOT_REGULAR) for anything but a regular file; FileNotFoundError when nothing is there."""
+    folder, name = open_folder_beneath(root, rel)
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise LinkOnTheWay(f"{rel} is a link: never written or read through") from None
+        raise
+    finally:
+        os.close(folder)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, NOT_REGULAR, rel)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_beneath(root: Path, rel: str) -> bytes | None:
+    """The bytes of the regular file at `rel` (`open_beneath`), None when nothing is there."""
+    try:
+        fd = open_beneath(root, rel)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def replace_beneath(root: Path, rel: str, data: bytes, mode: int | None = None, *, staging: Path | None = None,
+                    create: bool = False) -> None:
+    """`atomic_write` of the workspace file `rel`, its folder opened by `open_folder_beneath` (`create`: its
+    missing folders made): the new file is renamed into that folder's descriptor, so a folder of the path
+    swapped for a link at any moment sends nothing outside. A link or a file with other names (hard links)
+    standing at `rel` is replaced, never written through."""
+    folder, name = open_folder_beneath(root, rel, create=create)
+    try:
+        _replace_at(folder, name, data, mode, staging, root / rel)
+        _fsync_folder(folder)
+    finally:
+        os.close(folder)
+
+
+def unlink_beneath(root: Path, rel: str) -> bool:
+    """Remove the entry at `rel` (a link itself, never what it names), made durable; False: nothing there."""
+    try:
+        folder, name = open_folder_beneath(root, rel)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        os.unlink(name, dir_fd=folder)
+        _fsync_folder(folder)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(folder)
+
+
+def rename_beneath(root: Path, src: str, dst: str, *, staging: Path | None = None) -> None:
+    """Move the workspace file `src` to `dst` (its missing folders made), both folders opened by
+    `open_folder_beneath`; FileExistsError when something stands at `dst`. Across filesystems (EXDEV), the
+    file is copied by `replace_beneath` and `src` removed."""
+    source, src_name = open_folder_beneath(root, src)
+    try:
+        target, dst_name = open_folder_beneath(root, dst, create=True)
+        try:
+            try:
+                _rename_no_replace(source, src_name, target, dst_name, dst)
+            except OSError as err:
+                if err.errno != errno.EXDEV:
+                    raise
+                fd = os.open(src_name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=source)
+                with os.fdopen(fd, "rb") as fh:
+                    mode = os.fstat(fh.fileno()).st_mode & 0o7777
+                    data = fh.read()
+                _replace_at(target, dst_name, data, mode, staging, root / dst)
+                os.unlink(src_name, dir_fd=source)
+            _fsync_folder(target)
+            _fsync_folder(source)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+
+
+_RENAME_NOREPLACE = 1
+
+
+def _rename_no_replace(source: int, src_name: str, target: int, dst_name: str, dst: str) -> None:
+    """renameat2(RENAME_NOREPLACE): FileExistsError, never a replace, when something stands at `dst_name`, decided
+    by the kernel in the rename itself. Where there is no renameat2 (not Linux, an old libc, a filesystem without
+    it), a look first, then renameat."""
+    renameat2 = _libc_renameat2()
+    if renameat2 is not None:
+        if renameat2(source, os.fsencode(src_name), target, os.fsencode(dst_name), _RENAME_NOREPLACE) == 0:
+            return
+        import ctypes  # lazy: loaded by _libc_renameat2 already
+
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            raise FileExistsError(code, "exists", dst)
+        if code not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+            raise OSError(code, os.strerror(code), dst)
+    try:
+        os.stat(dst_name, dir_fd=target, follow_symlinks=False)
+        raise FileExistsError(errno.EEXIST, "exists", dst)
+    except FileNotFoundError:
+        pass
+    os.rename(src_name, dst_name, src_dir_fd=source, dst_dir_fd=target)
+
+
+@functools.cache
+def _libc_renameat2():
+    import ctypes  # lazy: only a move needs it
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
 
 
 def fsync_dir(directory: Path) -> None:
     """Make the entries of `directory` (a rename, a new file) durable; a filesystem that cannot fsync
     a directory is taken at its word."""
-    fd = os.open(directory, os.O_RDONLY)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _fsync_folder(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(fd: int) -> None:
     try:
         os.fsync(fd)
     except OSError as err:
         if err.errno not in (errno.EINVAL, errno.ENOTSUP):
             raise
-    finally:
-        os.close(fd)
 
 
 def copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> None:
@@ -189,7 +396,8 @@ def copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int)
 _CROSSING: set[tuple[int, int]] = set()  # (staging device, directory device) pairs a rename cannot cross
 
 
-def _same_filesystem(a: Path, b: Path) -> bool:
+def _same_filesystem(a: int, b: int) -> bool:
+    """Whether a rename can go from folder `a` to folder `b` (descriptors)."""
     pair = (os.stat(a).st_dev, os.stat(b).st_dev)
     return pair[0] == pair[1] and pair not in _CROSSING
 
@@ -201,30 +409,63 @@ def _note_temp(staging: Path) -> Path:
     return Path(note)
 
 
-def _replace_via(where: Path, path: Path, data: bytes, mode: int, note: Path | None) -> None:
-    if note is None:
-        prefix = f".{path.name}." if where == path.parent else f"{os.getpid()}-"
-        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=where)
-    else:  # named by the note, which is written first: a kill between the two leaves no unnamed file
-        tmp = str(path.parent / f".{path.name}.ws-{note.stem}.tmp")
-        note.write_text(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+def _replace_at(folder: int, name: str, data: bytes, mode: int | None, staging: Path | None, shown: Path) -> None:
+    """Replace the entry `name` of the open `folder` with a new file holding `data`: written and fsynced under
+    a temporary name, then renamed over it (renameat). The temporary file is made in `staging` when a rename
+    can cross from there, else in `folder` itself (named first by a note in `staging`, for the sweep).
+    `mode`: None keeps that of the regular file there now (0o644 for anything else). `shown` names the file
+    in the note."""
+    if mode is None:
+        try:
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            mode = st.st_mode & 0o7777 if stat.S_ISREG(st.st_mode) else 0o644
+        except FileNotFoundError:
+            mode = 0o644
+    if staging is None:
+        _write_and_rename(folder, f".{name}.{_token()}.tmp", folder, name, data, mode)
+        return
+    staging.mkdir(parents=True, exist_ok=True)
+    spare = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if _same_filesystem(spare, folder):
+            try:
+                _write_and_rename(spare, f"{os.getpid()}-{_token()}.tmp", folder, name, data, mode)
+                return
+            except OSError as err:
+                if err.errno != errno.EXDEV:
+                    raise
+                # one device, two mounts (a bind mount): rename cannot cross them
+                _CROSSING.add((os.stat(spare).st_dev, os.stat(folder).st_dev))
+    finally:
+        os.close(spare)
+    note = _note_temp(staging)  # named by the note, written first: a kill between the two leaves no unnamed file
+    try:
+        temp = f".{name}.ws-{note.stem}.tmp"
+        note.write_text(str(shown.parent / temp))
+        _write_and_rename(folder, temp, folder, name, data, mode)
+    finally:
+        note.unlink(missing_ok=True)
+
+
+def _token() -> str:
+    return secrets.token_hex(6)
+
+
+def _write_and_rename(where: int, temp: str, folder: int, name: str, data: bytes, mode: int) -> None:
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+            os.fchmod(fh.fileno(), mode)
+        os.rename(temp, name, src_dir_fd=where, dst_dir_fd=folder)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(temp, dir_fd=where)
         except FileNotFoundError:
             pass
         raise
-    finally:
-        if note is not None:
-            note.unlink(missing_ok=True)
 
 
 def sweep_staging(staging: Path) -> int:

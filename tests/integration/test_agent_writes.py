@@ -466,13 +466,13 @@ def test_the_staging_folder_on_another_filesystem_falls_back_beside_the_file(tmp
     target = tmp_path / "a.txt"
     monkeypatch.setattr(fsutil, "_same_filesystem", lambda a, b: False)
     seen = []
-    real_replace = os.replace
+    real_rename = os.rename
 
-    def spy(src, dst):
-        seen.append((os.path.dirname(src), sorted(os.listdir(staging))))
-        return real_replace(src, dst)
+    def spy(src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # the temporary file is renamed by folder descriptor
+        seen.append((os.readlink(f"/proc/self/fd/{src_dir_fd}"), sorted(os.listdir(staging))))
+        return real_rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
 
-    monkeypatch.setattr(os, "replace", spy)
+    monkeypatch.setattr(os, "rename", spy)
     atomic_write(target, b"data", staging=staging)
     assert target.read_bytes() == b"data"
     (where, notes), = seen

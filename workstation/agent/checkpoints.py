@@ -15,7 +15,9 @@ Everything else is derived from the log alone (so the CLI does it with no agent 
   changed since is found by its hash, and undo refuses in one line naming it rather than lose that
   change; a change made between two of the agent's turns, found when the later turn checkpoints it,
   refuses a rewind across both;
-* restoring a file is an atomic replace (or an unlink of a file the agent created), and the `rewind`
+* restoring a file is an atomic replace (or an unlink of a file the agent created), its path resolved
+  from the workspace root with no link followed at any part (fsutil.replace_beneath: a folder swapped for
+  a link meanwhile stops the restore there, as a kill would), and the `rewind`
   record is appended after every file is restored. A kill midway leaves each file whole, either
   restored or not; the next undo accepts a file holding any content of the agent's own trail (a
   checkpoint or the result of one of its edits), so it finishes. Just before a tool changes a file,
@@ -30,13 +32,13 @@ turns out of every later request (and a summary that covers them), never out of 
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, open_state, sha256_bytes
+from ..fsutil import (LinkOnTheWay, atomic_write, open_beneath, open_state, read_beneath, replace_beneath,
+                      sha256_bytes, unlink_beneath)
 from ..sandbox.protect import Protected
 from ..paths import check_entry
 from ..sessions.log import LogView, Session, SessionError
@@ -137,18 +139,16 @@ def _earliest(checkpoints: Iterable[Checkpoint]) -> dict[str, Checkpoint]:
     return first
 
 
-def _current(protected: Protected, rel: str) -> tuple[Path, bytes | None]:
-    real, now_rel = protected.confine_write(rel)
+def _current(protected: Protected, rel: str) -> bytes | None:
+    """What `rel` holds now (None: nothing), read with no link followed at any part of its path."""
+    _, now_rel = protected.confine_write(rel)
     if now_rel != rel:  # rel was recorded as its real path: a link now stands on the way (a planted one)
         raise WorkstationError(f"{rel} is now a link to {now_rel}; nothing was changed (never restored "
                                "through a link)")
     try:
-        st = os.lstat(real)
-    except FileNotFoundError:
-        return real, None
-    if not stat.S_ISREG(st.st_mode):
-        raise WorkstationError(f"{rel} is no longer a regular file; nothing was changed")
-    return real, real.read_bytes()
+        return read_beneath(protected.root, rel)
+    except OSError as err:  # NOT_REGULAR: a folder, a FIFO, a device
+        raise WorkstationError(f"{rel} is no longer a regular file ({err.strerror}); nothing was changed") from None
 
 
 @dataclass
@@ -200,21 +200,23 @@ class Checkpoints:
         say why)."""
         for path in paths:
             try:
-                real, rel = self.protected.confine_write(path)
+                _, rel = self.protected.confine_write(path)
             except WorkstationError:
                 continue
             if (turn, rel) in self._taken and not self._rewound_elsewhere():
                 continue
-            try:
-                st = os.lstat(real)
+            try:  # no link followed at any part of the path (the tool's write will not follow one either)
+                fd = open_beneath(self.protected.root, rel)
             except (FileNotFoundError, NotADirectoryError):
-                st = None
-            if st is not None and not stat.S_ISREG(st.st_mode):
-                continue  # a folder, a link, a FIFO: no tool writes it
-            fields: dict = {"turn": turn, "path": rel, "existed": st is not None, "tokens": 0}
-            if st is not None:
-                data = real.read_bytes()
-                fields.update(before=self.keep(data), mode=st.st_mode & 0o7777)
+                fd = None
+            except (OSError, LinkOnTheWay):
+                continue  # a folder, a link, a FIFO, a link among its folders: no tool writes it
+            fields: dict = {"turn": turn, "path": rel, "existed": fd is not None, "tokens": 0}
+            if fd is not None:
+                with os.fdopen(fd, "rb") as fh:
+                    mode = os.fstat(fh.fileno()).st_mode & 0o7777
+                    data = fh.read()
+                fields.update(before=self.keep(data), mode=mode)
             self.session.append("checkpoint", **fields)
             self._taken.add((turn, rel))
 
@@ -283,7 +285,7 @@ class Checkpoints:
         plan = _earliest(c for c in h.active if c.number >= number) if files else {}
         work = []
         for path, cp in plan.items():
-            real, now = _current(self.protected, path)
+            now = _current(self.protected, path)
             now_sha = None if now is None else sha256_bytes(now)
             crosses = any(cp.number < turn for turn in h.drifts.get(path, ()))
             # a file holding what the agent left, or any content of the agent's trail (an undo a kill cut
@@ -292,13 +294,16 @@ class Checkpoints:
                 raise UndoRefused(f"{how} refused: {path} was changed by someone else since the agent's last "
                                   f"change to it; nothing was restored (/diff {path} shows the difference)", path)
             if now_sha != cp.before:
-                work.append((real, cp, None if cp.before is None else self.content(cp.before)))
-        for real, cp, data in work:  # every check passed and every blob read: now change files
-            if data is None:
-                real.unlink(missing_ok=True)
-            else:
-                real.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(real, data, cp.mode, staging=self.staging)
+                work.append((cp, None if cp.before is None else self.content(cp.before)))
+        for done_count, (cp, data) in enumerate(work):  # every check passed and every blob read: now change files
+            try:  # resolved from the root with no link followed: a folder swapped for a link since is refused
+                if data is None:
+                    unlink_beneath(self.protected.root, cp.path)
+                else:
+                    replace_beneath(self.protected.root, cp.path, data, cp.mode, staging=self.staging, create=True)
+            except LinkOnTheWay as err:  # as a kill midway: the next undo finishes (the trail knows each file)
+                raise WorkstationError(f"{how} stopped: {err}; {done_count} of {len(work)} files were restored, "
+                                       f"run it again when the link is gone") from None
         restored = sorted(plan)
         self._taken.clear()  # a file changed again in this turn needs a checkpoint of its restored bytes
         self.session.append("rewind", to=to, turn=number, files=restored if files else None,
@@ -317,7 +322,7 @@ class Checkpoints:
         for rel, cp in sorted(h.touched.items()):
             if path is not None and rel != path:
                 continue
-            _, now = _current(self.protected, rel)
+            now = _current(self.protected, rel)
             before = None if cp.before is None else self.content(cp.before)
             if before == now:
                 continue

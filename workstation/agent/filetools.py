@@ -7,6 +7,7 @@ the caller keeps `ReadLedger`, the content hash of each file as last seen.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -21,7 +22,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 import re2
 
 from ..errors import WorkstationError
-from ..fsutil import atomic_write, confine, sha256_bytes
+from ..fsutil import NOT_REGULAR, confine, lstat_beneath, open_beneath, replace_beneath, sha256_bytes
 from ..sandbox.protect import Protected
 
 T = TypeVar("T")
@@ -90,29 +91,48 @@ def _bounded(what: str, timeout_s: float, work: Callable[[threading.Event], T]) 
 
 
 def _open_regular(real: Path, rel: str) -> int:
-    """A file descriptor on `real`, refused unless it is a regular file: opening a FIFO waits for a
-    writer forever, and a device (`/dev/zero`, a tty) never ends or blocks. Opened non-blocking so that
-    even a FIFO swapped in after the check does not wait, then checked again on the descriptor."""
+    """A file descriptor on the workspace file `rel` (`real`, as fsutil.confine returned them), refused unless
+    it is a regular file with no other name: opening a FIFO waits for a writer forever, a device (`/dev/zero`,
+    a tty) never ends or blocks, and a file with hard links may be a file outside the workspace under another
+    name. Opened from the workspace root with no link followed at any part of the path (fsutil.open_beneath),
+    so a folder swapped for a link after `confine` looked is refused, never read through."""
+    if rel == ".":
+        raise WorkstationError(f"{rel}: is a directory")
     try:
-        st = os.stat(real)
+        fd = open_beneath(_root_of(real, rel), rel)
     except FileNotFoundError:
         raise WorkstationError(f"{rel}: no such file") from None
+    except WorkstationError:
+        raise
     except OSError as err:
+        if err.strerror == NOT_REGULAR or err.errno == errno.ELOOP:
+            try:
+                kind = os.stat(real, follow_symlinks=False).st_mode
+            except OSError:
+                kind = 0
+            if stat.S_ISDIR(kind):
+                raise WorkstationError(f"{rel}: is a directory") from None
+            raise WorkstationError(f"{rel}: not a regular file ({_kind(kind)}): refused") from None
         raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise WorkstationError(f"{rel}: is a directory")
-    if not stat.S_ISREG(st.st_mode):
-        raise WorkstationError(f"{rel}: not a regular file ({_kind(st.st_mode)}): refused")
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise WorkstationError(f"{rel}: cannot read ({err.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+        refuse_hard_linked(os.fstat(fd), rel)
+    except WorkstationError:
         os.close(fd)
-        raise WorkstationError(f"{rel}: not a regular file ({_kind(st.st_mode)}): refused")
-    os.set_blocking(fd, True)
+        raise
     return fd
+
+
+def refuse_hard_linked(st: os.stat_result, rel: str) -> None:
+    """A file with more than one name (hard links) is neither read nor edited: its other name may be a file
+    outside the workspace (`ln ~/.ssh/id_rsa notes.txt`), whose content would reach the model."""
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise WorkstationError(f"{rel}: has {st.st_nlink} hard links (another of its names may be outside the "
+                               "workspace): never read or edited through one; give it a copy of its own")
+
+
+def _root_of(real: Path, rel: str) -> Path:
+    """The workspace root `real` = root / rel was confined to."""
+    return real.parents[rel.count("/")]
 
 
 def _kind(mode: int) -> str:
@@ -136,8 +156,8 @@ def read_bytes(real: Path, rel: str) -> bytes:
 
 
 def read_existing(real: Path, rel: str) -> bytes | None:
-    """`read_bytes`, or None when nothing is at `real` (a dangling symlink is nothing too)."""
-    if not os.path.lexists(real) or not os.path.exists(real):
+    """`read_bytes`, or None when nothing is at `real`."""
+    if rel != "." and lstat_beneath(_root_of(real, rel), rel) is None:
         return None
     return read_bytes(real, rel)
 
@@ -308,7 +328,7 @@ def replace_range(root: Path, path: str, start: int, end: int, content: str,
     after = sha256_bytes(updated)
     if intend is not None:
         intend(rel, after)
-    atomic_write(real, updated, staging=staging)
+    replace_beneath(protected.root, rel, updated, staging=staging)  # no link followed; a hard link is replaced
     ledger.saw(rel, after)
     return Replaced(rel, start, start + len(new) - 1, data, updated)
 

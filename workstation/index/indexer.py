@@ -271,6 +271,8 @@ def index_file(fid: int, rel: str, path: str, expected_sha: str | None, *,
         sig = stat_sig(st)
         if not statmod.S_ISREG(st.st_mode):
             return ("skipped", fid, rel, "unreadable", "not a regular file", sig)
+        if st.st_nlink > 1:  # another of its names may be outside the workspace: the file tools refuse it too
+            return ("skipped", fid, rel, "hard_link", f"{st.st_nlink} names (hard links)", sig)
         if st.st_size > max_bytes:
             return ("skipped", fid, rel, "too_large", f"{st.st_size} bytes, limit {max_bytes}", sig)
         indexed_at = time.time_ns()  # taken before reading: a later write shows up as racy

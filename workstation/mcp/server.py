@@ -329,6 +329,18 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+def _own_origin(port: int):
+    """The SDK's DNS-rebinding check for a server on 127.0.0.1:`port`: a local Host, and an `Origin`, when a
+    request has one (a browser's), of this server only, never another local port: a page served there (any
+    local web server, a dev server the agent started) must not drive the workspace through the user's
+    browser, even with a token it got hold of."""
+    from mcp.server.transport_security import TransportSecuritySettings  # lazy: with the SDK
+
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                                     allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}"])
+
+
 def serve_http(service: Service, port: int, on_ready: Callable[[str, str, str], None] | None = None) -> None:
     """Serve streamable HTTP on 127.0.0.1:port (0: a free port) until interrupted, to requests carrying this
     start's bearer token; on_ready gets the URL, the token and the file the token is kept in (0600)."""
@@ -337,7 +349,6 @@ def serve_http(service: Service, port: int, on_ready: Callable[[str, str, str], 
     from ..fsutil import atomic_write  # lazy: as uvicorn, only --http writes a token file
 
     token = secrets.token_urlsafe(32)
-    app = BearerAuth(service.mcp_server().streamable_http_app(host="127.0.0.1"), token)  # also refuses other Hosts
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -348,6 +359,8 @@ def serve_http(service: Service, port: int, on_ready: Callable[[str, str, str], 
         raise WorkstationError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
     bound = sock.getsockname()[1]
     url = f"http://127.0.0.1:{bound}/mcp"
+    app = BearerAuth(service.mcp_server().streamable_http_app(host="127.0.0.1", transport_security=_own_origin(bound)),
+                     token)
     token_file = service.ws.paths.state / f"mcp-http-{bound}.token"
     try:
         atomic_write(token_file, token.encode() + b"\n", 0o600)  # a planted link is replaced, not followed

@@ -10,9 +10,9 @@ import re
 from typing import Any, Callable, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import confine
+from ...fsutil import confine, lstat_beneath
 from ...tokens import count
-from ..filetools import file_sha, read_bytes, read_lines, replace_range
+from ..filetools import file_sha, read_bytes, read_lines, refuse_hard_linked, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
                    MAX_RESULT_CHARS, RangeMemory)
@@ -33,6 +33,9 @@ def _range_label(name: str, args: Mapping[str, Any]) -> str:
 def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     real, rel = confine(ctx.root, as_text("path", path), ctx.private)
     ctx.open_env(rel)
+    now = lstat_beneath(real.parents[rel.count("/")], rel) if rel != "." else None
+    if now is not None:
+        refuse_hard_linked(now, rel)  # its map would carry what another name of it, outside, holds
     budget = None if tokens is None else as_int("tokens", tokens)
     if budget is not None and not 0 < budget <= MAX_MAP_TOKENS:
         raise WorkstationError(f"tokens must be between 1 and {MAX_MAP_TOKENS}, got {budget}")
@@ -50,7 +53,7 @@ def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
     ctx.ledger.saw(rel, sha)  # the map's line ranges belong to this content: edits may follow it
 
     def whole() -> str:
-        return real.read_bytes().decode("utf-8", "replace")
+        return read_bytes(real, rel).decode("utf-8", "replace")
 
     text = fmap.render()
     pointer = _in_head_map(ctx.head_map, rel, text, fmap.budget,

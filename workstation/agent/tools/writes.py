@@ -4,8 +4,10 @@ is in files.py.
 
 Every path goes through ToolContext.confine_write (the sandbox policy's `protected` field): the
 workspace only, never its state folder, never a `.git` folder, through symlinks too. An existing file is changed only if the agent read it and it has
-not changed since (the ReadLedger's hash guard), and always replaced atomically (fsutil.atomic_write,
-its temporary file in the state folder). A file keeps its line endings (a CRLF file stays CRLF, whatever
+not changed since (the ReadLedger's hash guard), and always replaced atomically (fsutil.replace_beneath,
+its temporary file in the state folder), its path resolved from the workspace root with no link followed at
+any part: a folder swapped for a link after the check is refused, never written through, and a file with
+other names (hard links) is replaced, never written through (its reads are refused: filetools). A file keeps its line endings (a CRLF file stays CRLF, whatever
 the model sends), its UTF-8 byte-order mark and its mode; nothing adds or drops a final newline.
 
 Every result carries the change as data (`edits`: per file its content hashes before and after and the
@@ -17,13 +19,12 @@ before the tool runs.
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import WorkstationError
-from ...fsutil import atomic_write, sha256_bytes
+from ...fsutil import rename_beneath, replace_beneath, sha256_bytes, unlink_beneath
 from ...textdiff import clip, file_diff
 from ..filetools import read_existing
 from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolContext, ToolResult, as_text,
@@ -76,12 +77,12 @@ def change(rel: str, before: bytes | None, after: bytes | None, op: str, **extra
 
 
 def replace_file(ctx: ToolContext, real: Path, rel: str, data: bytes) -> None:
-    """Replace (or create, with its folders) one file atomically; the agent has seen what it wrote."""
-    real.parent.mkdir(parents=True, exist_ok=True)
+    """Replace (or create, with its folders) one file atomically, its path resolved from the workspace root
+    with no link followed (fsutil.replace_beneath); the agent has seen what it wrote."""
     digest = sha256_bytes(data)
     if ctx.intend is not None:
         ctx.intend(rel, digest)
-    atomic_write(real, data, staging=ctx.staging)
+    replace_beneath(ctx.policy.protected.root, rel, data, staging=ctx.staging, create=True)
     ctx.ledger.saw(rel, digest)
     ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
 
@@ -245,8 +246,7 @@ def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
         raise WorkstationError(f"{rel}: no such file")
     if ctx.intend is not None:
         ctx.intend(rel, None)
-    os.unlink(real)
-    _sync_folder(real.parent)
+    unlink_beneath(ctx.policy.protected.root, rel)
     ctx.edited(rel)
     entry = change(rel, data, None, "delete")
     return edited_result(f"{rel}: deleted ({_lines(len(data.splitlines()))}, {len(data):,} bytes)", [entry])
@@ -263,22 +263,16 @@ def _move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
         raise WorkstationError(f"{s_rel}: no such file")
     if s_real == d_real:
         raise WorkstationError(f"{s_rel} and {dst} are the same file")
+    exists = f"{d_rel} exists: move_file never overwrites (delete it first, or pick another name)"
     if os.path.lexists(d_real) or os.path.lexists(Path(dst) if Path(dst).is_absolute() else ctx.root / dst):
-        raise WorkstationError(f"{d_rel} exists: move_file never overwrites (delete it first, or pick another name)")
-    d_real.parent.mkdir(parents=True, exist_ok=True)
+        raise WorkstationError(exists)
     if ctx.intend is not None:
         ctx.intend(d_rel, sha256_bytes(data))
         ctx.intend(s_rel, None)
-    try:
-        os.rename(s_real, d_real)
-    except OSError as err:
-        if err.errno != errno.EXDEV:
-            raise
-        atomic_write(d_real, data, os.stat(s_real).st_mode & 0o7777, staging=ctx.staging)  # another filesystem
-        os.unlink(s_real)
-    _sync_folder(d_real.parent)
-    if s_real.parent != d_real.parent:
-        _sync_folder(s_real.parent)
+    try:  # both folders opened from the root with no link followed (another filesystem: copied, then removed)
+        rename_beneath(ctx.policy.protected.root, s_rel, d_rel, staging=ctx.staging)
+    except FileExistsError:
+        raise WorkstationError(exists) from None
     if ctx.ledger.last(s_rel) == sha256_bytes(data):
         ctx.ledger.saw(d_rel, sha256_bytes(data))  # what the agent read under the old name, it knows under the new
     ctx.edited(s_rel)
@@ -299,14 +293,6 @@ def _not_a_link(ctx: ToolContext, path: str, rel: str, what: str) -> None:
     given = Path(path) if Path(path).is_absolute() else ctx.root / path
     if given.is_symlink():
         raise WorkstationError(f"{path} is a symbolic link (to {rel}); {what} regular files only")
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the unlink or rename itself is durable
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- the declarations
