@@ -154,6 +154,12 @@ class Frontier:
         return "\n".join(out)
 
 
+def frontier_budget(budget: int) -> int:
+    """Tokens of user messages the frontier keeps in a request of `budget` tokens: an eighth, at most
+    USER_BUDGET * 2, at least 256."""
+    return max(256, min(USER_BUDGET * 2, budget // 8))
+
+
 def frontier(view: LogView, *, budget: int = USER_BUDGET, counter: TokenCounter | None = None) -> Frontier:
     """The frontier of the log `view` (the whole log, as read): see the module docstring."""
     counter = counter or default_counter()
