@@ -19,6 +19,7 @@ it was or with one complete record more.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -29,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
-from .context import assemble, covered_count, memory_of, seen, uncompact_held, update_text
-from .log import CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, tool_call_arguments
+from .context import assemble, covered_count, current_epoch, memory_of, seen, uncompact_held, update_text
+from .log import (CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, default_counter,
+                  tool_call_arguments)
 from .plan import current as current_plan, render as render_plan
 from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
 
@@ -182,10 +184,16 @@ def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
 
 
 def _over_window(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:
-    """Whether the model's view no longer fits the window, less the room a request keeps for the reply
-    (agent.context.reply_reserve)."""
+    """Whether the next request (the epoch's head and tool schemas, the summary, the turns: `view` is the model's
+    view) no longer fits the window, less the room a request keeps for the reply (agent.context.reply_reserve)."""
+    counter = counter or default_counter()
+    epoch = current_epoch(view)
+    head = str(epoch.get("system") or "") if epoch else ""
+    tokens = assemble(view, config, system_prompt=head or None, counter=counter, epoch=epoch).tokens
+    if epoch and epoch.get("tool_schemas"):
+        tokens += counter(json.dumps(epoch["tool_schemas"]))
     reserve = min(4096, max(256, window_tokens // 4))
-    return assemble(view, config, counter=counter).tokens > window_tokens - reserve
+    return tokens > window_tokens - reserve
 
 
 def _over_token_guard(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .context import seen
-from .log import LogView, TokenCounter, default_counter, tool_call_arguments
+from .log import TURN_TYPES, LogView, TokenCounter, conversation_turns, default_counter, tool_call_arguments
 from .plan import current as current_plan, progress, render as render_plan
 from .turns import number as number_turns, starts_turn
 
@@ -165,7 +165,8 @@ def frontier(view: LogView, *, budget: int = USER_BUDGET, counter: TokenCounter 
     counter = counter or default_counter()
     numbers = number_turns(view.records)
     model_view = seen(view)
-    records = [r for r in model_view.records if not r.get("sidechain")]
+    said = {r["id"] for r in conversation_turns(model_view.turns)}  # not an imported session's abandoned branch
+    records = [r for r in model_view.records if r["id"] in said or r["type"] not in TURN_TYPES]
     out = Frontier(turn=numbers.count)
     out.messages, out.left_out = _user_words(records, numbers, budget, counter)
     out.plan = current_plan(records)
@@ -237,7 +238,8 @@ def _told(records: list[dict]) -> tuple[dict[str, str], list[str], list[str]]:
     start = 0
     for index in range(len(records) - 1, -1, -1):
         if records[index]["type"] == "epoch":
-            state = records[index].get("state") if isinstance(records[index].get("state"), dict) else {}
+            found = records[index].get("state")
+            state: dict = found if isinstance(found, dict) else {}
             decisions.update({str(k): str(v) for k, v in (state.get("decisions") or {}).items()})
             instructions.update({str(k): str(v) for k, v in (state.get("instructions") or {}).items()})
             start = index + 1
