@@ -139,3 +139,33 @@ def test_rewind_across_a_compaction_restores_the_files_and_that_turns_conversati
         "one: write a", "two: change a, add b"]  # the log lost nothing
     a.close()
     ws.close()
+
+
+def test_the_command_line_shows_the_frontier_and_undoes_a_compaction(tmp_path):
+    from click.testing import CliRunner
+
+    from workstation.cli import main
+    from workstation.paths import Paths
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    session = Session.create(Paths.for_root(root), "cli")
+    first = session.user(GOAL)
+    session.assistant("Which module first: core or util?")
+    compact = session.append("compact", summary="## Task & instructions\n(none)", sections={}, files=[],
+                             covers={"last_id": first["id"], "first_turn": 1, "last_turn": 1}, model="m")
+    run = CliRunner()
+
+    def cli(*args, code=0):
+        result = run.invoke(main, ["-C", str(root), "session", *args])
+        assert result.exit_code == code, result.output
+        return result.output if not code else str(result.exception)  # the entry point prints it in one line
+
+    shown = json.loads(cli("frontier", "cli", "--json"))
+    assert shown["messages"] == [{"turn": 1, "text": GOAL, "cut_tokens": 0}] and shown["turn"] == 1
+    assert shown["questions"] == [{"turn": 1, "text": "Which module first: core or util?"}]
+    assert GOAL in cli("frontier", "cli")
+    undone = json.loads(cli("uncompact", "cli", "--json"))
+    assert undone["compact"] == compact["id"] and "no longer fit the window" in undone["held"]
+    assert "nothing to uncompact" in cli("uncompact", "cli", code=1)
+    assert "no session named nope" in cli("frontier", "nope", code=1)
