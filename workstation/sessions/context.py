@@ -357,8 +357,7 @@ def summary_turn_text(compact: dict) -> str:
     """The summary as the model reads it (part of the requests' head until the next compaction)."""
     covers = compact.get("covers") or {}
     return (f"Summary of the earlier conversation (turns 1–{covers.get('last_turn', '?')}, compacted by "
-            f"{compact.get('model', '?')}; the raw turns stay on disk: recall(turn=N) returns one whole):\n\n"
-            f"{compact.get('summary', '')}")
+            f"{compact.get('model', '?')}; the raw turns stay on disk):\n\n{compact.get('summary', '')}")
 
 
 class SessionContext:
