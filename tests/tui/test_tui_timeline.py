@@ -125,7 +125,7 @@ async def test_a_compaction_is_marked_with_what_it_replaced_and_an_uncompact_tak
                              "largest": [{"id": "r9", "turn": 7, "name": "read_lines", "chars": 40210}]}}]
     event = {"id": "e1", "ts": tui_sample.T0 + 1, "type": "compaction", "name": "s", "data": {"record_id": "c1"}}
     row = timeline_row(event, {}, compaction_marks(records))
-    assert row["name"] == "⊟ turns 1–12 summarized"
+    assert row["name"] == "⊟ turns 1–12"
     assert row["details"]["replaced"] == ("turns 1–12: 29 tool calls (read_lines ×20, grep ×9), 1 files read, "
                                           "29 outputs of 210,400 chars (largest: read_lines 40,210 chars, turn 7)")
     undone = timeline_row(event, {}, compaction_marks([*records, {"type": "uncompact", "id": "u1", "compact": "c1"}]))
@@ -136,5 +136,5 @@ async def test_a_compaction_is_marked_with_what_it_replaced_and_an_uncompact_tak
         pane.set_events([undone])  # as the backend gives it
         await pilot.pause()
         name = pane.table.get_row_at(0)[2]
-        assert name.plain == "↶ ⊟ turns 1–12 summarized"
+        assert name.plain == "↶ ⊟ turns 1–12"
         assert "replaced: turns 1–12" in details_text(pane.shown[0])

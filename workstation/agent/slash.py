@@ -255,7 +255,7 @@ def _frontier(agent: Agent, rest: str) -> SlashResult:
     text = frontier(view, counter=agent.session.counter).render()
     compact = seen(view).last_compact()
     if compact is not None and compact.get("replaced"):
-        text += f"\n### The summary in force replaced\n{describe_replaced(compact['replaced'])} (recall turn=N)"
+        text += f"\n### The newest compaction replaced\n{describe_replaced(compact['replaced'])} (recall turn=N)"
     return SlashResult(text)
 
 

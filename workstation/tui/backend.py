@@ -614,7 +614,7 @@ def timeline_row(event: dict, marks: dict | None = None, compactions: dict | Non
         data["taken_back"] = marks[turn_id].describe()
     mark = (compactions or {}).get(str(data.get("record_id") or "")) if event["type"] == "compaction" else None
     if mark is not None:
-        name = f"⊟ {mark['span']} summarized"
+        name = f"⊟ {mark['span']}"  # the summarized turns; the details say what they held
         data["replaced"] = mark["replaced"]
         if mark.get("undone"):
             data["taken_back"] = mark["undone"]

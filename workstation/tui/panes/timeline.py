@@ -7,7 +7,7 @@ Messages up: `EventSelected(event)` on enter or click (the app moves the chat to
 A failed event (a tool call that failed, a model call that errored or was
 stopped) is marked ✗ in the name column and in the details; one whose turn a
 rewind or undo took back (`details["taken_back"]`) is marked ↶ and dimmed. A
-compaction is marked ⊟ with the turns it summarized, in bold, and its details say what
+compaction is marked ⊟ with the turns it summarized (its name), in bold, and its details say what
 its summary replaced (`details["replaced"]`); one /uncompact undid is marked ↶ too. A
 sub-agent's events (its flow, agent/subagent.py) are nested under the task call
 that ran it: their name is indented one step per level, behind `↳`.
