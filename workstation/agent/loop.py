@@ -76,7 +76,7 @@ of the file's tokens. Then read_lines just the range you need, and replace_lines
 - find, impact and grep locate code and call sites without reading whole files.
 - When you settle a naming, pattern or design convention, call log_decision once. The decision log below \
 is shown in every context: follow it, and cite [D:<id>] in your reply whenever you apply a decision.
-- A redacted tool output can be fetched back with recall(record_id); a turn a compaction summarized, with recall(turn=N).
+- recall(record_id) fetches a redacted tool output back; recall(turn=N), a whole turn a summary stands for.
 - run_command needs the user's approval unless the allow-list covers the command.
 - Reply without tool calls when the task is done."""
 

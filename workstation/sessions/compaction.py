@@ -158,7 +158,8 @@ def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep:
     cut = cut_keeping(live, keep_n)
     if force:
         reason = "manual"
-    elif uncompact_held(view) is not None and not (window_tokens and _over_window(view, config, window_tokens, counter)):
+    elif uncompact_held(view) is not None and not (
+            window_tokens and _over_window(view, config, window_tokens, counter)):
         return None  # the user undid the last compaction: automatic compaction waits until it must
     elif count_turns(live) >= memory.compact_threshold:
         reason = "threshold"
@@ -620,8 +621,8 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
             and last["id"] in live
 
     return session.append_if(
-        still_uncovered, "compact", replaced=replaced_by(plan), summary=summary, sections=sections, files=files, covers=covers,
-        folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
+        still_uncovered, "compact", replaced=replaced_by(plan), summary=summary, sections=sections, files=files,
+        covers=covers, folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
         tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"], calls=usage["calls"],
         duration_ms=int(elapsed * 1000), focus=plan.focus or None,
         cache_read_tokens=usage.get("cache_read_tokens") or None,

@@ -188,9 +188,10 @@ def _user_words(records: list[dict], numbers, budget: int, counter: TokenCounter
         return [], []
     sizes = [int(r["tokens"]) if isinstance(r.get("tokens"), int) else counter(str(r.get("content") or ""))
              for r in users]
+    share = budget // 2  # neither the first nor the newest takes the whole budget
     whole = {len(users) - 1, 0}  # the newest message, and the first: it states the goal
-    left = budget - sum(sizes[i] for i in whole)
-    reserve = min(left // 4, FLOOR_TOKENS * max(0, len(users) - 2))  # for the openings of those cut
+    left = budget - sum(min(sizes[i], share) for i in whole)
+    reserve = max(0, min(left // 4, FLOOR_TOKENS * (len(users) - 2)))  # for the openings of those cut
     left -= reserve
     for index in range(len(users) - 2, 0, -1):  # the others, newest first, while they fit whole
         if sizes[index] > left:
@@ -202,7 +203,6 @@ def _user_words(records: list[dict], numbers, budget: int, counter: TokenCounter
     left_out: list[int] = []
     for index in sorted(whole):
         text = str(users[index].get("content") or "")
-        share = budget // 2  # neither the first nor the newest takes the whole budget
         words[index] = _cut(numbers.of(users[index]), text, share, sizes[index], counter) \
             if sizes[index] > share else UserWords(numbers.of(users[index]), text)
     rest = [i for i in range(1, len(users) - 1) if i not in whole]
