@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from agent_support import agent, is_compaction, is_update, module_server, records, requests_since, workspace
+from agent_support import (agent, is_compaction, is_update, module_server, records, requests_since, tool_results,
+                           workspace)
 from fakellm import Reply
 from workstation.agent import slash
 from workstation.sessions import Session
@@ -48,6 +49,7 @@ def test_after_a_compaction_the_head_carries_the_frontier_whatever_the_summary_k
                                   ("write_file", {"path": "pkg/config.py", "content": "ANSWER_BASE = 1\n"})])],
         "run": [Reply(tool_calls=[("run_command", {"cmd": "ls pkg/answer_base.py"})]),
                 Reply(text="It fails: the file is not there yet. Should I keep the old default?")],
+        "recall": [Reply(tool_calls=[("recall", {"turn": 1})]), Reply(text="recalled")],
     })
     ws = workspace(tmp_path, server.url, memory=KNOBS)
     a = agent(ws, compaction="sync")
@@ -69,9 +71,11 @@ def test_after_a_compaction_the_head_carries_the_frontier_whatever_the_summary_k
     replaced = compacts[-1]["replaced"]
     assert replaced["turns"][0] == 1 and replaced["tool_calls"].get("write_file") == 1
     assert slash.run(a, "/frontier").text.count(GOAL) == 1
-    from workstation.sessions.recall import recall
-
-    assert GOAL in recall(a.session, "1") and "ANSWER_BASE = 1" in recall(a.session, "1")
+    # the model recalls the summarized turn 1 by its number: the whole turn, from the log
+    assert a.run("recall what we did first").error is None
+    (_name, _args, content), = [r for r in tool_results(asked(server)[-1]["messages"]) if r[0] == "recall"]
+    assert content.startswith("[turn 1, from the session log]") and GOAL in content
+    assert '"path": "pkg/config.py"' in content and "pkg/config.py: created" in content
     a.close()
     ws.close()
 
