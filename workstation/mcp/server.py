@@ -85,7 +85,7 @@ def frontier_text(workspace: "Workspace", slug: str | None = None, *, exclude: s
     """(slug, its frontier as markdown: sessions.frontier) of session `slug`, or of the workspace's session
     written to last that holds a turn (not `exclude`, the asking client's own)."""
     from ..sessions.catalog import last_session, load  # lazy: the catalog, only when a frontier is asked for
-    from ..sessions.frontier import frontier
+    from ..sessions.frontier import frontier  # lazy: as the catalog above
 
     if not slug:
         info = last_session(workspace.paths, exclude=exclude)
