@@ -81,8 +81,9 @@ def session_records(root) -> dict[str, list[dict]]:
 
 
 def served_by_effect(read_only: bool) -> set[str]:
+    """The registry's tools by effect, and the server's own `frontier` (it looks only)."""
     effects = {tools.QUERY} if read_only else {tools.QUERY, tools.MEMORY, tools.WRITE}
-    return {name for name, tool in tools.TOOLS.items() if tool.effect in effects}
+    return {name for name, tool in tools.TOOLS.items() if tool.effect in effects} | {"frontier"}
 
 
 # --------------------------------------------------------------------------- the round trip
@@ -156,7 +157,7 @@ def test_read_only_offers_only_tools_that_change_nothing(repo, tmp_path):
     before = (repo / "pkg/util.py").read_text()
     listed, edit, write = asyncio.run(session())
     assert set(listed) == served_by_effect(True)
-    assert all(tools.get(name).effect == tools.QUERY for name in listed)
+    assert all(tools.get(name).effect == tools.QUERY for name in listed if name != "frontier")
     assert "replace_lines" not in listed and "umem" not in listed
     assert not edit[0] and "read-only" in edit[1]
     assert not write[0] and "read-only" in write[1]

@@ -157,3 +157,32 @@ async def test_an_edited_ltm_value_shows_whole_with_its_time(tmp_path):
         assert updated.startswith("20") and len(updated) == 16  # 'YYYY-MM-DD HH:MM', not blank
         column = pane.table.columns[list(pane.table.columns)[2]]
         assert column.content_width >= len(long_value) + 2  # the column widened: the value is not cut
+
+
+async def test_the_frontier_tab_appears_once_given_and_shows_where_the_work_stands():
+    from workstation.tui.panes.memory import TierBar
+
+    text = ("## Where the work stands (from the session log after turn 3, not from a summary)\n"
+            "### The user's messages, in their words\n- turn 1: stream the loader\n- turn 3: go on\n"
+            "### Files this session changed (net, as they are now)\n- created pkg/loader.py (+12 -0), turn 1")
+    app = WorkstationApp()
+    async with started(app) as pilot:
+        pane = await loaded(pilot)
+        bar = pane.query_one(TierBar)
+        assert "Frontier" not in bar.render().plain  # no frontier given: no tab (and no change of layout)
+        pane.set_frontier(text)
+        await pilot.pause()
+        assert "Frontier" in bar.render().plain
+        pane.action_cycle_tier(-1)  # stm -> the last tab: the frontier
+        await pilot.pause()
+        assert pane.active_tier == "frontier" and not pane.table.display
+        shown = pane.query_one("#memory-frontier-text").render().plain
+        assert "turn 1: stream the loader" in shown and "created pkg/loader.py" in shown
+        pane.set_filter("loader")  # headings stay, lines narrow
+        await pilot.pause()
+        shown = pane.query_one("#memory-frontier-text").render().plain
+        assert "turn 1: stream the loader" in shown and "turn 3: go on" not in shown
+        pane.set_filter("")
+        pane.show_tier("stm")
+        await pilot.pause()
+        assert pane.table.display and [row[0] for row in table_rows(pane)] == ["plan", "step"]

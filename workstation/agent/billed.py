@@ -43,7 +43,7 @@ from ..sessions import billing
 from ..sessions.log import LogView
 
 # records after which the history is not the same ("epoch": a head written anew, the layout's own record)
-REWRITES = frozenset({"compact", "redaction", "rewind", "epoch"})
+REWRITES = frozenset({"compact", "redaction", "rewind", "epoch", "uncompact"})
 RESTARTS = frozenset({"compaction", "rewind"})  # cache_break causes that keep only the base
 COLD = frozenset({"system changed", "model switch", "tools changed"})  # causes that keep nothing
 

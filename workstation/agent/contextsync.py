@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.context import seen
+from ..sessions.frontier import frontier, frontier_budget
 from ..tokens import count
 from . import context, memoryfirst, tools, updates
 from .context import Request
@@ -87,11 +88,20 @@ class ContextSync:
             sections.append(section_of(blocks))
             if self.ctx.skills is not None:  # names and descriptions only: the skill tool loads the rest
                 sections.append(self.ctx.skills.head_section())
+            sections.append(self.frontier_section(view, budget))
             return context.head_text(self.base, sections, state.excerpt)
 
         return updates.sync(self.session, view, self.config, now, blocks, head, tools=self.tools_digest(),
                             model=model, window=window, wrote=self.wrote,
                             schemas=scrub.mask_data(self.toolset.schemas()))
+
+    def frontier_section(self, view, budget: int) -> str:
+        """After a compaction, the head of the epoch it starts carries the frontier (sessions.frontier) as the
+        log has it now, whatever the summary kept: the user's words, the plan, the files, the last failure.
+        Decisions and pins are the head's own sections. Fixed for the epoch, like the rest of the head."""
+        if seen(view).last_compact() is None:
+            return ""
+        return frontier(view, budget=frontier_budget(budget), counter=self.count).render(told=False)
 
     def state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""

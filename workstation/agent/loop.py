@@ -47,8 +47,9 @@ from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
-from ..sessions.context import fetch_original, seen
+from ..sessions.context import seen
 from ..sessions.log import new_record_id
+from ..sessions.recall import recall
 from ..sessions.turns import starts_turn
 from . import memoryfirst, toolcall, tools, updates
 from ..hooks import HOOK, Hooks, Outcome
@@ -77,7 +78,7 @@ of the file's tokens. Then read_lines just the range you need, and replace_lines
 - find, impact and grep locate code and call sites without reading whole files.
 - When you settle a naming, pattern or design convention, call log_decision once. The decision log below \
 is shown in every context: follow it, and cite [D:<id>] in your reply whenever you apply a decision.
-- A redacted tool output can be fetched back with recall(record_id).
+- recall(record_id) fetches a redacted tool output back; recall(turn=N), a whole turn a summary stands for.
 - run_command needs the user's approval unless the allow-list covers the command.
 - Reply without tool calls when the task is done."""
 
@@ -624,8 +625,8 @@ class Agent:
             self.ranges.clear()
         return done
 
-    def _recall(self, record_id: str) -> str:
-        return str(fetch_original(self.session, record_id).get("content") or "")
+    def _recall(self, key: str) -> str:
+        return recall(self.session, key)  # a record id, or a turn number
 
     def _notice(self, text: str, kind: str) -> str:
         """A one-line notice in the log for the user (kept out of the model's context); returns it."""

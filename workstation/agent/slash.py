@@ -19,8 +19,9 @@ from ..memory import reflect
 from ..memory.episodic import TOOL_CALL
 from ..memory.ltm import parse_value
 from ..sessions.archive import archive
-from ..sessions.compaction import compact_now
+from ..sessions.compaction import compact_now, describe_replaced, uncompact
 from ..sessions.context import seen
+from ..sessions.frontier import frontier
 from ..sessions.plan import current, progress, render
 from .checkpoints import fork
 from .commit import commit_session, describe
@@ -45,6 +46,9 @@ HELP = {
     "/reflect [NAME]": "a reflection query over this session's history (no NAME: list them)",
     "/compact [KEEP] [FOCUS]": "summarize all but the newest KEEP turns now (default memory.keep_recent); FOCUS: "
                                "what to keep in detail (/compact 10 retry logic, or keep=10)",
+    "/uncompact": "undo the last compaction: the model sees its turns again as before it (automatic compaction "
+                  "then waits until the request would not fit the window)",
+    "/frontier": "where the work stands, from the log: the user's words, plan, decisions, files, last failure",
     "/archive": "summarize this session and move it to the archive; a new session starts",
     "/undo": "restore the files the last turn that changed any changed (refused if someone else changed one since)",
     "/rewind N [files|conversation|both]": "back to before user turn N (default both; the log keeps every line)",
@@ -250,6 +254,29 @@ def _compact(agent: Agent, rest: str) -> SlashResult:
     return SlashResult(outcome.describe(), outcome.ok or outcome.status == "nothing")
 
 
+def _uncompact(agent: Agent, rest: str) -> SlashResult:
+    if rest:
+        raise WorkstationError("usage: /uncompact (no arguments: undoes the compaction in force)")
+    agent._idle("/uncompact")
+    record = uncompact(agent.session)
+    first, last = record["turns"]
+    span = f"turn {last}" if first == last else f"turns {first}–{last}"
+    return SlashResult(f"undid the compaction of {span}: the model sees them again as it did before it, and the next "
+                       f"request continues the last one sent before it (a warm prompt cache still serves it); "
+                       f"{record['held']} (/compact still runs when asked)", action="rewound")
+
+
+def _frontier(agent: Agent, rest: str) -> SlashResult:
+    if rest:
+        raise WorkstationError("usage: /frontier (no arguments)")
+    view = agent.session.read()
+    text = frontier(view, counter=agent.session.counter).render()
+    compact = seen(view).last_compact()
+    if compact is not None and compact.get("replaced"):
+        text += f"\n### The newest compaction replaced\n{describe_replaced(compact['replaced'])} (recall turn=N)"
+    return SlashResult(text)
+
+
 def _commit(agent: Agent, rest: str) -> SlashResult:
     agent.ctx.reindex()
     commit = commit_session(agent.ws, agent.session, rest or None, model=agent.model_name)
@@ -370,6 +397,8 @@ _HANDLERS: dict[str, Callable[[Agent, str], SlashResult]] = {
     "/pin": _pin,
     "/reflect": _reflect,
     "/compact": _compact,
+    "/uncompact": _uncompact,
+    "/frontier": _frontier,
     "/archive": _archive,
     "/undo": _undo,
     "/rewind": _rewind,

@@ -41,8 +41,8 @@ def _warn(line: str) -> None:
 
 @click.group("session")
 def session_group() -> None:
-    """Session logs: list, show, compact, commit, archive, restore, export, search, undo, rewind, fork,
-    diff."""
+    """Session logs: list, show, compact, uncompact, frontier, commit, archive, restore, export, search, undo,
+    rewind, fork, diff."""
 
 
 team_option = click.option("--team", is_flag=True,
@@ -195,6 +195,46 @@ def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> N
         return
     click.echo(f"compacted {result.span()} of {slug} with {result.model} "
                f"in {result.duration_s:.1f}s (record {result.record['id']})")
+
+
+@session_group.command("uncompact")
+@click.argument("slug")
+@json_option
+@pass_workspace
+def uncompact_cmd(ws, slug: str, as_json: bool) -> None:
+    """Undo the compaction in force in SLUG: the model sees its turns again as before it (/uncompact)."""
+    from ..sessions import Session  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.compaction import uncompact  # lazy: the sessions package, ~60 ms on --help
+
+    record = uncompact(Session.open(ws.paths, slug))
+    if as_json:
+        print_json({"slug": slug, "record_id": record["id"], "compact": record["compact"], "turns": record["turns"],
+                    "held": record["held"]})
+        return
+    first, last = record["turns"]
+    click.echo(f"undid the compaction of turns {first}–{last} of {slug} (record {record['compact']}): the model "
+               f"sees them again as before it; {record['held']}")
+
+
+@session_group.command("frontier")
+@click.argument("slug")
+@click.option("--budget", type=click.IntRange(min=64), default=None,
+              help="Tokens of the user's messages to keep (default 2,000).")
+@json_option
+@pass_workspace
+def frontier_cmd(ws, slug: str, budget: int | None, as_json: bool) -> None:
+    """Where the work of SLUG stands, from its log alone: the user's words, the plan, decisions, pins and
+    instructions in force, the files changed, the last failure, open questions (/frontier)."""
+    from ..sessions.catalog import load  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.frontier import USER_BUDGET, frontier  # lazy: the sessions package, ~60 ms on --help
+
+    view, _where = load(ws.paths, slug)
+    _warn_problems(view)
+    found = frontier(view, budget=budget or USER_BUDGET)
+    if as_json:
+        print_json({"slug": slug, **found.as_dict()})
+    else:
+        click.echo(safe(found.render()))
 
 
 @session_group.command("commit")

@@ -56,7 +56,7 @@ from ..agent.filetools import ReadLedger
 from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
 from ..errors import WorkstationError
 from ..sandbox import Policy
-from ..sessions.context import fetch_original
+from ..sessions.recall import recall
 from ..sessions.log import Session, new_record_id
 
 if TYPE_CHECKING:
@@ -74,6 +74,41 @@ Read surgically: file_meta gives a file's map (symbols with their line ranges) f
 tokens; then read_lines only the range you need. find, impact and grep locate code and call sites \
 without reading files. An edit (replace_lines) needs your own earlier read of the file (read_lines or \
 file_meta) in this session, of the content now on disk. Decisions and memory persist across sessions."""
+
+
+FRONTIER_URI = "workstation://frontier"  # the newest session's frontier ("where are we")
+FRONTIER_TEMPLATE = "workstation://sessions/{slug}/frontier"
+_FRONTIER_OF = re.compile(r"^workstation://sessions/([^/]+)/frontier$")
+
+
+def frontier_text(workspace: "Workspace", slug: str | None = None, *, exclude: str | None = None) -> tuple[str, str]:
+    """(slug, its frontier as markdown: sessions.frontier) of session `slug`, or of the workspace's session
+    written to last that holds a turn (not `exclude`, the asking client's own)."""
+    from ..sessions.catalog import last_session, load  # lazy: the catalog, only when a frontier is asked for
+    from ..sessions.frontier import frontier  # lazy: as the catalog above
+
+    if not slug:
+        info = last_session(workspace.paths, exclude=exclude)
+        if info is None:
+            raise WorkstationError("no session of this workspace has a turn yet")
+        slug = info.slug
+    view, _where = load(workspace.paths, slug)
+    return slug, f"# Session {slug}\n\n" + frontier(view).render()
+
+
+def frontier_tool(workspace: "Workspace") -> Tool:
+    """The `frontier` tool: where a session of the workspace stands, for another agent asking "where are we"."""
+    def run(ctx: ToolContext, session: Any = None) -> ToolResult:
+        if session is not None and not isinstance(session, str):
+            raise WorkstationError("session must be a session's name (a string)")
+        slug, text = frontier_text(workspace, session, exclude=ctx.session)
+        return ToolResult(scrub.mask(text), data={"session": slug})
+
+    return Tool("frontier", "Where the work of a workstation session stands, from its log alone: the user's messages "
+                "in their words, the plan and its step in progress, decisions, pins and instructions in force, the "
+                "files changed and their state, the last failing command, open questions. Without `session`, the "
+                "session written to last.", {"type": "object", "properties": {"session": {"type": "string"}},
+                                              "required": []}, run, QUERY)
 
 
 def served_tools(read_only: bool = False) -> dict[str, Tool]:
@@ -102,7 +137,7 @@ class ClientState:
     def recall(self, record_id: str) -> str:
         if self.session is None:
             raise WorkstationError("nothing to recall: this client has no session yet")
-        return str(fetch_original(self.session, record_id).get("content") or "")
+        return recall(self.session, record_id)  # a record id, or a turn number
 
     def close(self) -> None:
         if self.memory is not None:
@@ -117,6 +152,7 @@ class Service:
         self.read_only = read_only
         self.transport = transport
         self.tools = served_tools(read_only)
+        self.tools["frontier"] = frontier_tool(workspace)  # this server's own: the agent has /frontier
         # what a client's calls may write: the workspace's policy, as the agent's (its `protected` field)
         self.policy = Policy.for_workspace(workspace.paths, workspace.config.agent, workspace.config.model.api_key_env)
         self._clients: dict[str, ClientState] = {}
@@ -233,8 +269,38 @@ class Service:
             return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
                                         is_error=not result.ok)
 
+        async def list_resources(ctx, params) -> types.ListResourcesResult:
+            return types.ListResourcesResult(resources=[types.Resource(
+                uri=FRONTIER_URI, name="frontier", title="Where are we",
+                description="Where the work of the session written to last stands (the frontier, from its log)",
+                mime_type="text/markdown")])
+
+        async def list_templates(ctx, params) -> types.ListResourceTemplatesResult:
+            return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+                uri_template=FRONTIER_TEMPLATE, name="session-frontier", title="Where a session stands",
+                description="The frontier of one session of this workspace, by its name", mime_type="text/markdown")])
+
+        async def read_resource(ctx, params) -> types.ReadResourceResult:
+            from mcp.shared.exceptions import MCPError  # lazy: with the SDK above
+
+            uri = str(params.uri)
+            found = _FRONTIER_OF.match(uri)
+            if uri != FRONTIER_URI and found is None:
+                raise MCPError(-32002, f"no resource {uri[:200]!r}: this server has {FRONTIER_URI} and "
+                                       f"{FRONTIER_TEMPLATE}")
+            state = self.client(*_client_identity(ctx, self.transport))
+            try:
+                _slug, text = await anyio.to_thread.run_sync(
+                    lambda: frontier_text(self.ws, found.group(1) if found else None,
+                                          exclude=state.session.slug if state.session else None))
+            except WorkstationError as err:
+                raise MCPError(-32002, str(err)) from None
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=uri, mime_type="text/markdown", text=scrub.mask(text))])
+
         return Server("workstation", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                      on_call_tool=call_tool)
+                      on_call_tool=call_tool, on_list_resources=list_resources,
+                      on_list_resource_templates=list_templates, on_read_resource=read_resource)
 
 
 def _client_identity(ctx, transport: str) -> tuple[str, str, str]:

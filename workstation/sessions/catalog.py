@@ -254,6 +254,10 @@ def export_markdown(slug: str, view: LogView, state: str) -> str:
                     f"`{record['id']}`", ""]
             out += ["> " + line if line else ">" for line in str(record.get("summary", "")).splitlines()]
             out.append("")
+        elif kind == "uncompact":
+            span = "–".join(str(n) for n in (record.get("turns") or ["?"])[:2])
+            out += [f"*/uncompact: the summary `{record.get('compact')}` of turns {span} undone; the model "
+                    "sees those turns again*", ""]
         elif kind == "redaction":
             ids = ", ".join(f"`{t.get('id')}`" for t in record.get("targets") or ())
             out += [f"*Redacted from the model's context from here on: {ids}*", ""]

@@ -19,6 +19,7 @@ it was or with one complete record more.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -29,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
-from .context import assemble, covered_count, memory_of, seen, update_text
-from .log import CLAIM_WAIT_S, Claim, LogView, Session, TokenCounter, tool_call_arguments
+from .context import assemble, covered_count, current_epoch, memory_of, seen, uncompact_held, update_text
+from .log import (CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, default_counter,
+                  tool_call_arguments)
 from .plan import current as current_plan, render as render_plan
 from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
 
@@ -156,6 +158,9 @@ def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep:
     cut = cut_keeping(live, keep_n)
     if force:
         reason = "manual"
+    elif uncompact_held(view) is not None and not (
+            window_tokens and _over_window(view, config, window_tokens, counter)):
+        return None  # the user undid the last compaction: automatic compaction waits until it must
     elif count_turns(live) >= memory.compact_threshold:
         reason = "threshold"
     elif window_tokens and _over_token_guard(view, config, window_tokens, counter):
@@ -177,6 +182,19 @@ def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
     """The agent's plan in force after record `last_id` (sessions.plan)."""
     upto = next((i for i, r in enumerate(view.records) if r.get("id") == last_id), len(view.records) - 1)
     return current_plan(view.records[: upto + 1])
+
+
+def _over_window(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:
+    """Whether the next request (the epoch's head and tool schemas, the summary, the turns: `view` is the model's
+    view) no longer fits the window, less the room a request keeps for the reply (agent.context.reply_reserve)."""
+    counter = counter or default_counter()
+    epoch = current_epoch(view)
+    head = str(epoch.get("system") or "") if epoch else ""
+    tokens = assemble(view, config, system_prompt=head or None, counter=counter, epoch=epoch).tokens
+    if epoch and epoch.get("tool_schemas"):
+        tokens += counter(json.dumps(epoch["tool_schemas"]))
+    reserve = min(4096, max(256, window_tokens // 4))
+    return tokens > window_tokens - reserve
 
 
 def _over_token_guard(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:
@@ -603,14 +621,105 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
             and last["id"] in live
 
     return session.append_if(
-        still_uncovered, "compact", summary=summary, sections=sections, files=files, covers=covers,
-        folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
+        still_uncovered, "compact", replaced=replaced_by(plan), summary=summary, sections=sections, files=files,
+        covers=covers, folds=expected_previous, model=model, reason=plan.reason, tokens_in=usage["tokens_in"],
         tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"], calls=usage["calls"],
         duration_ms=int(elapsed * 1000), focus=plan.focus or None,
         cache_read_tokens=usage.get("cache_read_tokens") or None,
         cache_creation_tokens=usage.get("cache_creation_tokens") or None,
         cache_creation_1h_tokens=usage.get("cache_creation_1h_tokens") or None,
         cached_history=usage.get("cached_history"))
+
+
+READING_TOOLS = ("read_lines", "file_meta", "read_file", "Read", "view", "open")
+MAX_LISTED_OUTPUTS = 20
+
+
+def replaced_by(plan: CompactPlan) -> dict:
+    """What this compaction's summary replaces in the model's context (the compact record's `replaced`): the
+    turns it newly folds in, the tool calls made in them by name, the files read and the largest outputs.
+    `recall` with a turn number (or an output's record id) returns any of it whole from the log."""
+    calls: dict[str, int] = {}
+    read: dict[str, None] = {}
+    outputs = []
+    by_call = {}
+    for number, record in zip(plan.numbers or [plan.first_turn] * len(plan.turns), plan.turns):
+        for call in record.get("tool_calls") or ():
+            calls[str(call.get("name"))] = calls.get(str(call.get("name")), 0) + 1
+            by_call[call.get("id")] = call
+            if call.get("name") in READING_TOOLS:
+                args = tool_call_arguments(call)
+                path = next((args[k] for k in ("path", "file_path") if isinstance(args.get(k), str)), None)
+                if path:
+                    read.setdefault(path, None)
+        if record["type"] == "tool":
+            outputs.append({"id": record["id"], "turn": number, "name": record.get("name") or "tool",
+                            "chars": len(str(record.get("content") or ""))})
+    largest = sorted(outputs, key=lambda o: -o["chars"])[:MAX_LISTED_OUTPUTS]
+    return {"turns": [plan.first_turn, plan.last_turn], "partial": plan.partial, "records": len(plan.turns),
+            "tool_calls": dict(sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "files_read": list(read)[:MAX_LISTED_FILES], "outputs": len(outputs),
+            "output_chars": sum(o["chars"] for o in outputs), "largest": largest}
+
+
+def describe_replaced(replaced: dict) -> str:
+    """One line of a compact record's `replaced`: `turns 3–12: 41 tool calls (read_lines ×20, grep ×9, …),
+    12 files read, 38 outputs of 210,400 chars (largest: read_lines 40,210 chars, turn 7)`."""
+    turns = replaced.get("turns") or [0, 0]
+    span = f"turn {turns[0]}" if turns[0] == turns[-1] else f"turns {turns[0]}–{turns[-1]}"
+    calls = replaced.get("tool_calls") or {}
+    named = ", ".join(f"{name} ×{n}" for name, n in list(calls.items())[:5]) + (", …" if len(calls) > 5 else "")
+    text = f"{span}: {sum(calls.values())} tool calls" + (f" ({named})" if named else "")
+    text += f", {len(replaced.get('files_read') or ())} files read"
+    text += f", {replaced.get('outputs', 0)} outputs of {replaced.get('output_chars', 0):,} chars"
+    largest = replaced.get("largest") or []
+    if largest:
+        top = largest[0]
+        text += f" (largest: {top.get('name')} {top.get('chars', 0):,} chars, turn {top.get('turn')})"
+    return text
+
+
+def compaction_marks(records: list[dict]) -> dict[str, dict]:
+    """compact record id -> how the timeline marks it: `span` (the turns it newly folded in), `replaced`
+    (describe_replaced), `undone` (what undid it: an uncompact record) when one did."""
+    undone = {r.get("compact"): r for r in records if r["type"] == "uncompact"}
+    marks = {}
+    for record in records:
+        if record["type"] != "compact":
+            continue
+        replaced = record.get("replaced") or {}
+        covers = record.get("covers") or {}
+        turns = replaced.get("turns") or [covers.get("new_first_turn") or 1, covers.get("last_turn") or 0]
+        marks[record["id"]] = {
+            "span": f"turn {turns[0]}" if turns[0] == turns[-1] else f"turns {turns[0]}–{turns[-1]}",
+            "replaced": describe_replaced(replaced) if replaced else "(logged before compactions listed it)",
+            "undone": "undone by /uncompact" if record["id"] in undone else ""}
+    return marks
+
+
+def uncompact(session: Session) -> dict:
+    """Undo the compaction in force (`/uncompact`, `session uncompact`): an `uncompact` record naming it puts
+    the epoch before it back (sessions.context.seen), and holds compaction nobody asked for until the request
+    would no longer fit the window. Raises SessionError when no compaction is in force."""
+    problem: list[str] = []
+
+    def make(view: LogView) -> list[dict]:
+        model_view = seen(view)
+        compact = model_view.last_compact()
+        if compact is None:
+            problem.append(f"nothing to uncompact: no compaction of {session.slug} is in force")
+            return []
+        covers = compact.get("covers") or {}
+        epochs = [r["id"] for r in model_view.records if r["type"] == "epoch" and r.get("summary") == compact["id"]]
+        turns = [int(covers.get("new_first_turn") or covers.get("first_turn") or 1), int(covers.get("last_turn") or 0)]
+        return [session._make("uncompact", {
+            "compact": compact["id"], "epochs": epochs, "turns": turns, "tokens": 0,
+            "held": "automatic compaction waits until the request would no longer fit the window"})]
+
+    written = session.append_from(make)[1]
+    if not written:
+        raise SessionError(problem[0] if problem else f"nothing to uncompact in {session.slug}")
+    return written[0]
 
 
 def _record_event(episodic: Episodic, result: CompactResult, usage: dict | None, before: int, after: int) -> None:

@@ -131,8 +131,11 @@ def seen(view: LogView) -> LogView:
     """The log as the model knows it: a `rewind` record with `conversation` takes the turns from its
     `to` record up to itself out of the model's view (the lines stay), and with them every compact
     record whose summary covers one of those turns (an older summary that stops before them stands
-    in again). Compaction plans over this view too, so a later summary never brings them back."""
-    if not any(r["type"] == "rewind" and r.get("conversation") for r in view.records):
+    in again). An `uncompact` record takes out the compact record it names, the epochs written for that
+    summary and the redactions made within them: the epoch before the compaction is in force again, so
+    the next request continues the one sent before the compaction byte for byte. Compaction plans over
+    this view too, so a later summary never brings them back."""
+    if not any((r["type"] == "rewind" and r.get("conversation")) or r["type"] == "uncompact" for r in view.records):
         return view
     kept: list[dict] = []
     for record in view.records:
@@ -143,8 +146,24 @@ def seen(view: LogView) -> LogView:
                 kept = kept[:at] + [k for k in kept[at:] if k["type"] not in TURN_TYPES]
                 kept = [k for k in kept if k["type"] != "compact"
                         or (k.get("covers") or {}).get("last_id") not in gone]
+        elif record["type"] == "uncompact":
+            undone = record.get("compact")
+            epochs = {k["id"] for k in kept if k["type"] == "epoch" and k.get("summary") == undone}
+            kept = [k for k in kept if k["id"] != undone and k["id"] not in epochs
+                    and not (k["type"] == "redaction" and k.get("epoch") in epochs)]
         kept.append(record)
     return LogView(kept, list(view.problems), view.size)
+
+
+def uncompact_held(view: LogView) -> dict | None:
+    """The `uncompact` record that holds automatic compaction (`view`: the model's view): the newest, when no
+    compaction came after it. Compaction nobody asked for waits until the request would not fit the window."""
+    for record in reversed(view.records):
+        if record["type"] == "compact":
+            return None
+        if record["type"] == "uncompact":
+            return record
+    return None
 
 
 def due_redactions(view: LogView, config: Config) -> list[str]:

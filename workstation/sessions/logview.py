@@ -10,7 +10,8 @@ from typing import Any, Iterable
 
 FORMAT_VERSION = 1
 TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
-RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind", "epoch", "command"}
+RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind", "epoch", "command",
+                             "uncompact"}
 
 
 # --------------------------------------------------------------------------- reading
@@ -89,7 +90,9 @@ _RECORD_FIELDS: dict[str, dict[str, Any]] = {
     "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
                 "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
                 "calls": _NUMBER, "duration_ms": _NUMBER, "cache_read_tokens": _NUMBER,
-                "cache_creation_tokens": _NUMBER, "cache_creation_1h_tokens": _NUMBER, "cached_history": bool},
+                "cache_creation_tokens": _NUMBER, "cache_creation_1h_tokens": _NUMBER, "cached_history": bool,
+                "replaced": dict},
+    "uncompact": {"compact": str, "epochs": list, "turns": list, "held": str},
     "redaction": {"targets": list, "at_turn": int, "epoch": str},
     "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
     "intent": {"turn": str, "path": str, "exists": bool, "after": str},

@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 TIMELINE_LIMIT = 2000
 PREVIEW_LINES = 80
 # slash commands that change the session itself: never while a turn writes to it
-SESSION_COMMANDS = frozenset({"/archive", "/new", "/clear", "/compact", "/pin"})
+SESSION_COMMANDS = frozenset({"/archive", "/new", "/clear", "/compact", "/uncompact", "/pin"})
 WORKING = "the agent is working: escape stops it"
 SESSION_CHANGE_WAIT_S = 30.0  # a message sent while the session changes waits this long to land in the new one
 TEAM_BADGE_S = 2.0  # how often the status line's team badge looks at the sync state the sidecar notes
@@ -572,13 +572,25 @@ class LiveBackend:
         ltm = [_ltm_entry(row) for row in memory.list("ltm", limit=1000)]
         self._ui(pane.set_entries, "stm", stm)
         self._ui(pane.set_entries, "ltm", ltm)
+        self._ui(pane.set_frontier, self.frontier_text())
+
+    def frontier_text(self) -> str:
+        """Where the session's work stands (sessions.frontier), "" before its first turn: the memory pane's tab."""
+        from ..sessions.frontier import frontier  # lazy: the sessions stack; off the first paint
+
+        found = frontier(self.agent.session.read(), counter=self.agent.session.counter)
+        return found.render() if found.turn else ""
 
     def refresh_timeline(self) -> None:
         from ..sessions.turns import taken_back  # lazy: the sessions stack, +32 ms; off the first paint
 
+        from ..sessions.compaction import compaction_marks  # lazy: loaded with the sessions stack above
+
         events = self.agent.memory.episodic.query(session=self.agent.session.slug, limit=TIMELINE_LIMIT)
-        marks = taken_back(self.agent.session.read().records)
-        rows = [timeline_row(e, marks) for e in reversed(events) if e["type"] != "op_start"]
+        records = self.agent.session.read().records
+        marks = taken_back(records)
+        compactions = compaction_marks(records)
+        rows = [timeline_row(e, marks, compactions) for e in reversed(events) if e["type"] != "op_start"]
         self._ui(self.app.timeline.set_events, rows)
         self._ui(self.app.memory.set_events, rows)
 
@@ -617,16 +629,24 @@ class LiveBackend:
         atomic_write(path, tomlkit.dumps(doc).encode())
 
 
-def timeline_row(event: dict, marks: dict | None = None) -> dict:
+def timeline_row(event: dict, marks: dict | None = None, compactions: dict | None = None) -> dict:
     """An episodic event as the timeline shows it: the turn it became (`data.turn_id`), its outcome, and
-    what took that turn back (`marks`: sessions.turns.taken_back of the session's log)."""
+    what took that turn back (`marks`: sessions.turns.taken_back of the session's log); a compaction, what
+    its summary replaced and whether /uncompact undid it (`compactions`: sessions.compaction.compaction_marks)."""
     data = dict(event.get("data") or {})
     turn_id = str(data.pop("turn_id", "") or "")
+    name = event.get("name", "")
     if event.get("ok") is not None:
         data["ok"] = event["ok"]
     if marks and turn_id in marks:
         data["taken_back"] = marks[turn_id].describe()
-    return {"ts": event["ts"], "type": event["type"], "name": event.get("name", ""),
+    mark = (compactions or {}).get(str(data.get("record_id") or "")) if event["type"] == "compaction" else None
+    if mark is not None:
+        name = f"⊟ {mark['span']}"  # the summarized turns; the details say what they held
+        data["replaced"] = mark["replaced"]
+        if mark.get("undone"):
+            data["taken_back"] = mark["undone"]
+    return {"ts": event["ts"], "type": event["type"], "name": name,
             "duration_ms": event.get("duration_ms"),
             "tokens": (event.get("tokens_in") or 0) + (event.get("tokens_out") or 0) or None,
             "id": event["id"], "turn_id": turn_id, "session": event.get("session", ""), "details": data,

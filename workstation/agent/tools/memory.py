@@ -8,8 +8,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...errors import WorkstationError
-from .base import (BOOL, MEMORY, NOTHING, QUERY, STR, TIER, Call, Meaning, Tool, ToolContext, ToolResult, as_text,
-                   cap, params)
+from .base import (BOOL, INT, MEMORY, NOTHING, QUERY, STR, TIER, Call, Meaning, Tool, ToolContext, ToolResult,
+                   as_int, as_text, cap, params)
 
 if TYPE_CHECKING:
     from ...memory import Memory
@@ -110,7 +110,14 @@ def _reflect(ctx: ToolContext, name: str, all_sessions: Any = False) -> ToolResu
     return ToolResult(cap(render_rows(rows)), data={"rows": len(rows)})
 
 
-def _recall(ctx: ToolContext, record_id: str) -> ToolResult:
+def _recall(ctx: ToolContext, record_id: Any = None, turn: Any = None) -> ToolResult:
+    """A record by id, or a whole turn by number (one a compaction replaced: its summary's `replaced` and the
+    frontier name them)."""
+    if (record_id is None) == (turn is None):
+        raise WorkstationError("recall takes record_id or turn, one of them")
+    if turn is not None:
+        number = as_int("turn", turn)
+        return ToolResult(cap(ctx.recall(str(number))), data={"turn": number})
     return ToolResult(cap(ctx.recall(as_text("record_id", record_id))), data={"record_id": record_id})
 
 
@@ -130,6 +137,6 @@ TOOLS = [
     Tool("reflect", "A named reflection query over your own history (e.g. reads_avoided, tool_errors, "
          "hit_rate, decision_reuse); all_sessions widens it to the workspace.",
          params(["name"], name=STR, all_sessions=BOOL), _reflect, QUERY),
-    Tool("recall", "The original text of a redacted tool output, by the record id its marker names.",
-         params(["record_id"], record_id=STR), _recall, QUERY),
+    Tool("recall", "The original text of a redacted tool output, by the record id its marker names; or a whole "
+         "turn a compaction replaced, by its number.", params([], record_id=STR, turn=INT), _recall, QUERY),
 ]

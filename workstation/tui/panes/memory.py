@@ -3,7 +3,8 @@
 Data down: `set_entries(tier, entries)`, `upsert(tier, entry)` and
 `delete_entry(tier, key, namespace)` for "stm" and "ltm" (MemoryEntry);
 `set_events(events)` / `append_events(events)` for "episodic" (TimelineEvent);
-`set_filter(text)`, `show_tier(tier)`.
+`set_frontier(text)`: where the session's work stands (sessions.frontier), a fourth tab that appears once
+given; `set_filter(text)`, `show_tier(tier)`.
 Messages up: `EditRequested(tier, key, value, namespace)` after the edit modal
 (enter on an STM/LTM row, or `n` for a new entry). The pane does not change its
 own rows: the backend writes, then calls `upsert`.
@@ -25,6 +26,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
 from ..messages import BackendRequest
@@ -38,6 +40,7 @@ COLUMNS = {
     "episodic": ("time", "type", "name", "duration", "tokens"),
 }
 TITLES = {"stm": "STM", "ltm": "LTM", "episodic": "Episodic"}
+FRONTIER = "frontier"  # not a memory tier: the session's frontier, derived from its log
 VALUE_CHARS = 48
 MAX_EPISODIC_ROWS = 2000  # the newest; the timeline and `workstation reflect` see them all
 
@@ -72,9 +75,11 @@ class TierBar(Static):
             super().__init__()
             self.tier = tier
 
+    frontier: reactive[bool] = reactive(False)  # the Frontier tab shows once the backend gave one
+
     def render(self) -> Content:
         parts = []
-        for tier, title in TITLES.items():
+        for tier, title in [*TITLES.items(), *([(FRONTIER, "Frontier")] if self.frontier else [])]:
             if tier == self.active:  # not a link: link colours would override the highlight
                 parts.append(Content.styled(title, "bold underline $text-primary"))
             else:
@@ -99,6 +104,8 @@ class MemoryPane(DeferredPane):
         #memory-filter { border: none; height: 1; padding: 0 1; background: $panel; }
         #memory-filter:focus { background: $surface; }
         #memory-table { height: 1fr; background: $surface; }
+        #memory-frontier { height: 1fr; background: $surface; display: none; }
+        #memory-frontier-text { padding: 0 1; }
         #memory-status { height: 1; color: $text-muted; padding: 0 1; }
     }
     """
@@ -122,6 +129,7 @@ class MemoryPane(DeferredPane):
         self._filter_text = ""  # as typed
         self._tier = "stm"
         self._cursor = {tier: 0 for tier in MEMORY_TIERS}
+        self._frontier = ""  # the session's frontier as text ("": none given: no tab)
 
     def compose_body(self) -> ComposeResult:
         yield Input(self._filter_text, placeholder="/ filter keys and values", id="memory-filter")
@@ -129,9 +137,12 @@ class MemoryPane(DeferredPane):
         tabs.active = self._tier
         yield tabs
         yield DataTable(id="memory-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="memory-frontier"):
+            yield Static("", id="memory-frontier-text", markup=False)
         yield Static("", id="memory-status", markup=False)
 
     def on_built(self) -> None:
+        self.query_one(TierBar).frontier = bool(self._frontier)
         self._redraw()
 
     @property
@@ -143,11 +154,12 @@ class MemoryPane(DeferredPane):
         return self._tier
 
     def show_tier(self, tier: str) -> None:
-        tier = _tier(tier)
+        tier = tier if tier == FRONTIER and self._frontier else _tier(tier)
         if tier == self._tier:
             return
         if self.built:
-            self._cursor[self._tier] = self.table.cursor_row
+            if self._tier != FRONTIER:
+                self._cursor[self._tier] = self.table.cursor_row
             self.query_one(TierBar).active = tier
         self._tier = tier
         self._redraw()
@@ -210,6 +222,21 @@ class MemoryPane(DeferredPane):
                     self.table.add_row(*self._cells("episodic", event))
         self._update_status()
 
+    def set_frontier(self, text: str) -> None:
+        """Where the session's work stands (sessions.frontier.Frontier.render); its tab shows from now on."""
+        self._frontier = text
+        if self.built:
+            self.query_one(TierBar).frontier = bool(text)
+            if self._tier == FRONTIER:
+                self._redraw()
+
+    def frontier_text(self) -> str:
+        """The frontier's lines that pass the filter (all of them without one)."""
+        if not self._filter:
+            return self._frontier
+        return "\n".join(line for line in self._frontier.splitlines()
+                         if line.startswith("#") or self._filter in line.lower())
+
     def set_filter(self, text: str) -> None:
         if self.built:
             self.query_one("#memory-filter", Input).value = text  # Input.Changed redraws
@@ -228,6 +255,13 @@ class MemoryPane(DeferredPane):
             return
         tier = self._tier
         table = self.table
+        showing = tier == FRONTIER
+        table.display = not showing
+        self.query_one("#memory-frontier").display = showing
+        if showing:
+            self.query_one("#memory-frontier-text", Static).update(self.frontier_text())
+            self._update_status()
+            return
         table.clear(columns=True)
         for column in COLUMNS[tier]:
             table.add_column(column, key=column)
@@ -292,7 +326,7 @@ class MemoryPane(DeferredPane):
     @on(DataTable.RowSelected, "#memory-table")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         tier = self._tier
-        if tier == "episodic" or event.row_key.value is None:
+        if tier in ("episodic", FRONTIER) or event.row_key.value is None:
             return
         entry = self._entries[tier].get(event.row_key.value)
         if entry is None:
@@ -300,19 +334,19 @@ class MemoryPane(DeferredPane):
         where = f"{entry.namespace}/{entry.key}" if entry.namespace else entry.key
         self._edit(tier, f"Edit {TITLES[tier]} · {where}", entry.key, entry.value, entry.namespace)
 
-    def focus_target(self) -> DataTable:
-        return self.table
+    def focus_target(self):
+        return self.query_one("#memory-frontier") if self._tier == FRONTIER else self.table
 
     def action_focus_filter(self) -> None:
         if self.built:
             self.query_one("#memory-filter", Input).focus()
 
     def action_cycle_tier(self, step: int) -> None:
-        tiers = list(MEMORY_TIERS)
+        tiers = list(MEMORY_TIERS) + ([FRONTIER] if self._frontier else [])
         self.show_tier(tiers[(tiers.index(self._tier) + step) % len(tiers)])
 
     def action_new_entry(self) -> None:
-        tier = self._tier if self._tier != "episodic" else "stm"
+        tier = self._tier if self._tier in ("stm", "ltm") else "stm"
         self._edit(tier, f"New {TITLES[tier]} entry", "", None, "", new=True)
 
     def _edit(self, tier: str, title: str, key: str, value: Any, namespace: str,
@@ -328,6 +362,9 @@ class MemoryPane(DeferredPane):
         for tier, title in TITLES.items():
             yield (f"Memory: show {title}", f"Switch to the {title} table",
                    lambda tier=tier: (self.show_tier(tier), self.focus_body()))
+        if self._frontier:
+            yield ("Memory: show the frontier", "Where the work stands: the user's words, plan, files, last failure",
+                   lambda: (self.show_tier(FRONTIER), self.focus_body()))
         yield "Memory: new entry", "Add a key to STM or LTM", self.action_new_entry
 
 

@@ -7,6 +7,8 @@ Messages up: `EventSelected(event)` on enter or click (the app moves the chat to
 A failed event (a tool call that failed, a model call that errored or was
 stopped) is marked ✗ in the name column and in the details; one whose turn a
 rewind or undo took back (`details["taken_back"]`) is marked ↶ and dimmed. A
+compaction is marked ⊟ with the turns it summarized (its name), in bold, and its details say what
+its summary replaced (`details["replaced"]`); one /uncompact undid is marked ↶ too. A
 sub-agent's events (its flow, agent/subagent.py) are nested under the task call
 that ran it: their name is indented one step per level, behind `↳`.
 
@@ -200,6 +202,8 @@ class TimelinePane(DeferredPane):
         if event.details.get("new_errors"):  # an edit the language server found errors in (workstation.lsp)
             name = Text(f"⚠{event.details['new_errors']} ",
                         foreground_only(self.get_component_rich_style("timeline--failed"))).append_text(name)
+        if event.type == "compaction" and event.details.get("replaced"):  # what its summary replaced: the details
+            name.stylize("bold")
         if taken_back(event):  # a rewind or undo took its turn back: marked by shape, dimmed
             name = Text.assemble("↶ ", name, style="dim")
         return (event_time(event.ts)[:8], event.type, name, human_duration(event.duration_ms),
