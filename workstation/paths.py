@@ -9,6 +9,7 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 import socket
 import stat
 import struct
@@ -98,6 +99,20 @@ def _no_links_in(folder: Path, sockets: tuple[str, ...] = ()) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- programs
+
+def absolute_path_env(value: str | None = None) -> str:
+    """`value` (default: our PATH) with only its absolute entries: a relative one ("", ".", "bin") is looked
+    up from the current folder, which is a repository's, so a program it plants there would run as ours."""
+    value = os.environ.get("PATH", os.defpath) if value is None else value
+    return os.pathsep.join(entry for entry in value.split(os.pathsep) if os.path.isabs(entry))
+
+
+def find_program(name: str) -> str | None:
+    """The absolute path of program `name` found through the absolute entries of PATH only, or None."""
+    return shutil.which(name, path=absolute_path_env())
+
+
 # ---------------------------------------------------------------- whose state folder it is
 
 def _machine() -> bytes:
@@ -161,7 +176,10 @@ class _quiet:
         return kind is not None and issubclass(kind, OSError)
 
 
-def _git_tracked(root: Path, prefix: str) -> list[str]:
+MAX_GIT_INDEX = 256 << 20  # of git's index read: a monorepo's is tens of MB
+
+
+def git_tracked(root: Path, prefix: str) -> list[str]:
     """The paths under `prefix` (a folder, relative to `root`) that git's index holds, read from the index
     file itself (no git runs in a folder not yet trusted); [] where there is no index or it cannot be read."""
     git = root / ".git"
@@ -169,7 +187,11 @@ def _git_tracked(root: Path, prefix: str) -> list[str]:
         if git.is_file():  # a worktree or submodule: "gitdir: PATH"
             pointer = git.read_text(errors="replace").strip()
             git = (root / pointer.removeprefix("gitdir:").strip()) if pointer.startswith("gitdir:") else git
-        data = (git / "index").read_bytes()
+        fd = os.open(git / "index", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []  # a FIFO would hang the read, a device never end
+            data = fh.read(MAX_GIT_INDEX)
     except OSError:
         return []
     want = (prefix.rstrip("/") + "/").encode()
@@ -326,7 +348,7 @@ class Paths:
             shipped = os.path.lexists(self.state / ORIGIN_FILE)  # someone else's origin: nothing here is ours
             if not shipped:
                 rel = os.path.relpath(self.state, self.root)
-                tracked = [] if rel.startswith("..") else _git_tracked(self.root, rel)
+                tracked = [] if rel.startswith("..") else git_tracked(self.root, rel)
                 shipped = any(name.split("/")[rel.count("/") + 1] not in keep for name in tracked)
             moved: list[str] = []
             if shipped:

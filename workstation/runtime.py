@@ -104,7 +104,8 @@ class Workspace:
         from .sandbox import Policy  # lazy: the sandbox's probes, only once a server starts
 
         return LanguageServers(self.root, self.config.lsp,
-                               Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env))
+                               Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env),
+                               trusted=self.paths.trusted)
 
     def memory(self, session: str = "", flow: str = "main") -> "Memory":
         """The memory of one execution; stm and ltm reads are recorded as memory hits and misses."""

@@ -37,7 +37,7 @@ from typing import Any
 
 from .errors import WorkstationError
 from .fsutil import atomic_write
-from .paths import STATE_DIRNAME, Paths, origin, user_dir
+from .paths import STATE_DIRNAME, Paths, git_tracked, origin, user_dir
 
 # Keys a workspace's config may set before it is trusted (section -> keys). Any key not named here is
 # trust-gated, so a new key is gated until someone argues it safe here.
@@ -143,11 +143,17 @@ def digest(gated: dict[str, Any], files: dict[str, str] | None = None) -> str:
 
 def contents(root: Path) -> dict[str, str]:
     """The gated files of `root` (FILES) that exist: path -> the sha256 of what is in them now (a file that
-    cannot be read counts by its error, so that it can never match what was trusted)."""
+    cannot be read counts by its error, so that it can never match what was trusted). In a git work tree, a
+    file git does not track is the user's own (`.workstation/.gitignore` ignores it; a pull cannot bring
+    one without tracking it): it is pinned as such, so the user edits it without trusting again."""
     found: dict[str, str] = {}
-    for rel in FILES:
+    present = [rel for rel in FILES if os.path.lexists(root / rel)]
+    git = bool(present) and os.path.isdir(root / ".git")
+    tracked = set(git_tracked(root, STATE_DIRNAME)) if git else set()
+    for rel in present:
         path = root / rel
-        if not os.path.lexists(path):
+        if git and rel not in tracked:
+            found[rel] = "yours: not tracked by git"
             continue
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

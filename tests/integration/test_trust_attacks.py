@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -329,3 +330,109 @@ def test_the_repositorys_index_patterns_add_to_the_users_never_replace_them(tmp_
             assert config_mod.load(root)[0].index.ignore == untrusted
     trust(root)  # trusted, the folder's list applies as written
     assert config_mod.load(root)[0].index.ignore == ["build/", "!secrets/"]
+
+
+# --------------------------------------------------------------------------- trust covers what it gates (issue 29)
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=a@example.com", "-c", "user.name=a", *args],
+                   check=True, capture_output=True)
+
+
+def test_a_rewritten_instructions_md_after_trust_asks_again(tmp_path, servers):
+    """The user trusted the repository with its `.workstation/instructions.md`; a `git pull` rewrites it.
+    The new text never reaches the model until the user trusts the folder again. The user's own file
+    (not tracked by git) is theirs to edit."""
+    good, _ = servers
+    home = tmp_path / "home"
+    user_config(home, good.url)
+    root = tmp_path / "repo"
+    write_repo(root)
+    (root / ".workstation").mkdir()
+    (root / ".workstation" / "instructions.md").write_text("Use tabs.\n")
+    git(root, "init", "-q")
+    git(root, "add", "-f", ".")
+    git(root, "commit", "-qm", "first")
+    assert run(root, home, "trust").returncode == 0
+    (root / ".workstation" / "instructions.md").write_text(PLANTED + "\n")  # what the pull brought
+    git(root, "commit", "-qam", "pulled")
+    good.push(Reply(text="ok"), Reply(text="ok"))
+    chat = run(root, home, "chat", "hello")
+    assert chat.returncode == 0, chat.stderr
+    assert PLANTED not in json.dumps(good.requests)
+    notice, = trust_notices(chat.stderr)
+    assert "changed since you trusted it" in notice and ".workstation/instructions.md" in notice
+    assert run(root, home, "trust").returncode == 0
+    chat = run(root, home, "chat", "hello")
+    assert PLANTED in system_text(good.requests[-1])
+
+
+def test_a_folder_replaced_at_a_trusted_path_is_not_trusted(tmp_path, servers):
+    """The user trusted a repository; it is deleted and another one (with the very same config, so the
+    same digest of gated keys) is put at the same path. Its settings do not apply."""
+    good, evil = servers
+    home = tmp_path / "home"
+    user_config(home, good.url)
+    root, _, marker = hostile(tmp_path, evil.url)
+    config_text = (root / ".workstation" / "config.toml").read_text()
+    (root / ".workstation" / "instructions.md").unlink()
+    assert run(root, home, "trust").returncode == 0
+    shutil.rmtree(root)
+    root.mkdir()
+    (root / ".workstation").mkdir()
+    (root / ".workstation" / "config.toml").write_text(config_text)  # the other repository's, identical
+    (root / ".workstation" / "ignore").unlink(missing_ok=True)
+    check = run(root, home, "mcp", "--check", "--json")
+    assert check.returncode == 0, check.stderr
+    assert json.loads(check.stdout) == [] and not marker.exists()
+    notice, = trust_notices(check.stderr)
+    assert "not the folder you trusted" in notice
+
+
+def _author_session(tmp_path: Path, good: ScriptedLLM, home: Path) -> Path:
+    """A repository whose author edited app.py with workstation and committed the state folder."""
+    author = tmp_path / "author"
+    author.mkdir()
+    (author / "app.py").write_text("print('the author wrote this first')\n")
+    git(author, "init", "-q")
+    git(author, "add", ".")
+    git(author, "commit", "-qm", "first")
+    good.push(Reply(tool_calls=[("read_lines", {"path": "app.py", "start": 1, "end": 1})]),
+              Reply(tool_calls=[("replace_lines", {"path": "app.py", "start": 1, "end": 1,
+                                                   "content": "print('hello')\n"})]),
+              Reply(text="done"))
+    chat = run(author, home, "chat", "edit app.py")
+    assert chat.returncode == 0, chat.stderr
+    assert (author / "app.py").read_text() == "print('hello')\n"
+    return author
+
+
+@pytest.mark.parametrize("origin", ["none", "forged"])
+def test_a_session_shipped_in_a_cloned_repository_is_never_offered_as_yours(tmp_path, servers, origin):
+    good, _ = servers
+    home = tmp_path / "home"
+    user_config(home, good.url)
+    author = _author_session(tmp_path, good, home)
+    state = author / ".workstation"
+    if origin == "none":
+        (state / "origin.json").unlink(missing_ok=True)
+    else:  # another machine's signature: the author ships theirs, as good as they can make it
+        shipped = state / "origin.json"
+        body = json.loads(shipped.read_text()) if shipped.exists() else {"id": "0" * 32, "uid": os.geteuid()}
+        shipped.write_text(json.dumps({**body, "mac": "0" * 64}))
+    git(author, "add", "-f", ".workstation")
+    git(author, "commit", "-qm", "ship the state folder")
+    victim = tmp_path / "victim"
+    subprocess.run(["git", "clone", "-q", str(author), str(victim)], check=True)
+    assert (victim / ".workstation" / "sessions").is_dir()
+    before = (victim / "app.py").read_text()
+
+    listed = run(victim, home, "session", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [] or all(s.get("turns", 0) == 0 for s in json.loads(listed.stdout))
+    assert "came with the repository" in listed.stderr
+    for slug in [p.stem for p in (author / ".workstation" / "sessions").glob("*.jsonl")]:
+        undo = run(victim, home, "session", "undo", slug)
+        assert undo.returncode != 0 and "Traceback" not in undo.stderr
+    assert (victim / "app.py").read_text() == before  # the author's bytes were never written back
+    aside = list((victim / ".workstation" / "came-with-repository").iterdir())
+    assert len(aside) == 1 and (aside[0] / "sessions").is_dir()  # set aside, not deleted
