@@ -151,7 +151,8 @@ def origin(folder: Path) -> str | None:
 
 
 def _write_origin(folder: Path) -> str:
-    body = {"id": secrets.token_hex(16), "uid": os.geteuid(), "host": socket.gethostname(),
+    made = secrets.token_hex(16)
+    body: dict[str, object] = {"id": made, "uid": os.geteuid(), "host": socket.gethostname(),
             "made": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     body["mac"] = _signature(body)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".origin-")
@@ -165,7 +166,7 @@ def _write_origin(folder: Path) -> str:
         with _quiet():
             os.unlink(tmp)
         raise
-    return body["id"]
+    return made
 
 
 class _quiet:

@@ -419,20 +419,45 @@ def test_a_session_shipped_in_a_cloned_repository_is_never_offered_as_yours(tmp_
         shipped = state / "origin.json"
         body = json.loads(shipped.read_text()) if shipped.exists() else {"id": "0" * 32, "uid": os.geteuid()}
         shipped.write_text(json.dumps({**body, "mac": "0" * 64}))
-    git(author, "add", "-f", ".workstation")
+    git(author, "add", "-f", ".")  # the edit and the state folder
     git(author, "commit", "-qm", "ship the state folder")
     victim = tmp_path / "victim"
     subprocess.run(["git", "clone", "-q", str(author), str(victim)], check=True)
     assert (victim / ".workstation" / "sessions").is_dir()
     before = (victim / "app.py").read_text()
+    assert before == "print('hello')\n"
 
+    slugs = [p.stem for p in (author / ".workstation" / "sessions").glob("*.jsonl")]
+    assert slugs
+    for slug in slugs:
+        undo = run(victim, home, "session", "undo", slug)
+        assert "Traceback" not in undo.stderr
+        assert (victim / "app.py").read_text() == before  # the author's bytes were never written back
+        assert undo.returncode != 0
     listed = run(victim, home, "session", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == [] or all(s.get("turns", 0) == 0 for s in json.loads(listed.stdout))
-    assert "came with the repository" in listed.stderr
-    for slug in [p.stem for p in (author / ".workstation" / "sessions").glob("*.jsonl")]:
-        undo = run(victim, home, "session", "undo", slug)
-        assert undo.returncode != 0 and "Traceback" not in undo.stderr
-    assert (victim / "app.py").read_text() == before  # the author's bytes were never written back
+    assert json.loads(listed.stdout) == []
+    said = run(victim, home, "session", "list").stderr + undo.stderr
+    assert said.count("came with the repository") == 1, said  # named once, when set aside
     aside = list((victim / ".workstation" / "came-with-repository").iterdir())
     assert len(aside) == 1 and (aside[0] / "sessions").is_dir()  # set aside, not deleted
+
+
+def test_no_program_of_ours_is_found_through_a_relative_path_entry(tmp_path, monkeypatch):
+    """PATH begins with a relative entry (".", "node_modules/.bin"): the repository's planted `git` and
+    `bwrap` never run as ours (git runs in the workspace; bwrap is the sandbox itself)."""
+    from workstation import git as git_mod
+    from workstation.sandbox import bwrap
+
+    root = tmp_path / "repo"
+    write_repo(root)
+    marker = tmp_path / "PLANTED_RAN"
+    for name in ("git", "bwrap"):
+        (root / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 1\n")
+        (root / name).chmod(0o755)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PATH", f".{os.pathsep}{os.environ['PATH']}")
+    git_mod.Repo.find(root)
+    found = bwrap.available()
+    assert not marker.exists(), marker.read_text()
+    assert isinstance(found, str) or not str(found[0]).startswith(("./", "bwrap"))
