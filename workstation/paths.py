@@ -337,8 +337,8 @@ class Paths:
         cloned repository brought), named in one warning; the id of the folder. A folder without an origin
         (made before origins were kept) is taken as the user's unless git tracks state in it: what a
         repository ships is in its index, what we write is ignored (.gitignore `*`)."""
-        if origin(self.state) is not None:
-            return origin(self.state)
+        if (found := origin(self.state)) is not None:
+            return found
         fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # one process sets aside and signs; the others find it done

@@ -461,3 +461,38 @@ def test_no_program_of_ours_is_found_through_a_relative_path_entry(tmp_path, mon
     found = bwrap.available()
     assert not marker.exists(), marker.read_text()
     assert isinstance(found, str) or not str(found[0]).startswith(("./", "bwrap"))
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_git_index_is_read_in_every_version_to_tell_shipped_state(tmp_path, version):
+    """A state folder without an origin (made before origins were kept, or shipped without one) is the
+    user's unless git tracks state in it; git's index is read without running git, in each of its versions
+    (3: extended flags, here an intent-to-add entry; 4: names compressed against the one before)."""
+    from workstation.paths import Paths, git_tracked
+
+    root = tmp_path / "repo"
+    write_repo(root)
+    state = root / ".workstation"
+    (state / "sessions").mkdir(parents=True)
+    (state / "sessions" / "2026-01-01-planted.jsonl").write_text("{}\n")
+    (state / "config.toml").write_text("[agent]\nmax_steps = 5\n")
+    (root / "zz_new.py").write_text("x = 1\n")
+    git(root, "init", "-q")
+    git(root, "add", "-f", "pkg", ".workstation")
+    git(root, "add", "-N", "zz_new.py")
+    git(root, "update-index", "--index-version", str(version))
+    assert sorted(git_tracked(root, ".workstation")) == [".workstation/config.toml",
+                                                         ".workstation/sessions/2026-01-01-planted.jsonl"]
+    with pytest.warns(UserWarning, match="came with the repository"):
+        Paths.for_root(root).ensure()
+    assert not (state / "sessions" / "2026-01-01-planted.jsonl").exists()
+    assert (state / "config.toml").exists()  # the config stays where trust reads it
+    assert len(list((state / "came-with-repository").glob("*/sessions/2026-01-01-planted.jsonl"))) == 1
+    own = tmp_path / "own"  # the user's own folder made before origins: adopted, nothing moved
+    write_repo(own)
+    (own / ".workstation" / "sessions").mkdir(parents=True)
+    (own / ".workstation" / "sessions" / "mine.jsonl").write_text("{}\n")
+    git(own, "init", "-q")
+    git(own, "add", "pkg")
+    Paths.for_root(own).ensure()
+    assert (own / ".workstation" / "sessions" / "mine.jsonl").exists()
