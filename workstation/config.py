@@ -452,7 +452,8 @@ def validate(data: dict[str, Any], source: str = "config") -> Config:
 BUDGETS: dict[str, tuple[str, ...]] = {
     "model": ("timeout_s", "max_retries"),
     "index": ("max_file_bytes",),
-    "agent": ("command_timeout_s", "max_output_chars", "max_steps"),
+    "agent": ("command_timeout_s", "max_output_chars", "max_steps", "command_max_processes", "command_max_file_mb",
+              "command_max_memory_mb", "max_subagents", "subagent_depth", "subagent_max_steps", "subagent_max_tokens"),
     "lsp": ("timeout_s", "max_errors", "max_chars"),
 }
 

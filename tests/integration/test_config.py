@@ -278,6 +278,7 @@ def test_a_workspace_lowers_the_users_budgets_never_raises_them(tmp_path, monkey
     ws = tmp_path / "ws"
     ws.mkdir()
     write(ws, "[agent]\nmax_steps = 100000\ncommand_timeout_s = 86400\nmax_output_chars = 5\n"
+              "subagent_max_steps = 1000\ncommand_max_memory_mb = 1048576\n"
               "[lsp]\ntimeout_s = 600\nmax_errors = 1000\n[model]\ntimeout_s = 3\nmax_retries = 10\n")
     for trusted_now in (False, True):
         if trusted_now:
@@ -289,6 +290,7 @@ def test_a_workspace_lowers_the_users_budgets_never_raises_them(tmp_path, monkey
         assert (agent.max_steps, agent.command_timeout_s, lsp.timeout_s, lsp.max_errors, model.max_retries) == (
             40, 120.0, 20.0, 8, 2)  # the user's own, or the default where they set none
         assert (agent.max_output_chars, model.timeout_s) == (5, 3.0)  # lowered: applies
+        assert (agent.subagent_max_steps, agent.command_max_memory_mb) == (12, 8192)  # gated, and held once trusted
         line = _notice(caught)
         assert "agent.max_steps = 100000 (yours: 40)" in line and "lsp.timeout_s = 600 (yours: 20.0)" in line
 
