@@ -207,12 +207,6 @@ def recorded(root: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _recorded_id(root: Path) -> str | None:
-    entry = _read().get(str(root))
-    value = entry.get("id") if entry else None
-    return value if isinstance(value, str) else None
-
-
 def grant(root: Path, pinned: str) -> None:
     """Trust `root` as it is now (`pinned`: decide's digest), and as the folder it is: its `.workstation/`
     is made this user's first (paths.Paths.claim) if it is not yet."""
@@ -298,7 +292,8 @@ def decide(root: Path, layer: dict[str, Any]) -> tuple[Trust, Split]:
     parts = split(layer)
     files = contents(root)
     pinned = digest(parts.gated, files)
-    known, known_id = recorded(root), _recorded_id(root)
+    entry = _read().get(str(root)) or {}
+    known, known_id = (value if isinstance(value := entry.get(k), str) else None for k in ("digest", "id"))
     here = identity(root) if known is not None else None
     replaced = known_id is not None and known_id != here
     trusted = known == pinned and known_id is not None and not replaced
