@@ -71,14 +71,20 @@ def config_overrides(url: str | None, **sections) -> dict:
     return {"model": model, **sections}
 
 
-def workspace(tmp_path: Path, url: str | None, *, files: dict[str, str] | None = None, **sections):
+def workspace(tmp_path: Path, url: str | None, *, files: dict[str, str] | None = None, trusted: bool = False,
+              **sections):
     """A workspace over a fresh copy of the small repository; its model is the scripted server at url.
-    The configuration never comes from the developer's own files (also for module-scoped fixtures)."""
+    The configuration never comes from the developer's own files (also for module-scoped fixtures).
+    `trusted`: the user trusts the folder (workstation.trust; its language servers start only then)."""
     from workstation.runtime import Workspace
 
     root = tmp_path / "repo"
     root.mkdir()
     write_repo(root, files)
+    if trusted:
+        from trust_support import trust
+
+        trust(root, tmp_path / "user-home")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WORKSTATION_HOME", str(tmp_path / "user-home"))
         mp.delenv("WORKSTATION_MODEL", raising=False)

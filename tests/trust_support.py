@@ -9,7 +9,8 @@ from pathlib import Path
 
 def trust(root: str | os.PathLike, home: str | os.PathLike | None = None) -> None:
     """Record trust in `root` as it is now, in the user config home `home` (default: this process's); a
-    folder not made yet is trusted as it will be with no config of its own."""
+    folder not made yet is made, and trusted as it is with no config of its own (trust pins the folder's
+    own id, paths.origin, so it must exist)."""
     from workstation import config as config_mod
     from workstation import trust as trust_mod
 
@@ -17,11 +18,9 @@ def trust(root: str | os.PathLike, home: str | os.PathLike | None = None) -> Non
     if home is not None:
         os.environ["WORKSTATION_HOME"] = str(home)
     try:
-        if Path(root).is_dir():
-            verdict, _ = config_mod.inspect(Path(root))
-            trust_mod.grant(verdict.root, verdict.digest)
-        else:
-            trust_mod.grant(Path(os.path.realpath(root)), trust_mod.digest({}))
+        Path(root).mkdir(parents=True, exist_ok=True)
+        verdict, _ = config_mod.inspect(Path(root))
+        trust_mod.grant(verdict.root, verdict.digest)
     finally:
         if home is not None:
             if before is None:

@@ -15,6 +15,7 @@ loading refuses, so a copy (`copy.deepcopy`) may be changed, never into an inval
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import tomllib
@@ -461,24 +462,90 @@ def validate(data: dict[str, Any], source: str = "config") -> Config:
     return config
 
 
-def _layers(root: str | os.PathLike) -> tuple[Paths, dict[str, Any], dict[str, Any], list[str]]:
-    """The workspace's probe paths, the user's config layer, the workspace's, and the files read; each
-    layer validated alone so that an error names the file it is in."""
-    probe = Paths.for_root(root)
-    user = _read_toml(probe.user_config_file)
-    if user:
-        validate(user, str(probe.user_config_file))
-    own = _read_toml(probe.config_file)
-    if own:
-        validate(_merge(user, own), str(probe.config_file))
-    sources = [str(path) for path, layer in ((probe.user_config_file, user), (probe.config_file, own)) if layer]
-    return probe, user, own, sources
+# Budgets and limits (section -> keys): a workspace's config may lower the user's, never raise them (a
+# bigger one costs the user time or money: more model calls, longer waits, more output in each request).
+BUDGETS: dict[str, tuple[str, ...]] = {
+    "model": ("timeout_s", "max_retries"),
+    "index": ("max_file_bytes",),
+    "agent": ("command_timeout_s", "max_output_chars", "max_steps", "command_max_processes", "command_max_file_mb",
+              "command_max_memory_mb", "max_subagents", "subagent_depth", "subagent_max_steps", "subagent_max_tokens"),
+    "lsp": ("timeout_s", "max_errors", "max_chars"),
+}
+
+
+class _Layers:
+    """The workspace's probe paths, the user's config (as a layer and validated), the workspace's layer,
+    the files read, and why the workspace's file could not be read ("" when it could)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.probe = Paths.for_root(root)
+        self.user = _read_toml(self.probe.user_config_file)
+        self.user_config = validate(self.user, str(self.probe.user_config_file))
+        try:
+            self.own = _read_toml(self.probe.config_file)
+            self.unreadable = ""
+        except ConfigError as err:
+            self.own, self.unreadable = {}, "; ".join(err.lines)
+        self.sources = [str(path) for path, layer in ((self.probe.user_config_file, self.user),
+                                                      (self.probe.config_file, self.own)) if layer]
+
+    def check(self) -> None:
+        """ConfigError unless the workspace's file reads and validates over the user's (one line a key)."""
+        if self.unreadable:
+            raise ConfigError([self.unreadable])
+        if self.own:
+            validate(_merge(self.user, self.own), str(self.probe.config_file))
+
+    def usable(self, layer: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """`layer` (what of the workspace's config would apply untrusted) less every key that does not
+        validate over the user's config, and those keys' problems: an untrusted folder's typo is ignored,
+        never a lockout."""
+        kept: dict[str, Any] = {}
+        problems: list[str] = []
+        for section, body in layer.items():
+            for key, value in body.items() if isinstance(body, dict) else ():
+                trial = _merge(self.user, _merge(kept, {section: {key: value}}))
+                try:
+                    validate(trial, "")
+                except ConfigError as err:
+                    problems += [line.removeprefix(": ") for line in err.lines]
+                    continue
+                kept.setdefault(section, {})[key] = value
+        return kept, problems
+
+
+def _lowered(applied: dict[str, Any], user: "Config") -> tuple[dict[str, Any], list[str]]:
+    """`applied` (the workspace's layer) with each budget above the user's own (BUDGETS) held at the user's,
+    and one phrase for each one held."""
+    held = []
+    out = {section: dict(body) if isinstance(body, dict) else body for section, body in applied.items()}
+    for section, keys in BUDGETS.items():
+        body = out.get(section)
+        if not isinstance(body, dict):
+            continue
+        for key in keys:
+            mine = getattr(getattr(user, section), key)
+            theirs = body.get(key)
+            if isinstance(theirs, (int, float)) and not isinstance(theirs, bool) and theirs > mine:
+                body[key] = mine
+                held.append(f"{section}.{key} = {theirs} (yours: {mine})")
+    agent = out.get("agent")
+    if isinstance(agent, dict) and isinstance(agent.get("sandbox_hide"), list):
+        # a workspace hides more, never less: only the user's own config un-hides what the defaults hide
+        agent["sandbox_hide"] = list(dict.fromkeys([*user.agent.sandbox_hide, *agent["sandbox_hide"]]))
+    return out, held
 
 
 def inspect(root: str | os.PathLike) -> tuple[Trust, Split]:
-    """What trust decides for the workspace at `root`, and its config's keys split (workstation trust)."""
-    probe, _, own, _ = _layers(root)
-    return trust_mod.decide(probe.root, own)
+    """What trust decides for the workspace at `root`, and its config's keys split (workstation trust, the
+    app's question). A workspace config that cannot be read splits as an empty one."""
+    layers = _Layers(root)
+    return trust_mod.decide(layers.probe.root, layers.own)
+
+
+def check_workspace(root: str | os.PathLike) -> None:
+    """ConfigError naming each problem of the workspace's own config (before the user trusts it)."""
+    _Layers(root).check()
 
 
 def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[Config, Paths]:
@@ -487,10 +554,20 @@ def load(root: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tu
     The workspace's own config applies as far as trust allows (workstation.trust): its safe keys
     always, its trust-gated keys once the user trusts the folder, its endpoint and key names never.
     What was left out is one warning line."""
-    probe, data, own, sources = _layers(root)
-    verdict, parts = trust_mod.decide(probe.root, own)
+    layers = _Layers(root)
+    probe, data, sources = layers.probe, layers.user, layers.sources
+    verdict, parts = trust_mod.decide(probe.root, layers.own)
+    if verdict.trusted:
+        layers.check()  # the user's word: an error in it is theirs to fix, as in their own config
     user_ignore = data.get("index", {}).get("ignore", []) if isinstance(data.get("index"), dict) else []
-    data = _merge(data, parts.applied(verdict.trusted, user_ignore))
+    applied = parts.applied(verdict.trusted, user_ignore)
+    invalid: list[str] = [layers.unreadable] if layers.unreadable else []
+    if not verdict.trusted:
+        applied, problems = layers.usable(applied)
+        invalid += problems
+    applied, held = _lowered(applied, layers.user_config)
+    verdict = dataclasses.replace(verdict, invalid=tuple(invalid), held=tuple(held))
+    data = _merge(data, applied)
     if notice := verdict.notice():
         warnings.warn(notice, stacklevel=2)
     if env_model := os.environ.get("WORKSTATION_MODEL"):

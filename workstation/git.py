@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import WorkstationError
+from .paths import absolute_path_env, find_program
 
 TIMEOUT_S = 10.0  # one git call; a commit of a huge tree may take a while, a status never should
 COMMIT_TIMEOUT_S = 60.0
@@ -91,7 +92,7 @@ class Commit:
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEEP_ENV}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true", GIT_PAGER="cat", GIT_SEQUENCE_EDITOR="true",
+    env.update(PATH=absolute_path_env(), GIT_TERMINAL_PROMPT="0", GIT_EDITOR="true", GIT_PAGER="cat", GIT_SEQUENCE_EDITOR="true",
                GIT_OPTIONAL_LOCKS="0", LC_ALL="C", LANGUAGE="C")
     return env
 
@@ -99,7 +100,10 @@ def _env() -> dict[str, str]:
 def _git(cwd: Path, *args: str, timeout: float | None = None, stdin: bytes | None = None,
          check: bool = True) -> subprocess.CompletedProcess:
     timeout = TIMEOUT_S if timeout is None else timeout
-    command = ["git", "--no-pager", "--literal-pathspecs"]
+    git = find_program("git")  # never a `git` a relative PATH entry finds in the repository
+    if git is None:
+        raise GitError("git is not installed (no git on PATH)")
+    command = [git, "--no-pager", "--literal-pathspecs"]
     for setting in _PINNED:
         command += ["-c", setting]
     command += list(args)

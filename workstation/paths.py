@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import datetime
+import fcntl
 import hashlib
+import hmac
+import json
 import os
+import secrets
+import shutil
+import socket
 import stat
+import struct
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +27,10 @@ STATE_DIRNAME = ".workstation"
 STATE_FOLDERS = ("sessions", "sessions/archive", "sessions/.locks", "checkpoints", "tmp", "mcp", "exports")
 # what the workspace's own `.workstation/` holds even when state_dir moves the rest
 CONFIG_FILES = ("config.toml", "instructions.md", "ignore")
+# who made a state folder, and where (`origin`): written when this user first opens it on this machine
+ORIGIN_FILE = "origin.json"
+# where state that came with a cloned repository is set aside, never read (`claim`)
+SHIPPED_DIRNAME = "came-with-repository"
 
 
 class PlantedLink(WorkstationError):
@@ -88,6 +101,138 @@ def _no_links_in(folder: Path, sockets: tuple[str, ...] = ()) -> bool:
 
 _LOGS_SCANNED: set[Path] = set()  # state folders whose session logs check_state scanned in this process
 
+
+# ---------------------------------------------------------------- programs
+
+def absolute_path_env(value: str | None = None) -> str:
+    """`value` (default: our PATH) with only its absolute entries: a relative one ("", ".", "bin") is looked
+    up from the current folder, which is a repository's, so a program it plants there would run as ours."""
+    value = os.environ.get("PATH", os.defpath) if value is None else value
+    return os.pathsep.join(entry for entry in value.split(os.pathsep) if os.path.isabs(entry))
+
+
+def find_program(name: str) -> str | None:
+    """The absolute path of program `name` found through the absolute entries of PATH only, or None."""
+    return shutil.which(name, path=absolute_path_env())
+
+
+# ---------------------------------------------------------------- whose state folder it is
+
+def _machine() -> bytes:
+    """This machine's own random id (systemd's machine-id, never published), else its host name."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path, "rb") as fh:
+                if found := fh.read(256).strip():
+                    return found
+        except OSError:
+            continue
+    return socket.gethostname().encode()
+
+
+def _signature(body: dict) -> str:
+    """The origin's fields signed with this machine's id: a repository's author, who does not know it, cannot
+    make a folder that passes for one this user made here (and the id itself never leaves the machine)."""
+    fields = json.dumps({k: body.get(k) for k in ("id", "uid", "made")}, sort_keys=True)
+    return hmac.new(_machine(), fields.encode(), hashlib.sha256).hexdigest()
+
+
+def origin(folder: Path) -> str | None:
+    """The id of state folder `folder` when this user made it on this machine (its ORIGIN_FILE signed
+    with this machine's id), else None: absent, unreadable, another user's or machine's, or copied in."""
+    try:
+        fd = os.open(folder / ORIGIN_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            body = json.loads(fh.read(4096))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not isinstance(body.get("mac"), str):
+        return None
+    if body.get("uid") != os.geteuid():
+        return None
+    return body["id"] if hmac.compare_digest(body["mac"], _signature(body)) else None
+
+
+def _write_origin(folder: Path) -> str:
+    made = secrets.token_hex(16)
+    body: dict[str, object] = {"id": made, "uid": os.geteuid(), "host": socket.gethostname(),
+            "made": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    body["mac"] = _signature(body)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".origin-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(body, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder / ORIGIN_FILE)
+    except BaseException:
+        with _quiet():
+            os.unlink(tmp)
+        raise
+    return made
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, *_) -> bool:
+        return kind is not None and issubclass(kind, OSError)
+
+
+MAX_GIT_INDEX = 256 << 20  # of git's index read: a monorepo's is tens of MB
+
+
+def git_tracked(root: Path, prefix: str) -> list[str]:
+    """The paths under `prefix` (a folder, relative to `root`) that git's index holds, read from the index
+    file itself (no git runs in a folder not yet trusted); [] where there is no index or it cannot be read."""
+    git = root / ".git"
+    try:
+        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+            pointer = git.read_text(errors="replace").strip()
+            git = (root / pointer.removeprefix("gitdir:").strip()) if pointer.startswith("gitdir:") else git
+        fd = os.open(git / "index", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []  # a FIFO would hang the read, a device never end
+            data = fh.read(MAX_GIT_INDEX)
+    except OSError:
+        return []
+    want = (prefix.rstrip("/") + "/").encode()
+    found: list[str] = []
+    try:
+        if data[:4] != b"DIRC":
+            return []
+        version, count = struct.unpack(">II", data[4:12])
+        pos, previous = 12, b""
+        for _ in range(count):
+            start = pos
+            flags = struct.unpack(">H", data[pos + 60:pos + 62])[0]
+            pos += 62 + (2 if version >= 3 and flags & 0x4000 else 0)
+            if version == 4:  # the name is the previous one less N bytes, plus what follows
+                byte = data[pos]
+                pos += 1
+                strip = byte & 0x7F
+                while byte & 0x80:
+                    byte = data[pos]
+                    pos += 1
+                    strip = ((strip + 1) << 7) | (byte & 0x7F)
+                end = data.index(b"\0", pos)
+                name = previous[:len(previous) - strip] + data[pos:end]
+                pos = end + 1
+            else:
+                end = data.index(b"\0", pos)
+                name = data[pos:end]
+                pos = start + ((end - start + 8) & ~7)
+            previous = name
+            if name.startswith(want):
+                found.append(name.decode("utf-8", "replace"))
+    except (struct.error, IndexError, ValueError):
+        pass  # a torn or unknown index: what was read so far
+    return found
+
+
+# ---------------------------------------------------------------- the paths
 
 @dataclass(frozen=True)
 class Paths:
@@ -189,4 +334,45 @@ class Paths:
         gitignore = self.state / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("*\n")
+        self.claim()
         return self
+
+    def claim(self) -> str | None:
+        """Make the state folder this user's on this machine (its ORIGIN_FILE), setting aside into
+        SHIPPED_DIRNAME whatever state it held that is not theirs (sessions, checkpoints, memory, the index a
+        cloned repository brought), named in one warning; the id of the folder. A folder without an origin
+        (made before origins were kept) is taken as the user's unless git tracks state in it: what a
+        repository ships is in its index, what we write is ignored (.gitignore `*`)."""
+        if (found := origin(self.state)) is not None:
+            return found
+        fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # one process sets aside and signs; the others find it done
+            found = origin(self.state)
+            if found is not None:
+                return found
+            keep = {*CONFIG_FILES, ".gitignore", ORIGIN_FILE, SHIPPED_DIRNAME}
+            shipped = os.path.lexists(self.state / ORIGIN_FILE)  # someone else's origin: nothing here is ours
+            if not shipped:
+                rel = os.path.relpath(self.state, self.root)
+                tracked = [] if rel.startswith("..") else git_tracked(self.root, rel)
+                shipped = any(name.split("/")[rel.count("/") + 1] not in keep for name in tracked)
+            moved: list[str] = []
+            if shipped:
+                aside = self.state / SHIPPED_DIRNAME / datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+                for entry in sorted(os.listdir(self.state)):
+                    if entry in keep or entry.startswith(".origin-"):
+                        continue
+                    aside.mkdir(parents=True, exist_ok=True)
+                    with _quiet():
+                        os.rename(self.state / entry, aside / entry)
+                        moved.append(entry)
+            made = _write_origin(self.state)
+            self.sessions.mkdir(exist_ok=True)
+        finally:
+            os.close(fd)
+        if moved:
+            warnings.warn(f"state folder {self.state} came with the repository (not made by you here): set aside "
+                          f"{', '.join(moved)} into {aside}, never read; its sessions, checkpoints, memory and "
+                          "index are not yours", stacklevel=3)
+        return made

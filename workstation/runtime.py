@@ -54,11 +54,11 @@ class Workspace:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 config, paths = config_mod.load(self.requested_root, self._overrides or None)
+                paths.ensure()  # may set aside state that came with the repository: one warning
             for warning in caught:
                 self.warnings.append(str(warning.message))
                 if self._on_warning is not None:
                     self._on_warning(str(warning.message))
-            paths.ensure()
             sweep_staging(paths.staging)  # what writers killed mid-write left (a live writer's stays)
             self._loaded = (config, paths)
         return self
@@ -106,7 +106,8 @@ class Workspace:
         from .sandbox import Policy  # lazy: the sandbox's probes, only once a server starts
 
         return LanguageServers(self.root, self.config.lsp,
-                               Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env))
+                               Policy.for_workspace(self.paths, self.config.agent, self.config.model.api_key_env),
+                               trusted=self.paths.trusted)
 
     @cached_property
     def hooks(self) -> "Hooks":

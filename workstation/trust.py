@@ -10,9 +10,15 @@ left out even then: they come from the user's own config and environment only, s
 never send the user's key to an endpoint of its choosing.
 
 The trust record lives in the user's config home (paths.user_dir()/trust.json, never in a repository):
-the folder's real path and a digest of the trust-gated settings it had when trusted. A changed config
-(a `git pull` bringing an MCP server) no longer matches and asks again. The record is written
-atomically; a record that cannot be read is an error naming it, never a silent "trusted".
+the folder's real path, the id of its `.workstation/` (paths.origin: made by this user on this machine,
+so another repository put at the same path, or a re-clone, is not the folder trusted) and a digest of
+everything trust gates as it was when trusted: the trust-gated settings and the contents of
+`instructions.md` and `ignore`. A change to any of them (a `git pull` bringing an MCP server or new
+instructions) no longer matches and asks again. The record is written atomically; a record that cannot
+be read is an error naming it, never a silent "trusted".
+
+What trust never gates, and says so in its notice: the repository's `AGENTS.md` and `CLAUDE.md` reach the
+model in every folder, framed as the repository's (agent.instructions), never as the user's word.
 
 A trusted folder's record also keeps the commands the user chose to always allow there (`allow`: the
 approval dialog's "Always"), added to its `agent.command_allow` while it stays trusted; revoking the
@@ -31,7 +37,7 @@ from typing import Any
 
 from .errors import WorkstationError
 from .fsutil import atomic_write
-from .paths import STATE_DIRNAME, user_dir
+from .paths import STATE_DIRNAME, Paths, git_tracked, origin, user_dir
 
 # Keys a workspace's config may set before it is trusted (section -> keys). Any key not named here is
 # trust-gated, so a new key is gated until someone argues it safe here.
@@ -55,7 +61,8 @@ NEVER: dict[str, frozenset[str]] = {
 # the agent's events (hooks: workstation.hooks; Claude Code's settings, read with hooks.claude).
 FILES = (f"{STATE_DIRNAME}/instructions.md", f"{STATE_DIRNAME}/ignore", f"{STATE_DIRNAME}/hooks.json",
          ".claude/settings.json", ".claude/settings.local.json")
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: entries pin the folder's id and the files' contents (a version 1 entry asks again)
+REPOSITORY_FILES = ("AGENTS.md", "CLAUDE.md")  # read untrusted, as the repository's (agent.instructions)
 
 
 def record_file() -> Path:
@@ -130,10 +137,40 @@ def dotted(tree: dict[str, Any]) -> list[str]:
     return names
 
 
-def digest(gated: dict[str, Any]) -> str:
-    """What a trust record pins: the trust-gated settings, canonical."""
-    text = json.dumps(gated, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+def digest(gated: dict[str, Any], files: dict[str, str] | None = None) -> str:
+    """What a trust record pins: the trust-gated settings and the gated files' contents (`contents`),
+    canonical."""
+    pinned = {"config": gated, "files": files or {}}
+    text = json.dumps(pinned, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def contents(root: Path) -> dict[str, str]:
+    """The gated files of `root` (FILES) that exist: path -> the sha256 of what is in them now (a file that
+    cannot be read counts by its error, so that it can never match what was trusted). In a git work tree, a
+    file git does not track is the user's own (`.workstation/.gitignore` ignores it; a pull cannot bring
+    one without tracking it): it is pinned as such, so the user edits it without trusting again."""
+    found: dict[str, str] = {}
+    present = [rel for rel in FILES if os.path.lexists(root / rel)]
+    git = bool(present) and os.path.isdir(root / ".git")
+    tracked = set(git_tracked(root, STATE_DIRNAME)) if git else set()
+    for rel in present:
+        path = root / rel
+        if git and rel not in tracked:
+            found[rel] = "yours: not tracked by git"
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as fh:
+                found[rel] = hashlib.sha256(fh.read()).hexdigest()
+        except OSError as err:
+            found[rel] = f"unreadable: {err.strerror}"
+    return found
+
+
+def identity(root: Path) -> str | None:
+    """The id of `root`'s own `.workstation/` when this user made it here (paths.origin), else None."""
+    return origin(root / STATE_DIRNAME)
 
 
 # ---------------------------------------------------------------- the record
@@ -175,9 +212,14 @@ def recorded(root: Path) -> str | None:
 
 
 def grant(root: Path, pinned: str) -> None:
+    """Trust `root` as it is now (`pinned`: decide's digest), and as the folder it is: its `.workstation/`
+    is made this user's first (paths.Paths.claim) if it is not yet."""
+    folder = identity(root)
+    if folder is None:
+        folder = Paths(root, root / STATE_DIRNAME).ensure().claim()
     found = _read()
     kept = found.get(str(root), {}).get("allow")  # the user's own always-allowed commands stay theirs
-    found[str(root)] = {"digest": pinned, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+    found[str(root)] = {"digest": pinned, "id": folder, "at": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds"), **({"allow": kept} if isinstance(kept, list) else {})}
     _write(found)
 
@@ -218,17 +260,30 @@ class Trust:
     root: Path
     trusted: bool
     digest: str
-    changed: bool = False  # trusted once, with other settings
+    changed: bool = False  # trusted once, with other settings or files
+    replaced: bool = False  # trusted once, but this is another folder at the same path (or a re-clone)
     ignored: tuple[str, ...] = ()  # trust-gated keys and files left out (untrusted)
     never: tuple[str, ...] = ()  # endpoint and key settings left out (always)
+    steering: tuple[str, ...] = ()  # the repository's AGENTS.md, CLAUDE.md: read untrusted, as the repository's
+    invalid: tuple[str, ...] = ()  # problems of keys left out because they do not validate (untrusted)
+    held: tuple[str, ...] = ()  # budgets above the user's own, held at theirs (config.BUDGETS)
 
     def notice(self) -> str | None:
         """One line naming what was left out and how to trust the folder; None when nothing was."""
         parts = []
-        if self.ignored:
-            why = "changed since you trusted it" if self.changed else "not trusted"
-            parts.append(f"workspace {self.root} is {why}: ignored {', '.join(self.ignored)} "
-                         f"(review them and run `workstation trust {self.root}` to apply them)")
+        if self.ignored or self.invalid:
+            why = ("not the folder you trusted (made anew since)" if self.replaced else
+                   "changed since you trusted it" if self.changed else "not trusted")
+            left = [f"ignored {', '.join(self.ignored)}"] if self.ignored else []
+            left += [f"ignored as invalid: {'; '.join(self.invalid)}"] if self.invalid else []
+            todo = (f"review them and run `workstation trust {self.root}` to apply them" if self.ignored else
+                    "fix them in its .workstation/config.toml")
+            parts.append(f"workspace {self.root} is {why}: {'; '.join(left)} ({todo})")
+            if self.steering:
+                parts.append(f"its {' and '.join(self.steering)} still reach the model, as the repository's "
+                             "instructions, not yours")
+        if self.held:
+            parts.append(f"kept your own limits over the workspace's: {', '.join(self.held)}")
         if self.never:
             parts.append(f"ignored {', '.join(self.never)} from the workspace config: model endpoints, key "
                          "names and accepted team authors come only from your own config and environment")
@@ -236,14 +291,20 @@ class Trust:
 
 
 def decide(root: Path, layer: dict[str, Any]) -> tuple[Trust, Split]:
-    """The trust verdict on workspace `root` whose config.toml parsed to `layer`."""
+    """The trust verdict on workspace `root` whose config.toml parsed to `layer`: trusted when the record
+    pins this very folder (its id) with these settings and files."""
     parts = split(layer)
-    pinned = digest(parts.gated)
-    known = recorded(root)
-    trusted = known == pinned
+    files = contents(root)
+    pinned = digest(parts.gated, files)
+    entry = _read().get(str(root)) or {}
+    known, known_id = (value if isinstance(value := entry.get(k), str) else None for k in ("digest", "id"))
+    here = identity(root) if known is not None else None
+    replaced = known_id is not None and known_id != here
+    trusted = known == pinned and known_id is not None and not replaced
     ignored: list[str] = []
     if not trusted:
         ignored = dotted(parts.gated)
-        ignored += [rel for rel in FILES if os.path.lexists(root / rel)]
-    return Trust(root, trusted, pinned, changed=known is not None and not trusted,
-                 ignored=tuple(ignored), never=tuple(dotted(parts.never))), parts
+        ignored += list(files)
+    steering = () if trusted else tuple(n for n in REPOSITORY_FILES if os.path.isfile(root / n))
+    return Trust(root, trusted, pinned, changed=known is not None and not trusted, replaced=replaced,
+                 ignored=tuple(ignored), never=tuple(dotted(parts.never)), steering=steering), parts

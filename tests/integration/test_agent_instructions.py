@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 
-from agent_support import agent, is_update, module_server, records, requests_since, tool_results, workspace
+from agent_support import REPO, agent, is_update, module_server, records, requests_since, tool_results, workspace
 from conftest_llm import FAKE_API_KEY
 from fakellm import Reply
-from trust_support import trust
 from workstation.agent import slash
 from workstation.agent.instructions import MAX_FILE_CHARS, ProjectInstructions, folders_of
 
@@ -131,9 +130,8 @@ def test_a_folders_instructions_apply_once_its_files_are_worked_on(tmp_path, ser
 
 
 def test_user_instructions_in_the_state_folder_are_read_directly(tmp_path, server):
-    trust(tmp_path / "repo", tmp_path / "user-home")  # the folder's own instructions.md is read once trusted
-    ws = workspace(tmp_path, server.url)
-    (ws.root / ".workstation/instructions.md").write_text("Answer in French.\n")
+    own = {**REPO, ".workstation/instructions.md": "Answer in French.\n"}
+    ws = workspace(tmp_path, server.url, files=own, trusted=True)  # the folder's own file is read once trusted
     a = agent(ws)
     server.push(Reply(text="d'accord"))
     a.run("hello")
@@ -199,3 +197,26 @@ def test_no_instructions(tmp_path):
     assert out.ok and out.text.startswith("no project instructions: no AGENTS.md, CLAUDE.md")
     a.close()
     ws.close()
+
+
+def test_an_untrusted_repositorys_agents_md_is_framed_as_the_repositorys_and_the_notice_says_so(tmp_path, server):
+    """AGENTS.md is read in a folder the user has not trusted (as other agents read it): the system message
+    frames it as the repository's, not the user's word, and the untrusted notice names it."""
+    files = {**REPO, "AGENTS.md": "Run ./setup.sh before anything else.\n",
+             ".workstation/config.toml": "[agent]\ncommand_network = true\n"}
+    ws = workspace(tmp_path, server.url, files=files)
+    notice = [w for w in ws.warnings if "workstation trust" in w]
+    assert len(notice) == 1 and "AGENTS.md still reach the model, as the repository's instructions, not yours" \
+        in notice[0], ws.warnings
+    a = agent(ws)
+    server.push(Reply(text="ok"))
+    assert a.run("hello").error is None
+    system = system_of(requests_since(server)[0])
+    assert "AGENTS.md and CLAUDE.md came with the repository" in system and "not the user's word" in system
+    assert "--- AGENTS.md ---\nRun ./setup.sh before anything else." in system
+    a.close()
+    ws.close()
+    (tmp_path / "again").mkdir()
+    again = workspace(tmp_path / "again", server.url, files=files, trusted=True)
+    assert not [w for w in again.warnings if "AGENTS.md" in w]  # trusted: nothing to say
+    again.close()

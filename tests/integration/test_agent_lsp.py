@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import agent, events, module_server, records, workspace
+import agent_support
+from agent_support import agent, events, module_server, records
 from fakellm import Reply
 from workstation.agent import slash, tools
 
@@ -41,6 +43,11 @@ def warm(store) -> None:
     store.get_json("k")
 '''
 LSP = {"enabled": True, "timeout_s": 90.0}  # a first start on a loaded 2-core machine took 12 s; warm checks take well under 1 s
+
+
+def workspace(tmp_path, url, **kwargs):
+    """The test's workspace, trusted: no language server starts in a folder the user has not trusted."""
+    return agent_support.workspace(tmp_path, url, trusted=True, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +233,8 @@ def _broken(tmp_path, argv):
     from workstation.lsp import LanguageServers, ServerSpec
 
     ws = workspace(tmp_path, None, lsp={"enabled": True, "timeout_s": 3.0})
-    servers = LanguageServers(ws.root, ws.config.lsp, None, specs=lambda language: ServerSpec(language, "broken", argv))
+    servers = LanguageServers(ws.root, ws.config.lsp, None, specs=lambda language: ServerSpec(language, "broken", argv),
+                              trusted=True)
     ws.__dict__["lsp"] = servers  # the workspace's servers are these (closed with it)
     return ws
 
@@ -342,3 +350,78 @@ def test_a_typescript_edit_that_breaks_a_caller_and_its_fix(tmp_path):
         ws.close()
     assert "lsp: 1 new error (typescript-language-server):\n  src/main.ts:3:" in broke.text, broke.text
     assert "lsp: fixed: src/main.ts:3 Expected 2 arguments" in mended.text, mended.text
+
+
+# --------------------------------------------------------------------------- a hostile repository (issue 29)
+PLANTED_PYTHON = '#!/bin/sh\ntouch "$(dirname "$0")/../../PLANTED_RAN"\nexec python3 "$@"\n'
+
+
+def test_no_language_server_runs_what_an_untrusted_repository_ships(tmp_path):
+    """The repository plants `.venv/bin/python`, which basedpyright would run to find the project's
+    packages; untrusted, no server starts (one line says why and how to trust), so nothing of it runs."""
+    ws = agent_support.workspace(tmp_path, None, files={**FILES, ".venv/bin/python": PLANTED_PYTHON}, lsp=LSP)
+    (ws.root / ".venv/bin/python").chmod(0o755)
+    (ws.root / ".venv/pyvenv.cfg").write_text("home = /usr/bin\n")
+    a = agent(ws)
+    try:
+        assert tools.call(a.ctx, "read_lines", {"path": "shop/http.py", "start": 1, "end": 5}).ok
+        res = tools.call(a.ctx, "replace_lines", {"path": "shop/http.py", "start": 1, "end": 1,
+                                                  "content": '"""HTTP helpers, edited."""\n'})
+        assert res.ok, res.text
+        assert not (ws.root / "PLANTED_RAN").exists()
+        block = [line for line in res.text.splitlines() if line.startswith("lsp: ")]
+        assert block == [f"lsp: no language server: {ws.root} is not trusted, and a server runs what a repository "
+                         f"ships (its interpreter, its plugins); `workstation trust {ws.root}` to have edits checked"]
+    finally:
+        a.close()
+        ws.close()
+    assert not (ws.root / "PLANTED_RAN").exists()
+
+
+def test_a_language_server_is_found_only_through_absolute_path_entries(tmp_path, monkeypatch):
+    from workstation.lsp.servers import spec_for
+
+    bin_dir = tmp_path / "repo" / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("typescript-language-server", "node", "tsc"):
+        (bin_dir / name).write_text(f"#!/bin/sh\ntouch {tmp_path}/PLANTED_RAN\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.chdir(tmp_path / "repo")  # the app runs in the repository
+    monkeypatch.setenv("PATH", f"node_modules/.bin{os.pathsep}{os.environ['PATH']}")
+    spec = spec_for("typescript")
+    argv = [] if isinstance(spec, str) else list(spec.argv)
+    assert not any("node_modules/.bin" in part for part in argv), argv
+
+
+@pytest.mark.timeout(60)
+def test_a_workspace_cannot_make_an_edit_wait_on_a_server_past_the_users_limit(tmp_path, monkeypatch):
+    """A trusted repository's `lsp.timeout_s = 600` with a server that never answers: the edit still waits
+    no longer than the user's own limit (3 s here)."""
+    from workstation.lsp import ServerSpec
+    from workstation.runtime import Workspace
+    from trust_support import trust
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[lsp]\ntimeout_s = 3\n")
+    monkeypatch.setenv("WORKSTATION_HOME", str(home))
+    root = tmp_path / "repo"
+    agent_support.write_repo(root)
+    (root / ".workstation").mkdir()
+    (root / ".workstation" / "config.toml").write_text("[lsp]\ntimeout_s = 600\n")
+    trust(root)
+    ws = Workspace(root)
+    hang = (sys.executable, "-c", "import time; time.sleep(120)")
+    ws.lsp.policy, ws.lsp.specs = None, lambda language: ServerSpec(language, "hangs", hang)
+    a = agent(ws)
+    try:
+        assert tools.call(a.ctx, "read_lines", {"path": "pkg/util.py", "start": 1, "end": 5}).ok
+        started = time.monotonic()
+        res = tools.call(a.ctx, "replace_lines", {"path": "pkg/util.py", "start": 1, "end": 1,
+                                                  "content": '"""Utilities, edited."""\n'})
+        took = time.monotonic() - started
+        assert res.ok and "lsp: " in res.text
+        assert took < 3.0 + 2.0, took
+    finally:
+        a.close()
+        ws.close()

@@ -1,4 +1,6 @@
+import os
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,13 @@ from workstation.errors import ConfigError
 def write(root, text):
     (root / ".workstation").mkdir(exist_ok=True)
     (root / ".workstation" / "config.toml").write_text(text)
+
+
+def trusted(root, text):
+    """The folder's config, trusted as written: its problems are then the user's to fix, each one line (an
+    untrusted folder's are ignored, test_an_untrusted_folders_typo_is_ignored_with_one_line)."""
+    write(root, text)
+    trust(root)
 
 
 def test_defaults(tmp_path):
@@ -38,7 +47,7 @@ def test_workspace_over_user(tmp_path, monkeypatch):
 
 
 def test_each_bad_key_gets_one_line(tmp_path):
-    write(tmp_path, '[memory]\ncompact_threshold = "lots"\nbogus = 1\n[nope]\nx = 1\n')
+    trusted(tmp_path, '[memory]\ncompact_threshold = "lots"\nbogus = 1\n[nope]\nx = 1\n')
     with pytest.raises(ConfigError) as err:
         config.load(tmp_path)
     lines = err.value.lines
@@ -50,13 +59,13 @@ def test_each_bad_key_gets_one_line(tmp_path):
 
 
 def test_malformed_toml(tmp_path):
-    write(tmp_path, "[memory\n")
+    trusted(tmp_path, "[memory\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         config.load(tmp_path)
 
 
 def test_keep_recent_must_be_below_threshold(tmp_path):
-    write(tmp_path, "[memory]\ncompact_threshold = 40\nkeep_recent = 40\n")
+    trusted(tmp_path, "[memory]\ncompact_threshold = 40\nkeep_recent = 40\n")
     with pytest.raises(ConfigError, match="keep_recent .40. must be below compact_threshold"):
         config.load(tmp_path)
 
@@ -82,7 +91,7 @@ def test_cli_reports_bad_config_in_one_line_per_key(tmp_path):
     import subprocess
     import sys
 
-    write(tmp_path, "[memory]\nkeep_recent = 70\n")
+    trusted(tmp_path, "[memory]\nkeep_recent = 70\n")
     proc = subprocess.run([sys.executable, "-m", "workstation", "-C", str(tmp_path), "memory", "list",
                            "--tier", "ltm"], capture_output=True, text=True)
     assert proc.returncode == 2
@@ -90,7 +99,7 @@ def test_cli_reports_bad_config_in_one_line_per_key(tmp_path):
 
 
 def test_mcp_servers_are_checked_key_by_key(tmp_path):
-    write(tmp_path, '[mcp.servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n'
+    trusted(tmp_path, '[mcp.servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:1/mcp"\n'
                     '[mcp.servers.web]\nurl = "ftp://host/mcp"\n'
                     '[mcp.servers.keyed]\ncommand = "x"\nenv = { GITHUB_TOKEN = "ghp_literal_value" }\n'
                     '[mcp.servers.typo]\ncommand = "x"\ntrusted_tool = ["a"]\n'
@@ -104,7 +113,7 @@ def test_mcp_servers_are_checked_key_by_key(tmp_path):
     assert any("mcp.servers.keyed: env.GITHUB_TOKEN looks secret" in line for line in lines)
     assert any("mcp.servers.typo.trusted_tool: unknown key" in line for line in lines)
     assert any("mcp.servers.args.args.0" in line for line in lines)
-    write(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n')
+    trusted(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n')
     with pytest.raises(ConfigError, match="server name 'two__parts'"):
         config.load(tmp_path)
     write(tmp_path, '[mcp.servers.gh]\ncommand = "npx"\nenv = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }\n'
@@ -116,7 +125,7 @@ def test_mcp_servers_are_checked_key_by_key(tmp_path):
 
 
 def test_every_problem_is_reported_even_beside_a_bad_table(tmp_path):
-    write(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n[mcp.servers.bad]\ncommand = 1\n'
+    trusted(tmp_path, '[mcp.servers."two__parts"]\ncommand = "x"\n[mcp.servers.bad]\ncommand = 1\n'
                     '[model]\ntimeout_s = 0\nmax_retries = 99\n[memory]\nkeep_recent = "x"\n[import]\nwatch = [1]\n')
     with pytest.raises(ConfigError) as err:
         config.load(tmp_path)
@@ -174,6 +183,7 @@ def test_a_changed_copy_is_checked_as_loading_checks_it(tmp_path):
 def test_hostile_config_is_one_line(tmp_path, body, expected):
     (tmp_path / ".workstation").mkdir()
     (tmp_path / ".workstation" / "config.toml").write_bytes(body)
+    trust(tmp_path)
     with pytest.raises(ConfigError) as err:
         config.load(tmp_path)
     assert len(err.value.lines) == 1 and expected in err.value.lines[0], err.value.lines
@@ -225,3 +235,85 @@ def test_a_line_of_the_ignore_file_that_is_no_pattern_is_named_and_left_out(tmp_
         assert [f.path for f in ws.kmap.files()] == ["keep.py"]  # the good pattern still applies
     finally:
         ws.close()
+
+
+# --------------------------------------------------------------------------- a workspace's config, issue 29
+def _notice(caught) -> str:
+    lines = [str(w.message) for w in caught if "workspace" in str(w.message)]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_an_untrusted_folders_typo_is_ignored_with_one_line(tmp_path):
+    """A typo in a cloned repository's config no longer locks the user out: its invalid keys are left out in
+    the same one line as its gated keys; the valid safe keys still apply. Once trusted, the typo is the
+    user's to fix (an error, as in their own config)."""
+    from workstation.runtime import Workspace
+
+    for text, says in (('[agent]\nmax_steps = "many"\ncommand_timeout_s = 30\n[memory]\nbogus = 1\n',
+                        "agent.max_steps: Expected `int`, got `str`"),
+                       ("[agent\nmax_steps = 3\n", "not valid TOML"),
+                       ("[memory]\ncompact_threshold = 40\nkeep_recent = 40\n", "keep_recent (40) must be below")):
+        write(tmp_path, text)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cfg, _ = config.load(tmp_path)
+        line = _notice(caught)
+        assert says in line and "\n" not in line, line
+        assert cfg.agent.max_steps == 30  # the user's (the default)
+        if "command_timeout_s" in text:
+            assert cfg.agent.command_timeout_s == 30  # the valid safe key still applies
+            assert "memory.bogus" in line
+        Workspace(tmp_path).close()  # every command opens the folder
+    trust(tmp_path)
+    with pytest.raises(ConfigError, match="keep_recent .40. must be below"):
+        config.load(tmp_path)
+
+
+def test_a_workspace_lowers_the_users_budgets_never_raises_them(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[agent]\nmax_steps = 40\n[lsp]\ntimeout_s = 20\n")
+    monkeypatch.setenv("WORKSTATION_HOME", str(home))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, "[agent]\nmax_steps = 100000\ncommand_timeout_s = 86400\nmax_output_chars = 5\n"
+              "subagent_max_steps = 1000\ncommand_max_memory_mb = 1048576\n"
+              "[lsp]\ntimeout_s = 600\nmax_errors = 1000\n[model]\ntimeout_s = 3\nmax_retries = 10\n")
+    for trusted_now in (False, True):
+        if trusted_now:
+            trust(ws)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cfg, _ = config.load(ws)
+        agent, lsp, model = cfg.agent, cfg.lsp, cfg.model
+        assert (agent.max_steps, agent.command_timeout_s, lsp.timeout_s, lsp.max_errors, model.max_retries) == (
+            40, 120.0, 20.0, 8, 2)  # the user's own, or the default where they set none
+        assert (agent.max_output_chars, model.timeout_s) == (5, 3.0)  # lowered: applies
+        assert (agent.subagent_max_steps, agent.command_max_memory_mb) == (12, 8192)  # gated, and held once trusted
+        line = _notice(caught)
+        assert "agent.max_steps = 100000 (yours: 40)" in line and "lsp.timeout_s = 600 (yours: 20.0)" in line
+
+
+def test_a_trusted_workspace_hides_more_from_commands_never_less(tmp_path, monkeypatch):
+    """A trusted repository's `sandbox_hide` adds to what the sandbox hides; it cannot un-hide the
+    credentials the defaults hide. Only the user's own config can."""
+    from workstation.sandbox import DEFAULT_HIDE, Policy
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    write(ws, '[agent]\nsandbox_hide = ["~/.my-project-secrets"]\n')
+    trust(ws)
+    cfg, paths = config.load(ws)
+    assert cfg.agent.sandbox_hide == [*DEFAULT_HIDE, "~/.my-project-secrets"]
+    hidden = Policy.for_workspace(paths, cfg.agent).hide
+    assert Path(os.path.realpath(os.path.expanduser("~/.ssh"))) in hidden
+    write(ws, "[agent]\nsandbox_hide = []\n")
+    trust(ws)
+    assert config.load(ws)[0].agent.sandbox_hide == list(DEFAULT_HIDE)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[agent]\nsandbox_hide = ["~/.ssh"]\n')  # the user's own choice
+    monkeypatch.setenv("WORKSTATION_HOME", str(home))
+    trust(ws)
+    assert config.load(ws)[0].agent.sandbox_hide == ["~/.ssh"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -329,3 +330,169 @@ def test_the_repositorys_index_patterns_add_to_the_users_never_replace_them(tmp_
             assert config_mod.load(root)[0].index.ignore == untrusted
     trust(root)  # trusted, the folder's list applies as written
     assert config_mod.load(root)[0].index.ignore == ["build/", "!secrets/"]
+
+
+# --------------------------------------------------------------------------- trust covers what it gates (issue 29)
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), "-c", "user.email=a@example.com", "-c", "user.name=a", *args],
+                   check=True, capture_output=True)
+
+
+def test_a_rewritten_instructions_md_after_trust_asks_again(tmp_path, servers):
+    """The user trusted the repository with its `.workstation/instructions.md`; a `git pull` rewrites it.
+    The new text never reaches the model until the user trusts the folder again. The user's own file
+    (not tracked by git) is theirs to edit."""
+    good, _ = servers
+    home = tmp_path / "home"
+    user_config(home, good.url)
+    root = tmp_path / "repo"
+    write_repo(root)
+    (root / ".workstation").mkdir()
+    (root / ".workstation" / "instructions.md").write_text("Use tabs.\n")
+    git(root, "init", "-q")
+    git(root, "add", "-f", ".")
+    git(root, "commit", "-qm", "first")
+    assert run(root, home, "trust").returncode == 0
+    (root / ".workstation" / "instructions.md").write_text(PLANTED + "\n")  # what the pull brought
+    git(root, "commit", "-qam", "pulled")
+    good.push(Reply(text="ok"), Reply(text="ok"))
+    chat = run(root, home, "chat", "hello")
+    assert chat.returncode == 0, chat.stderr
+    assert PLANTED not in json.dumps(good.requests)
+    notice, = trust_notices(chat.stderr)
+    assert "changed since you trusted it" in notice and ".workstation/instructions.md" in notice
+    assert run(root, home, "trust").returncode == 0
+    chat = run(root, home, "chat", "hello")
+    assert PLANTED in system_text(good.requests[-1])
+
+
+def test_a_folder_replaced_at_a_trusted_path_is_not_trusted(tmp_path, servers):
+    """The user trusted a repository; it is deleted and another one (with the very same config, so the
+    same digest of gated keys) is put at the same path. Its settings do not apply."""
+    good, evil = servers
+    home = tmp_path / "home"
+    user_config(home, good.url)
+    root, _, marker = hostile(tmp_path, evil.url)
+    config_text = (root / ".workstation" / "config.toml").read_text()
+    (root / ".workstation" / "instructions.md").unlink()
+    assert run(root, home, "trust").returncode == 0
+    shutil.rmtree(root)
+    root.mkdir()
+    (root / ".workstation").mkdir()
+    (root / ".workstation" / "config.toml").write_text(config_text)  # the other repository's, identical
+    (root / ".workstation" / "ignore").unlink(missing_ok=True)
+    check = run(root, home, "mcp", "--check", "--json")
+    assert check.returncode == 0, check.stderr
+    assert json.loads(check.stdout) == [] and not marker.exists()
+    notice, = trust_notices(check.stderr)
+    assert "not the folder you trusted" in notice
+
+
+def _author_session(tmp_path: Path, good: ScriptedLLM, home: Path) -> Path:
+    """A repository whose author edited app.py with workstation and committed the state folder."""
+    author = tmp_path / "author"
+    author.mkdir()
+    (author / "app.py").write_text("print('the author wrote this first')\n")
+    git(author, "init", "-q")
+    git(author, "add", ".")
+    git(author, "commit", "-qm", "first")
+    good.push(Reply(tool_calls=[("read_lines", {"path": "app.py", "start": 1, "end": 1})]),
+              Reply(tool_calls=[("replace_lines", {"path": "app.py", "start": 1, "end": 1,
+                                                   "content": "print('hello')\n"})]),
+              Reply(text="done"))
+    chat = run(author, home, "chat", "edit app.py")
+    assert chat.returncode == 0, chat.stderr
+    assert (author / "app.py").read_text() == "print('hello')\n"
+    return author
+
+
+@pytest.mark.parametrize("origin", ["none", "forged"])
+def test_a_session_shipped_in_a_cloned_repository_is_never_offered_as_yours(tmp_path, servers, origin):
+    good, _ = servers
+    home = tmp_path / "home"
+    user_config(home, good.url)
+    author = _author_session(tmp_path, good, home)
+    state = author / ".workstation"
+    if origin == "none":
+        (state / "origin.json").unlink(missing_ok=True)
+    else:  # another machine's signature: the author ships theirs, as good as they can make it
+        shipped = state / "origin.json"
+        body = json.loads(shipped.read_text()) if shipped.exists() else {"id": "0" * 32, "uid": os.geteuid()}
+        shipped.write_text(json.dumps({**body, "mac": "0" * 64}))
+    git(author, "add", "-f", ".")  # the edit and the state folder
+    git(author, "commit", "-qm", "ship the state folder")
+    victim = tmp_path / "victim"
+    subprocess.run(["git", "clone", "-q", str(author), str(victim)], check=True)
+    assert (victim / ".workstation" / "sessions").is_dir()
+    before = (victim / "app.py").read_text()
+    assert before == "print('hello')\n"
+
+    slugs = [p.stem for p in (author / ".workstation" / "sessions").glob("*.jsonl")]
+    assert slugs
+    for slug in slugs:
+        undo = run(victim, home, "session", "undo", slug)
+        assert "Traceback" not in undo.stderr
+        assert (victim / "app.py").read_text() == before  # the author's bytes were never written back
+        assert undo.returncode != 0
+    listed = run(victim, home, "session", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+    said = run(victim, home, "session", "list").stderr + undo.stderr
+    assert said.count("came with the repository") == 1, said  # named once, when set aside
+    aside = list((victim / ".workstation" / "came-with-repository").iterdir())
+    assert len(aside) == 1 and (aside[0] / "sessions").is_dir()  # set aside, not deleted
+
+
+def test_no_program_of_ours_is_found_through_a_relative_path_entry(tmp_path, monkeypatch):
+    """PATH begins with a relative entry (".", "node_modules/.bin"): the repository's planted `git` and
+    `bwrap` never run as ours (git runs in the workspace; bwrap is the sandbox itself)."""
+    from workstation import git as git_mod
+    from workstation.sandbox import bwrap
+
+    root = tmp_path / "repo"
+    write_repo(root)
+    marker = tmp_path / "PLANTED_RAN"
+    for name in ("git", "bwrap"):
+        (root / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 1\n")
+        (root / name).chmod(0o755)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PATH", f".{os.pathsep}{os.environ['PATH']}")
+    git_mod.Repo.find(root)
+    found = bwrap.available()
+    assert not marker.exists(), marker.read_text()
+    assert isinstance(found, str) or not str(found[0]).startswith(("./", "bwrap"))
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_git_index_is_read_in_every_version_to_tell_shipped_state(tmp_path, version):
+    """A state folder without an origin (made before origins were kept, or shipped without one) is the
+    user's unless git tracks state in it; git's index is read without running git, in each of its versions
+    (3: extended flags, here an intent-to-add entry; 4: names compressed against the one before)."""
+    from workstation.paths import Paths, git_tracked
+
+    root = tmp_path / "repo"
+    write_repo(root)
+    state = root / ".workstation"
+    (state / "sessions").mkdir(parents=True)
+    (state / "sessions" / "2026-01-01-planted.jsonl").write_text("{}\n")
+    (state / "config.toml").write_text("[agent]\nmax_steps = 5\n")
+    (root / "zz_new.py").write_text("x = 1\n")
+    git(root, "init", "-q")
+    git(root, "add", "-f", "pkg", ".workstation")
+    git(root, "add", "-N", "zz_new.py")
+    git(root, "update-index", "--index-version", str(version))
+    assert sorted(git_tracked(root, ".workstation")) == [".workstation/config.toml",
+                                                         ".workstation/sessions/2026-01-01-planted.jsonl"]
+    with pytest.warns(UserWarning, match="came with the repository"):
+        Paths.for_root(root).ensure()
+    assert not (state / "sessions" / "2026-01-01-planted.jsonl").exists()
+    assert (state / "config.toml").exists()  # the config stays where trust reads it
+    assert len(list((state / "came-with-repository").glob("*/sessions/2026-01-01-planted.jsonl"))) == 1
+    own = tmp_path / "own"  # the user's own folder made before origins: adopted, nothing moved
+    write_repo(own)
+    (own / ".workstation" / "sessions").mkdir(parents=True)
+    (own / ".workstation" / "sessions" / "mine.jsonl").write_text("{}\n")
+    git(own, "init", "-q")
+    git(own, "add", "pkg")
+    Paths.for_root(own).ensure()
+    assert (own / ".workstation" / "sessions" / "mine.jsonl").exists()

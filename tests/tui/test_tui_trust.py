@@ -58,3 +58,29 @@ async def test_a_trusted_folder_is_not_asked_about(tmp_path):
         assert not isinstance(app.screen, ConfirmScreen)
         assert backend.ws.config.agent.command_network is True
         assert not [t for t in app.chat.transcript.turns if "workstation trust" in t.text]
+
+
+async def test_a_folder_put_where_a_trusted_one_was_is_asked_about_again(tmp_path):
+    """Another repository at a trusted folder's path, with the very same config: not trusted, and the app
+    says why when it asks."""
+    import shutil
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_repo(root)
+    (root / ".workstation" / "config.toml").write_text('[agent]\ncommand_network = true\n')
+    verdict, _ = config_mod.inspect(root)
+    trust.grant(verdict.root, verdict.digest)
+    shutil.rmtree(root)
+    root.mkdir()
+    make_repo(root)
+    (root / ".workstation" / "config.toml").write_text('[agent]\ncommand_network = true\n')
+    (root / "AGENTS.md").write_text("Run ./setup.sh first.\n")
+    backend = LiveBackend(str(root), sidecar=False)
+    app = WorkstationApp(backend)
+    async with started(app) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "is not the folder you trusted" in app.screen.question
+        assert "AGENTS.md reach the model either way, as the repository's instructions" in app.screen.question
+        assert backend.ws.config.agent.command_network is False
+        await pilot.press("escape")

@@ -95,3 +95,29 @@ def test_a_responses_edits_form_batches_that_a_command_or_a_sub_agent_ends():
     assert batches([("e", TOOLS["replace_lines"], edit("a.py"))]) == {}
     twice = batches([("x", TOOLS["replace_lines"], edit("a.py")), ("y", TOOLS["replace_lines"], edit("a.py"))])
     assert twice["x"].paths == ["a.py"]  # a file edited twice is checked once
+
+
+def test_an_edits_two_waits_on_the_server_share_one_time_limit(tmp_path):
+    """The baseline before an edit and the check after it wait lsp.timeout_s in all, not each: a server slow
+    to answer the first leaves the second only what is left, and none when nothing is."""
+    import time
+    from types import SimpleNamespace
+
+    from workstation.lsp.check import EditCheck
+
+    asked: list[float] = []
+
+    def diagnostics(scope, timeout_s, cancel=None):
+        asked.append(timeout_s)
+        time.sleep(0.3)
+        return {}
+
+    server = SimpleNamespace(root=tmp_path, spec=SimpleNamespace(name="slow"), diagnostics=diagnostics,
+                             files_changed=lambda moved: None)
+    check = EditCheck(server, ["a.py"], 1.0)
+    report = check.finish(["a.py"])
+    assert asked[0] == 1.0 and 0.6 <= asked[1] <= 0.71, asked
+    assert not report.note
+    spent = EditCheck(server, ["a.py"], 0.2)  # the baseline alone took longer than the limit
+    late = spent.finish(["a.py"])
+    assert len(asked) == 3 and "took the edit's 0.2s before it" in late.note, (asked, late.note)

@@ -20,8 +20,9 @@ from .common import json_option, pass_workspace, print_json
 @pass_workspace
 def trust_command(ws, path: str | None, revoke: bool, list_all: bool, as_json: bool) -> None:
     """Trust a workspace (PATH, default the -C folder): its own config's programs, MCP servers, models,
-    allow-list, sandbox and state settings, its instructions.md and ignore file apply from then on, until
-    its config changes. Model endpoints and key names never come from a workspace.
+    allow-list, sandbox and state settings, its instructions.md and ignore file, and language servers apply
+    from then on, until its config or those files change, or another folder takes its path. Model endpoints
+    and key names never come from a workspace; its budgets only lower yours.
 
     The record is kept in your config home (trust.json), never in the repository."""
     from .. import config as config_mod  # lazy: msgspec, not read by --help
@@ -48,6 +49,7 @@ def trust_command(ws, path: str | None, revoke: bool, list_all: bool, as_json: b
         else:
             click.echo(f"no longer trusted: {root}" if done else f"{root} was not trusted")
         return
+    config_mod.check_workspace(where)  # a config with mistakes is fixed before it is trusted, not after
     verdict, parts = config_mod.inspect(where)
     root = verdict.root
     files = [rel for rel in trust.FILES if (root / rel).exists()]
@@ -68,7 +70,11 @@ def trust_command(ws, path: str | None, revoke: bool, list_all: bool, as_json: b
     if parts.never:
         click.echo(f"still ignored: {', '.join(trust.dotted(parts.never))} (endpoints and key names come only "
                    "from your own config and environment)")
-    click.echo("a change to these settings asks again; undo with `workstation trust --revoke`")
+    for name in trust.REPOSITORY_FILES:
+        if (root / name).is_file():
+            click.echo(f"read as the repository's (trusted or not): {name}")
+    click.echo("a change to these settings or files, or another folder at this path, asks again; undo with "
+               "`workstation trust --revoke`")
 
 
 COMMANDS = [trust_command]

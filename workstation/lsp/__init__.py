@@ -19,7 +19,9 @@ and every wait is bounded.
 
 Servers run in the commands' sandbox (workstation.sandbox), since a project's configuration can make
 a server run a program of the project's (basedpyright runs the interpreter a pyrightconfig.json
-names). Where no sandbox backend works here, no server starts, and one line says why.
+names, or a planted `.venv/bin/python`). Where no sandbox backend works here, no server starts, and one
+line says why. And none starts in a folder the user has not trusted (workstation.trust): nothing a
+repository ships runs before trust, sandboxed or not.
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ class LanguageServers:
     """The language servers of one workspace; see the module docstring."""
 
     def __init__(self, root: Path, config: "LspConfig", policy: "Policy | None",
-                 specs: Callable[[str], "ServerSpec | str"] = spec_for):
+                 specs: Callable[[str], "ServerSpec | str"] = spec_for, *, trusted: bool = False):
         self.root = root
         self.config = config
         self.policy = policy
+        self.trusted = trusted  # the user trusts the folder: only then does a server start
         self.specs = specs  # how each language's server starts (servers.spec_for; tests start others)
         self._servers: dict[str, Server] = {}
         self._absent: dict[str, str] = {}  # language -> why it has no server
@@ -75,7 +78,7 @@ class LanguageServers:
             found = self._servers.get(language)
             if found is not None or language in self._absent:
                 return found
-            why = self._no_sandbox()
+            why = self._untrusted() or self._no_sandbox()
             spec = self.specs(language) if not why else why
             if isinstance(spec, str):
                 self._absent[language] = spec
@@ -96,6 +99,12 @@ class LanguageServers:
             return f"no language server for {rel}"
         found = self._servers.get(language)
         return found.error or "" if found is not None else self.absent(language)
+
+    def _untrusted(self) -> str:
+        if self.trusted:
+            return ""
+        return (f"no language server: {self.root} is not trusted, and a server runs what a repository ships (its "
+                f"interpreter, its plugins); `workstation trust {self.root}` to have edits checked")
 
     def _no_sandbox(self) -> str:
         if self.policy is None:

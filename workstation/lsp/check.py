@@ -140,7 +140,8 @@ def _unmatched(found: list[Diagnostic], matched: "collections.Counter") -> list[
 
 
 class EditCheck:
-    """Begun before an edit (the baseline), finished after it (`finish`)."""
+    """Begun before an edit (the baseline), finished after it (`finish`): the two waits on the server share
+    `timeout_s` (lsp.timeout_s, which a workspace may lower, never raise: config.BUDGETS)."""
 
     def __init__(self, server: "Server", scope: list[str], timeout_s: float, cancel: "threading.Event | None" = None):
         self.server = server
@@ -166,8 +167,11 @@ class EditCheck:
         moved = {rel: (1 if (self.server.root / rel).exists() else 3) for rel in changed
                  if (self.server.root / rel).exists() != self.existed.get(rel, True)}
         self.server.files_changed(moved)  # a created or vanished module: imports resolve anew
+        left = self.timeout_s - self.spent  # one edit waits on the server lsp.timeout_s in all, not twice that
         try:
-            after = _errors(self.server.diagnostics(self.scope, self.timeout_s, self.cancel))
+            if left <= 0:
+                raise ServerFailed(f"{self.server.spec.name} took the edit's {self.timeout_s:g}s before it")
+            after = _errors(self.server.diagnostics(self.scope, left, self.cancel))
         except ServerFailed as err:
             report.note = f"{err}; this edit was not checked"
             return report

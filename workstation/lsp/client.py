@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from ..fsutil import sha256_bytes
+from ..paths import absolute_path_env
 from .results import Diagnostic, Location, ServerFailed, Stopped, Symbol
 
 if TYPE_CHECKING:
@@ -155,7 +156,8 @@ class Server:
 
         logging.getLogger("pygls").setLevel(logging.ERROR)  # its warnings would print over the app
 
-        argv, env = list(self.spec.argv), dict(os.environ)
+        # a relative PATH entry would find a program the repository planted (the server runs `python`, `node`)
+        argv, env = list(self.spec.argv), {**os.environ, "PATH": absolute_path_env()}
         if self.policy is not None:
             from ..sandbox import sandboxed  # lazy: only where a server starts
 

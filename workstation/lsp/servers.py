@@ -5,7 +5,8 @@
   Python wrapper process in between, no Node needed on the machine. Its checking mode is "standard"
   unless the project configures its own (pyrightconfig.json, [tool.basedpyright]); only errors are
   ever reported to the agent.
-- TypeScript and JavaScript: `typescript-language-server --stdio` when it and `node` are on PATH
+- TypeScript and JavaScript: `typescript-language-server --stdio` when it and `node` are on PATH (its
+  absolute entries only: a relative one would find what a repository planted)
   (`npm i -g typescript-language-server typescript@5`: TypeScript 7 has no tsserver); otherwise one line
   says so. It only pushes diagnostics: after a change, what it published once it has been quiet 0.3 s.
 """
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..paths import find_program
 
 SERVER_NAMES = ("basedpyright", "typescript-language-server")  # what results mark their answers with
 PYTHON_EXT = (".py", ".pyi")
@@ -74,8 +76,8 @@ def _basedpyright() -> "ServerSpec | str":
 
 
 def _typescript() -> "ServerSpec | str":
-    server = shutil.which("typescript-language-server")
-    if shutil.which("node") is None:
+    server = find_program("typescript-language-server")
+    if find_program("node") is None:
         return "no TypeScript/JavaScript language server: Node.js is not installed"
     if server is None:
         return ("no TypeScript/JavaScript language server: typescript-language-server is not on PATH "
@@ -94,7 +96,7 @@ def _tsserver(server: str) -> str:
         if parent.name == "node_modules":
             candidates.append(parent / "typescript" / "lib" / "tsserver.js")
             break
-    tsc = shutil.which("tsc")
+    tsc = find_program("tsc")
     if tsc:
         candidates.append(Path(os.path.realpath(tsc)).parent.parent / "lib" / "tsserver.js")
     return next((str(c) for c in candidates if c.is_file()), "")

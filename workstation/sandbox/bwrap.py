@@ -20,13 +20,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..paths import find_program
 from . import Status
 
 NAME = "bwrap"
@@ -34,7 +34,7 @@ NAME = "bwrap"
 
 def available() -> "str | tuple[str]":
     """(path,) of a bwrap binary, or why there is none."""
-    system = shutil.which("bwrap")
+    system = find_program("bwrap")  # never a `bwrap` a relative PATH entry finds in the repository
     if system:
         return (system,)
     try:

@@ -172,15 +172,20 @@ class LiveBackend:
         verdict, _ = config_mod.inspect(self.root)
         if verdict.trusted or not verdict.ignored:
             return
-        why = "changed since you trusted it" if verdict.changed else "came with settings of its own"
+        why = ("is not the folder you trusted (made anew since)" if verdict.replaced else
+               "changed since you trusted it" if verdict.changed else "came with settings of its own")
         question = (f"{verdict.root} {why}, ignored until you trust it:\n{', '.join(verdict.ignored)}\n\n"
                     "Trust this folder? They apply the next time you open it (model endpoints and keys never "
                     "come from a workspace; `workstation trust --revoke` undoes it).")
+        if verdict.steering:
+            question += (f"\n\nIts {' and '.join(verdict.steering)} reach the model either way, as the repository's "
+                         "instructions, not yours.")
 
         def answered(ok: bool | None) -> None:
             if not ok:
                 return
             try:
+                config_mod.check_workspace(verdict.root)  # its mistakes are fixed before it is trusted
                 trust.grant(verdict.root, verdict.digest)
             except WorkstationError as err:
                 self.app.notify(str(err), severity="error")
