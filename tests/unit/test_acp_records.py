@@ -68,6 +68,8 @@ def test_a_line_that_is_not_a_message_is_named_and_a_message_passes():
     code, message, ident = wire.problem(b"{oops")
     assert (code, ident) == (wire.PARSE_ERROR, None) and "{oops" in message
     assert wire.problem(b"42")[0] == wire.INVALID_REQUEST
+    code, message, _ = wire.problem(b"[" * 100_000)  # deeper than json reads: RecursionError, not ValueError
+    assert code == wire.PARSE_ERROR and message.startswith("Parse error: nested too deeply to read: '[[[")
     assert wire.problem(b'{"jsonrpc": "2.0", "id": 3, "method": 5}') == (
         wire.INVALID_REQUEST, "Invalid Request: method must be a string", 3)
     assert wire.problem(b'{"jsonrpc": "2.0"}')[1] == "Invalid Request: neither a method nor an id"
