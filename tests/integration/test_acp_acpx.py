@@ -2,7 +2,8 @@
 test time), with the model served by the scripted server through the real litellm path. acpx's ordinary
 flow, each step its own acpx process: `sessions new`; a prompt whose command the user rejects, in a new
 agent process that loads the session; a prompt whose command is allowed, in another new agent process; a
-prompt cancelled by `acpx cancel` while the reply streams; `sessions list` (the agent's session/list).
+prompt cancelled by `acpx cancel` while the reply streams; `sessions list` (the agent's session/list); and
+a session gone, whose load answers -32002 ("resource not found"), on which acpx starts a new one.
 """
 
 from __future__ import annotations
@@ -62,12 +63,23 @@ class Acpx:
         return json.loads(run.stdout)
 
     def settled(self, within: float = 60) -> dict:
-        """Once no agent process runs for the session (its queue owner's time to live is over)."""
+        """Once no agent process runs for the session: its queue owner's time to live is over, and the
+        owner (the pid acpx reports, which runs the agent process) has exited."""
         deadline = time.monotonic() + within
-        while (state := self.status()).get("status") == "running":
+        while (state := self.status()).get("status") == "running" or _alive(state.get("pid")):
             assert time.monotonic() < deadline, f"the agent process still runs: {state}"
             time.sleep(0.5)
         return state
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def wire(run_stdout: str) -> list[dict]:
@@ -120,27 +132,26 @@ def test_acpx_new_prompt_reject_allow_cancel_load_and_list(tmp_path, server):
     refused = acpx("--format", "json", "--deny-all", "prompt", "make the refused file")
     said = wire(refused.stdout)
     assert refused.returncode == 5, refused.stdout[-3000:] + refused.stderr[-2000:]  # acpx: permission denied
-    assert methods(said)[:3] == ["initialize", "session/load", "session/prompt"]
+    assert methods(said)[:2] == ["initialize", "session/load"] and "session/prompt" in methods(said)
     assert "error" not in answer_to(said, "session/load")  # a session nothing was said in, kept: loaded
     assert permission_answers(said) == [("touch refused-by-user", {"outcome": {"outcome": "selected",
                                                                                "optionId": "reject"}})]
     assert {"stopReason": "end_turn"} in [m.get("result") for m in said]
     assert not (repo / "refused-by-user").exists()
-    first_agent = acpx.settled().get("pid")
+    acpx.settled()
 
     # another prompt, another new agent process; allowed this time; the earlier turn is in the context
     server.push(Reply(tool_calls=[("run_command", {"cmd": "touch allowed-by-user"})]), Reply(text="Made."))
     allowed = acpx("--format", "json", "--approve-all", "prompt", "make the allowed file")
     said = wire(allowed.stdout)
     assert allowed.returncode == 0, allowed.stdout[-3000:] + allowed.stderr[-2000:]
-    assert methods(said)[:2] == ["initialize", "session/load"]
+    assert methods(said)[:2] == ["initialize", "session/load"]  # a new agent process: initialized, loads
     assert "error" not in answer_to(said, "session/load")
     ((title, answer),) = permission_answers(said)
     assert title == "touch allowed-by-user" and answer["outcome"]["optionId"] in ("allow", "allow-session")
     assert (repo / "allowed-by-user").exists()
     assert any(m.get("content") == "make the refused file" for m in server.requests[-1]["messages"])
-    second_agent = acpx.settled().get("pid")
-    assert first_agent != second_agent
+    acpx.settled()
 
     # a prompt cancelled while the reply streams
     server.push(Reply(text="word " * 2000, chunk_delay_s=0.02))
@@ -177,3 +188,17 @@ def test_acpx_new_prompt_reject_allow_cancel_load_and_list(tmp_path, server):
         "make the refused file", "make the allowed file", "talk at length"]
     assert any(r["type"] == "tool" and "you refused" in r["content"] for r in log)
     assert [r["content"] for r in log if r.get("notice") == "cancelled"] == ["[cancelled]"]
+
+    # a session gone (expired, or removed by hand): its load answers -32002, "resource not found", on
+    # which acpx starts a new session and the prompt goes on there (acpx does not print the failed load;
+    # for a session with the agent's messages in it, it falls back on no other code: -32000, as the load
+    # answered before, failed the prompt)
+    (paths.sessions / f"{slug}.jsonl").unlink()
+    server.push(Reply(text="Fresh start."))
+    again = acpx("--format", "json", "prompt", "start over")
+    said = wire(again.stdout)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    fresh = answer_to(said, "session/new")["result"]["sessionId"]
+    assert [r["content"] for r in records(Session.open(paths, fresh), "user")] == ["start over"]
+    assert not any(m.get("content") == "make the refused file" for m in server.requests[-1]["messages"])
+    acpx.settled()
