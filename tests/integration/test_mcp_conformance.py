@@ -29,7 +29,7 @@ from agent_support import write_repo
 from header_proxy import HeaderProxy
 from npm_support import bin_of, node_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CONFORMANCE = ("@modelcontextprotocol/conformance", "0.1.16")
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))

@@ -141,7 +141,7 @@ class StdioTransport:
             self._asked.add(message["id"])
         elif "method" not in message:
             self._unanswered.discard(message.get("id"))
-            self._answered.set()
+        self._answered.set()  # the end of a file waits on both
 
     async def close(self) -> None:
         if self._closed:
