@@ -41,7 +41,8 @@ class HeaderProxy:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0,
+                                                                    limit=_HEAD_LIMIT))  # readuntil's bound
         self.port = server.sockets[0].getsockname()[1]
         self._started.set()
         try:
@@ -76,7 +77,6 @@ class HeaderProxy:
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         upstream_w = None
         try:
-            client_r._limit = _HEAD_LIMIT  # type: ignore[attr-defined]  # readuntil's bound
             head = await client_r.readuntil(b"\r\n\r\n")
             self.requests += 1
             upstream_r, upstream_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
