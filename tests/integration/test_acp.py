@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -288,8 +290,9 @@ def test_an_imported_session_loads_like_ours(repo, home, server, tmp_path):
                 await conn.load_session(cwd=str(repo), session_id=slug, mcp_servers=[])
         return refused
 
-    assert run(session()) == [(-32000, "no session named no-such-session"),
-                              (-32000, "invalid session name '../../etc/passwd': use lowercase letters, digits, '_' "
+    # the protocol's codes: "resource not found" (an editor starts a new session on it), bad params
+    assert run(session()) == [(-32002, f"no session named no-such-session in {repo.resolve()}"),
+                              (-32602, "invalid session name '../../etc/passwd': use lowercase letters, digits, '_' "
                                        "or '-' (at most 100)")]
     users = [u.content.text for u in editor.of(UserMessageChunk)]
     main = [r for r in theirs if not r.get("sidechain")]  # a sub-agent's steps are not the thread's
@@ -366,10 +369,10 @@ def test_approve_all_mode_and_requests_refused_in_one_line(repo, home, server, t
 
     refused, done = run(session())
     assert refused == [(-32602, "no mode 'nope': one of ask, yes"),
-                       (-32000, "no open session 'not-open': load it first (session/load)"),
+                       (-32002, "no open session 'not-open': load it first (session/load)"),
                        (-32602, "cwd must be an absolute path, not 'relative/path'"),
                        (-32602, f"cwd: no such folder: {tmp_path / 'missing'}"),
-                       (-32000, "empty message")]
+                       (-32603, "empty message")]
     assert done.stop_reason == "end_turn" and editor.asked == [] and (repo / "made-in-yes-mode").exists()
 
 
@@ -394,3 +397,115 @@ def test_a_line_that_is_not_json_rpc_gets_one_error_and_serving_goes_on(repo, ho
     assert good["id"] == 7 and good["result"]["protocolVersion"] == 1
     assert code == 0 and "Traceback" not in err
     assert sum("not a JSON-RPC message" in line for line in err.splitlines()) == 2
+
+
+def _request(ident: int, method: str, **params) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}).encode() + b"\n"
+
+
+def _memory_kb(pid: int) -> dict[str, int]:
+    found = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0])
+    return found
+
+
+def test_a_line_too_deep_or_too_long_gets_one_error_and_memory_stays_within_the_limit(repo, home):
+    """100,000 `[` (deeper than `json` reads) once ended serving without a word; 400 MB without a newline grew
+    the process by 550 MB, past the 50 MB limit of one message."""
+    from workstation.acp.server import STDIO_LIMIT
+
+    flood = 4 * STDIO_LIMIT
+
+    async def session():
+        env = {**os.environ, "WORKSTATION_HOME": str(home)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "workstation", "-C", str(repo), "acp", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, limit=1 << 20)
+        proc.stdin.write(_request(1, "initialize", protocolVersion=1))
+        first = json.loads(await proc.stdout.readline())
+        before = _memory_kb(proc.pid)["VmRSS"]
+        proc.stdin.write(b"[" * 100_000 + b"\n")
+        chunk = b"a" * (1 << 20)
+        for _ in range(flood // len(chunk)):
+            proc.stdin.write(chunk)
+            await proc.stdin.drain()
+        proc.stdin.write(b"\n" + _request(2, "initialize", protocolVersion=1))
+        await proc.stdin.drain()
+        lines = [json.loads(await proc.stdout.readline()) for _ in range(3)]
+        grown = _memory_kb(proc.pid)["VmHWM"] - before
+        proc.stdin.close()
+        await proc.wait()
+        return first, lines, grown, (await proc.stderr.read()).decode(), proc.returncode
+
+    first, (deep, long, good), grown_kb, err, code = run(session())
+    assert first["id"] == 1 and "result" in first
+    assert deep["id"] is None and deep["error"]["code"] == -32700
+    assert deep["error"]["message"].startswith("Parse error: nested too deeply to read: '[[[[")
+    assert long["id"] is None and long["error"]["code"] == -32700
+    assert long["error"]["message"] == (f"Parse error: a line of {flood:,} bytes is over the {STDIO_LIMIT:,}-byte "
+                                        "limit of one message: dropped")
+    assert good["id"] == 2 and good["result"]["protocolVersion"] == 1  # serving went on
+    assert grown_kb * 1024 < STDIO_LIMIT + 32 * 1024 * 1024, f"grew by {grown_kb:,} kB for a {flood:,}-byte line"
+    assert code == 0 and "Traceback" not in err
+    assert sum("not a JSON-RPC message" in line for line in err.splitlines()) == 2
+
+
+def test_regular_files_as_stdin_and_stdout_serve_every_request(repo, home, tmp_path):
+    """A regular file as stdin or stdout once ended in `ValueError: Pipe transport is for pipes/sockets only`.
+    Every request of the file is answered, in a file."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(_request(1, "initialize", protocolVersion=1)
+                         + _request(2, "session/new", cwd=str(repo), mcpServers=[])
+                         + b"not json\n" + _request(3, "session/list", cwd=str(repo)))
+    answers = tmp_path / "answers.jsonl"
+    env = {**os.environ, "WORKSTATION_HOME": str(home)}
+    with open(requests, "rb") as stdin, open(answers, "wb") as stdout:
+        done = subprocess.run([sys.executable, "-m", "workstation", "-C", str(repo), "acp"], stdin=stdin,
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    said = [json.loads(line) for line in answers.read_text().splitlines()]
+    by_id = {m["id"]: m for m in said if "id" in m and "method" not in m}
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[1]["result"]["protocolVersion"] == 1
+    slug = by_id[2]["result"]["sessionId"]
+    assert [s["sessionId"] for s in by_id[3]["result"]["sessions"]] == [slug]
+
+
+def test_a_new_session_outlives_the_agent_process_until_it_expires(repo, home, server, tmp_path):
+    """acpx's ordinary flow: `sessions new` in one agent process, the prompt in another, which loads the
+    session. A session nothing was said in was deleted when the first process ended (the load answered
+    -32000); it is kept until it expires, and a session gone is -32002, "resource not found"."""
+    server.push(Reply(text="Here."))
+
+    async def new() -> str:
+        with open(tmp_path / "stderr", "a") as err:
+            async with connect(Editor(), repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                return (await conn.new_session(cwd=str(repo), mcp_servers=[])).session_id
+
+    async def load_and_prompt(slug: str):
+        with open(tmp_path / "stderr", "a") as err:
+            async with connect(Editor(), repo, home, err) as (conn, _proc):
+                await conn.initialize(protocol_version=1)
+                try:
+                    await conn.load_session(cwd=str(repo), session_id=slug, mcp_servers=[])
+                except RequestError as exc:
+                    return exc.code, str(exc)
+                return (await conn.prompt(session_id=slug, prompt=[text_block("hello")])).stop_reason
+
+    slug = run(new())
+    assert run(load_and_prompt(slug)) == "end_turn"  # loaded in a new process, and used
+    paths = Paths.for_root(repo)
+    assert [r["content"] for r in records(Session.open(paths, slug), "user")] == ["hello"]
+
+    unused, used = run(new()), slug
+    day_and_more = time.time() - 25 * 3600
+    for old in (unused, used):  # both untouched for more than a day
+        os.utime(paths.sessions / f"{old}.jsonl", (day_and_more, day_and_more))
+    assert run(load_and_prompt(unused)) == (-32002, f"no session named {unused} in {repo.resolve()}")
+    assert not (paths.sessions / f"{unused}.jsonl").exists()  # expired when the folder was opened
+    assert (paths.sessions / f"{used}.jsonl").exists()  # a session with a conversation never expires

@@ -213,27 +213,39 @@ def test_the_agent_uses_workstation_itself_over_http(tmp_path, server, monkeypat
 
 
 def test_check_lists_servers_and_their_tools(tmp_path):
+    """The state each server had when it answered (not "stopped", as it is after --check closes it); exit 1
+    only when one did not start."""
     root = tmp_path / "repo"
     (root / ".workstation").mkdir(parents=True)
     fx = fixture(tmp_path)
-    (root / ".workstation" / "config.toml").write_text(
-        "[mcp.servers.fx]\n"
-        f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
-        f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\ntrusted_tools = [\"echo\"]\n"
-        "[mcp.servers.missing]\ncommand = \"/no/such/program\"\n")
+    fx_toml = ("[mcp.servers.fx]\n"
+               f"command = {json.dumps(fx['command'])}\nargs = {json.dumps(fx['args'])}\n"
+               f"env = {{ PIDFILE = {json.dumps(fx['env']['PIDFILE'])} }}\ntrusted_tools = [\"echo\"]\n")
+    config = root / ".workstation" / "config.toml"
+    config.write_text(fx_toml)
     trust(root, tmp_path / "home")
     env = {**os.environ, "WORKSTATION_HOME": str(tmp_path / "home")}
-    run = subprocess.run([WORKSTATION, "-C", str(root), "mcp", "--check", "--json"], capture_output=True, text=True,
-                         timeout=120, env=env)
-    assert run.returncode == 0, run.stderr
+
+    def check(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([WORKSTATION, "-C", str(root), "mcp", "--check", *flags], capture_output=True,
+                              text=True, timeout=120, env=env)
+
+    alone = check()
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "│ fx " in alone.stdout and "ready" in alone.stdout and "stopped" not in alone.stdout
+    assert gone_soon(tmp_path, "fx")
+
+    config.write_text(fx_toml + "[mcp.servers.missing]\ncommand = \"/no/such/program\"\n")
+    trust(root, tmp_path / "home")
+    run = check("--json")
+    assert run.returncode == 1, run.stderr
     servers = {s["name"]: s for s in json.loads(run.stdout)}
-    assert servers["fx"]["state"] == "stopped" and servers["missing"]["state"] == "failed"
+    assert servers["fx"]["state"] == "ready" and servers["missing"]["state"] == "failed"
     assert "no such program" in servers["missing"]["error"]
     tools = {t["name"]: t for t in servers["fx"]["tools"]}
     assert tools["fx__echo"]["asks"] is False and tools["fx__slow"]["asks"] is True
     assert gone_soon(tmp_path, "fx")
-    table = subprocess.run([WORKSTATION, "-C", str(root), "mcp", "--check"], capture_output=True, text=True,
-                           timeout=120, env=env)
+    table = check()
     assert table.returncode == 1 and "fx__echo" in table.stdout
 
 

@@ -68,8 +68,66 @@ def test_a_line_that_is_not_a_message_is_named_and_a_message_passes():
     code, message, ident = wire.problem(b"{oops")
     assert (code, ident) == (wire.PARSE_ERROR, None) and "{oops" in message
     assert wire.problem(b"42")[0] == wire.INVALID_REQUEST
+    code, message, _ = wire.problem(b"[" * 100_000)  # deeper than json reads: RecursionError, not ValueError
+    assert code == wire.PARSE_ERROR and message.startswith("Parse error: nested too deeply to read: '[[[")
     assert wire.problem(b'{"jsonrpc": "2.0", "id": 3, "method": 5}') == (
         wire.INVALID_REQUEST, "Invalid Request: method must be a string", 3)
     assert wire.problem(b'{"jsonrpc": "2.0"}')[1] == "Invalid Request: neither a method nor an id"
     assert json.loads(wire.error_line(-32700, "Parse error", None)) == {
         "jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+
+
+def _transport_reads(chunks: list[bytes], limit: int) -> tuple[list, list[str], bytes]:
+    """What a StdioTransport over a pipe hands the SDK for `chunks` written one by one (the messages, then
+    None at the end), the lines it named as bad, and what it wrote back."""
+    import asyncio
+    import os
+    import threading
+    import time
+
+    inbound, feed = os.pipe()
+    answers, outbound = os.pipe()
+    bad: list[str] = []
+
+    def write() -> None:
+        for chunk in chunks:
+            os.write(feed, chunk)
+            time.sleep(0.01)  # each chunk its own read
+        os.close(feed)
+
+    async def serve() -> list:
+        transport = await wire.StdioTransport(limit, bad.append, stdin=inbound, stdout=outbound).start()
+        got = []
+        while (message := await transport.receive()) is not None:
+            got.append(message)
+        got.append(None)
+        await transport.close()
+        return got
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        got = asyncio.run(asyncio.wait_for(serve(), 30))
+    finally:
+        writer.join()
+        os.close(outbound)
+    said = os.read(answers, 1 << 20)
+    os.close(inbound)
+    os.close(answers)
+    return got, bad, said
+
+
+def test_the_transport_gathers_lines_across_reads_and_drops_what_is_over_the_limit():
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    exact = b'{"jsonrpc":"2.0","id":2,"method":"' + b"x" * (100 - 36) + b'"}'
+    assert len(exact) == 100
+    got, bad, said = _transport_reads(
+        [ping[:10], ping[10:] + b"\n" + exact + b"\n",  # a line split across reads; one exactly at the limit
+         b"y" * 60, b"y" * 60, b"y" * 60 + b"\n",  # over the limit across reads: dropped as it comes
+         b"z" * 101 + b"\n",  # over the limit within one read
+         b"\n   \n" + b'{"jsonrpc":"2.0","id":3,"result":{}}'],  # blank lines; the last line without a newline
+        limit=100)
+    assert got == [json.loads(ping), json.loads(exact), {"jsonrpc": "2.0", "id": 3, "result": {}}, None]
+    assert bad == ["Parse error: a line of 180 bytes is over the 100-byte limit of one message: dropped",
+                   "Parse error: a line of 101 bytes is over the 100-byte limit of one message: dropped"]
+    assert [json.loads(line)["error"]["message"] for line in said.splitlines()] == bad

@@ -10,8 +10,11 @@ What each request does:
 
     initialize       protocol version 1, loadSession, session/list; prompts of text and resource links
     session/new      a new session in the folder; its modes and slash commands follow; the editor's own
-                     stdio MCP servers start for the session, beside the folder's, and ask before each call
-    session/load     the session's whole conversation replayed as updates (acp.records), its plan among them
+                     stdio MCP servers start for the session, beside the folder's, and ask before each call;
+                     kept when the agent process ends, a session in which nothing was said for a day
+                     expires (removed when a later `workstation acp` opens the folder)
+    session/load     the session's whole conversation replayed as updates (acp.records), its plan among them;
+                     one not there (expired, archived) is -32002 "resource not found": editors start anew
     session/prompt   one agent turn, on a worker thread: text streams as agent_message_chunk, each tool
                      call is a tool_call, in_progress while it runs, then a tool_call_update with its
                      result and diffs; a prompt
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from acp import PROTOCOL_VERSION, RequestError, helpers, run_agent, stdio_streams
+from acp import PROTOCOL_VERSION, RequestError, helpers, run_agent
 from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock,
                         Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
                         McpServerStdio, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
@@ -50,13 +53,14 @@ from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInp
 from .. import __version__
 from ..errors import ConfigError, WorkstationError
 from .records import Mapper
-from .wire import checked
+from .wire import StdioTransport
 
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
     from ..agent.loop import Agent
     from ..agent.tools import Toolset
     from ..mcp.client import McpClients, McpToolset
+    from ..paths import Paths
     from ..runtime import Workspace
     from ..sessions.log import Session
 
@@ -71,13 +75,21 @@ ELSEWHERE = {"/new": "start a new thread in your editor", "/clear": "start a new
              "/fork": "fork it with `workstation session fork`"}
 SEND_TIMEOUT_S = 60.0  # an update the editor does not read for this long: it is gone, the turn stops
 ALLOW_ONCE, ALLOW_SESSION, REJECT = "allow", "allow-session", "reject"
-REFUSED, INVALID_PARAMS = -32000, -32602  # JSON-RPC codes: a refusal of ours (its message says why), bad params
+# the protocol's error codes (ACP's schema): bad params; a session that is not there ("resource not found":
+# an editor loading a session gone starts a new one); anything else we refuse, its message saying why
+# (ACP's -32000 is "authentication required": never ours, no authentication is offered)
+INVALID_PARAMS, NOT_FOUND, REFUSED = -32602, -32002, -32603
+EMPTY_KEPT_S = 24 * 3600  # a session in which nothing was said is kept this long for an editor to come back to
 
 
-def _error(err: Exception) -> RequestError:
+def _error(err: Exception, code: int = REFUSED) -> RequestError:
     """A refusal the editor shows: one line naming the problem."""
     lines = err.lines if isinstance(err, ConfigError) else [str(err)]
-    return RequestError(REFUSED, "; ".join(lines))
+    return RequestError(code, "; ".join(lines))
+
+
+def _not_found(slug: str, message: str) -> RequestError:
+    return RequestError(NOT_FOUND, message, {"uri": slug})
 
 
 @dataclass
@@ -288,6 +300,7 @@ class Server:
             except WorkstationError as err:
                 raise _error(err) from None
             place = self.places[root] = Place(ws, toolset, notices)
+            expire_empty(ws.paths)
             return place
 
     def _open(self, place: Place, slug: str | None, servers: list | None = None) -> Live:
@@ -298,11 +311,12 @@ class Server:
         known = self.lives.get(slug) if slug is not None else None
         if known is not None:
             if known.place is not place:
-                raise RequestError(REFUSED, f"session {slug} is open for {known.place.ws.root} in this server")
+                raise RequestError(INVALID_PARAMS, f"session {slug} is open for {known.place.ws.root} in this "
+                                                   "server")
             return known
         try:
             if slug is not None:
-                session = Session.open(place.ws.paths, slug)
+                session = _existing(place, slug)
             else:
                 taken = []
                 session = Session.create(place.ws.paths, title="acp")
@@ -329,7 +343,7 @@ class Server:
     def _live(self, slug: str) -> Live:
         live = self.lives.get(slug)
         if live is None:
-            raise RequestError(REFUSED, f"no open session {slug!r}: load it first (session/load)")
+            raise _not_found(slug, f"no open session {slug!r}: load it first (session/load)")
         return live
 
     def _later(self, live: Live) -> None:
@@ -413,13 +427,14 @@ class Server:
 
     # ------------------------------------------------------------------ the end
     def close(self) -> None:
-        """Stop every turn, close the agents (an empty session leaves no file), the MCP servers, the stores."""
+        """Stop every turn, close the agents, the MCP servers, the stores. A session in which nothing was said
+        stays (an editor's `session/new`, then `session/load` by a new agent process, is its ordinary flow),
+        until it expires (`expire_empty`)."""
         for live in self.lives.values():
             live.cancel.set()
         for live in list(self.lives.values()):
             with live.place.turn:  # the turn's thread ends its turn first
                 live.agent.close()
-                live.agent.session.remove_if_empty()
                 if live.own is not None:
                     live.own.close()
         self.lives.clear()
@@ -428,6 +443,48 @@ class Server:
             if place.ws is not self.default:
                 place.ws.close()
         self.places.clear()
+
+
+def _existing(place: Place, slug: str) -> "Session":
+    """The folder's session `slug`, for session/load: a name that cannot be one is bad params, a session
+    that is not there (never was, expired, archived) is "resource not found"."""
+    from ..sessions.log import Session, SessionArchived, SessionError, check_slug  # lazy: with the agent stack
+
+    try:
+        check_slug(slug)
+    except SessionError as err:
+        raise _error(err, INVALID_PARAMS) from None
+    try:
+        return Session.open(place.ws.paths, slug)
+    except SessionArchived as err:
+        raise _not_found(slug, str(err)) from None
+    except SessionError as err:
+        raise _not_found(slug, f"{err} in {place.ws.root}") from None
+
+
+def expire_empty(paths: "Paths", kept_s: float = EMPTY_KEPT_S) -> list[str]:
+    """Remove the sessions of a folder in which nothing was said and nothing written for `kept_s` (an editor's
+    new thread never used); the slugs removed. A session in use is younger: its file changes with each record."""
+    import time
+
+    from ..sessions.log import SUFFIX, Session, live_slugs  # lazy: with the agent stack
+
+    removed = []
+    cutoff = time.time() - kept_s
+    for slug in live_slugs(paths):
+        path = paths.sessions / f"{slug}{SUFFIX}"
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        # an empty session is a small file (nothing, or the `command` records of slash commands)
+        if info.st_mtime < cutoff and info.st_size < 65536:
+            try:
+                if Session(paths, slug).remove_if_empty():
+                    removed.append(slug)
+            except WorkstationError as err:
+                log.warning("could not check whether session %s is empty: %s", slug, err)
+    return removed
 
 
 def editor_servers(place: Place, servers: list) -> tuple[Toolset, McpClients | None, list[str]]:
@@ -534,14 +591,12 @@ def serve_stdio(ws: "Workspace") -> None:
 
 
 async def _serve(ws: "Workspace") -> None:
-    raw, writer = await stdio_streams(limit=STDIO_LIMIT)
-    reader, pump = await checked(raw, writer, STDIO_LIMIT,
-                                 lambda why: log.warning("ignored a line that is not a JSON-RPC message: %s", why))
+    transport = await StdioTransport(
+        STDIO_LIMIT, lambda why: log.warning("ignored a line that is not a JSON-RPC message: %s", why)).start()
     server = Server(ws)
     try:
         # the SDK's Agent protocol lists every method of the protocol; its router looks each up with getattr
         # and answers "method not found" for those a Server leaves out (fork, resume, config options)
-        await run_agent(server, writer, reader)  # type: ignore[arg-type]
+        await run_agent(server, transport)  # type: ignore[arg-type]
     finally:
-        pump.cancel()
         await asyncio.to_thread(server.close)  # off the loop: a turn's thread may still send to it

@@ -3,6 +3,8 @@ agent itself uses (`--check`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from .common import json_option, pass_workspace, print_json, print_table
@@ -13,7 +15,8 @@ from .common import json_option, pass_workspace, print_json, print_table
               help="Serve streamable HTTP on 127.0.0.1:PORT (0: any free port) instead of stdio.")
 @click.option("--read-only", is_flag=True, help="Offer only the tools that change nothing (no edits, no memory writes).")
 @click.option("--check", is_flag=True,
-              help="Start the servers of [mcp.servers] as the agent would, list their tools and state, stop them.")
+              help="Start the servers of [mcp.servers] as the agent would, list their tools and state, stop them\n"
+                   "(exit 1 when one did not start).")
 @json_option
 @pass_workspace
 def mcp_command(ws, port: int | None, read_only: bool, check: bool, as_json: bool) -> None:
@@ -55,10 +58,13 @@ def _check(ws, as_json: bool) -> None:
             click.echo("no MCP servers configured ([mcp.servers.NAME] in ~/.config/workstation/config.toml, or in "
                        "the .workstation/config.toml of a workspace you trust)")
         return
-    with open_toolset(ws) as toolset:
-        servers = toolset.servers()
+    with open_toolset(ws) as toolset:  # their state as they answered: closing marks every one "stopped"
+        servers = [dataclasses.replace(s, tools=list(s.tools)) for s in toolset.servers()]
+    failed = any(s.state != "ready" for s in servers)
     if as_json:
         print_json([s.to_dict() for s in servers])
+        if failed:
+            raise SystemExit(1)
         return
     rows = []
     for server in servers:
@@ -67,7 +73,7 @@ def _check(ws, as_json: bool) -> None:
         rows += [{"server": "", "state": "", "tool": t.qualified, "asks": "yes" if server.asks(t.name) else "no",
                   "what": t.description[:80]} for t in server.tools]
     print_table(rows, title="MCP servers of the agent")
-    if any(s.state != "ready" for s in servers):
+    if failed:
         raise SystemExit(1)
 
 
