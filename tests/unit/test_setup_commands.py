@@ -23,7 +23,7 @@ def test_both_readme_commands_install_the_lock_and_ci_runs_the_test_command() ->
     assert "pip install -q -c requirements.lock -e . " in launch
     assert "pip install -q -c requirements.lock -e '.[test]' " in test
     ci = ROOT.joinpath(".ci", "run").read_text().strip().splitlines()
-    assert ci[-1] == test
+    assert ci[-2:] == [test, "scripts/check"]  # the test command, then the check step (types, contracts, lint)
 
 
 def test_the_lock_pins_every_dependency_with_one_version() -> None:
