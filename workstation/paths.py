@@ -284,11 +284,8 @@ class Paths:
 
     @property
     def owner_socket(self) -> Path:
-        sock = self.state / "owner.sock"
-        if len(str(sock)) < 100:  # AF_UNIX paths are capped at ~107 bytes
-            return sock
-        digest = hashlib.sha256(str(self.state).encode()).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / f"workstation-{digest}.sock"
+        """The database owner's socket (store.broker binds a path too long for an address through its folder)."""
+        return self.state / "owner.sock"
 
     @property
     def staging(self) -> Path:

@@ -78,8 +78,8 @@ def test_a_command_changes_nothing_protected_under_any_backend(repo, tmp_path, m
     if mode != "off" and state.backend != mode:
         pytest.skip(state.line)
     marker = tmp_path / "pwned"
+    trust.grant(repo, trust.decide(repo, tomllib.loads(CONFIG))[0].digest)  # writes the folder's origin.json
     before = snapshot(repo)
-    trust.grant(repo, trust.decide(repo, tomllib.loads(CONFIG))[0].digest)
     res = run_command(f"sh -c {json.dumps(ATTACKS[attack].format(marker=marker))}", repo, allow=[],
                       approve=lambda req: True, timeout_s=30, max_output_chars=10_000, sandbox=policy)
     assert res.approved_by == "user"  # what the allow-list does not cover ran, approved: only the policy stops it

@@ -17,7 +17,8 @@ WIDTH = 100
 
 
 def _help(command: click.Command, path: list[str], parent: click.Context | None) -> list[str]:
-    ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH)
+    settings = {**command.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     out = [f"{'#' * min(len(path) + 1, 4)} `{' '.join(path)}`", "", "```", command.get_help(ctx).rstrip(), "```",
            ""]
     if isinstance(command, click.Group):

@@ -34,6 +34,7 @@ Security: the socket is created 0600 and both ends check the peer's uid
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import fcntl
 import importlib
@@ -69,6 +70,21 @@ _PEERCRED = struct.Struct("3i")  # struct ucred {pid, uid, gid}
 
 class RemoteError(Exception):
     """An exception raised by a call on the owner that could not travel as itself."""
+
+
+@contextlib.contextmanager
+def _address(path: Path):
+    """The address to bind or connect the socket at `path` with: the path itself, or, when it is longer than a
+    Unix socket address may be (108 bytes: a deep workspace), the same file reached through an open descriptor
+    of its folder (/proc/self/fd/N/NAME), which the kernel resolves as it would the long path."""
+    if len(os.fsencode(str(path))) < 100 or not os.path.isdir("/proc/self/fd"):
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 class _OwnerGone(Exception):
@@ -495,7 +511,8 @@ class _Owner:
             raise StoreError(f"cannot replace the owner socket {path}: {err.strerror}") from None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.bind(str(path))
+            with _address(path) as address:
+                sock.bind(address)
             os.chmod(path, 0o600)  # before listen(), so nobody else can ever connect
             sock.listen(64)
         except BaseException:
@@ -726,7 +743,8 @@ class Database:
                 return self._idle.pop()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.connect(str(self.paths.owner_socket))
+            with _address(self.paths.owner_socket) as address:
+                sock.connect(address)
         except OSError:
             sock.close()
             return None
