@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from acp import RequestError, spawn_agent_process, text_block
-from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AllowedOutcome, AvailableCommandsUpdate, DeniedOutcome,
-                        FileEditToolCallContent, RequestPermissionResponse, ToolCallProgress, ToolCallStart,
+from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AllowedOutcome, AvailableCommandsUpdate, FileEditToolCallContent, RequestPermissionResponse, ToolCallProgress, ToolCallStart,
                         UserMessageChunk)
 from agent_support import config_overrides, module_server, records, write_repo
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV

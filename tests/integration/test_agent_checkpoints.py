@@ -102,7 +102,7 @@ def test_rewind_to_turn_one_and_diff_of_the_session(setup, server):
     snaps = three_turns(a, w, server)
     diff = slash.run(a, "/diff")
     assert diff.ok
-    heads = [line for line in diff.text.splitlines() if not line[:1] in "+- @\\" and ": +" in line]
+    heads = [line for line in diff.text.splitlines() if line[:1] not in "+- @\\" and ": +" in line]
     assert [h.split(":")[0] for h in heads] == ["pkg/core.py", "pkg/text/slugs.py", "pkg/util.py",
                                                 "tests/test_slug.py"]  # pkg/slug.py: created, then moved away
     assert "-    return 1\n+    return 2" in diff.text and "+    return '_'.join(text.lower().split())" in diff.text

@@ -4,7 +4,6 @@ to write where it must not (the model is the attacker)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 

@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
 from agent_support import agent, events, module_server, requests_since, tool_results, workspace
 from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV

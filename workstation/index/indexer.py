@@ -23,7 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
 from .. import scrub
 from .ignore import IgnoreRules, Sig

@@ -339,7 +339,7 @@ def errors_seen(turns: list[dict]) -> list[str]:
     found = []
     for record in turns:
         if record["type"] == "tool" and record.get("ok") is False:
-            first = next((l.strip() for l in str(record.get("content") or "").splitlines() if l.strip()), "")
+            first = next((line.strip() for line in str(record.get("content") or "").splitlines() if line.strip()), "")
             found.append(f"{record.get('name', 'tool')}: {_clip(first, 160)}")
     return found[-MAX_LISTED_ERRORS:]
 
