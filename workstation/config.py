@@ -150,6 +150,9 @@ class AgentConfig(_Section):
     subagent_max_steps: Annotated[int, Meta(ge=1, le=1000)] = 12  # model calls of one sub-agent
     subagent_max_tokens: Annotated[int, Meta(ge=1000, le=100_000_000)] = 300_000  # its input + output tokens
     subagent_writes: bool = False  # a task call's `write: true` is honored only when this is true
+    # what a session may cost as billed, sub-agents and compactions included: a turn stops before the request
+    # that would pass it (0: no budget)
+    max_budget_usd: Annotated[float, Meta(ge=0, le=1_000_000)] = 0.0
 
     @staticmethod
     def _check_command_allow(entries: list[str]) -> None:
@@ -468,9 +471,13 @@ BUDGETS: dict[str, tuple[str, ...]] = {
     "model": ("timeout_s", "max_retries"),
     "index": ("max_file_bytes",),
     "agent": ("command_timeout_s", "max_output_chars", "max_steps", "command_max_processes", "command_max_file_mb",
-              "command_max_memory_mb", "max_subagents", "subagent_depth", "subagent_max_steps", "subagent_max_tokens"),
+              "command_max_memory_mb", "max_subagents", "subagent_depth", "subagent_max_steps", "subagent_max_tokens",
+              "max_budget_usd"),
     "lsp": ("timeout_s", "max_errors", "max_chars"),
 }
+
+
+NO_LIMIT_AT_ZERO = frozenset({"max_budget_usd"})
 
 
 class _Layers:
@@ -526,7 +533,13 @@ def _lowered(applied: dict[str, Any], user: "Config") -> tuple[dict[str, Any], l
         for key in keys:
             mine = getattr(getattr(user, section), key)
             theirs = body.get(key)
-            if isinstance(theirs, (int, float)) and not isinstance(theirs, bool) and theirs > mine:
+            if not isinstance(theirs, (int, float)) or isinstance(theirs, bool):
+                continue
+            if key in NO_LIMIT_AT_ZERO:  # 0 is no budget at all: any other is lower, and 0 the highest
+                higher = (theirs or float("inf")) > (mine or float("inf"))
+            else:
+                higher = theirs > mine
+            if higher:
                 body[key] = mine
                 held.append(f"{section}.{key} = {theirs} (yours: {mine})")
     agent = out.get("agent")

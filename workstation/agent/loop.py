@@ -51,7 +51,7 @@ from ..sessions.context import seen
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.turns import starts_turn
-from . import memoryfirst, toolcall, tools, updates
+from . import budget, memoryfirst, toolcall, tools, updates
 from ..hooks import HOOK, Hooks, Outcome
 from ..hooks import tool_input as hook_input, tool_names as hook_names
 from .approval import ApprovalRequest, Approver
@@ -144,6 +144,7 @@ class Agent:
         self._hook_allowed = ""  # the call a PreToolUse hook allowed: it runs without asking
         self._started = False  # SessionStart ran (the first turn of this agent)
         self._stop_continued = False  # a Stop hook asked for more in this turn already
+        self._last_request_tokens = 0  # the previous request's size: its prefix is in the provider's cache
         self.lifecycle_hooks = True  # SessionStart, UserPromptSubmit and Stop fire (not in a sub-agent)
         if approve is not None and self.hooks:
             approve = self._approver(approve)
@@ -330,6 +331,13 @@ class Agent:
             result.trimmed = request.trimmed
         cache_break = self.context_sync.cache_break(spec.model, request.messages, self._new_epoch)
         self._new_epoch = False
+        cached = self._last_request_tokens if cache_break is None else 0
+        self._last_request_tokens = request.tokens
+        verdict = budget.check(self.session.read().records, self.config.agent.max_budget_usd, spec.model,
+                               request.tokens, cached)
+        if verdict is not None and verdict.over:  # before the request: a budget is never passed, only met
+            result.error = self._notice(verdict.line(), "budget")
+            return True
         if cache_break in ("model switch", "tools changed"):
             self._tell(f"{cache_break}: this request starts without the provider's prompt cache", "cache", events)
         if events.on_step:
