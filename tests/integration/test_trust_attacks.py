@@ -163,7 +163,7 @@ def test_trusting_applies_the_gated_keys_never_the_endpoints_and_a_change_asks_a
     assert not (root / ".workstation" / "trust.json").exists() and (home / "trust.json").exists()
 
     check = run(root, home, "mcp", "--check", "--json")
-    assert check.returncode == 0, check.stderr
+    assert check.returncode == 1, check.stderr  # both ran, neither is a working MCP server: --check says so
     assert {s["name"] for s in json.loads(check.stdout)} == {"evil", "web"}
     assert marker.exists()  # the gate was what kept it from running
     notice, = [line for line in check.stderr.splitlines() if "model.api_base" in line]
