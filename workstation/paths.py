@@ -139,6 +139,11 @@ class Paths:
         return self.state / "index.duckdb"
 
     @property
+    def index_checked(self) -> Path:
+        """The staleness gate's note of the last walk that found the map and the disk agreeing."""
+        return self.state / "index.checked"
+
+    @property
     def memory_db(self) -> Path:
         return self.state / "memory.duckdb"
 
