@@ -4,7 +4,10 @@ that ranks tier two nor anything under the state folder (issue 19, item 11). Rea
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 
 from agent_support import agent, module_server, requests_since, workspace
 from fakellm import Reply
@@ -53,10 +56,6 @@ def _model_find(server, a, query):
 
 def _find(root, home, query: str) -> tuple[dict, str]:
     """`workstation find QUERY --json` as a fresh process: (its answer, the modules it imported)."""
-    import os
-    import subprocess
-    import sys
-
     env = {**os.environ, "WORKSTATION_HOME": str(home)}
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "workstation", "-C", str(root), "find", query,
                            "--json"], env=env, capture_output=True, text=True, timeout=120)
