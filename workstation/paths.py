@@ -68,6 +68,15 @@ def user_dir() -> Path:
     return Path(base) / "workstation"
 
 
+def user_cache_dir() -> Path:
+    """User-level cache (derived files, safe to delete): WORKSTATION_HOME/cache when set, else the XDG cache."""
+    env = os.environ.get("WORKSTATION_HOME")
+    if env:
+        return Path(env).expanduser() / "cache"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "workstation"
+
+
 def _check_state_dir(root: Path, state: Path) -> None:
     """A moved state folder may live anywhere except where it would swallow the workspace or git."""
     real = Path(os.path.realpath(state))
@@ -273,6 +282,11 @@ class Paths:
     @property
     def index_db(self) -> Path:
         return self.state / "index.duckdb"
+
+    @property
+    def index_checked(self) -> Path:
+        """The staleness gate's note of the last walk that found the map and the disk agreeing."""
+        return self.state / "index.checked"
 
     @property
     def memory_db(self) -> Path:

@@ -28,14 +28,19 @@ Two strengths:
 Commands the agent runs never get the secrets to print in the first place: `command_env` is the
 environment they inherit, without the variables whose names look secret.
 
-detect-secrets costs ~0.5 s to import: it is loaded on first use; `warm()`
-loads it from a background thread at start.
+detect-secrets costs ~0.5 s to import: it is loaded only for text the prefilter (`may_hold_key`) says may
+hold a key; `warm()` loads it from a background thread at start. The prefilter itself is built from the
+detectors once and kept in the user cache, keyed by their source files, so a short command masking a
+query (`workstation find NAME`) never imports them.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import importlib
+import importlib.util
+import json
 import logging
 import os
 import re
@@ -46,6 +51,7 @@ from urllib.parse import quote, quote_plus
 
 import re2
 
+from .paths import user_cache_dir
 from .textmemo import TextMemo
 
 MASK = "***"
@@ -302,6 +308,51 @@ def prefilter_source() -> str:
     return _prefilter_text
 
 
+PREFILTER_FILE = "key-prefilter.json"  # in the user cache: {"key": _detectors_key(), "source": prefilter_source()}
+
+
+def _detectors_key() -> str | None:
+    """A digest of what `prefilter_source()` is made of: this recipe and the source files of the detectors
+    (read, not imported: ~1 ms). None when detect-secrets cannot be found that way (a zip, a frozen app)."""
+    spec = importlib.util.find_spec("detect_secrets")  # a top-level package: found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = os.path.join(list(spec.submodule_search_locations)[0], "plugins")
+    digest = hashlib.sha256(repr((_DETECTORS, _PROVIDER_KEYS.pattern, prefilter_source.__code__.co_code,
+                                     prefilter_source.__code__.co_consts)).encode())
+    try:
+        for module in sorted({dotted.rsplit(".", 1)[0] for dotted in _DETECTORS}):
+            with open(os.path.join(folder, f"{module}.py"), "rb") as source:
+                digest.update(source.read())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _cached_prefilter_source(rebuild: bool = False) -> str:
+    """`prefilter_source()` as the user cache holds it when the detectors are the ones it was built from,
+    else (or with `rebuild`) built now, importing them, and kept for the next process."""
+    key = _detectors_key()
+    if key is None:
+        return prefilter_source()
+    path = user_cache_dir() / PREFILTER_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if not rebuild and isinstance(saved, dict) and saved.get("key") == key and isinstance(saved.get("source"), str):
+            return saved["source"]
+    except (OSError, ValueError):
+        pass  # none yet, or unreadable: built below and written again
+    source = prefilter_source()
+    try:  # atomically: a process reading it meanwhile sees the old file or the new one
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{PREFILTER_FILE}.{os.getpid()}.{threading.get_ident()}")
+        staged.write_text(json.dumps({"key": key, "source": source}), encoding="utf-8")
+        os.replace(staged, path)
+    except OSError:
+        pass  # a read-only home: every process builds it, as before the cache
+    return source
+
+
 def use_prefilter(source: str) -> Any:
     """Compile `source`, another process's `prefilter_source()`, as this process's `may_hold_key` pattern (the
     index's worker processes: each would import the detectors for it otherwise)."""
@@ -317,7 +368,12 @@ def may_hold_key(text: str) -> bool:
     """Whether `text` may hold a key format the detectors find: one pass of RE2 (linear time, ~400 MB/s)
     over `prefilter_source()`, a superset of their patterns, so the Python detectors (~5 MB/s) run only on
     text that has a candidate."""
-    pattern = _prefilter_pattern if _prefilter_pattern is not None else use_prefilter(prefilter_source())
+    pattern = _prefilter_pattern
+    if pattern is None:
+        try:
+            pattern = use_prefilter(_cached_prefilter_source())
+        except re2.error:  # a cache file RE2 cannot read (damaged): built again from the detectors
+            pattern = use_prefilter(_cached_prefilter_source(rebuild=True))
     try:
         return pattern.search(text) is not None
     except UnicodeEncodeError:  # a lone surrogate, which RE2's UTF-8 cannot hold: let the detectors look

@@ -4,7 +4,10 @@ that ranks tier two nor anything under the state folder (issue 19, item 11). Rea
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 
 from agent_support import agent, module_server, requests_since, workspace
 from fakellm import Reply
@@ -49,3 +52,29 @@ def test_a_secret_in_a_find_query_reaches_no_model_and_no_database(tmp_path, ser
 def _model_find(server, a, query):
     server.push(Reply(tool_calls=[("find", {"query": query})]), Reply(text="NONE"), Reply(text="done"))
     a.run("find it")
+
+
+def _find(root, home, query: str) -> tuple[dict, str]:
+    """`workstation find QUERY --json` as a fresh process: (its answer, the modules it imported)."""
+    env = {**os.environ, "WORKSTATION_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "workstation", "-C", str(root), "find", query,
+                           "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout), done.stderr
+
+
+def test_find_masks_a_query_without_the_detectors_unless_it_may_hold_a_key(tmp_path):
+    """Masking a query loads detect-secrets (~0.5 s) only for a query the prefilter says may hold a key: the
+    prefilter is kept in the user cache after the first process builds it. A key still comes back masked."""
+    root, home = tmp_path / "ws", tmp_path / "home"
+    (root / "pkg").mkdir(parents=True)
+    home.mkdir()
+    (root / "pkg" / "config.py").write_text("def parse_config(path):\n    return path\n")
+    first, imported = _find(root, home, "parse_config")  # builds the prefilter: imports the detectors
+    assert "detect_secrets.plugins" in imported
+    again, imported = _find(root, home, "parse_config")
+    assert again["hits"] and again["hits"][0]["name"] == "parse_config" and again == first
+    assert "detect_secrets" not in imported
+    keyed, imported = _find(root, home, f"where is {GITHUB} used")
+    assert GITHUB not in json.dumps(keyed) and "***" in keyed["query"]
+    assert "detect_secrets.plugins" in imported  # the candidate went to the detectors

@@ -149,3 +149,21 @@ def test_commands_get_the_environment_without_secret_named_variables():
            "MODEL_VAR": "k", "PASSED_SECRET": "k", "KEYBOARD_LAYOUT": "us", "EDITOR": "vi"}
     got = scrub.command_env(env, passed=["PASSED_SECRET"], withheld=["MODEL_VAR"])
     assert sorted(got) == ["EDITOR", "HOME", "KEYBOARD_LAYOUT", "LANG", "PASSED_SECRET", "PATH", "PWD", "TERM"]
+
+
+def test_the_prefilter_cache_is_rebuilt_when_it_is_stale_or_damaged(monkeypatch, tmp_path):
+    """The user cache holds may_hold_key's pattern keyed by the detectors' source: a file under another key
+    (detect-secrets upgraded), or one RE2 cannot read, is never used; the pattern is built again."""
+    from workstation.paths import user_cache_dir
+
+    monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path))
+    cache = user_cache_dir() / scrub.PREFILTER_FILE
+    cache.parent.mkdir(parents=True)
+    key = scrub._detectors_key()
+    assert key is not None
+    for saved in ({"key": "another detect-secrets", "source": "(?!x)x"}, {"key": key, "source": "(unclosed"}):
+        cache.write_text(json.dumps(saved))
+        monkeypatch.setattr(scrub, "_prefilter_pattern", None)
+        assert scrub.may_hold_key(GITHUB)
+        assert scrub.mask(f"token {GITHUB} here") == "token *** here"
+        assert json.loads(cache.read_text()) == {"key": key, "source": scrub.prefilter_source()}

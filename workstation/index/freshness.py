@@ -13,10 +13,15 @@ check until it is old enough to trust its signature again.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .ignore import Sig
 from .indexer import Scan
+from .versions import PARSER_VERSIONS
 
 RACY_WINDOW_NS = 2_000_000_000  # covers 1-2 s timestamp granularity (FAT, HFS+, some NFS)
 
@@ -81,3 +86,27 @@ def plan(scan: Scan, indexed: dict[str, Indexed], skipped: dict[str, tuple[str, 
             out.remove.append(rel)
     out.remove.sort()
     return out
+
+
+def agreement(scan: Scan, db_files: tuple[Path, ...]) -> str | None:
+    """A digest of a walk that found the map and the disk agreeing, with the signatures of the database's
+    files (any write to the map changes them, a new database its inode) and the parser versions: a later walk
+    with the same digest needs no comparison with the database (a fresh process's gate skips reading every
+    row). None when some file is recent enough to be racy: its signature may not show a write to come."""
+    recent = time.time_ns() - RACY_WINDOW_NS
+    digest = hashlib.blake2b(repr(sorted(PARSER_VERSIONS.items(), key=repr)).encode(), digest_size=20)
+    for rel, (path, sig) in sorted(scan.files.items()):
+        if sig[1] >= recent or sig[2] >= recent:
+            return None
+        digest.update(f"{rel}\0{path}\0{sig}\n".encode("utf-8", "surrogatepass"))
+    digest.update(repr(sorted(scan.skipped.items())).encode("utf-8", "surrogatepass"))
+    for db_file in db_files:
+        try:
+            st = os.stat(db_file)
+        except FileNotFoundError:
+            digest.update(b"absent\n")
+            continue
+        if st.st_mtime_ns >= recent or st.st_ctime_ns >= recent:
+            return None  # a write may follow within the same tick, unseen
+        digest.update(f"{st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\n".encode())
+    return digest.hexdigest()

@@ -32,14 +32,16 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, AbstractSet, Callable, TypeVar, cast
 
 from ..errors import WorkstationError
+from ..fsutil import atomic_write
 from ..paths import STATE_DIRNAME
 from ..store.broker import readonly
 from . import indexer, storage
 from .batches import Batch, BatchWriter
-from .freshness import Indexed, Plan, is_racy, plan
+from .freshness import Indexed, Plan, agreement, is_racy, plan
 from .ignore import IgnoreRules
 from .versions import parser_version
 
@@ -258,6 +260,9 @@ class KnowledgeMap:
         # worker processes start now. (A process that creates it meanwhile loses nothing: each write
         # replaces its files' rows whole.)
         first = not self.paths.index_db.exists()
+        if not (first or force) and self._agreed(found):
+            # nothing changed since a walk that found the map agreeing with the disk: no row to read
+            return MapChange(unchanged=len(found.files), timings={"scan": time.perf_counter() - started})
         pool = self._pool_ahead(found) if first or force else None
         try:
             files, skipped = ([], []) if first else self.db.call(storage.index_state)
@@ -270,7 +275,31 @@ class KnowledgeMap:
             if pool is not None:
                 pool.close()
         change.timings["scan"] = scanned
+        self._note_agreement(found)
         return change
+
+    def _db_files(self) -> tuple[Path, ...]:
+        return self.paths.index_db, self.paths.index_db.with_name(self.paths.index_db.name + ".wal")
+
+    def _agreed(self, found: indexer.Scan) -> bool:
+        """Whether the last full check noted this very walk, the map unchanged since (freshness.agreement)."""
+        digest = agreement(found, self._db_files())
+        if digest is None:
+            return False
+        try:
+            return self.paths.index_checked.read_text(encoding="ascii") == digest
+        except (OSError, UnicodeDecodeError):
+            return False  # none yet, or unreadable: the full check below writes it again
+
+    def _note_agreement(self, found: indexer.Scan) -> None:
+        """After a full check (the map now agrees with `found`), note it for the next process's gate."""
+        digest = agreement(found, self._db_files())
+        if digest is None or not self.paths.state.is_dir():
+            return
+        try:
+            atomic_write(self.paths.index_checked, digest.encode("ascii"), sync_dir=False)
+        except OSError:
+            pass  # a read-only state folder: every gate compares with the database, as before the note
 
     def _pool_ahead(self, found: indexer.Scan) -> indexer.Pool | None:
         """The worker processes, started before the plan when every file found is going to be parsed and
