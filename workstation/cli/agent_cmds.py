@@ -44,7 +44,7 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
 
         toolset = open_toolset(ws, on_notice=lambda line: click.echo(safe(f"[{line}]"), err=True))
         try:
-            agent = Agent(ws, session, approve=approve, toolset=toolset)
+            agent = Agent(ws, session, approve=approve, toolset=toolset, compaction="sync")  # it exits after the turn
         except BaseException:
             toolset.close()
             raise
