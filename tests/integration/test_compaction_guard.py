@@ -157,3 +157,95 @@ def test_a_turn_that_alone_outgrows_the_window_is_cut_once_and_the_cut_holds(tmp
     assert 1 <= len(trims) == cuts < len(sent) // 3, (len(trims), cuts, len(sent))
     a.close()
     ws.close()
+
+
+def test_the_app_chat_and_acp_make_the_same_compactions(tmp_path, server, monkeypatch):
+    """One scripted session of 16 turns driven three ways, each through its front end's own path to the session
+    host (workstation.host): as the app runs its agent (one process, compaction in the background, a pause
+    after each answer), as `workstation chat` (one process per turn: CliRunner, the command start to exit)
+    and over ACP (the SDK's client, `workstation acp` in a process of its own). The compactions are the same:
+    the same turns covered, for the same reason."""
+    import asyncio
+    import os
+    import sys
+    import time
+
+    from acp import spawn_agent_process, text_block
+    from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+    from workstation.cli import main
+    from workstation.host import Host, TurnFinished
+
+    turns = 16
+    memory = {"compact_threshold": 8, "keep_recent": 2}
+    server.dispatch.fn = browsing
+    prompts = [f"please read module {n} and tell me what it does" for n in range(turns)]
+
+    def compactions(ws_paths, slug) -> list[tuple]:
+        return [(c["covers"]["new_first_turn"], c["covers"]["last_turn"], c["reason"])
+                for c in records(Session.open(ws_paths, slug), "compact")]
+
+    # the app's path: one process, a host that stays (background compaction)
+    (tmp_path / "app").mkdir()
+    ws = workspace(tmp_path / "app", server.url, files=files(turns), model={"context_window": WINDOW},
+                   memory={**memory, "compact_token_ratio": RATIO})
+    host = Host(ws)
+    hosted = host.session(Session.create(ws.paths, "app"))
+    finished = []
+    hosted.subscribe(lambda event: finished.append(event) if isinstance(event, TurnFinished) else None)
+    for text in prompts:
+        assert hosted.run(text).error is None
+        while hosted.agent._compactor is not None and hosted.agent._compactor.is_alive():
+            time.sleep(0.05)  # the user reads the answer meanwhile
+    assert len(finished) == turns
+    app = compactions(ws.paths, "app")
+    hosted.close()
+    host.close()
+    ws.close()
+
+    # `workstation chat`, one process per turn
+    (tmp_path / "chat").mkdir()
+    ws = workspace(tmp_path / "chat", None, files=files(turns))
+    ws.close()
+    user_config(tmp_path / "chat", server.url, **memory)
+    monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path / "chat" / "user-home"))
+    monkeypatch.delenv("WORKSTATION_MODEL", raising=False)
+    slug = None
+    for text in prompts:
+        out = CliRunner().invoke(main, ["-C", str(ws.root), "chat", text, "--json",
+                                        *(["--session", slug] if slug else [])])
+        assert out.exit_code == 0, out.output
+        slug = json.loads(out.stdout)["session"]
+    chat = compactions(ws.paths, slug)
+
+    # ACP: the SDK's client, the agent in a process of its own
+    (tmp_path / "acp").mkdir()
+    ws = workspace(tmp_path / "acp", None, files=files(turns))
+    ws.close()
+    user_config(tmp_path / "acp", server.url, **memory)
+    env = {**os.environ, "WORKSTATION_HOME": str(tmp_path / "acp" / "user-home"), TEST_KEY_ENV: FAKE_API_KEY,
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("WORKSTATION_MODEL", None)
+
+    class Editor:
+        async def session_update(self, session_id, update, **kwargs):
+            return None
+
+        async def request_permission(self, options, session_id, tool_call, **kwargs):
+            raise AssertionError("nothing here asks")
+
+    async def over_acp() -> str:
+        with open(tmp_path / "acp-stderr", "w") as err:
+            async with spawn_agent_process(Editor(), sys.executable, "-m", "workstation", "-C", str(ws.root), "acp",
+                                           env=env, cwd=str(ws.root), transport_kwargs={"stderr": err}) as (conn, _):
+                await conn.initialize(protocol_version=1)
+                new = await conn.new_session(cwd=str(ws.root), mcp_servers=[])
+                for text in prompts:
+                    done = await conn.prompt(session_id=new.session_id, prompt=[text_block(text)])
+                    assert done.stop_reason == "end_turn"
+                    await asyncio.sleep(0.3)  # the editor's user reads the answer
+                return new.session_id
+
+    acp = compactions(ws.paths, asyncio.run(asyncio.wait_for(over_acp(), 300)))
+
+    assert len(app) >= 2, app
+    assert chat == app and acp == app, (app, chat, acp)
