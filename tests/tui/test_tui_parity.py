@@ -123,8 +123,9 @@ def chat_lines(app) -> list[tuple[str, str]]:
 
 
 async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume(tmp_path):
-    """A retried model call, a context trimmed to fit, an automatic compaction, an auto-commit and a cache
-    break: each line the live chat showed is a record, so the resumed chat shows the same, in place."""
+    """A retried model call, an automatic compaction (run before the request, which would not fit the window
+    otherwise: never a trim while a compaction can help), an auto-commit and a cache break: each line the
+    live chat showed is a record, so the resumed chat shows the same, in place."""
     from agent_support import is_compaction
     from git_support import init_repo
     from sessions_support import SUMMARY
@@ -138,7 +139,7 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
     for n in range(12):  # ~3,000 tokens of older turns: over the window of 4,000 less the reply's reserve
         long.user(f"old question {n}: " + "lorem ipsum " * 60)
         long.assistant(f"old answer {n}: " + "dolor sit " * 60)
-    # the compaction's answer comes while the chat's first request waits: its line's place is then known
+    # the first request would not fit: the compaction runs first, then the request (rate limited, retried)
     chat = iter([Reply(status=429, retry_after=0, delay_s=0.6),  # after the compaction's answer: tried again
                  Reply(tool_calls=[("write_file", {"path": "one.txt", "content": "1\n"})]), Reply(text="One."),
                  Reply(text="Hello from the other model.")])
@@ -179,7 +180,8 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
             resumed = chat_lines(app)
             resumed_shown = visible(app)
     said = [text for role, text in live if role == "notice"]
-    for start in ("[context trimmed to fit 4,000 tokens", "[retrying: ", "[auto-committed 1 file to main as ",
+    assert not [text for text in said if text.startswith("[context trimmed")], said
+    for start in ("[retrying: ", "[auto-committed 1 file to main as ",
                   "[model switch: this request starts without the provider's prompt cache]"):
         assert sum(text.startswith(start) for text in said) == 1, (start, said)
     assert [role for role, _ in live].count("compaction") == 1  # as resumed shows it: the turns it summarized

@@ -1,8 +1,9 @@
 """The ACP agent: an editor's sessions are ordinary sessions of ours, each run by an agent.loop.Agent.
 
-Built as every front end builds its agent (tui.backend, `workstation chat`): a `runtime.Workspace` per
-folder (the session's `cwd`; its config as trust allows: workstation.trust), the workspace's MCP servers
-(`mcp.client.open_toolset`, started once per folder), a `sessions.Session` and an `Agent` on them. So a
+Built as every front end builds its agent, by the session host (workstation.host, as tui.backend and
+`workstation chat`): a `runtime.Workspace` per folder (the session's `cwd`; its config as trust allows:
+workstation.trust), its host (the workspace's MCP servers, started once per folder, and its one-turn
+lock), a `sessions.Session` and an `Agent` on them. So a
 session started in an editor is in the app's sessions screen, search, replay, compaction and undo, and
 an editor can load any session of ours, imported ones included (the ACP session id is the slug).
 
@@ -37,7 +38,7 @@ import logging
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -59,7 +60,8 @@ if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
     from ..agent.loop import Agent
     from ..agent.tools import Toolset
-    from ..mcp.client import McpClients, McpToolset
+    from ..host import Event, Host
+    from ..mcp.client import McpClients
     from ..paths import Paths
     from ..runtime import Workspace
     from ..sessions.log import Session
@@ -94,12 +96,20 @@ def _not_found(slug: str, message: str) -> RequestError:
 
 @dataclass
 class Place:
-    """One folder's workspace, MCP servers and turn lock, shared by its sessions."""
+    """One folder's workspace and its session host (MCP servers, one-turn lock), shared by its sessions."""
 
     ws: "Workspace"
-    toolset: McpToolset
+    host: "Host"
     notices: list[str]  # what the config and the MCP servers said at opening (an untrusted folder's)
-    turn: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def toolset(self) -> "Toolset":
+        assert self.host.toolset is not None  # opened with the place, closed only with the server
+        return self.host.toolset
+
+    @property
+    def turn(self) -> threading.Lock:
+        return self.host.turn
 
 
 class Live:
@@ -107,22 +117,24 @@ class Live:
 
     def __init__(self, server: "Server", place: Place, session: "Session", toolset: Toolset | None = None,
                  own: McpClients | None = None):
-        from ..agent.loop import Agent  # lazy: the agent stack, ~150 ms, not for --help
-
         self.server = server
         self.place = place
         self.slug = session.slug
         self.toolset = toolset or place.toolset  # the folder's tools, and the editor's MCP servers' if it gave any
         self.own = own  # mcp.client.McpClients of the editor's servers: they stop with the session
         self.mapper = Mapper(place.ws.root, self.toolset)
-        self.cancel = threading.Event()
         self.mode = "ask"
         self.allowed: set[tuple[str, str]] = set()  # (action, subject) the user allowed for this session
         self.running = False
         self.gone = False  # an update could not be sent: the editor is gone
         self.notices: list[str] = []  # what starting the editor's MCP servers said
-        # built as the app and `workstation chat` build theirs: the workspace, its MCP tools, an approver
-        self.agent: Agent = Agent(place.ws, session, approve=self.approve, toolset=self.toolset)
+        # built as the app and `workstation chat` build theirs (workstation.host): the folder's host, an approver
+        self.hosted = place.host.session(session, approve=self.approve, toolset=self.toolset)
+        self.cancel = self.hosted.cancel
+
+    @property
+    def agent(self) -> "Agent":
+        return self.hosted.agent
 
     def send(self, update: Any) -> None:
         """One update to the editor, from the turn's thread, in order; a client gone stops the turn (and
@@ -155,7 +167,7 @@ class Live:
 
     def turn(self, text: str) -> StopReason:
         """One prompt on the turn's thread; its stop reason."""
-        from ..agent.loop import AgentEvents  # lazy: the agent stack, loaded by the first session already
+        from .. import host  # lazy: the agent stack, loaded by the first session already
 
         with self.place.turn:
             if self.cancel.is_set():
@@ -177,17 +189,21 @@ class Live:
                 elif record.get("type") == "tool":
                     tasks.discard(record.get("tool_call_id"))
 
-            def activity(kind: str, what: str) -> None:
-                if kind == "tool" and waiting and not tasks:  # the next call starts running
+            # a notice (retrying, a trimmed context, a compaction...) is a record: `recorded` says it, as a load does
+            def heard(event: "Event") -> None:
+                if isinstance(event, host.TextFragment):
+                    self.say(event.text)
+                elif isinstance(event, host.RecordWritten):
+                    recorded(event.record)
+                elif isinstance(event, host.Retry):
+                    self.say("\n\n[the text above is void]\n")
+                elif isinstance(event, host.ToolStarted) and waiting and not tasks:  # the next call starts running
                     call_id, name = waiting.pop(0)
                     if name == "task":
                         tasks.add(call_id)
                     self.send(helpers.update_tool_call(call_id, status="in_progress"))
 
-            # a notice (retrying, a trimmed context, a compaction...) is a record: `recorded` says it, as a load does
-            events = AgentEvents(on_text=self.say, on_record=recorded, on_activity=activity,
-                                 on_retry=lambda why: self.say("\n\n[the text above is void]\n"))
-            result = self.agent.run(text, events, cancel=self.cancel)
+            result = self.hosted.run(text, heard, locked=True)
         if self.cancel.is_set():
             return "cancelled"
         if result.error and "agent.max_steps" in result.error:
@@ -273,7 +289,7 @@ class Server:
     # ------------------------------------------------------------------ folders and sessions
     def _place(self, cwd: str) -> Place:
         """The folder's workspace and MCP servers, opened on first use (on a worker thread: they take time)."""
-        from ..mcp.client import open_toolset  # lazy: the MCP SDK, only with servers configured
+        from ..host import Host  # lazy: the agent stack and the MCP SDK, not for --help
         from ..runtime import Workspace  # lazy: loaded by the command already
 
         if not cwd or not os.path.isabs(cwd):
@@ -296,10 +312,10 @@ class Server:
                     notices.extend(ws.warnings)
                 else:
                     ws = Workspace(root, model=self.default.requested_model, lazy=True, on_warning=said).load()
-                toolset = open_toolset(ws, on_notice=said)
+                host = Host.open(ws, on_notice=said)  # the process stays: compaction may run in the background
             except WorkstationError as err:
                 raise _error(err) from None
-            place = self.places[root] = Place(ws, toolset, notices)
+            place = self.places[root] = Place(ws, host, notices)
             expire_empty(ws.paths)
             return place
 
@@ -434,12 +450,12 @@ class Server:
             live.cancel.set()
         for live in list(self.lives.values()):
             with live.place.turn:  # the turn's thread ends its turn first
-                live.agent.close()
+                live.hosted.close(remove_if_empty=False)  # kept until it expires (expire_empty)
                 if live.own is not None:
                     live.own.close()
         self.lives.clear()
         for place in self.places.values():
-            place.toolset.close()
+            place.host.close()
             if place.ws is not self.default:
                 place.ws.close()
         self.places.clear()

@@ -8,11 +8,15 @@ serves all of the one before. Pins live in the head and in updates and failure n
 user, so neither appears as a turn. If the whole is over the budget (the window less room for the
 reply), whole turns leave the request, never the log: first the oldest turns before the latest user
 message, then the map excerpt, then the oldest steps of the current turn; the latest user message
-and the newest step always stay. If it still does not fit, ContextOverflow says so in one line and
-nothing is sent.
+and the newest step always stay. The agent compacts before it comes to that (sessions.requestsize is
+the one size rule); a trim happens when no compaction can help (one turn alone outgrows the window,
+compaction off or failing, a sub-agent). Then it is a sticky cut (`Cut`): it leaves out enough at once
+to bring the request down to half the budget, and every later request of the epoch leaves out the same
+messages, so the prefix stays the same (and in the provider's cache) until the next compaction. If it
+still does not fit, ContextOverflow says so in one line and nothing is sent.
 
-Tokens are cl100k counts of each message's text and tool calls, plus
-MESSAGE_OVERHEAD per message, plus the tool schemas sent with every request.
+Tokens are cl100k counts of each message's text and tool calls, plus MESSAGE_OVERHEAD per message,
+plus the tool schemas sent with every request (sessions.requestsize.message_tokens).
 """
 
 from __future__ import annotations
@@ -24,13 +28,44 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.context import as_sent
 from ..sessions.log import LogView
+from ..sessions.requestsize import MESSAGE_OVERHEAD, budget as budget_of, message_tokens, reply_reserve
 
-MESSAGE_OVERHEAD = 4  # tokens a chat message costs beyond its text (role and separators)
-REPLY_RESERVE_MAX = 4096
+__all__ = ["MESSAGE_OVERHEAD", "ContextOverflow", "Cut", "Request", "build", "reply_reserve"]
 
 
 class ContextOverflow(WorkstationError):
     """Even the smallest request would not fit the model's context window."""
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What a trim left out of the requests of one epoch (indices of `_units` of its body, and the map
+    excerpt): every later request of the epoch leaves out at least as much (the module docstring)."""
+
+    epoch: str
+    units: frozenset[int] = frozenset()
+    map: bool = False
+
+    def record(self) -> dict:
+        """As the reply's record keeps it (`left_out`), for the next process on the session."""
+        spans: list[list[int]] = []
+        for index in sorted(self.units):
+            if spans and spans[-1][1] == index:
+                spans[-1][1] = index + 1
+            else:
+                spans.append([index, index + 1])
+        return {"epoch": self.epoch, "units": spans, "map": self.map}
+
+    @classmethod
+    def of(cls, data: object) -> "Cut | None":
+        """The cut a reply's `left_out` holds (None: none, or not readable)."""
+        if not isinstance(data, dict) or not isinstance(data.get("epoch"), str):
+            return None
+        units: set[int] = set()
+        for span in data.get("units") or ():
+            if isinstance(span, list) and len(span) == 2 and all(isinstance(i, int) for i in span):
+                units.update(range(max(0, span[0]), min(span[1], span[0] + 1_000_000)))
+        return cls(data["epoch"], frozenset(units), bool(data.get("map")))
 
 
 @dataclass
@@ -39,12 +74,10 @@ class Request:
     tokens: int  # everything sent: messages and tool schemas
     base_tokens: int  # the base system prompt and the tool schemas: what any agent sends
     window: int
-    trimmed: int  # turns left out to fit
+    trimmed: int  # messages left out to fit
     visible_calls: set[str] = field(default_factory=set)  # tool_call_ids whose full result was sent
-
-
-def reply_reserve(window: int) -> int:
-    return min(REPLY_RESERVE_MAX, max(256, window // 4))
+    cut: Cut | None = None  # what is left out, for the requests after it (None: nothing)
+    newly_trimmed: int = 0  # messages this request left out beyond the cut it was given
 
 
 def pins_of(view: LogView) -> list[str]:
@@ -90,50 +123,61 @@ def head_text(base: str, sections: list[str], excerpt: str) -> str:
 
 
 def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: str, tools_tokens: int,
-          count: Callable[[str], int], counter: Callable[[str], int]) -> Request:
+          count: Callable[[str], int], counter: Callable[[str], int], cut: Cut | None = None) -> Request:
     """The request for one model call (see the module docstring): the head of `epoch` (an `epoch` record,
-    agent.updates), then the turns. `count` counts message texts, `counter` is the session's record counter
-    (sessions.context.assemble uses it)."""
-    budget = window - reply_reserve(window)
+    agent.updates), then the turns, leaving out at least what `cut` (of the same epoch) left out. `count`
+    counts message texts, `counter` is the session's record counter (sessions.context.assemble uses it)."""
+    budget = budget_of(window)
     system = str(epoch.get("system") or "")
     excerpt = str(epoch.get("excerpt") or "")
     system_without_map = system.removesuffix(f"\n\n{excerpt}") if excerpt else system
     ctxview, head, body = as_sent(view, config, epoch=epoch, counter=counter)
 
-    def tokens(message: dict) -> int:
-        total = count(str(message.get("content") or "")) + MESSAGE_OVERHEAD
-        for call in message.get("tool_calls") or ():
-            total += count(call["function"]["name"] + call["function"]["arguments"])
-        return total
-
     units = _units(body)
-    cost = [sum(tokens(m) for m in unit) for unit in units]
-    total = tools_tokens + sum(tokens(m) for m in head) + sum(cost)
+    cost = [sum(message_tokens(m, count) for m in unit) for unit in units]
+    total = tools_tokens + sum(message_tokens(m, count) for m in head) + sum(cost)
     keep = [True] * len(units)
     last_user = max((i for i, u in enumerate(units) if u[0]["role"] == "user"), default=0)
-    trimmed = 0
-    for victim in [*range(last_user), "map", *range(last_user + 1, len(units) - 1)]:
-        if total <= budget:
-            break
-        if victim == "map":
-            if system_without_map != system:
+    epoch_id = str(epoch.get("id") or "")
+    given = cut if cut is not None and cut.epoch == epoch_id else Cut(epoch_id)
+    map_out = False
+
+    def leave_out(victim: int | str) -> None:
+        nonlocal total, map_out
+        if isinstance(victim, str):  # "map"
+            if system_without_map != system and not map_out:
                 head[0] = {"role": "system", "content": system_without_map}
                 total -= count(system) - count(system_without_map)
-            continue
-        keep[victim] = False
-        total -= cost[victim]
-        trimmed += len(units[victim])
+                map_out = True
+        elif keep[victim]:
+            keep[victim] = False
+            total -= cost[victim]
+
+    order: list[int | str] = [*range(last_user), "map", *range(last_user + 1, len(units) - 1)]
+    for victim in order:  # the sticky part: what the epoch's earlier requests left out
+        if victim == "map" and given.map or victim != "map" and victim in given.units:
+            leave_out(victim)
+    before = keep.count(False)
+    if total > budget:  # in one block, down to half the budget, so that the cut holds for a while
+        for victim in order:
+            if total <= budget // 2:
+                break
+            leave_out(victim)
     if total > budget:
         raise ContextOverflow(
             f"the request cannot fit {model}'s context window of {window:,} tokens ({window - budget:,} kept for "
             f"the reply): the system prompt, tools, decisions and the latest message alone need {total:,}; "
             "shorten the message or pins, or /model one with a larger window")
     messages = head + [m for unit, kept in zip(units, keep) if kept for m in unit]
+    out = frozenset(i for i, kept in enumerate(keep) if not kept)
+    trimmed = sum(len(units[i]) for i in out)
+    newly = sum(len(units[i]) for i in out if i not in given.units) if keep.count(False) > before else 0
     call_of = {r["id"]: r.get("tool_call_id") for r in view.records if r.get("type") == "tool"}
     redacted = {call_of.get(r.record_id) for r in ctxview.redactions}
     visible = {m["tool_call_id"] for m in messages if m["role"] == "tool"} - redacted
     base_tokens = tools_tokens + count(base) + MESSAGE_OVERHEAD
-    return Request(messages, total, base_tokens, window, trimmed, visible)
+    return Request(messages, total, base_tokens, window, trimmed, visible,
+                   Cut(epoch_id, out, map_out) if out or map_out else None, newly)
 
 
 def _units(messages: list[dict]) -> list[list[dict]]:

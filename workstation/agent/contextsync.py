@@ -19,7 +19,7 @@ from ..sessions.context import seen
 from ..sessions.frontier import frontier, frontier_budget
 from ..tokens import count
 from . import context, memoryfirst, tools, updates
-from .context import Request
+from .context import Cut, Request
 from .instructions import ProjectInstructions, budget_for, section_of
 from .tools import ToolContext
 
@@ -56,6 +56,7 @@ class ContextSync:
         self._decisions_omitted = 0
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
+        self.cut: Cut | None = None  # what a trim left out of this epoch's requests (agent.context.Cut)
 
     def new_turn(self, turn: memoryfirst.TurnMemory) -> None:
         """A user message: its lookups, and a map excerpt made afresh for it."""
@@ -69,9 +70,15 @@ class ContextSync:
         if epoch is None:
             raise NoEpoch("no epoch in force: _sync_context comes first")  # or a compaction came since
         self.ctx.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
-        return context.build(view, self.config, epoch=epoch, base=self.base, window=window, model=model,
-                             tools_tokens=self.tool_schema_tokens(), count=self.count,
-                             counter=self.session.counter)
+        if self.cut is None or self.cut.epoch != epoch.get("id"):  # another process's cut, from its reply
+            at = next(i for i, r in enumerate(model_view.records) if r is epoch)
+            self.cut = next((found for r in reversed(model_view.records[at:]) if r["type"] == "assistant"
+                             and (found := Cut.of(r.get("left_out"))) is not None), None)
+        request = context.build(view, self.config, epoch=epoch, base=self.base, window=window, model=model,
+                                tools_tokens=self.tool_schema_tokens(), count=self.count,
+                                counter=self.session.counter, cut=self.cut)
+        self.cut = request.cut or self.cut
+        return request
 
     def sync(self, window: int, model: str) -> bool:
         """Bring the log's context up to date before a request (agent.updates.sync): a new epoch when the session

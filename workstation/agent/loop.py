@@ -15,10 +15,14 @@ pinned instructions, the decision log, the project's instruction files
 (AGENTS.md, CLAUDE.md: see instructions.py) and a map excerpt, as they stood
 when the epoch began); the newest compact summary; the turns, with the context
 updates written since among them (updates.py: a request only grows at its end,
-so the provider's prompt cache serves the one before it). If that is over the
-window, the oldest turns are left out of the request (never out of the log);
-if even the head and the latest message cannot fit, the turn stops with one
-clear line and no request is sent. The head and its updates are kept in step
+so the provider's prompt cache serves the one before it). Before each request
+the guard (`_guard`) measures it as it will be sent (sessions.requestsize) and
+compacts first when that passes memory.compact_token_ratio of the window: on
+this thread when the request would not fit otherwise or the process exits
+after the turn ("sync"), else in the background. Only when no compaction can
+help are the oldest turns left out of the request (never out of the log), as a
+sticky cut (agent.context.Cut); if even the head and the latest message cannot
+fit, the turn stops with one clear line and no request is sent. The head and its updates are kept in step
 with the log, and the request built from it, by contextsync.py.
 
 Every operation lands in the episodic log (each model call and tool call as
@@ -50,6 +54,7 @@ from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import seen
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
+from ..sessions.requestsize import budget as window_budget, request_size
 from ..sessions.turns import starts_turn
 from . import budget, memoryfirst, toolcall, tools, updates
 from ..hooks import HOOK, Hooks, Outcome
@@ -308,27 +313,19 @@ class Agent:
     def _step(self, spec, result: TurnResult, events: AgentEvents, cancel, llm) -> bool:
         """One model call and its tools; True when the turn is over."""
         window = self.context_window(spec.model)
-        self._maybe_compact(window, events)
         try:
-            for attempt in (1, 2, 3):  # a compaction landing after the sync (the compactor's thread) needs an epoch
-                self._new_epoch = self._sync_context(window) or self._new_epoch
-                try:
-                    request = self._request(window, spec.model)
-                    break
-                except NoEpoch:
-                    if attempt == 3:
-                        raise
+            request = self._prepare(window, spec.model, events)
         except ContextOverflow as err:
             self.memory.record(ERROR, "context", ok=False, error=str(err))
             result.error = self._notice(str(err), "error")
             return True
         result.steps += 1
         result.context_tokens = request.tokens
-        if request.trimmed and request.trimmed > result.trimmed:
-            if not result.trimmed:
-                self._tell(f"context trimmed to fit {window:,} tokens: {request.trimmed} older turns left out of "
-                           "this request (the log keeps them; /compact summarizes them)", "trimmed", events)
-            result.trimmed = request.trimmed
+        result.trimmed = max(result.trimmed, request.trimmed)
+        if request.newly_trimmed:  # said once per cut: the requests after it leave out the same
+            self._tell(f"context trimmed to fit {window:,} tokens: {request.trimmed} older messages left out of "
+                       "this request and the next ones until a compaction (the log keeps them; /compact "
+                       "summarizes them)", "trimmed", events)
         cache_break = self.context_sync.cache_break(spec.model, request.messages, self._new_epoch)
         self._new_epoch = False
         cached = self._last_request_tokens if cache_break is None else 0
@@ -396,7 +393,7 @@ class Agent:
             cache_creation_tokens=completion.cache_creation_tokens or None,
             cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None,
-            cache_break=cache_break))
+            cache_break=cache_break, left_out=request.cut.record() if request.cut else None))
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
             result.text = text
@@ -454,23 +451,57 @@ class Agent:
         cfg.memory.compact_model = self.model_name
         return cfg
 
-    def _maybe_compact(self, window: int, events: AgentEvents) -> None:
+    def _prepare(self, window: int, model: str, events: AgentEvents) -> Request:
+        """The next request: the context synced with the log, a compaction first when one is due (`_guard`),
+        then the request built from the log."""
+        self._new_epoch = self._sync_context(window) or self._new_epoch
+        if self._guard(window, events):
+            self._new_epoch = self._sync_context(window) or self._new_epoch
+        for attempt in (1, 2, 3):
+            try:
+                return self._request(window, model)
+            except NoEpoch:  # a background compaction landed after the sync: its summary needs an epoch
+                if attempt == 3:
+                    raise
+                self._new_epoch = self._sync_context(window) or self._new_epoch
+        raise AssertionError("unreachable")
+
+    def _guard(self, window: int, events: AgentEvents) -> bool:
+        """Compact before the request when a compaction is due (sessions.requestsize: the request as it will be
+        sent passes memory.compact_token_ratio of the window, or the turn threshold is reached). It runs on
+        this thread when the request would not fit otherwise (no request is trimmed while a compaction could
+        make it fit) or in "sync" mode (a process that exits after the turn), else in the background. True
+        when a compaction may have landed (the context needs a sync)."""
         if self.compaction == "off":
-            return
-        if self._compactor is not None and self._compactor.is_alive():
-            return
+            return False
         cfg = self._compaction_config()
-        if cfg is None or not self._auto.due(self.session, cfg, window):
-            return
-        if self.compaction == "sync":
+        if cfg is None:
+            return False
+        fits = self._fits(window)
+        waited = False
+        compactor = self._compactor
+        if compactor is not None and compactor.is_alive():
+            if fits:
+                return False
+            compactor.join()  # its summary is what lets the request fit
+            waited = True
+            fits = self._fits(window)
+        if not self._auto.due(self.session, cfg, window):
+            return waited
+        if self.compaction == "sync" or not fits:
             self._compact(cfg, window, events)
-        else:
-            with self._lifecycle:
-                if self._closed:
-                    return
+            return True
+        with self._lifecycle:
+            if not self._closed:
                 self._compactor = threading.Thread(target=self._compact, args=(cfg, window, events), daemon=True,
                                                    name=f"compact-{self.session.slug}")
                 self._compactor.start()
+        return waited
+
+    def _fits(self, window: int) -> bool:
+        """Whether the next request, as it will be sent, fits the window untrimmed (sessions.requestsize)."""
+        size = request_size(self.session.read(), self.config, counter=self.session.counter)
+        return size.total <= window_budget(window)
 
     def conversation(self) -> Conversation | None:
         """What the chat model was last sent, grown to now (the same bytes with what followed at the end): a

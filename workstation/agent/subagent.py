@@ -226,9 +226,11 @@ class SubAgent(Agent):
 
     def _request(self, window: int, model: str) -> "Request":
         told = self.context_sync
+        # no compaction of its own (a sidechain): a trim is a sticky cut, as the parent's would be
         request = context.build(self.session.read(), self.config, epoch=self.epoch, base=told.base, window=window,
                                 model=model, tools_tokens=told.tool_schema_tokens(), count=told.count,
-                                counter=self.session.counter)
+                                counter=self.session.counter, cut=told.cut)
+        told.cut = request.cut or told.cut
         if self.summary:  # the parent's head is its system message and the summary in force
             request.messages.insert(1, {"role": "system", "content": self.summary})
             request.tokens += told.count(self.summary) + context.MESSAGE_OVERHEAD

@@ -22,8 +22,7 @@ from .common import json_option, pass_workspace, print_json, print_table
 def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
     from ..agent import slash  # lazy: the agent stack (litellm's client, ~100 ms), not on --help or index
-    from ..agent.loop import NO_MODEL, Agent, AgentEvents, NoModel  # lazy: the agent stack, as above
-    from ..sessions import plan as plan_mod  # lazy: the sessions package, ~20 ms on index
+    from ..agent.loop import NO_MODEL, NoModel  # lazy: the agent stack, as above
     from ..sessions.log import Session  # lazy: the sessions package, ~20 ms on index
 
     is_slash = task.strip().startswith("/")  # a custom command is sent as a message (below)
@@ -40,21 +39,23 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
                 return click.confirm(f"{verb} `{request.subject}`? ({request.reason})", default=False, err=True)
             return False  # nobody to ask
 
-        from ..mcp.client import open_toolset  # lazy: the MCP SDK, ~200 ms
+        from .. import host as host_mod  # lazy: the agent stack and the MCP SDK, ~300 ms
 
-        toolset = open_toolset(ws, on_notice=lambda line: click.echo(safe(f"[{line}]"), err=True))
+        # one process per turn: its compactions run before the request, never in a thread the exit would stop
+        host = host_mod.Host.open(ws, exits_after_turn=True,
+                                  on_notice=lambda line: click.echo(safe(f"[{line}]"), err=True))
         try:
-            agent = Agent(ws, session, approve=approve, toolset=toolset)
+            hosted = host.session(session, approve=approve)
         except BaseException:
-            toolset.close()
+            host.close()
             raise
         try:
-            if is_slash and slash.is_custom(agent, task):
+            if is_slash and slash.is_custom(hosted.agent, task):
                 if ws.model_spec() is None:
                     raise NoModel(NO_MODEL)
                 is_slash = False
             if is_slash:
-                out = slash.run(agent, task)
+                out = slash.run(hosted.agent, task)
                 if as_json:
                     print_json({"session": session.slug, "text": out.text, "ok": out.ok})
                 else:
@@ -62,22 +63,10 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
                 if not out.ok:
                     sys.exit(1)
                 return
-            streamed = not as_json
-            events = AgentEvents(
-                on_text=(lambda t: click.echo(safe(t), nl=False)) if streamed else None,
-                on_retry=(lambda why: click.echo(safe(f"\n[retrying: {why}]"), err=True)) if streamed else None,
-                on_tool=(lambda name, args, res: click.echo(safe(
-                    f"[{name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]"),
-                    err=True)) if streamed else None,
-                on_notice=(lambda line: click.echo(safe(f"[{line}]"), err=True)) if streamed else None,
-                on_plan=(lambda items: click.echo(safe(f"[plan ({plan_mod.progress(items)}):\n"
-                                                       f"{plan_mod.render(items)}]"), err=True)) if streamed else None)
-            result = agent.run(task, events)
+            result = hosted.run(task, None if as_json else _printed, stream=not as_json)
         finally:
-            agent.close()
-            toolset.close()  # the MCP servers it started stop with it
-            if not slug:
-                session.remove_if_empty()  # a slash command said nothing worth a session
+            hosted.close(remove_if_empty=not slug)  # a slash command said nothing worth a session
+            host.close()  # the MCP servers it started stop with it
     if as_json:
         print_json({"session": result.session, "text": result.text, "steps": result.steps,
                     "tool_calls": result.tool_calls, "tokens_in": result.tokens_in, "tokens_out": result.tokens_out,
@@ -89,6 +78,25 @@ def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, 
     click.echo(f"[session {result.session}: {result.steps} model calls, {result.tool_calls} tool calls]", err=True)
     if result.error:
         raise WorkstationError(result.error)
+
+
+def _printed(event) -> None:
+    """What `chat` shows of a turn as it runs (a host.Event): the reply on stdout, the rest on stderr."""
+    from .. import host  # lazy: loaded by the turn already
+    from ..sessions import plan as plan_mod  # lazy: as above
+
+    if isinstance(event, host.TextFragment):
+        click.echo(safe(event.text), nl=False)
+    elif isinstance(event, host.Retry):
+        click.echo(safe(f"\n[retrying: {event.why}]"), err=True)
+    elif isinstance(event, host.ToolFinished):
+        res = event.result
+        click.echo(safe(f"[{event.name} {'ok' if res.ok else 'failed'}: {(res.text.splitlines() or [''])[0][:100]}]"),
+                   err=True)
+    elif isinstance(event, host.Notice):
+        click.echo(safe(f"[{event.line}]"), err=True)
+    elif isinstance(event, host.Plan):
+        click.echo(safe(f"[plan ({plan_mod.progress(event.items)}):\n{plan_mod.render(event.items)}]"), err=True)
 
 
 @click.command()

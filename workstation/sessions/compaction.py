@@ -4,9 +4,10 @@ Both knobs count turns as sessions.turns defines them (a user message and everyt
 answer to it). `memory.compact_threshold` says when: once the live context (turns not yet covered by a
 summary) holds that many turns. `memory.keep_recent` says how much stays verbatim: everything older than
 the newest keep_recent turns is folded into one `compact` record, cut at a user message. The token guard
-starts compaction early when the assembled context passes `memory.compact_token_ratio` of the chat
-model's window: it keeps the newest records that fit in half that budget, so one long turn is compacted
-too, cut before one of its steps (an assistant message), never between a tool call and its result.
+starts compaction early when the next request as sent (sessions.requestsize: tools, head, summary,
+turns) passes `memory.compact_token_ratio` of the chat model's window, or would not fit it: then the
+tools, the head and the newest records kept take half that limit, so one long turn is compacted too,
+cut before one of its steps (an assistant message), never between a tool call and its result.
 
 Never called on the reply's hot path. Two drivers, one rule of when a compaction is due
 (`plan_compaction`): `AutoCompactor` for compaction nobody asked for (the agent between turns, in a
@@ -19,7 +20,6 @@ it was or with one complete record more.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
-from .context import assemble, covered_count, current_epoch, memory_of, seen, uncompact_held, update_text
-from .log import (CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, default_counter,
-                  tool_call_arguments)
+from .context import assemble, covered_count, memory_of, seen, uncompact_held, update_text
+from .log import CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, tool_call_arguments
+from .requestsize import budget, limit, request_size
 from .plan import current as current_plan, render as render_plan
 from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
 
@@ -149,6 +149,7 @@ def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep:
     before one of the agent's steps (turns.cut_fitting)."""
     memory = memory_of(config)
     numbered = turns_of(view.records)  # numbers count every user message, also those a rewind took back
+    whole = view
     view = seen(view)  # turns a rewind took back are neither summarized nor counted
     records = view.turns
     previous = view.last_compact()
@@ -159,13 +160,16 @@ def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep:
     if force:
         reason = "manual"
     elif uncompact_held(view) is not None and not (
-            window_tokens and _over_window(view, config, window_tokens, counter)):
+            window_tokens and request_size(whole, config, counter=counter).total > budget(window_tokens)):
         return None  # the user undid the last compaction: automatic compaction waits until it must
     elif count_turns(live) >= memory.compact_threshold:
         reason = "threshold"
-    elif window_tokens and _over_token_guard(view, config, window_tokens, counter):
+    elif window_tokens and (size := request_size(whole, config, counter=counter)).total > (
+            most := limit(config, window_tokens)):
+        # the next request as sent (sessions.requestsize) is over the limit: after the compaction, what every
+        # request carries (tools, head) and the turns kept verbatim take half of it
         reason = "tokens"
-        cut = max(cut, cut_fitting(live, memory.compact_token_ratio * window_tokens / 2))
+        cut = max(cut, cut_fitting(live, max(0.0, most / 2 - size.tools - size.head)))
     else:
         return None
     folded = live[:cut]
@@ -184,22 +188,6 @@ def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
     return current_plan(view.records[: upto + 1])
 
 
-def _over_window(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:
-    """Whether the next request (the epoch's head and tool schemas, the summary, the turns: `view` is the model's
-    view) no longer fits the window, less the room a request keeps for the reply (agent.context.reply_reserve)."""
-    counter = counter or default_counter()
-    epoch = current_epoch(view)
-    head = str(epoch.get("system") or "") if epoch else ""
-    tokens = assemble(view, config, system_prompt=head or None, counter=counter, epoch=epoch).tokens
-    if epoch and epoch.get("tool_schemas"):
-        tokens += counter(json.dumps(epoch["tool_schemas"]))
-    reserve = min(4096, max(256, window_tokens // 4))
-    return tokens > window_tokens - reserve
-
-
-def _over_token_guard(view: LogView, config: Config, window_tokens: int, counter: TokenCounter | None) -> bool:
-    tokens = assemble(view, config, counter=counter).tokens
-    return tokens > memory_of(config).compact_token_ratio * window_tokens
 
 
 def needs_compaction(session: Session, config: Config, *, window_tokens: int | None = None) -> bool:

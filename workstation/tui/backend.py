@@ -5,9 +5,10 @@ block on DuckDB, the file system or the model; data goes back to the panes
 through `app.call_from_thread`. Nothing here imports textual widgets, and the
 core's heavy modules load inside `start`, after the first paint.
 
-The agents get the workspace's MCP servers (`mcp.client.open_toolset`, started at start beside
-the rest, closed after the last agent); the chat shows the agent's plan as it writes it
-(`AgentEvents.on_plan`) and the repository's branch and dirty count, read with git in a worker
+The agents are built and run by the session host (workstation.host, as ACP and `workstation chat`
+have theirs): the workspace's MCP servers (started at start beside the rest, closed after the last
+agent), the compaction policy, the turn's events; the agents get the servers' tools; the chat shows the agent's plan as it writes it
+(`host.Plan`) and the repository's branch and dirty count, read with git in a worker
 after every turn and slash command (`refresh_git`: 70-150 ms, never on the UI thread).
 
 The chat shows the records a turn writes as it writes them (liveturn.LiveTurn), with their ids as
@@ -33,6 +34,7 @@ from .viewdata import MemoryEntry, SlashCommand, Turn
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
     from ..agent.loop import Agent
+    from ..host import Host, HostedSession
     from ..mcp.client import McpToolset
     from ..runtime import Workspace
     from ..sessions.log import Session
@@ -64,9 +66,9 @@ class LiveBackend:
         self.with_sidecar = sidecar
         self.app: WorkstationApp | None = None
         self.ws: Workspace | None = None
-        self.agent: Agent | None = None
-        self.toolset: McpToolset | None = None  # the MCP servers' tools beside the built-in ones, for every agent
-        self._toolset_lock = threading.Lock()  # start hands the toolset over while stop may be closing
+        self.host: Host | None = None  # the session host: the MCP servers' tools beside the built-in ones
+        self.hosted: HostedSession | None = None  # the chat's session and its agent
+        self._toolset_lock = threading.Lock()  # start hands the host over while stop may be closing
         self.map_feed: MapFeed | None = None
         self.sidecar = None
         self._cancel = threading.Event()  # stops the running turn (escape)
@@ -80,6 +82,15 @@ class LiveBackend:
         self.outside = Outside(self)  # what another process (the sidecar) appends to the session, shown as it lands
 
     # ------------------------------------------------------------------ seam.Backend facts
+    @property
+    def agent(self) -> Agent | None:
+        return self.hosted.agent if self.hosted is not None else None
+
+    @property
+    def toolset(self) -> McpToolset | None:
+        """The MCP servers' tools beside the built-in ones, for every agent (None: not started, or closed)."""
+        return self.host.toolset if self.host is not None else None  # type: ignore[return-value]
+
     @property
     def workspace(self) -> Workspace | None:
         return self.ws if self._ready.is_set() else None
@@ -138,10 +149,14 @@ class LiveBackend:
                 toolset.close()
             raise
         mcp.join()
-        if opened and not self._keep_toolset(opened[0]):
+        if opened and not self._keep_host(opened[0]):
             opened[0].close()  # the app closed meanwhile: its servers stop here
             return
-        self.agent = self._agent_on(session, self.model)
+        if self.host is None:  # the servers did not start: the agents go without them
+            from ..host import Host  # lazy: loaded by _open_mcp already
+
+            self.host = Host(ws)
+        self.hosted = self._agent_on(session, self.model)
         self._ready.set()
         self._show_session([Turn("notice", line) for line in [*config_notices, *mcp_notices]])
         if not self.resume_slug:
@@ -197,19 +212,19 @@ class LiveBackend:
     def _open_mcp(self, opened: list, notices: list[str]) -> None:
         """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
         as a server may take its whole startup_timeout_s."""
-        from ..mcp.client import open_toolset  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
+        from ..host import Host  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
 
-        try:
-            opened.append(open_toolset(self.ws, on_notice=notices.append))
+        try:  # the app stays after a turn: compactions may run in the background
+            opened.append(Host.open(self.ws, on_notice=notices.append))
         except Exception as err:  # the agent works without them; say why they are missing
             notices.append(f"MCP servers not started: {type(err).__name__}: {err}")
 
-    def _keep_toolset(self, toolset: McpToolset) -> bool:
-        """Hand the started toolset to the backend; False when the app is closing (then the caller closes it)."""
+    def _keep_host(self, host: Host) -> bool:
+        """Hand the started host to the backend; False when the app is closing (then the caller closes it)."""
         with self._toolset_lock:
             if self._closing.is_set():
                 return False
-            self.toolset = toolset
+            self.host = host
             return True
 
     def refresh_git(self) -> None:
@@ -261,30 +276,29 @@ class LiveBackend:
             from ..sidecar import stop_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
 
             stop_sidecar(self.sidecar)
-        if self.agent is not None:
-            self._leave(self.agent)
+        if self.hosted is not None:
+            self._leave(self.hosted)
         with self._toolset_lock:
-            toolset, self.toolset = self.toolset, None
-        if toolset is not None:
-            toolset.close()  # after the agent: no call of it may be left running
+            host = self.host
+        if host is not None:
+            host.close()  # after the agent: no call of its MCP servers may be left running
         if self.ws is not None:
             self.ws.close()
 
     # ------------------------------------------------------------------ sessions
-    def _agent_on(self, session: Session, model: str | None) -> Agent:
-        from ..agent.loop import Agent  # lazy: the agent stack, +150 ms; off the first paint
-
-        return Agent(self.ws, session, approve=self._approve, model=model, toolset=self.toolset)
+    def _agent_on(self, session: Session, model: str | None) -> HostedSession:
+        assert self.host is not None  # set at start, before the first session
+        return self.host.session(session, approve=self._approve, model=model, cancel=self._cancel)
 
     @staticmethod
-    def _leave(agent: Agent) -> None:
+    def _leave(hosted: HostedSession) -> None:
         """Close an agent; a session in which nothing was said leaves no file behind."""
-        agent.close()
-        agent.session.remove_if_empty()
+        hosted.close()
 
     def _switch(self, session: Session) -> None:
         """Put the chat on `session` (the caller holds `_busy`): a fresh agent, its whole conversation."""
-        old, self.agent = self.agent, self._agent_on(session, self.agent.model_name)
+        assert self.hosted is not None
+        old, self.hosted = self.hosted, self._agent_on(session, self.hosted.agent.model_name)
         self._leave(old)
         self._show_session()
 
@@ -476,7 +490,7 @@ class LiveBackend:
             self._ui(chat.set_activity, "busy", "")
             turn = LiveTurn(self, chat)
             try:
-                self.agent.run(request.text, turn.events(), cancel=self._cancel)
+                self.hosted.run(request.text, turn.heard)
             except WorkstationError as err:  # refused before it began (no model, empty message)
                 self._ui(chat.discard_reply)
                 if not turn.wrote_user:

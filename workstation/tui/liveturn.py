@@ -1,5 +1,5 @@
 """One agent turn as the live chat shows it: every record the agent writes becomes the chat's turns as a
-resumed chat derives them (replay.transcript), with their ids, as it is written (`AgentEvents.on_record`).
+resumed chat derives them (replay.transcript), with their ids, as it is written (`host.RecordWritten`).
 
 The streamed reply becomes the recorded assistant turn; a step's last tool result brings the memory and
 timeline panes up to date; a compaction (from the agent's compactor thread) shows the line the log gives
@@ -42,20 +42,27 @@ class LiveTurn:
         self.backend.refresh_memory()
         self.backend.refresh_timeline()
 
-    def events(self):
-        from ..agent.loop import AgentEvents  # lazy: the agent stack, +150 ms; off the first paint
+    def heard(self, event) -> None:
+        """One event of the turn (a host.Event), as the chat shows it."""
+        from .. import host  # lazy: the agent stack, +150 ms; off the first paint
 
         ui, chat = self.backend._ui, self.chat
-
         # what streamed is void: the retry streams again. Its notice, as every notice of the turn (a trimmed
-        # context, a cache break, an auto-commit), is a record: the chat shows it from on_record, as on resume
-        return AgentEvents(
-            on_text=lambda fragment: ui(chat.stream_fragment, fragment),
-            on_retry=lambda why: ui(chat.discard_reply),
-            on_step=lambda step, tokens, window: ui(chat.set_context, tokens, window),
-            on_record=self.recorded,
-            on_activity=lambda kind, what: ui(chat.set_activity, kind, what) if kind != "idle" else None,
-            on_plan=lambda items: ui(chat.set_plan, items))
+        # context, a cache break, an auto-commit), is a record: the chat shows it from the record
+        if isinstance(event, host.TextFragment):
+            ui(chat.stream_fragment, event.text)
+        elif isinstance(event, host.Retry):
+            ui(chat.discard_reply)
+        elif isinstance(event, host.Step):
+            ui(chat.set_context, event.tokens, event.window)
+        elif isinstance(event, host.RecordWritten):
+            self.recorded(event.record)
+        elif isinstance(event, host.ToolStarted):
+            ui(chat.set_activity, "tool", event.what)
+        elif isinstance(event, host.Activity) and event.kind != "idle":
+            ui(chat.set_activity, event.kind, event.what)
+        elif isinstance(event, host.Plan):
+            ui(chat.set_plan, event.items)
 
     def compacted(self, record: dict) -> None:
         """A compaction's line, as `log_turns` makes it from the log (the turns it summarized, by number)."""
