@@ -97,7 +97,10 @@ def main() -> None:
     from workstation.sessions.catalog import search
     from workstation.store import Database
 
+    import results
     from bench_commands import bench_history  # beside this script
+
+    run = results.Run("bench_import", {k: v for k, v in vars(args).items() if k not in ("dir", "keep")})
 
     if args.dir.exists():
         shutil.rmtree(args.dir)
@@ -124,6 +127,8 @@ def main() -> None:
               f"({errors} files with problems)")
         print(f"   throughput {rate:6.1f} MB/s of source logs    target >= {IMPORT_TARGET_MBS:.0f} MB/s   "
               f"{'meets' if rate >= IMPORT_TARGET_MBS else 'MISSES'}")
+        run.add("import throughput", rate, "MB/s")
+        run.add("import CPU per MB of sources", cpu * 1000 / (total / 1e6), "ms/MB")
         logs = sum(p.stat().st_size for p in paths.sessions.glob("*.jsonl"))
         budget = 1000 * (os.cpu_count() or 1) / IMPORT_TARGET_MBS
         print(f"   CPU {cpu:.1f} s in all processes: {cpu * 1000 / (total / 1e6):.1f} CPU-ms per MB of sources "
@@ -138,11 +143,14 @@ def main() -> None:
         print(f"\n3. queries over the imported history (target < {QUERY_TARGET_S:g} s each)")
         for by in ("session", "day", "month", "model"):
             seconds, result = timed(usage, db, by)
+            run.add(f"reflect usage --by {by}", seconds * 1000, "ms")
             print(f"   reflect usage --by {by:<8} {seconds * 1000:7.0f} ms  {len(result.rows):>6,} rows   "
                   f"{verdict(seconds, QUERY_TARGET_S)}")
         for needle in ("mozgoslav", "the", "no such words anywhere"):
             first, hits = timed(search, paths, needle, db=db)
             again, _ = timed(search, paths, needle, db=db)
+            run.add(f"session search {needle!r}, first", first * 1000, "ms")
+            run.add(f"session search {needle!r}, again", again * 1000, "ms")
             print(f"   session search {needle!r:<26} {first * 1000:7.0f} ms (then {again * 1000:.0f} ms)  "
                   f"{len(hits):>4} hits   {verdict(max(first, again), QUERY_TARGET_S)}")
     finally:
@@ -152,6 +160,7 @@ def main() -> None:
     bench_history(ws, args.runs)
     if not args.keep:
         shutil.rmtree(args.dir)
+    run.save()
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
 
 
