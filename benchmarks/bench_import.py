@@ -7,7 +7,9 @@
    formats are told apart by their paths) under DIR/src.
 2. Imports them all into a fresh workspace DIR/ws as `workstation import FOLDER` does (bulk.py:
    worker processes, one per core up to 4; --workers 1 for one process), and prints the
-   throughput in MB/s of source logs (target: at least 20 MB/s).
+   throughput in MB/s of source logs (target: at least 20 MB/s). First the same for a history
+   --small-gb in size (default 1/13 of --gb: 1,000 against 13,000 sessions' worth) into a workspace
+   of its own, and the ratio of the two throughputs (linear: within 10%; 0 skips it).
 3. Times `reflect usage` (each grouping) and `session search` (a rare word, a common one, one
    that is nowhere) over that history, in this process and as the command line a user runs
    (bench_commands.py: fresh processes, median wall and CPU time; targets: under 1 s once imported).
@@ -85,6 +87,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep DIR afterwards (to query it again)")
     parser.add_argument("--workers", type=int, default=None, help="import processes (default: one per core, up to 4)")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per command line timed (median)")
+    parser.add_argument("--small-gb", type=float, default=None,
+                        help="the smaller history imported first (default --gb / 13; 0: none)")
     args = parser.parse_args()
     started = time.perf_counter()
     load = os.getloadavg()[0]
@@ -109,6 +113,28 @@ def main() -> None:
     seconds, (files, total) = timed(generate, src, int(args.gb * 1e9))
     print(f"\n1. sources: {files:,} files, {total / 1e6:,.0f} MB, written in {seconds:.0f} s")
 
+    small_gb = args.gb / 13 if args.small_gb is None else args.small_gb
+    small_rate = None
+    if small_gb > 0:
+        small_src, small_ws = args.dir / "src-small", args.dir / "ws-small"
+        small_ws.mkdir()
+        _, small_total = generate(small_src, int(small_gb * 1e9))
+        small_paths = Paths.for_root(small_ws)
+        small_db = Database(small_paths)
+        try:
+            t0 = time.perf_counter()
+            import_many(Importer(small_paths, small_db), [(p, None) for p in sorted(small_src.rglob("*")) if
+                        p.is_file() and not p.name.endswith(".aider.input.history")], workers=args.workers)
+            small_rate = run.add("import throughput, smaller history", small_total / 1e6 / (time.perf_counter() - t0),
+                                 "MB/s")
+            small_sessions = len(list(small_paths.sessions.glob("*.jsonl")))
+        finally:
+            small_db.close()
+        shutil.rmtree(small_src)
+        shutil.rmtree(small_ws)
+        print(f"   the smaller history first: {small_total / 1e6:,.0f} MB into {small_sessions:,} sessions at "
+              f"{small_rate:.1f} MB/s")
+
     paths = Paths.for_root(ws)
     db = Database(paths)
     try:
@@ -128,6 +154,10 @@ def main() -> None:
         print(f"   throughput {rate:6.1f} MB/s of source logs    target >= {IMPORT_TARGET_MBS:.0f} MB/s   "
               f"{'meets' if rate >= IMPORT_TARGET_MBS else 'MISSES'}")
         run.add("import throughput", rate, "MB/s")
+        if small_rate:
+            ratio = run.add("import throughput, this history / the smaller", rate / small_rate, "x", "higher")
+            print(f"   {ratio:.0%} of the smaller history's {small_rate:.1f} MB/s   target >= 90% (linear)   "
+                  f"{'meets' if ratio >= 0.9 else 'MISSES'}")
         run.add("import CPU per MB of sources", cpu * 1000 / (total / 1e6), "ms/MB")
         logs = sum(p.stat().st_size for p in paths.sessions.glob("*.jsonl"))
         budget = 1000 * (os.cpu_count() or 1) / IMPORT_TARGET_MBS
