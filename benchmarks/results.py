@@ -30,7 +30,7 @@ from pathlib import Path
 
 RESULTS = Path(os.environ.get("WS_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 REFERENCE = "reference.json"
-_HIGHER = ("/s", "x faster", "hits", "per s")
+_HIGHER = ("/s",)  # rates; anything else (time, size, a ratio to a peer) is better lower
 _active: Run | None = None
 
 
