@@ -52,6 +52,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import agent_scenario as shop  # noqa: E402
 import bench_lsp  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py)
 import httpx_scenario  # noqa: E402
 from fakellm import ScriptedLLM  # noqa: E402
 from scenario_common import is_compaction  # noqa: E402
@@ -288,6 +289,8 @@ def print_report(rep, sc: Scenario) -> None:
         for label, base in (("naive", rep.baseline), ("naive*", rep.baseline_once)):
             got = rep.reduction(name, base)
             ok = got is not None and got >= target
+            if got is not None:
+                results.add(f"{sc.name}: {name.replace('_', ' ')} fewer than {label}", got * 100, "%", "higher")
             print(f"target {name.replace('_', ' ')} >= {target:.0%} fewer than {label}: measured "
                   f"{'n/a' if got is None else f'{got:.1%}'} -> {'MET' if ok else 'MISSED'}")
     if sc.name == "httpx":
@@ -330,6 +333,12 @@ def run_scenario(sc: Scenario, root: Path, args) -> bool:
     print(f"time: index {timings['index']:.2f}s, turn 1 {timings['turn 1 (edit)']:.2f}s, "
           f"turn 2 {timings['turn 2 (check)']:.2f}s ({timings['requests']} requests to the scripted model"
           + (", compactions included)" if args.compaction == "sync" else ")"))
+    for step in ("index", "turn 1 (edit)", "turn 2 (check)"):
+        results.add(f"{sc.name}: {step}", timings[step], "s")
+    after = timings["cache"].get("after the first")
+    if after and after["input"]:
+        results.add(f"{sc.name}: input served from the cache after the first request",
+                    after["read"] / after["input"] * 100, "%", "higher")
     print()
     print_report(rep, sc)
     print()
@@ -360,6 +369,8 @@ def print_billed(billing, sc: Scenario) -> None:
     for how, agent in (("ideal", billing.agent), ("as reported", reported)):
         for label, base in (("naive*", billing.naive_once), ("naive", billing.naive)):
             got = agent.cost / base.cost if base.cost else None
+            if got is not None:
+                results.add(f"{sc.name}: billed cost ({how}) / {label}", got, "x")
             print(f"target billed cost ({how}) <= {target}x {label}: measured "
                   f"{'n/a' if got is None else f'{got:.2f}x'} -> "
                   f"{'MET' if got is not None and got <= target else 'MISSED'}")
@@ -374,6 +385,9 @@ def run_undo(root: Path) -> bool:
     print(f"checkpoint cost per edit ({undo['big_bytes'] / 1024:.0f} KB file, {CHECKPOINT_TRIALS} turns): "
           f"median {p50:.2f} ms, p90 {p90:.2f} ms, max {worst:.2f} ms; target < {CHECKPOINT_TARGET_MS:g} ms "
           f"(median) -> {'MET' if p50 < CHECKPOINT_TARGET_MS else 'MISSED'}")
+    results.add("undo: undone in", undo["undo_ms"], "ms")
+    results.add("checkpoint cost per edit, median", p50, "ms")
+    results.add("checkpoint cost per edit, p90", p90, "ms")
     print(f"  for scale, this disk alone: a {undo['big_bytes'] / 1024:.0f} KB write + fdatasync and a 200-byte "
           f"append + fsync (the two syncs of a checkpoint) take {undo['syncs_ms']:.2f} ms (median)")
     print()
@@ -401,6 +415,7 @@ def main() -> None:
                         help="the httpx policy's edits: one function's per response (default), or all of a "
                              "file's in one response (fewer, larger steps: the same edits)")
     args = parser.parse_args()
+    run = results.Run("bench_agent", {k: v for k, v in vars(args).items() if k != "keep"})
     llm.warm_import()
     tmp = None
     if args.keep:
@@ -422,6 +437,7 @@ def main() -> None:
         bench_lsp.run_warm()
         if not ok:
             sys.exit(1)  # a scenario itself failed: its figures mean nothing
+        run.save()
     finally:
         if tmp is not None:
             tmp.cleanup()

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import results  # benchmarks/results.py, beside this script
+
 REPO = Path(__file__).resolve().parents[1]
 INDEX_TARGET_S = 0.4
 QUERY_TARGET_S = 1.0
@@ -88,6 +90,7 @@ def bench_index(path: Path, runs: int) -> None:
         wall, cpu = timed_command(["-C", str(root), "index"], env, runs,
                                   lambda done: None if "(0 parsed" in done.stdout else "it parsed files")
         print(line("workstation index (nothing changed)", wall, cpu, INDEX_TARGET_S))
+        results.add("workstation index (nothing changed)", wall, "s")
 
 
 HISTORY_COMMANDS = (["reflect", "usage", "--json"], ["session", "search", "mozgoslav", "--json"],
@@ -102,6 +105,7 @@ def bench_history(workspace: Path, runs: int, with_owner: bool = True) -> None:
     for args in HISTORY_COMMANDS:
         wall, cpu = timed_command(["-C", str(workspace), *args], env, runs)
         print(line(f"workstation {' '.join(args)}", wall, cpu, QUERY_TARGET_S))
+        results.add(f"workstation {' '.join(args)}", wall, "s")
     if not with_owner:
         return
     sys.path.insert(0, str(REPO))
@@ -118,6 +122,7 @@ def bench_history(workspace: Path, runs: int, with_owner: bool = True) -> None:
             wall, cpu = timed_command(["-C", str(workspace), *args], env, runs)
             owner_cpu = (time.process_time() - owner_cpu) / (runs + 1)  # the owner's share, per run
             print(line(f"workstation {' '.join(args)}", wall, cpu + owner_cpu, QUERY_TARGET_S))
+            results.add(f"workstation {' '.join(args)}, store open elsewhere", wall, "s")
     finally:
         db.close()
 
@@ -130,12 +135,14 @@ def main() -> None:
     args = parser.parse_args()
     if not args.index and not args.history:
         parser.error("give --index PATH, --history WORKSPACE or both")
+    run = results.Run("bench_commands", vars(args))
     print(f"commands as fresh processes, median of {args.runs}; {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at start")
     if args.index:
         bench_index(args.index, args.runs)
     if args.history:
         bench_history(args.history, args.runs)
+    run.save()
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from fakellm import Reply, ScriptedLLM  # noqa: E402
 from pty_support import Terminal  # noqa: E402
 from sessions_support import SUMMARY  # noqa: E402
 from trust_support import user_config  # noqa: E402
+import results  # noqa: E402, I001  (benchmarks/results.py, beside this script)
 
 SLUG = "thirty-turns"
 TARGETS = {"resume: last message drawn": None, "resume: first message after Home": None,
@@ -142,23 +143,27 @@ def main() -> None:
     parser.add_argument("--size", default="100x30", help="terminal COLUMNSxLINES (default 100x30)")
     args = parser.parse_args()
     size = tuple(int(n) for n in args.size.split("x"))
-    results: dict[str, list[float]] = {name: [] for name in TARGETS}
+    timings: dict[str, list[float]] = {name: [] for name in TARGETS}
     load = os.getloadavg()[0]
     for _ in range(args.runs):
         try:
             for name, seconds in one_run(size).items():
-                results[name].append(seconds)
+                timings[name].append(seconds)
         except (TimeoutError, RuntimeError) as err:
             print(f"a step never showed: {err}")
             sys.exit(1)
+    run = results.Run("bench_daily", vars(args))
     print(f"the installed app on a {size[0]}x{size[1]} pseudo-terminal, {args.runs} runs (median / worst):")
     for name, target in TARGETS.items():
-        values = results[name]
+        values = timings[name]
         median, worst = statistics.median(values) * 1000, max(values) * 1000
         verdict = "" if target is None else f"   target < {target * 1000:.0f} ms: " + (
             "met" if max(values) < target else "MISSED")
         print(f"  {name:<38} {median:6.0f} ms  {worst:6.0f} ms{verdict}")
+        run.add(f"{name} median", median, "ms")
+        run.add(f"{name} worst", worst, "ms")
     print(f"  load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores")
+    run.save()
 
 
 if __name__ == "__main__":

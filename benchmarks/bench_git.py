@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workstation.git import Repo  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py, beside this script)
 
 TARGET_MS = 50.0
 
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
+    run = results.Run("bench_git", vars(args))
     with tempfile.TemporaryDirectory(prefix="ws-bench-git-") as tmp:
         root = Path(tmp)
         make_repo(root, args.files)
@@ -65,6 +67,10 @@ def main() -> None:
         print(f"status(): median {median:.1f} ms, min {min(times):.1f} ms, max {max(times):.1f} ms over "
               f"{args.runs} runs; target < {TARGET_MS:.0f} ms: {'met' if median < TARGET_MS else 'NOT met'}")
         print(f"machine load (1-min average): {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        run.add("Repo.find", find_ms, "ms")
+        run.add("status() median", median, "ms")
+        run.add("status() max", max(times), "ms")
+    run.save()
 
 
 if __name__ == "__main__":

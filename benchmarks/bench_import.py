@@ -7,7 +7,9 @@
    formats are told apart by their paths) under DIR/src.
 2. Imports them all into a fresh workspace DIR/ws as `workstation import FOLDER` does (bulk.py:
    worker processes, one per core up to 4; --workers 1 for one process), and prints the
-   throughput in MB/s of source logs (target: at least 20 MB/s).
+   throughput in MB/s of source logs (target: at least 20 MB/s). First the same for a history
+   --small-gb in size (default 1/13 of --gb: 1,000 against 13,000 sessions' worth) into a workspace
+   of its own, and the ratio of the two throughputs (linear: within 10%; 0 skips it).
 3. Times `reflect usage` (each grouping) and `session search` (a rare word, a common one, one
    that is nowhere) over that history, in this process and as the command line a user runs
    (bench_commands.py: fresh processes, median wall and CPU time; targets: under 1 s once imported).
@@ -85,6 +87,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep DIR afterwards (to query it again)")
     parser.add_argument("--workers", type=int, default=None, help="import processes (default: one per core, up to 4)")
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per command line timed (median)")
+    parser.add_argument("--small-gb", type=float, default=None,
+                        help="the smaller history imported first (default --gb / 13; 0: none)")
     args = parser.parse_args()
     started = time.perf_counter()
     load = os.getloadavg()[0]
@@ -97,7 +101,10 @@ def main() -> None:
     from workstation.sessions.catalog import search
     from workstation.store import Database
 
+    import results
     from bench_commands import bench_history  # beside this script
+
+    run = results.Run("bench_import", {k: v for k, v in vars(args).items() if k not in ("dir", "keep")})
 
     if args.dir.exists():
         shutil.rmtree(args.dir)
@@ -105,6 +112,28 @@ def main() -> None:
     ws.mkdir(parents=True)
     seconds, (files, total) = timed(generate, src, int(args.gb * 1e9))
     print(f"\n1. sources: {files:,} files, {total / 1e6:,.0f} MB, written in {seconds:.0f} s")
+
+    small_gb = args.gb / 13 if args.small_gb is None else args.small_gb
+    small_rate = None
+    if small_gb > 0:
+        small_src, small_ws = args.dir / "src-small", args.dir / "ws-small"
+        small_ws.mkdir()
+        _, small_total = generate(small_src, int(small_gb * 1e9))
+        small_paths = Paths.for_root(small_ws)
+        small_db = Database(small_paths)
+        try:
+            t0 = time.perf_counter()
+            import_many(Importer(small_paths, small_db), [(p, None) for p in sorted(small_src.rglob("*")) if
+                        p.is_file() and not p.name.endswith(".aider.input.history")], workers=args.workers)
+            small_rate = run.add("import throughput, smaller history", small_total / 1e6 / (time.perf_counter() - t0),
+                                 "MB/s")
+            small_sessions = len(list(small_paths.sessions.glob("*.jsonl")))
+        finally:
+            small_db.close()
+        shutil.rmtree(small_src)
+        shutil.rmtree(small_ws)
+        print(f"   the smaller history first: {small_total / 1e6:,.0f} MB into {small_sessions:,} sessions at "
+              f"{small_rate:.1f} MB/s")
 
     paths = Paths.for_root(ws)
     db = Database(paths)
@@ -124,6 +153,12 @@ def main() -> None:
               f"({errors} files with problems)")
         print(f"   throughput {rate:6.1f} MB/s of source logs    target >= {IMPORT_TARGET_MBS:.0f} MB/s   "
               f"{'meets' if rate >= IMPORT_TARGET_MBS else 'MISSES'}")
+        run.add("import throughput", rate, "MB/s")
+        if small_rate:
+            ratio = run.add("import throughput, this history / the smaller", rate / small_rate, "x", "higher")
+            print(f"   {ratio:.0%} of the smaller history's {small_rate:.1f} MB/s   target >= 90% (linear)   "
+                  f"{'meets' if ratio >= 0.9 else 'MISSES'}")
+        run.add("import CPU per MB of sources", cpu * 1000 / (total / 1e6), "ms/MB")
         logs = sum(p.stat().st_size for p in paths.sessions.glob("*.jsonl"))
         budget = 1000 * (os.cpu_count() or 1) / IMPORT_TARGET_MBS
         print(f"   CPU {cpu:.1f} s in all processes: {cpu * 1000 / (total / 1e6):.1f} CPU-ms per MB of sources "
@@ -138,11 +173,14 @@ def main() -> None:
         print(f"\n3. queries over the imported history (target < {QUERY_TARGET_S:g} s each)")
         for by in ("session", "day", "month", "model"):
             seconds, result = timed(usage, db, by)
+            run.add(f"reflect usage --by {by}", seconds * 1000, "ms")
             print(f"   reflect usage --by {by:<8} {seconds * 1000:7.0f} ms  {len(result.rows):>6,} rows   "
                   f"{verdict(seconds, QUERY_TARGET_S)}")
         for needle in ("mozgoslav", "the", "no such words anywhere"):
             first, hits = timed(search, paths, needle, db=db)
             again, _ = timed(search, paths, needle, db=db)
+            run.add(f"session search {needle!r}, first", first * 1000, "ms")
+            run.add(f"session search {needle!r}, again", again * 1000, "ms")
             print(f"   session search {needle!r:<26} {first * 1000:7.0f} ms (then {again * 1000:.0f} ms)  "
                   f"{len(hits):>4} hits   {verdict(max(first, again), QUERY_TARGET_S)}")
     finally:
@@ -152,6 +190,7 @@ def main() -> None:
     bench_history(ws, args.runs)
     if not args.keep:
         shutil.rmtree(args.dir)
+    run.save()
     print(f"\nbenchmark took {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
 
 

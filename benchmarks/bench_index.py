@@ -45,6 +45,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import results  # noqa: E402  (benchmarks/results.py, beside this script)
+
 
 def _copy(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".git", ".workstation"))
@@ -181,6 +183,8 @@ def main() -> None:
     from workstation.index.watcher import Watcher
 
     med = statistics.median
+    # the tree is named by its folder: two trees are two series of figures
+    run = results.Run("bench_index", {**vars(args), "path": args.path.resolve().name})
     with tempfile.TemporaryDirectory(prefix="ws-bench-") as tmp:
         root, state = Path(tmp) / "repo", Path(tmp) / "state"
         t = time.perf_counter()
@@ -202,6 +206,7 @@ def main() -> None:
             cpu, wall = time.process_time() - c, time.perf_counter() - t
             db.close()
             cores = os.cpu_count() or 1
+            run.add("cold index in 1 process, CPU", cpu, "s")
             print(f"cold index in 1 process: {cpu:.2f} CPU s ({wall:.2f} s wall); "
                   f"spread over {cores} cores that is {cpu / cores:.2f} s")
 
@@ -227,6 +232,8 @@ def main() -> None:
         split = ", ".join(f"{k} {med(s[k] for s in splits):.2f}s" for k in splits[0])
         print(f"cold index:  {cold:.2f} s median of {len(colds)} ({', '.join(f'{c:.2f}' for c in colds)}; "
               f"{', '.join(loads)})  ({sizes / 1e6 / cold:.1f} MB/s; {split})   target < 6 s")
+        run.add("cold index, median", cold, "s")
+        run.add("cold index, CPU median", med(cpus), "s")
         print(f"  CPU of those runs (this process and its workers): {med(cpus):.2f} s median "
               f"({', '.join(f'{c:.2f}' for c in cpus)})")
         rel = _pick_file(km, root)
@@ -242,6 +249,8 @@ def main() -> None:
         print(f"parse floor: {floor:.2f} s median of {len(parse_only)} "
               f"({', '.join(f'{x:.2f}' for x in parse_only)}; {_load()}; CPU {med(floor_cpus):.2f} s): parse() "
               f"of every file in {km.workers} processes, nothing else; tree-sitter trees alone {med(trees_only):.2f} s")
+        run.add("parse floor, median", floor, "s")
+        run.add("cold / parse floor", cold / floor, "x")
         print(f"cold / parse floor: {cold / floor:.2f}x (CPU {med(cpus) / med(floor_cpus):.2f}x)   target <= 1.5x")
 
         t = time.perf_counter()
@@ -255,10 +264,12 @@ def main() -> None:
         print(f"warm re-open: {warm:.3f} s  (new handle + full gate; the gate alone again {gate * 1000:.0f} ms)"
               f"   target < 0.5 s")
         db.close()
+        run.add("warm re-open", warm, "s")
         warm_runs = _warm_command(root, state, Path(tmp) / "home")
         print(f"warm `workstation index` (whole process, nothing changed): {med(warm_runs):.3f} s median of "
               f"{len(warm_runs)} (max {max(warm_runs):.3f}; {_load()})   target < 0.4 s")
 
+        run.add("warm `workstation index`, median", med(warm_runs), "s")
         db, km = _open(root, state, args.workers)
         target = root / rel
         original = target.read_text()
@@ -290,6 +301,10 @@ def main() -> None:
         print(f"  full gate (query):          {ms(full)}")
         print(f"  save -> visible via watcher: {ms(watched)}")
         db.close()
+        run.add("incremental: scoped refresh, median", med(scoped) * 1000, "ms")
+        run.add("incremental: full gate, median", med(full) * 1000, "ms")
+        run.add("incremental: save -> visible via watcher, median", med(watched) * 1000, "ms")
+    run.save()
 
 
 if __name__ == "__main__":

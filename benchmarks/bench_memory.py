@@ -39,6 +39,8 @@ from workstation.paths import Paths  # noqa: E402
 from workstation.store import Database  # noqa: E402
 from workstation.store.broker import ping  # noqa: E402
 
+import results  # noqa: E402  (benchmarks/results.py, beside this script)
+
 LTM_KEYS = 10_000
 LTM_GETS = 20_000
 LTM_WRITES = 100_000
@@ -279,6 +281,8 @@ def print_table(rows: list, owner: dict[str, list[float]], client: dict[str, lis
     print(f"\n{title}")
     print(f"{'measure':<50}{'owner process':>16}{'client process':>16}   target   (owner / client)")
     for label, key, unit, target in rows:
+        results.add(f"{label.strip()}, owner", statistics.median(owner[key]), unit)
+        results.add(f"{label.strip()}, client", statistics.median(client[key]), unit)
         print(f"{label:<50}{_fmt(statistics.median(owner[key]), unit):>16}"
               f"{_fmt(statistics.median(client[key]), unit):>16}   {_target(target, unit)}"
               + (f"   ({_verdict(owner[key], target)} / {_verdict(client[key], target)})" if target else ""))
@@ -305,6 +309,7 @@ def main() -> None:
         parser.error("--rounds must be at least 1")
     import duckdb
 
+    run = results.Run("bench_memory", {k: v for k, v in vars(args).items() if k not in ("client", "part", "keep")})
     print(f"python {sys.version.split()[0]}, duckdb {duckdb.__version__}, {os.cpu_count()} CPUs, "
           f"load average (1/5/15 min) {_load()} at start", flush=True)
     sample = {"args": {"path": "src/app.py", "start": 10, "end": 40}, "result_chars": 1200, "outcome": "ok"}
@@ -344,6 +349,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root)
     print(f"\nload average (1/5/15 min) {_load()} at end")
+    run.save()
 
 
 if __name__ == "__main__":

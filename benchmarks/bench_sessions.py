@@ -30,13 +30,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from fakellm import ScriptedLLM  # noqa: E402
 from sessions_support import KEY, KEY_ENV, fill, make_config, summarizer  # noqa: E402
 
+import results  # noqa: E402  (benchmarks/results.py, beside this script)
 from workstation import llm  # noqa: E402
 from workstation.sessions import Session, SessionContext, compact  # noqa: E402
 from workstation.sessions.turns import count as count_turns  # noqa: E402
 
 
-def percentiles(samples: list[float]) -> str:
+def percentiles(samples: list[float], label: str | None = None) -> str:
     ms = sorted(s * 1000 for s in samples)
+    if label:
+        results.add(f"{label} p50", ms[len(ms) // 2], "ms")
+        results.add(f"{label} p99", ms[min(len(ms) - 1, int(0.99 * len(ms)))], "ms")
     p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]  # noqa: E731
     return f"p50 {p(0.5):7.2f} ms   p90 {p(0.9):7.2f} ms   p99 {p(0.99):7.2f} ms   mean {statistics.mean(ms):7.2f} ms"
 
@@ -77,7 +81,7 @@ def bench_reply_path(root: Path, url: str, turns: int, replies: int) -> None:
     compact(session, config)  # a realistic state: a summary plus the live window
     SessionContext.build(session, config)  # warm the reader and the token counter
     print(f"\n1. reply path: append a record + SessionContext.build, {turns}-record session, {replies} replies")
-    print(f"   idle                               {percentiles(reply_loop(session, config, replies))}")
+    print(f"   idle                               {percentiles(reply_loop(session, config, replies), 'reply path, idle')}")
 
     ctx = multiprocessing.get_context("spawn")
     ready, stop, done = ctx.Event(), ctx.Event(), ctx.Value("i", 0)
@@ -87,7 +91,7 @@ def bench_reply_path(root: Path, url: str, turns: int, replies: int) -> None:
     busy = reply_loop(session, config, replies)
     stop.set()
     worker.join()
-    print(f"   compaction in another process      {percentiles(busy)}   ({done.value} compactions meanwhile)")
+    print(f"   compaction in another process      {percentiles(busy, 'reply path, compaction in another process')}   ({done.value} compactions meanwhile)")
 
     ready_t, stop_t, done_t = threading.Event(), threading.Event(), multiprocessing.Value("i", 0)
     thread = threading.Thread(target=background_compactor,
@@ -97,7 +101,7 @@ def bench_reply_path(root: Path, url: str, turns: int, replies: int) -> None:
     busy_thread = reply_loop(session, config, replies)
     stop_t.set()
     thread.join()
-    print(f"   compaction in a thread (same GIL)  {percentiles(busy_thread)}   ({done_t.value} compactions meanwhile)")
+    print(f"   compaction in a thread (same GIL)  {percentiles(busy_thread, 'reply path, compaction in a thread')}   ({done_t.value} compactions meanwhile)")
 
 
 def bench_compaction(root: Path, server: ScriptedLLM, turns: int) -> None:
@@ -110,6 +114,7 @@ def bench_compaction(root: Path, server: ScriptedLLM, turns: int) -> None:
     result = compact(session, config)
     elapsed = time.perf_counter() - started
     sent = sum(len(m["content"]) for body in server.requests[already:] for m in body["messages"])
+    results.add(f"compaction of a {turns}-record session", elapsed, "s")
     print(f"\n2. compaction of a {turns}-record session ({count_turns(view.records)} turns, {view.size / 1e6:.1f} MB log) "
           "against the scripted server")
     print(f"   {elapsed:.2f} s wall for turns {result.first_turn}–{result.last_turn}: {result.record['calls']} model "
@@ -128,7 +133,7 @@ def bench_log(root: Path, turns: int) -> None:
         session.user(f"turn {n}: " + "x" * 400)
         times.append(time.perf_counter() - started)
     print("\n3. the log itself")
-    print(f"   append (one write + fsync, locked)  {percentiles(times)}")
+    print(f"   append (one write + fsync, locked)  {percentiles(times, 'log append')}")
     big = Session.create(paths, "cold")
     fill(big, turns, tools=True, big=3000)
     cold = []
@@ -136,7 +141,7 @@ def bench_log(root: Path, turns: int) -> None:
         started = time.perf_counter()
         Session(paths, "cold").read()
         cold.append(time.perf_counter() - started)
-    print(f"   cold read of {turns} records          {percentiles(cold)}")
+    print(f"   cold read of {turns} records          {percentiles(cold, 'log cold read')}")
 
 
 def main() -> None:
@@ -148,10 +153,12 @@ def main() -> None:
     llm.warm_import()
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLM(summarizer()) as server:
         root = Path(tmp)
+        run = results.Run("bench_sessions", vars(args))
         print(f"sessions benchmark ({os.cpu_count()} cores, Python {sys.version.split()[0]})")
         bench_reply_path(root, server.url, args.turns, args.replies)
         bench_compaction(root, server, args.turns)
         bench_log(root, args.turns)
+    run.save()
 
 
 if __name__ == "__main__":

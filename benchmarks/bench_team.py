@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pg_support  # noqa: E402
+import results  # noqa: E402  (benchmarks/results.py)
 from bench_memory import synthesize_events  # noqa: E402
 
 from workstation.config import validate  # noqa: E402
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000, help="events per engineer (default 100,000)")
     args = parser.parse_args()
     n = args.events
+    run = results.Run("bench_team", vars(args))
     folder, why = pg_support.find_bin()
     if folder is None:
         sys.exit(f"cannot benchmark: {why}")
@@ -109,6 +111,8 @@ def main() -> None:
         rate = report.rows["events"] / push_s
         print(f"push: {report.rows['events']:,} events in {push_s:.2f}s = {rate:,.0f} events/s "
               f"(target >= 20,000) [{'ok' if rate >= 20_000 else 'MISSED'}]; load average {_load()}")
+        run.add("push", rate, "events/s")
+        run.add("push, per CPU second", report.rows["events"] / cpu_s, "events/s")
         print(f"      CPU: {cpu_s:.2f}s of client, owner and server together = "
               f"{report.rows['events'] / cpu_s:,.0f} events per CPU second")
 
@@ -144,6 +148,8 @@ def main() -> None:
         catch_s = time.perf_counter() - t
         total, distinct = pg.sql("SELECT count(*), count(DISTINCT (origin, id)) FROM workstation.events "
                                  "WHERE project = 'bench'")[0]
+        run.add("catch-up push", catch_s, "s")
+        run.add("events lost in the outage", 2 * n - distinct, "events")
         print(f"catch-up: {report.rows['events']:,} missing events pushed in {catch_s:.2f}s; server holds "
               f"{total:,} events, {distinct:,} distinct, expected {2 * n:,}: "
               f"{2 * n - distinct} lost, {total - distinct} duplicated")
@@ -151,23 +157,27 @@ def main() -> None:
         carol = _team(roots["carol"], pg, "carol")
         t = time.perf_counter()
         report = carol.pull()
-        print(f"pull: {report.rows['events']:,} events into carol's replica in {time.perf_counter() - t:.2f}s")
+        pull_s = run.add("pull", time.perf_counter() - t, "s")
+        print(f"pull: {report.rows['events']:,} events into carol's replica in {pull_s:.2f}s")
         worst = 0.0
         for name, _ in reflect.names():
             t = time.perf_counter()
             reflect.run(carol.db, name, team=True)
             ms = (time.perf_counter() - t) * 1000
             worst = max(worst, ms)
+            run.add(f"reflect {name} --team", ms, "ms")
             print(f"  reflect {name} --team: {ms:.0f} ms")
         t = time.perf_counter()
         rows = usage(carol.db, "person", team=True).rows
         ms = (time.perf_counter() - t) * 1000
         worst = max(worst, ms)
+        run.add("reflect usage --team --by person", ms, "ms")
         print(f"  reflect usage --team --by person: {ms:.0f} ms ({len(rows)} people)")
         print(f"reflect --team over {2 * n:,} events: slowest {worst:.0f} ms (target < 1000) "
               f"[{'ok' if worst < 1000 else 'MISSED'}]; load average {_load()}")
         for team in (alice, bob, carol):
             team.db.close()
+        run.save()
     finally:
         pg_support.stop_and_remove(pg)
         shutil.rmtree(base, ignore_errors=True)

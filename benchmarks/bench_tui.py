@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from pty_support import Terminal  # noqa: E402
 
+import results  # noqa: E402  (benchmarks/results.py, beside this script)
+
 
 # What the first frame must show: the four pane titles and the prompt.
 FIRST_FRAME = tuple(f"─ {title} ─".encode() for title in ("Knowledge map", "Chat", "Memory", "Timeline")) \
@@ -86,8 +88,12 @@ def first_paint(runs: int) -> None:
     labels = {"first frame": "four panes and the prompt", "footer": "footer keys",
               "opened": "workspace open (status names the session)"}
     for name, label in labels.items():
+        results.add(f"first paint: {label}, median", statistics.median(real[name]) * 1000, "ms")
         print(f"  `workstation PATH` {label:<42} {statistics.median(real[name]) * 1000:5.0f} ms"
               f"  {min(real[name]) * 1000:5.0f} ms")
+    results.add("first paint: bare Textual app, median", statistics.median(bare) * 1000, "ms")
+    results.add("first paint: first frame / bare Textual",
+                statistics.median(real["first frame"]) / statistics.median(bare), "x")
     print(f"  bare Textual app (one Static, a Footer)                      {statistics.median(bare) * 1000:5.0f} ms"
           f"  {min(bare) * 1000:5.0f} ms   (the floor)")
     print(f"  target: first frame < 500 ms; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores;"
@@ -154,6 +160,14 @@ async def transcript_latency(turns: int) -> None:
     def ms(values, q):
         return statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000
 
+    for label, value in ((f"transcript: set_turns({turns:,})", load * 1000),
+                         ("transcript: first frame of the view", first_frame * 1000),
+                         ("transcript: append call p50", ms(calls, 50)),
+                         ("transcript: append + render view p50", ms(frames, 50)),
+                         ("transcript: append + render view p99", ms(frames, 99)),
+                         ("transcript: page down + render p50", ms(pages, 50)),
+                         ("transcript: page down + render p99", ms(pages, 99))):
+        results.add(label, value, "ms")
     print(f"transcript with {turns:,} turns:")
     print(f"  set_turns({turns:,})             {load * 1000:7.1f} ms")
     print(f"  first frame of the view          {first_frame * 1000:7.1f} ms"
@@ -172,10 +186,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["TZ"] = "UTC"
     time.tzset()
+    run = results.Run("bench_tui", {k: v for k, v in vars(args).items() if k != "imports"})
     first_paint(args.runs)
     if args.imports:
         import_profile()
     asyncio.run(transcript_latency(args.turns))
+    run.save()
 
 
 if __name__ == "__main__":
