@@ -20,6 +20,7 @@ from agent_support import agent, module_server, workspace
 from fakellm import Reply
 from workstation import config, trust
 from workstation.paths import user_dir
+from workstation.runtime import Workspace
 
 server_module, server = module_server()
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "hooks" /
@@ -220,3 +221,58 @@ def test_tool_names_and_inputs_speak_claude_codes_terms(tmp_path, name, claude):
     assert Hook("PreToolUse", "Edit|Write|Bash|Read|Grep", "true", 1, "x").matches(*tool_names(name))
     fields = tool_input(name, {"path": "a.py", "cmd": "ls", "old": "x", "new": "y", "start": 3, "end": 5}, tmp_path)
     assert fields["file_path"] == str(tmp_path / "a.py") and fields["command"] == "ls"
+
+
+PRE_COMPACT_BLOCK = """
+    from cchooks import create_context, PreCompactContext
+    c = create_context()
+    assert isinstance(c, PreCompactContext)
+    c.output.exit_block(f"no {c.trigger} compaction during the release")
+"""
+AFTER_COMPACT = """
+    from cchooks import create_context, SessionStartContext
+    c = create_context()
+    assert isinstance(c, SessionStartContext) and c.source == "compact"
+    c.output.add_context("after the summary: the release branch is still frozen")
+"""
+SUMMARY = "\n".join(f"## {title}\n(none)" for title in ("Task & instructions", "Decisions & conventions",
+                                                         "Files touched", "Open to-dos", "Errors seen"))
+
+
+def test_precompact_blocks_and_sessionstart_on_compact_reaches_the_next_request(tmp_path, server):
+    hooks_dir = tmp_path / "hooks"
+    hooks_dir.mkdir()
+    ws = workspace(tmp_path, server.url)
+    blocker = {"PreCompact": [{"matcher": "manual", "hooks": [
+        {"type": "command", "command": script(hooks_dir, "pc.py", PRE_COMPACT_BLOCK)}]}]}
+    after = {"SessionStart": [{"matcher": "compact", "hooks": [
+        {"type": "command", "command": script(hooks_dir, "sc.py", AFTER_COMPACT)}]}]}
+    settings(user_dir() / "hooks.json", {**blocker, **after})
+    from workstation.agent import slash
+
+    server.push(Reply("one"), Reply("two"))
+    a = agent(ws)
+    try:
+        a.run("first")
+        a.run("second")
+        refused = slash.run(a, "/compact 1")
+        assert not refused.ok and "no manual compaction during the release" in refused.text
+        assert not any(r["type"] == "compact" for r in a.session.read().records)  # no compaction happened
+    finally:
+        a.close()
+
+    settings(user_dir() / "hooks.json", after)
+    again = Workspace(ws.root, overrides={"model": {"name": a.model_name, "api_base": server.url,
+                                                    "api_key_env": "WS_TEST_KEY", "context_window": 32768},
+                                          "lsp": {"enabled": False}})
+    server.push(Reply(SUMMARY), Reply("three"))
+    b = agent(again, slug="s2")
+    try:
+        b.session.append_records(r for r in a.session.read().records if r["type"] in ("user", "assistant"))
+        done = slash.run(b, "/compact 1")
+        assert done.ok, done.text
+        b.run("third")
+    finally:
+        b.close()
+        again.close()
+    assert "after the summary: the release branch is still frozen" in texts(server.requests[-1])

@@ -194,6 +194,8 @@ class Agent:
                 return
             self._closed = True
             compactor = self._compactor
+        if self._started:  # the session this agent started ends (SessionStart ran at its first turn)
+            self._hook("SessionEnd", self._events, reason="exit")
         self.ctx.reindex()
         if compactor is not None:
             self._closing.set()
@@ -517,6 +519,8 @@ class Agent:
         return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
 
     def _compact(self, cfg: Config, window: int, events: AgentEvents) -> None:
+        if self.refused_compaction("auto", "", events):
+            return
         outcome = self._auto.run(self.session, cfg, window, cancel=self._closing, conversation=self.conversation)
         # a failure is in the episodic log (compaction, ok=false) and the compactor backs off; telling the
         # user on every turn helps no one: /compact, asked for, reports its failure
@@ -525,6 +529,25 @@ class Agent:
                 events.on_record(outcome.record)
             if events.on_notice:
                 events.on_notice(outcome.describe())
+            self.compacted("auto", outcome.record, events)
+
+    def refused_compaction(self, trigger: str, focus: str, events: AgentEvents) -> str:
+        """PreCompact (`trigger`: auto or manual): why a hook refused the compaction ("" when none did)."""
+        if not self.hooks:
+            return ""
+        pre = self._hook("PreCompact", events, match=(trigger,), trigger=trigger, custom_instructions=focus)
+        return (pre.stop_reason or pre.reason or "refused by a PreCompact hook") if pre.blocked or pre.stop else ""
+
+    def compacted(self, trigger: str, record: dict | None, events: AgentEvents) -> None:
+        """PostCompact, then SessionStart with source compact: what the latter adds reaches the next request, as
+        a context update after the summary."""
+        if not self.hooks:
+            return
+        self._hook("PostCompact", events, match=(trigger,), trigger=trigger,
+                   compact_summary=str((record or {}).get("summary") or ""))
+        said = self._hook("SessionStart", events, match=("compact",), source="compact").context_text
+        if said:
+            self._wrote(self.session.system(f"[SessionStart hook]\n{said}", update={"hook": "SessionStart"}))
 
     # ------------------------------------------------------------------ tools
     def _unique_call_id(self, call_id: str) -> str:
@@ -615,6 +638,9 @@ class Agent:
                                  tool_input={"command": request.subject, "description": request.reason})
             if outcome.permission in ("allow", "deny"):
                 return outcome.permission == "allow"
+            what = "run" if request.action == "command" else "call"
+            self._hook("Notification", self._events, message=f"workstation needs your permission to {what} "
+                       f"{request.subject}", notification_type="permission_prompt")
             return ask(request)
 
         return approve

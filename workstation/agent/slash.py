@@ -246,8 +246,12 @@ def parse_compact(rest: str, default_keep: int) -> tuple[int, str]:
 
 def _compact(agent: Agent, rest: str) -> SlashResult:
     keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
+    if refused := agent.refused_compaction("manual", focus, agent._events):
+        return SlashResult(f"not compacted: a PreCompact hook refused: {refused}", ok=False)
     outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus,
                           conversation=agent.conversation)
+    if outcome.ok:
+        agent.compacted("manual", outcome.record, agent._events)
     if outcome.ok and outcome.record is not None:  # what the model sees instead of those turns from now on
         return SlashResult(f"{outcome.describe()}; the model sees this summary instead of them:\n\n"
                            f"{outcome.record.get('summary', '')}")
