@@ -96,7 +96,7 @@ def prepare(root: Path, url: str, provider: str, window: int) -> dict:
     (root / ".workstation").mkdir(exist_ok=True)
     (root / ".workstation" / "config.toml").write_text("[agent]\nmax_steps = 20\n")
     env = {**os.environ, "WORKSTATION_HOME": str(home), KEY_ENV: "sk-bench-fake-key",
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONDONTWRITEBYTECODE": "1"}
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("WORKSTATION_MODEL", None)
     return env
 
