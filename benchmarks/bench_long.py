@@ -306,27 +306,33 @@ def probes(run: Run, steps: list[int], assistants: list[dict], compacts: list[di
     tally = {kind: [0, 0] for kind in long.Facts.KINDS}
     tally["compactions seen in a request"] = [0, 0]
     missed: list[str] = []
-    answered_steps = [i for i in steps]
     position = {id(r): k for k, r in enumerate(run.records)}
+    texts: dict[int, str] = {}
+
+    def text_of(k: int) -> str:
+        if k not in texts:
+            texts[k] = long.request_text(run.exchanges[steps[k]]["request"])
+        return texts[k]
+
+    start = 0  # each compaction is looked for after the one before it was seen
     for number, compact in enumerate(compacts, 1):
-        summary = long._norm(str(compact.get("summary") or ""))[:300]
-        seen_at = next((k for k, i in enumerate(answered_steps)
-                        if summary in long.request_text(run.exchanges[i]["request"])), None)
+        summary = long._norm(str(compact.get("summary") or ""))
+        seen_at = next((k for k in range(start, len(steps)) if summary in text_of(k)), None)
         tally["compactions seen in a request"][1] += 1
         if seen_at is None:
             missed.append(f"compaction {number}: no later request carries its summary")
             continue
+        start = seen_at
         tally["compactions seen in a request"][0] += 1
         if seen_at >= len(assistants):
             missed.append(f"compaction {number}: its request has no record in the log")
             continue
         before = run.records[:position[id(assistants[seen_at])]]
-        text = long.request_text(run.exchanges[answered_steps[seen_at]]["request"])
-        for kind, name, present in long.probe(long.facts(before), text):
+        for kind, name, present in long.probe(long.facts(before), text_of(seen_at)):
             tally[kind][1] += 1
             tally[kind][0] += present
             if not present and len(missed) < 12:
-                missed.append(f"compaction {number} (turn {turn_of(run, answered_steps[seen_at])}): {kind} {name}")
+                missed.append(f"compaction {number} (turn {turn_of(run, steps[seen_at])}): {kind} {name}")
     return tally, missed
 
 

@@ -327,7 +327,9 @@ def _sections(text: str) -> dict[str, list[str]]:
     current = None
     for line in text.splitlines():
         heading = re.match(r"^## (.+?)\s*$", line)
-        if heading:
+        if line.startswith("[turn ") or re.match(r"^Turns \d+\S* to fold in:", line):
+            current = None  # a transcript's turns follow the previous summary
+        elif heading:
             current = heading.group(1) if heading.group(1) in SECTION_TITLES else None
             continue
         if current and line.strip() and line.strip() != "(none)":
@@ -345,10 +347,17 @@ def keep_everything(messages: list[dict]) -> str:
         if "## Task & instructions" in text and not text.startswith(COMPACT_MARK):  # a previous summary
             for title, lines in _sections(text).items():
                 keep[title] += lines
+    transcript = bool(messages) and content(messages[0]).startswith(COMPACT_MARK)  # the turns as text
     for m in messages:
         text = content(m)
         role = m.get("role")
-        if role == "user" and not text.startswith((NOTE, COMPACT_MARK)):
+        if transcript and role == "user":
+            keep["Task & instructions"] += [f'- the user: "{" ".join(quote.split())}"'
+                                            for quote in re.findall(r"^\[turn \d+\] user: (.*)$", text, re.M)]
+            keep["Decisions & conventions"] += [f"- {line}" for line in re.findall(
+                r"log_decision\((\{.*\})\)$", text, re.M)]
+            keep["Errors seen"] += [f"- {line}" for line in re.findall(r"^\[turn \d+\] tool \w+ FAILED: (.*)$", text, re.M)]
+        elif role == "user" and not text.startswith((NOTE, COMPACT_MARK)):
             keep["Task & instructions"].append(f'- the user: "{" ".join(text.split())}"')
         if role != "assistant":
             keep["Decisions & conventions"] += [f"- [D:{did}] {line}" for did, line in DECISION.findall(text)]
