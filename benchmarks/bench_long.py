@@ -349,6 +349,8 @@ def pct(value) -> str:
 def show(run: Run, f: dict) -> None:
     print(f"=== {run.key}: {run.turns} turns, model.context_window = {run.window:,} "
           f"(memory.compact_token_ratio {run.ratio}), {f['elapsed_s']:.0f}s")
+    if run.errors:
+        print(f"  {len(run.errors)} turns ended in an error: the figures cover what ran")
     for line in run.errors[:5]:
         print(f"  error: {line}")
     if len(run.errors) > 5:
