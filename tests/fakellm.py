@@ -55,6 +55,9 @@ Prompt caches, as the providers bill them (fake_cache has the rules and the toke
 Everything the server received is recorded: ``requests`` (JSON bodies of the chat calls, in order, in
 OpenAI chat shape), ``anthropic_requests`` (the raw Messages bodies), ``usages`` (the usage object of
 each answer sent) and ``request_log`` (method, path, headers looked up in any case, raw body).
+``exchanges`` pairs them: one ``{"request": body, "usage": usage}`` per chat call, in the order received,
+``usage`` None until (unless) it is answered; with requests in flight at once (a background compaction
+beside the agent's step) ``usages`` is in the order answered, ``exchanges`` keeps each with its request.
 """
 
 from __future__ import annotations
@@ -169,6 +172,7 @@ class ScriptedLLM:
         self.request_log: list[RecordedRequest] = []
         self.anthropic_requests: list[dict] = []
         self.usages: list[dict] = []
+        self.exchanges: list[dict] = []
         self.clock = clock or Clock()
         self.openai_cache: Optional[OpenAIPrefixCache] = OpenAIPrefixCache(self.clock) if cache else None
         self.anthropic_cache = AnthropicPromptCache(self.clock, min_tokens=min_cache_tokens)
@@ -235,7 +239,8 @@ class ScriptedLLM:
             return responder(body)
         return None
 
-    def _record(self, rec: RecordedRequest, is_chat: bool, chat_body: Optional[dict] = None) -> None:
+    def _record(self, rec: RecordedRequest, is_chat: bool, chat_body: Optional[dict] = None) -> Optional[dict]:
+        """Record a request; the exchange of a chat call (its usage is filled in when answered)."""
         with self._lock:
             self.request_log.append(rec)
             if chat_body is not None:
@@ -243,10 +248,17 @@ class ScriptedLLM:
                 self.requests.append(chat_body)
             elif is_chat:
                 self.requests.append(rec.body if isinstance(rec.body, dict) else {"_raw": rec.body})
+            else:
+                return None
+            exchange = {"request": self.requests[-1], "usage": None}
+            self.exchanges.append(exchange)
+            return exchange
 
-    def _sent(self, usage: dict) -> dict:
+    def _sent(self, usage: dict, exchange: Optional[dict] = None) -> dict:
         with self._lock:
             self.usages.append(usage)
+            if exchange is not None:
+                exchange["usage"] = usage
         return usage
 
 
@@ -430,8 +442,8 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     chat_body = anthropic.to_chat_body(body)
                 except (AttributeError, KeyError, TypeError) as e:
                     chat_body = {"_unreadable": f"{type(e).__name__}: {e}"}
-            owner._record(RecordedRequest("POST", self.path, Headers(self.headers.items()), body),
-                          is_chat=is_chat or is_messages, chat_body=chat_body)
+            self._exchange = owner._record(RecordedRequest("POST", self.path, Headers(self.headers.items()), body),
+                                           is_chat=is_chat or is_messages, chat_body=chat_body)
             if not (is_chat or is_messages):
                 self._send_json(404, _error_body(404, f"no route POST {self.path}"))
                 return
@@ -462,7 +474,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 if is_messages:
                     self._answer_messages(body, reply)
                     return
-                usage = owner._sent(_usage(body, reply, owner.openai_cache))
+                usage = owner._sent(_usage(body, reply, owner.openai_cache), self._exchange)
                 if body.get("stream"):
                     chunks = _stream_chunks(body, reply, usage)
                     self._stream((b"data: " + json.dumps(ch).encode() + b"\n\n" for ch in chunks), reply,
@@ -494,7 +506,7 @@ def _make_handler(owner: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 if reply.usage is not None:
                     usage.update(cache_creation_input_tokens=0,
                                  cache_creation={"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0})
-            owner._sent(usage)
+            owner._sent(usage, self._exchange)
             model = reply.model or body.get("model", "test-model")
             calls = [(anthropic.tool_id(i), n, _args_text(a)) for i, (n, a) in enumerate(reply.tool_calls)]
             stop = anthropic.stop_reason(_finish_reason(reply))
