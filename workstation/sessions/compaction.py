@@ -55,6 +55,8 @@ _KEYS = frozenset(key for key, _ in SECTIONS)
 _PATH_ARGS = ("path", "file_path", "file", "filename", "paths", "src", "dst", "target")
 _CAPS = {"user": 4000, "system": 2000, "assistant": 3000, "tool": 1200}  # chars per turn in the prompt
 MAX_LISTED_FILES = 60
+SUMMARY_SHARE = 0.1  # of the chat model's window, the most a summary takes (fit_sections)
+CUT_NOTE = "\n… (cut to keep the summary small; recall(turn=N) gives any turn back)"
 MAX_LISTED_ERRORS = 20
 RETRY_MIN_S = 30.0  # after every model failed, leave that session alone this long (doubling) before trying again
 RETRY_MAX_S = 600.0
@@ -94,6 +96,7 @@ class CompactPlan:
     focus: str = ""  # what the user asked the summary to focus on (/compact FOCUS)
     partial: bool = False  # the cut falls inside last_turn (the token guard): its newest steps stay verbatim
     numbers: list[int] = field(default_factory=list)  # the turn of each record in `turns`
+    summary_budget: int = 0  # tokens the summary may take (SUMMARY_SHARE of the window; 0: no bound)
 
 
 @dataclass
@@ -485,6 +488,8 @@ def compact(session: Session, config: Config, episodic: Episodic | None = None, 
         if plan is None:
             return None
         plan.focus = " ".join(focus.split())[:500]
+        window = window_tokens or context_window_of(config) or 0
+        plan.summary_budget = int(SUMMARY_SHARE * window)
         return _run(session, config, plan, episodic, cancel, conversation() if conversation else None)
 
 
@@ -585,6 +590,27 @@ def _run(session: Session, config: Config, plan: CompactPlan, episodic: Episodic
     return result
 
 
+def fit_sections(sections: dict[str, str], budget: int, counter: TokenCounter) -> dict[str, str]:
+    """The summary's sections within `budget` tokens (0: as they are): a summary that grows at every
+    compaction would make every request after it dearer, so the longest section is cut (at a line) until the
+    whole fits. What is cut is not lost: the log keeps every turn (recall), and the head's frontier keeps the
+    user's words, the plan, the files and the last failure whatever the summary says."""
+    if not budget:
+        return sections
+    out = dict(sections)
+    for _ in range(64):
+        if counter(render_summary(out)) <= budget:
+            return out
+        key = max(out, key=lambda k: len(out[k]))
+        lines = out[key].removesuffix(CUT_NOTE).rstrip().splitlines()
+        if len(lines) <= 1:
+            text = out[key]
+            out[key] = text[: max(40, len(text) * 2 // 3)].rstrip() + CUT_NOTE
+            continue
+        out[key] = "\n".join(lines[: max(1, len(lines) * 2 // 3)]) + CUT_NOTE
+    return out
+
+
 def _append_compact(session: Session, plan: CompactPlan, model: str, sections: dict, usage: dict,
                     elapsed: float) -> dict | None:
     previous = plan.previous
@@ -594,6 +620,7 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
     sections["errors"] = _ensure_listed(sections["errors"], errors_seen(plan.turns), "from tool results",
                                         MAX_LISTED_ERRORS)
     sections["todos"] = with_plan(sections["todos"], plan.todo)
+    sections = fit_sections(sections, plan.summary_budget, session.counter)
     summary = render_summary(sections)
     first, last = plan.turns[0], plan.turns[-1]
     covers = {"first_id": (previous or {}).get("covers", {}).get("first_id", first["id"]),
