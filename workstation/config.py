@@ -510,6 +510,14 @@ class _Layers:
         kept: dict[str, Any] = {}
         problems: list[str] = []
         for section, body in layer.items():
+            if isinstance(body, dict):  # a section valid as a whole is kept whole: keys that only hold together
+                try:  # (keep_recent below compact_threshold) are not judged one at a time
+                    validate(_merge(self.user, _merge(kept, {section: body})), "")
+                except ConfigError:
+                    pass
+                else:
+                    kept[section] = dict(body)
+                    continue
             for key, value in body.items() if isinstance(body, dict) else ():
                 trial = _merge(self.user, _merge(kept, {section: {key: value}}))
                 try:

@@ -278,9 +278,10 @@ def test_the_sidecar_keeps_importing_what_the_config_names(ws, tmp_path):
     (ws / ".workstation" / "config.toml").write_text('[import]\nwatch = ["cursor"]\n')
     done = subprocess.run([WORKSTATION, "-C", str(ws), "sidecar", "--once"], env=env, capture_output=True,
                           text=True, timeout=120)
-    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        f"error: {ws.resolve() / '.workstation' / 'config.toml'}: import.watch.0: Invalid enum value 'cursor' "
-        "(choose 'claude-code' or 'codex')"]
+    # the changed config asks for trust again, and until then its bad value is one line, ignored (no lockout)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "import.watch" in line]
+    assert len(said) == 1 and "workstation trust" in said[0] and "claude-2025" not in done.stdout
 
 
 def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):

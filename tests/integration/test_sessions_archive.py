@@ -177,9 +177,9 @@ def test_cli_errors_are_one_line(tmp_path):
     assert bad.returncode == 1 and bad.stderr.startswith("error: invalid session name '../x'")
     (tmp_path / ".workstation").mkdir(exist_ok=True)
     (tmp_path / ".workstation" / "config.toml").write_text("[memory]\ncompact_threshold = 30\nkeep_recent = 30\n")
-    knobs = run("session", "list")
-    assert knobs.returncode == 2 and knobs.stderr.count("\n") == 1
-    assert "keep_recent (30) must be below compact_threshold (30)" in knobs.stderr
+    knobs = run("session", "list")  # an untrusted folder's bad keys are one line and ignored, never a lockout
+    assert knobs.returncode == 0 and knobs.stderr.count("\n") == 1
+    assert "ignored as invalid" in knobs.stderr and "must be below compact_threshold (30)" in knobs.stderr
     (tmp_path / ".workstation" / "config.toml").write_text("[memory]\ncompact_threshold = 30\nkeep_recent = 28\n")
     close = run("session", "list")
     assert close.returncode == 0 and "warning: memory.keep_recent (28) is close to compact_threshold" in close.stderr

@@ -674,7 +674,7 @@ def test_attacks_held_for_a_client_running_as_an_unprivileged_uid(tmp_path, pg, 
         (carol / ".workstation").mkdir(parents=True)
         (carol / ".workstation" / "config.toml").write_text(f'[team]\nurl = "{pg.url("carol")}"\n'
                                                             f'project = "{project}"\n')
-        trust(carol, home=base / "user-home")
+        (base / "user-home").mkdir()
         subprocess.run(["chown", "-R", f"{uid}:{uid}", str(base)], check=True)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "LANG": "C.UTF-8",
                "WORKSTATION_HOME": str(base / "user-home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -686,6 +686,9 @@ def test_attacks_held_for_a_client_running_as_an_unprivileged_uid(tmp_path, pg, 
         def client(*args: str) -> subprocess.CompletedProcess:
             return subprocess.run([python, "-m", "workstation", "-C", str(carol), *args], env=env, cwd=base,
                                   preexec_fn=_as_uid(uid), capture_output=True, text=True, timeout=120)
+
+        trusted = client("trust")  # as carol: her folder's origin and her trust record are hers
+        assert trusted.returncode == 0, trusted.stderr[-2000:]
 
         done = client("team", "pull", "--json")
         assert done.returncode == 0, done.stderr[-2000:]

@@ -13,7 +13,7 @@ import pytest
 from kmap_helpers import age, open_map, write
 from workstation.store.schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"  # its Reflection section
 
 # The first columns of every view over `events` (README: "id, ts, session, flow, step are as in events").
 _EVENT_HEAD = {"id": "VARCHAR", "ts": "TIMESTAMP", "session": "VARCHAR", "flow": "VARCHAR", "step": "INTEGER"}
@@ -137,7 +137,7 @@ def test_migrate_blank(tmp_path: Path):
 def _readme_views() -> dict[str, dict[str, str]]:
     """The README's `events` table and views table (section Reflection), as name -> {column: type}."""
     text = README.read_text()
-    section = text[text.index("#### Reflection"):text.index("#### Many processes")]
+    section = text[text.index("### Reflection"):text.index("### Many processes")]
     events: dict[str, str] = {}
     block = section[section.index("`events` — one row per event"):section.index("Views (")]
     for line in block.splitlines():

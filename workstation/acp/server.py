@@ -481,7 +481,7 @@ def _existing(place: Place, slug: str) -> "Session":
 def expire_empty(paths: "Paths", kept_s: float = EMPTY_KEPT_S) -> list[str]:
     """Remove the sessions of a folder in which nothing was said and nothing written for `kept_s` (an editor's
     new thread never used); the slugs removed. A session in use is younger: its file changes with each record."""
-    import time
+    import time  # lazy: only when a folder opens
 
     from ..sessions.log import SUFFIX, Session, live_slugs  # lazy: with the agent stack
 
