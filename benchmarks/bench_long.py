@@ -51,7 +51,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import httpx_scenario  # noqa: E402
 import long_scenario as long  # noqa: E402
-from fake_cache import canonical, count_tokens  # noqa: E402
 from fakellm import ScriptedLLM  # noqa: E402
 from trust_support import user_config  # noqa: E402
 

@@ -136,7 +136,7 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
     init_repo(tmp_path)
     paths = Paths.for_root(str(tmp_path))
     long = Session.create(paths, "long")
-    for n in range(12):  # ~3,000 tokens of older turns: over the window of 4,000 less the reply's reserve
+    for n in range(12):  # ~3,000 tokens of older turns, with the head and tools over 5,000 less the reserve
         long.user(f"old question {n}: " + "lorem ipsum " * 60)
         long.assistant(f"old answer {n}: " + "dolor sit " * 60)
     # the first request would not fit: the compaction runs first, then the request (rate limited, retried)
@@ -156,7 +156,7 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
         user_dir().mkdir(parents=True, exist_ok=True)
         (user_dir() / "config.toml").write_text(
             f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\ntimeout_s = 10\nmax_retries = 1\n'
-            'context_window = 4000\n[memory]\ncompact_threshold = 8\nkeep_recent = 2\n[agent]\nauto_commit = true\n')
+            'context_window = 5000\n[memory]\ncompact_threshold = 8\nkeep_recent = 2\n[agent]\nauto_commit = true\n')
         (tmp_path / ".workstation" / "config.toml").write_text("")
         backend = LiveBackend(str(tmp_path), session="long", sidecar=False)
         app = WorkstationApp(backend)

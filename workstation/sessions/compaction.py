@@ -32,6 +32,7 @@ from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
 from .context import assemble, covered_count, memory_of, seen, uncompact_held, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, tool_call_arguments
+from .frontier import frontier_budget
 from .requestsize import budget, limit, request_size
 from .plan import current as current_plan, render as render_plan
 from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
@@ -172,7 +173,10 @@ def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep:
         # the next request as sent (sessions.requestsize) is over the limit: after the compaction, what every
         # request carries (tools, head) and the turns kept verbatim take half of it
         reason = "tokens"
-        cut = max(cut, cut_fitting(live, max(0.0, most / 2 - size.tools - size.head)))
+        # the head after it carries the frontier too (sessions.frontier: the user's words, the files...), which
+        # the head before it did not: room is kept for twice its budget of user messages
+        room = frontier_budget(budget(window_tokens)) * 2
+        cut = max(cut, cut_fitting(live, max(0.0, most / 2 - size.tools - size.head - room)))
     else:
         return None
     folded = live[:cut]
