@@ -62,6 +62,10 @@ NEVER: dict[str, frozenset[str]] = {
 FILES = (f"{STATE_DIRNAME}/instructions.md", f"{STATE_DIRNAME}/ignore", f"{STATE_DIRNAME}/hooks.json",
          ".claude/settings.json", ".claude/settings.local.json")
 RECORD_VERSION = 2  # 2: entries pin the folder's id and the files' contents (a version 1 entry asks again)
+# The workspace's folders of skills and custom commands (workstation.skills): instructions the model may load,
+# every file of them pinned as FILES are (a new or changed skill asks again).
+FOLDERS = (f"{STATE_DIRNAME}/skills", f"{STATE_DIRNAME}/commands", ".claude/skills", ".claude/commands")
+MAX_FOLDER_FILES = 2000
 REPOSITORY_FILES = ("AGENTS.md", "CLAUDE.md")  # read untrusted, as the repository's (agent.instructions)
 
 
@@ -151,9 +155,9 @@ def contents(root: Path) -> dict[str, str]:
     file git does not track is the user's own (`.workstation/.gitignore` ignores it; a pull cannot bring
     one without tracking it): it is pinned as such, so the user edits it without trusting again."""
     found: dict[str, str] = {}
-    present = [rel for rel in FILES if os.path.lexists(root / rel)]
+    present = [rel for rel in FILES if os.path.lexists(root / rel)] + _folder_files(root)
     git = bool(present) and os.path.isdir(root / ".git")
-    tracked = set(git_tracked(root, STATE_DIRNAME)) if git else set()
+    tracked = {*git_tracked(root, STATE_DIRNAME), *git_tracked(root, ".claude")} if git else set()
     for rel in present:
         path = root / rel
         if git and rel not in tracked:
@@ -166,6 +170,25 @@ def contents(root: Path) -> dict[str, str]:
         except OSError as err:
             found[rel] = f"unreadable: {err.strerror}"
     return found
+
+
+def _folder_files(root: Path) -> list[str]:
+    """The files of FOLDERS under `root` (relative paths), no link followed; past MAX_FOLDER_FILES the rest
+    count as one entry, so that adding files can never go unseen."""
+    found: list[str] = []
+    for rel in FOLDERS:
+        base = root / rel
+        if base.is_symlink() or not base.is_dir():
+            continue
+        for folder, dirs, names in os.walk(base, followlinks=False):
+            dirs.sort()
+            found += [os.path.relpath(os.path.join(folder, name), root) for name in sorted(names)]
+    return found if len(found) <= MAX_FOLDER_FILES else [*found[:MAX_FOLDER_FILES], f"{len(found)} files"]
+
+
+def shown(rel: str) -> str:
+    """How a pinned file is named to the user: a skill's or command's file by its folder."""
+    return next((folder for folder in FOLDERS if rel.startswith(folder + "/")), rel)
 
 
 def identity(root: Path) -> str | None:
@@ -304,7 +327,7 @@ def decide(root: Path, layer: dict[str, Any]) -> tuple[Trust, Split]:
     ignored: list[str] = []
     if not trusted:
         ignored = dotted(parts.gated)
-        ignored += list(files)
+        ignored += list(dict.fromkeys(shown(rel) for rel in files))
     steering = () if trusted else tuple(n for n in REPOSITORY_FILES if os.path.isfile(root / n))
     return Trust(root, trusted, pinned, changed=known is not None and not trusted, replaced=replaced,
                  ignored=tuple(ignored), never=tuple(dotted(parts.never)), steering=steering), parts
