@@ -43,8 +43,8 @@ sys.path.insert(0, str(REPO))
 import results  # noqa: E402  (benchmarks/results.py, beside this script)
 from bench_commands import _env, timed_command  # noqa: E402
 
-SAMPLES = [*sorted((REPO.parent.parent / "shared" / "transcripts").glob("claude-code/*.jsonl")),
-           *sorted((REPO.parent.parent / "shared" / "transcripts").glob("codex/*.jsonl")),
+SAMPLES = [*sorted((REPO.parent / "shared" / "transcripts").glob("claude-code/*.jsonl")),
+           *sorted((REPO.parent / "shared" / "transcripts").glob("codex/*.jsonl")),
            REPO / "tests" / "fixtures" / "import" / "claude_session.jsonl",
            REPO / "tests" / "fixtures" / "import" / "codex_0.40.jsonl"]
 COMMON, RARE, NOWHERE = "the", "swagger", "zqxjkvbw nowhere"  # RARE: in one sample of eight
