@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -210,9 +211,7 @@ class Hooks:
         environment = {**(os.environ if env is None else env), "CLAUDE_PROJECT_DIR": str(self.root),
                        "WORKSTATION_PROJECT_DIR": str(self.root)}
         try:
-            done = subprocess.run(["/bin/sh", "-c", hook.command], input=json.dumps(payload).encode(),
-                                  capture_output=True, cwd=self.root, env=environment, timeout=hook.timeout_s,
-                                  start_new_session=True)
+            done = _run(hook.command, json.dumps(payload).encode(), self.root, environment, hook.timeout_s)
         except subprocess.TimeoutExpired:
             run.update(outcome="timeout", duration_ms=round((time.monotonic() - started) * 1000))
             outcome.messages.append(f"hook {hook.event} `{_short(hook.command)}` gave no answer within "
@@ -291,6 +290,28 @@ class Hooks:
             if context := _text(specific.get("additionalContext")):
                 outcome.context.append(scrub.mask(context[:CONTEXT_LIMIT]))
                 run["context_chars"] = min(len(context), CONTEXT_LIMIT)
+
+
+def _run(command: str, stdin: bytes, cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """The hook's shell in a process group of its own: at its time limit the whole group is killed, so a
+    child it left holding the output (`sleep 30; echo`) cannot keep the session waiting."""
+    proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    finally:
+        try:  # what the hook left running in the background goes with it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _text(value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import jsonschema
@@ -127,16 +128,18 @@ def test_claude_code_hook_scripts_run_unchanged(tmp_path, server):
 def test_a_hook_that_hangs_crashes_or_prints_garbage_is_one_line_and_the_turn_goes_on(tmp_path, server):
     ws = workspace(tmp_path, server.url)
     settings(user_dir() / "hooks.json", {"UserPromptSubmit": [{"hooks": [
-        {"type": "command", "command": "sleep 30", "timeout": 1},
+        {"type": "command", "command": "sleep 30; echo late", "timeout": 1},  # its child holds the output
         {"type": "command", "command": "echo boom >&2; exit 3"},
         {"type": "command", "command": "echo '{not json'"},
     ]}]})
     server.push(Reply("fine"))
     a = agent(ws)
+    started = time.monotonic()
     try:
         result = a.run("hello")
     finally:
         a.close()
+    assert time.monotonic() - started < 15  # the hung hook's whole process group went at its limit
     assert result.error is None and result.text == "fine"
     notices = [r["content"] for r in a.session.read().records if r.get("notice") == "hook"]
     assert any("gave no answer within 1 s" in n for n in notices), notices
