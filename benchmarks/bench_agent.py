@@ -56,7 +56,7 @@ import results  # noqa: E402  (benchmarks/results.py)
 import httpx_scenario  # noqa: E402
 from fakellm import ScriptedLLM  # noqa: E402
 from scenario_common import is_compaction  # noqa: E402
-from trust_support import user_config  # noqa: E402
+from trust_support import trust, user_config  # noqa: E402
 
 from workstation import llm  # noqa: E402
 from workstation.agent import report as report_mod  # noqa: E402
@@ -79,13 +79,14 @@ BENCH_KEY_ENV = "WS_BENCH_FAKE_KEY"  # the scripted server's key: never a real o
 
 
 def write_config(root: Path, url: str, window: int, provider: str = "openai", cache_ttl: str = "5m") -> None:
-    """The scripted model in a user config home of the benchmark's own (a workspace's config never names an
-    endpoint or a key: workstation.trust), the rest in the workspace's."""
+    """The scripted model and the agent's limits in a user config home of the benchmark's own (a workspace's
+    config never names an endpoint or a key, and never raises a limit: workstation.trust), and the workspace
+    trusted, as a user's own repository is (its language server runs only then)."""
     os.environ[BENCH_KEY_ENV] = "sk-bench-fake-key"
     user_config(f'[model]\nname = "{MODELS[provider]}"\napi_base = "{url}"\napi_key_env = "{BENCH_KEY_ENV}"\n'
-                f"max_retries = 0\ntimeout_s = 30\ncontext_window = {window}\n", root.parent / "user-home")
-    (root / ".workstation").mkdir(exist_ok=True)
-    (root / ".workstation" / "config.toml").write_text(f'[agent]\nmax_steps = 40\ncache_ttl = "{cache_ttl}"\n')
+                f"max_retries = 0\ntimeout_s = 30\ncontext_window = {window}\n"
+                f'[agent]\nmax_steps = 40\ncache_ttl = "{cache_ttl}"\n', root.parent / "user-home")
+    trust(root, home=root.parent / "user-home")
 
 
 def cache_figures(server) -> dict[str, dict[str, int]]:
