@@ -93,7 +93,7 @@ def tree_cpu_s(pid: int) -> float:
 
 def run_warm(edits: int = 20) -> float | None:
     """N checked edits of a demo repository file; prints and returns the warm median (ms)."""
-    from trust_support import user_config
+    from trust_support import trust, user_config
 
     from workstation.agent import tools
     from workstation.agent.loop import Agent
@@ -104,6 +104,7 @@ def run_warm(edits: int = 20) -> float | None:
         root = Path(tmp, "repo")
         shutil.copytree(DEMO, root)
         user_config("[lsp]\ntimeout_s = 120\n", Path(tmp, "home"))
+        trust(root, home=Path(tmp, "home"))  # a language server starts only in a trusted folder
         ws = Workspace(root)
         try:
             ws.kmap.index_all()
