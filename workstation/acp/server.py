@@ -540,7 +540,7 @@ def commands_update(agent: "Agent | None" = None) -> Any:
     from ..agent import slash  # lazy: the agent stack
 
     offered = []
-    custom = slash.custom_help(agent) if agent is not None else []
+    custom = slash.custom_help(agent.ctx.skills) if agent is not None else []
     for usage, text in [*slash.HELP.items(), *custom]:
         name, *rest = usage.split()
         if name in ELSEWHERE:

@@ -112,9 +112,9 @@ def is_custom(agent, line: str) -> bool:
     return name not in _HANDLERS and agent.expand_command(line) is not None
 
 
-def custom_help(agent) -> list[tuple[str, str]]:
-    """(usage, description) of each custom command, for /help, the palette and ACP."""
-    catalog = agent.ctx.skills
+def custom_help(catalog) -> list[tuple[str, str]]:
+    """(usage, description) of each custom command of a `skills.Catalog` (None: none), for /help, the palette
+    and ACP."""
     if catalog is None:
         return []
     return [(f"/{c.name}" + (f" {c.argument_hint}" if c.argument_hint else ""), c.description or "custom command")
@@ -171,7 +171,7 @@ def _help(agent: Agent, rest: str) -> SlashResult:
     width = max(map(len, HELP))
     # the MCP servers the agent was given (workstation.mcp.client.McpToolset), their state and tools
     mcp: list[str] = getattr(agent.toolset, "help_lines", list)()
-    custom = [f"{usage:<{width}}  {text}" for usage, text in custom_help(agent)]
+    custom = [f"{usage:<{width}}  {text}" for usage, text in custom_help(agent.ctx.skills)]
     return SlashResult("\n".join([f"{usage:<{width}}  {text}" for usage, text in HELP.items()]
                                  + (["", *mcp] if mcp else []) + (["", "custom commands:", *custom] if custom else [])))
 

@@ -124,8 +124,7 @@ class LiveBackend:
             self.fatal = err
             self._ui(app.exit)
             return
-        custom = [(f"/{c.name}" + (f" {c.argument_hint}" if c.argument_hint else ""), c.description or "custom command")
-                  for c in ws.skills.commands.values() if f"/{c.name}" not in slash.HELP]
+        custom = slash.custom_help(ws.skills)
         self._ui(app.chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
                                          for u, h in [*slash.HELP.items(), *custom]])
         mcp_notices: list[str] = []
