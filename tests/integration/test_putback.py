@@ -169,9 +169,9 @@ def test_config_keys_that_run_a_program_are_put_back_plain_ones_stay(tmp_path, m
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_between_commands_only_what_could_run_a_program_is_put_back(tmp_path, mode):
-    """The next command's look at .git: the user's `git remote add` and a sample hook they removed stay as
-    they are; a hook written since is put back (moved aside) and named as by a process left running, or by you."""
+def test_between_commands_the_users_changes_stay_and_a_hook_is_named(tmp_path, mode):
+    """The next command's look at .git: the user's `git remote add`, a sample hook they removed and a hook they
+    wrote stay as they are (nothing tells them from a process a command left running); the hook is named."""
     _available(mode, tmp_path)
     root = repo(tmp_path)
     run(root, mode, "true")
@@ -181,8 +181,8 @@ def test_between_commands_only_what_could_run_a_program_is_put_back(tmp_path, mo
     res = run(root, mode, "true")
     assert git(root, "remote", "get-url", "origin").stdout.strip() == "https://example.invalid/r.git"
     assert not (root / ".git" / "hooks" / "pre-push.sample").exists()
-    assert not (root / ".git" / "hooks" / "pre-push").exists()
-    assert "put back .git/hooks/pre-push (changed after the last command ended" in res.output, res.output
+    assert (root / ".git" / "hooks" / "pre-push").read_text() == "#!/bin/sh\nexit 1\n"
+    assert "left as found .git/hooks/pre-push (changed after the last command ended" in res.output, res.output
     assert ".git/config" not in res.output and "pre-push.sample" not in res.output
 
 

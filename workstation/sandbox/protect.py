@@ -14,7 +14,7 @@ Who reads it:
   `kept` looks at what git runs (the git folders' config, hooks, info/, as `GUARDED` says) and the files
   that configure us (`paths.CONFIG_FILES`) before the command and after it, and undoes what could make
   git run a program, never deleting anything (see "the put-back" below). A process the command leaves
-  running could still write later: the next command looks again.
+  running could still write later: the next command names what changed since, and leaves it.
 """
 
 from __future__ import annotations
@@ -146,13 +146,14 @@ def _walk(git: Path) -> Iterator[Path]:
 # - a `.git` folder moved away (`.git` made a link to it) is moved back first;
 # - what it could not keep (`KEEP_MAX_BYTES`, not a file) and that changed is left as found and named.
 # A process the command leaves running may still write after it ends: at the next command, what changed in the
-# git folders since is judged the same way (named: by that process, or by the user).
+# git folders since is named, and left as found: that process or the user changed it, and which cannot be told.
 
 # what `workstation sandbox` says where the put-back stands in for the sandbox
 AFTER_NOTE = ("no sandbox here keeps commands out of .git: after each command, what could make git run a program "
               "(hooks, program keys of its config, info/attributes) is put back, what stood there moved to "
               "the put-back folder of your config home (the command's output names it); a process a command "
-              "leaves running can still change .git after that, and the next command looks again")
+              "leaves running can still change .git after that: the next command names what changed, and leaves it as "
+              "found (you may have made the change yourself); a sandbox with bubblewrap keeps .git read-only")
 PINNED_BY_TRUST = ("config.toml",)  # our config files whose every reaching setting trust pins by digest
 HARMLESS_INFO = ("exclude", "sparse-checkout", "refs", "packs")  # info/ files that name no program
 # .git/config keys that run nothing and send git nowhere else for config or hooks (fnmatch, lower case)
@@ -324,6 +325,9 @@ class _PutBack:
             if path.parent.name == STATE_DIRNAME:
                 self.said.append(f"left as found {rel} (changed while the command ran, by it or by you; its "
                                  "trust-gated settings apply only once you run `workstation trust`)")
+            return now
+        if self.since:  # you, or a process the command left running: who cannot be told, so it is yours
+            self.said.append(f"left as found {rel}{when}: it can make git run a program, look at it")
             return now
         if not was.keepable:
             self.said.append(f"left as found {rel}{when} (changed; too large to keep, or not a file)")
