@@ -1,6 +1,6 @@
 """Knowledge-map benchmark: cold index against the parse floor, warm re-open, warm command, incremental update.
 
-    python benchmarks/bench_index.py PATH [--workers N] [--runs N] [--repeat N]
+    python benchmarks/bench_index.py PATH [--workers N] [--runs N] [--repeat N] [--aider AIDER]
 
 PATH is copied to a temporary folder first (its .git and .workstation left
 behind), so the repository itself is never written to. Printed figures:
@@ -23,6 +23,14 @@ behind), so the repository itself is never written to. Printed figures:
 - incremental: one file edited, then (a) the scoped refresh the watcher does,
   (b) the full gate a query does, (c) end to end through the watcher: write to
   visible in the database. Medians over --repeat edits.
+- aider (with --aider, the `aider` program of its own venv: `python3 -m venv /tmp/aider &&
+  /tmp/aider/bin/pip install aider-chat==0.86.2`): its cold repo map of the same
+  tree, `aider --show-repo-map --map-tokens 4096 --no-gitignore --no-check-update
+  --no-analytics --no-pretty --no-show-model-warnings --model gpt-4o` in a git
+  repository of the copy (aider maps the files git tracks), its tags cache
+  (`.aider.tags.cache.v*`) removed before each run; median of --runs, with the
+  cold index's ratio to it (issue 31: <= 0.2x). No model is called: the map is
+  printed and aider exits.
 Targets (issue 9) for sympy's tree (~2,000 files, ~32 MB) on 2 cores: cold
 < 6 s and within 1.5x of the parse floor, warm command < 0.4 s, incremental
 < 200 ms. Other engineers share the machine: the load average is printed
@@ -145,14 +153,32 @@ def _floor(files: list[tuple[str, int]], workers: int, trees_only: bool) -> floa
 
 # ---------------------------------------------------------------------------------------- warm command
 
-def _warm_command(root: Path, state: Path, home: Path, runs: int = 5) -> list[float]:
-    """Wall seconds of `workstation index` as a whole process, nothing changed."""
+def _index_command(root: Path, state: Path, home: Path) -> tuple[list[str], dict[str, str]]:
+    """`workstation index` of `root` as a whole process, its state in `state`: (argv, env)."""
     home.mkdir(exist_ok=True)
     (home / "config.toml").write_text(f'[workspace]\nstate_dir = "{state}"\n')
     # bytecode cached, as an installed package runs (without it each run compiles our modules, ~0.1 s)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(WORKSTATION_HOME=str(home), PYTHONPATH=str(REPO))
-    command = [sys.executable, "-P", "-m", "workstation", "-C", str(root), "index"]  # -P: as bench_commands.py
+    return [sys.executable, "-P", "-m", "workstation", "-C", str(root), "index"], env  # -P: as bench_commands.py
+
+
+def _cold_command(root: Path, tmp: Path, runs: int) -> list[float]:
+    """Wall seconds of `workstation index` as a whole process on a fresh state folder each time."""
+    times = []
+    for i in range(max(1, runs)):
+        command, env = _index_command(root, tmp / f"state-command-{i}", tmp / f"home-command-{i}")
+        t = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        times.append(time.perf_counter() - t)
+        if done.returncode != 0:
+            raise SystemExit(f"cold `workstation index` failed:\n{done.stdout}{done.stderr}")
+    return times
+
+
+def _warm_command(root: Path, state: Path, home: Path, runs: int = 5) -> list[float]:
+    """Wall seconds of `workstation index` as a whole process, nothing changed."""
+    command, env = _index_command(root, state, home)
     times = []
     subprocess.run(command, env=env, capture_output=True)  # untimed: writes the bytecode cache
     for _ in range(runs):
@@ -164,6 +190,35 @@ def _warm_command(root: Path, state: Path, home: Path, runs: int = 5) -> list[fl
     return times
 
 
+def _aider_cold(aider: str, root: Path, runs: int) -> list[float]:
+    """Seconds of aider's cold `--show-repo-map` over `root` (a git repository of the copy), `runs` times."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-bench-not-used", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "HOME": str(root.parent / "aider-home")}  # no network: the map needs none, and a lookup would wait
+    Path(env["HOME"]).mkdir(exist_ok=True)
+    times = []
+    for _ in range(max(1, runs)):
+        for cache in root.glob(".aider.tags.cache.v*"):
+            shutil.rmtree(cache)
+        t = time.perf_counter()
+        done = subprocess.run([aider, "--show-repo-map", "--map-tokens", "4096", "--no-gitignore",
+                               "--no-check-update", "--no-analytics", "--no-pretty", "--no-show-model-warnings",
+                               "--model", "gpt-4o"], cwd=root, env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+        if done.returncode != 0 or len(done.stdout) < 1000:
+            raise SystemExit(f"aider's repo map failed (exit {done.returncode}): {(done.stderr or done.stdout)[-500:]}")
+    return times
+
+
+def _git_copy(src: Path, dst: Path) -> None:
+    """A git repository of `src`'s files at `dst`, everything committed (aider maps what git tracks)."""
+    _copy(src, dst)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+           "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid"}
+    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "bench"]):
+        subprocess.run(argv, cwd=dst, env=env, check=True, capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path)
@@ -172,6 +227,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="incremental edits to time")
     parser.add_argument("--no-cpu", action="store_true",
                         help="skip the single-process cold run that measures CPU seconds")
+    parser.add_argument("--aider", help="aider's program (its own venv): time its cold repo map of the same tree")
     args = parser.parse_args()
     if not args.path.is_dir():
         raise SystemExit(f"{args.path} is not a folder")
@@ -211,8 +267,8 @@ def main() -> None:
                   f"spread over {cores} cores that is {cpu / cores:.2f} s")
 
         colds, cpus, splits, loads = [], [], [], []
-        for run in range(max(1, args.runs)):
-            run_state = state if run == args.runs - 1 else Path(tmp) / f"state-cold-{run}"
+        for i in range(max(1, args.runs)):
+            run_state = state if i == args.runs - 1 else Path(tmp) / f"state-cold-{i}"
             loads.append(_load())
             t, c, w = time.perf_counter(), time.process_time(), _workers_cpu()
             db, km = _open(root, run_state, args.workers)
@@ -220,7 +276,7 @@ def main() -> None:
             colds.append(time.perf_counter() - t)
             cpus.append(time.process_time() - c + _workers_cpu() - w)
             splits.append(report.timings)
-            if run != args.runs - 1:
+            if i != args.runs - 1:
                 db.close()
         indexed = km.db.call(_all_paths)
         files = [(str(root / p), os.path.getsize(root / p)) for p in indexed]
@@ -252,6 +308,20 @@ def main() -> None:
         run.add("parse floor, median", floor, "s")
         run.add("cold / parse floor", cold / floor, "x")
         print(f"cold / parse floor: {cold / floor:.2f}x (CPU {med(cpus) / med(floor_cpus):.2f}x)   target <= 1.5x")
+        if args.aider:
+            _git_copy(args.path.resolve(), Path(tmp) / "aider-repo")
+            aider_loads = _load()
+            aiders = _aider_cold(args.aider, Path(tmp) / "aider-repo", args.runs)
+            print(f"aider cold --show-repo-map: {med(aiders):.2f} s median of {len(aiders)} "
+                  f"({', '.join(f'{a:.2f}' for a in aiders)}; {aider_loads})")
+            commands = _cold_command(root, Path(tmp), args.runs)
+            print(f"cold `workstation index` (whole process, as aider's is): {med(commands):.2f} s median of "
+                  f"{len(commands)} ({', '.join(f'{c:.2f}' for c in commands)}; {_load()})")
+            print(f"cold `workstation index` / aider cold map: {med(commands) / med(aiders):.2f}x   target <= 0.2x "
+                  f"(in-process cold index / aider: {cold / med(aiders):.2f}x)")
+            run.add("aider cold repo map, median", med(aiders), "s")
+            run.add("cold `workstation index`, median", med(commands), "s")
+            run.add("cold `workstation index` / aider cold map", med(commands) / med(aiders), "x")
 
         t = time.perf_counter()
         db, km = _open(root, state, args.workers)
