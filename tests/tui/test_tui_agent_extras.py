@@ -80,7 +80,7 @@ async def test_the_agent_gets_the_mcp_servers_tools_and_the_palette_lists_them(t
             # the model calls the server's tool through the agent
             app.chat.prompt.value = "echo hello backwards"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: any("olleh" in t for t in texts(app, "assistant")))
+            await wait_for(pilot, lambda: any("olleh" in t for t in texts(app, "assistant")) and not app.chat.busy)
             tool = next(t for t in app.chat.transcript.turns if t.role == "tool")
             assert tool.tool == "fx__echo" and tool.result == "olleh" and tool.ok
             # a new session's agent has the same servers
