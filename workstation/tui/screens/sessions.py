@@ -180,6 +180,15 @@ class SessionsScreen(Screen):
             "no teammate's session's author, slug or origin holds " + repr(needle) if rows and not shown else
             "teammates' sessions, read-only (`workstation session search TEXT --team`)" if rows else
             "no teammates' sessions pulled: they share them with [team] share = [..., \"sessions\"]")
+        self._describe()
+
+    def _teammates_session(self) -> dict | None:
+        """The teammate's session under the cursor (team mode), or None."""
+        table = self.table
+        if not self.team or not table.row_count:
+            return None
+        key = table.ordered_rows[table.cursor_row].key.value
+        return next((row for row in self._team_rows if f"{row['origin']}\0{row['slug']}" == key), None)
 
     def _needle(self) -> str:
         return self.query_one("#sessions-filter", Input).value.strip().casefold()
@@ -231,6 +240,11 @@ class SessionsScreen(Screen):
 
     @on(DataTable.RowHighlighted, "#sessions-table")
     def _describe(self) -> None:
+        if (row := self._teammates_session()) is not None:  # whose and where in full: a narrow table clips the origin
+            self.query_one("#sessions-detail", Static).update(
+                f"{row['slug']} · {row['author']} at {row['origin']} · {row['lines']} line{'' if row['lines'] == 1 else 's'}\n"
+                "a teammate's session, read-only (`workstation session search TEXT --team`)")
+            return
         info = self.selected
         if info is None:
             return
