@@ -87,11 +87,31 @@ async def test_the_sessions_screen_toggles_to_teammates_sessions(ws):
         assert screen.table.row_count == 0 and "holds 'laptopzz'" in str(screen.query_one("#sessions-detail").render())
 
 
-def test_the_status_lines_sync_state():
+@pytest.fixture
+def local_zone(monkeypatch):
+    """Set the process's time zone (a POSIX TZ string: no tz database needed); put back after."""
+    import time
+
+    def set_zone(tz: str) -> None:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_status_lines_sync_state(local_zone):
+    local_zone("UTC0")
     assert sync.label({}) == "team: not pushed yet"
     assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑09:12"
     assert sync.label({"last_push": "2026-11-27T09:12:02Z",
                        "last_error": "2026-11-27T09:20:00Z team push failed: ..."}) == "team ✗ 09:20"
+    # the sidecar notes UTC; the badge says the user's own time, as the timeline and the clock on the wall do
+    local_zone("CET-1")
+    assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑10:12"
+    assert sync.label({"last_push": "2026-11-27T23:30:00Z",
+                       "last_error": "2026-11-27T23:40:00Z team push failed: ..."}) == "team ✗ 00:40"
 
 
 def same_slug_history(ws) -> None:

@@ -212,7 +212,7 @@ class ChatPane(Vertical):
         self._job = ""  # a background job's line, after the session's
         self._git = ""  # "main ±3", beside the gauge
         self._team = ""  # "team ↑09:12" or "team ✗ 09:12" ([team] sync state), beside the branch
-        self._team_shown = False  # the team badge fits on the status line (else its failing or recovering is a toast)
+        self._team_shown = False  # the badge fits on the status line (else its failing or recovering is a toast)
         self._plan: list[dict] = []
         self._activity: tuple[str, str, float] | None = None  # (kind, what, monotonic start)
         self._ticker = None  # the timer that refreshes the elapsed time

@@ -240,9 +240,10 @@ class SessionsScreen(Screen):
 
     @on(DataTable.RowHighlighted, "#sessions-table")
     def _describe(self) -> None:
-        if (row := self._teammates_session()) is not None:  # whose and where in full: a narrow table clips the origin
+        if (row := self._teammates_session()) is not None:  # whose and where, in full: a narrow table clips it
+            lines = f"{row['lines']} line{'' if row['lines'] == 1 else 's'}"
             self.query_one("#sessions-detail", Static).update(
-                f"{row['slug']} · {row['author']} at {row['origin']} · {row['lines']} line{'' if row['lines'] == 1 else 's'}\n"
+                f"{row['slug']} · {row['author']} at {row['origin']} · {lines}\n"
                 "a teammate's session, read-only (`workstation session search TEXT --team`)")
             return
         info = self.selected
