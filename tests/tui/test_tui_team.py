@@ -213,9 +213,13 @@ async def test_at_80_columns_the_sessions_screen_says_whose_and_where_the_highli
             "2026-11-01-chat · alice at desk:/src/shop · 1 line",
             "2026-11-01-chat · bob at laptop:/src/shop · 1 line"]
         assert all("read-only" in line for line in said)
+        # nothing here resumes or changes a teammate's session: those keys leave the footer (they did nothing)
+        keys = {b.binding.action for b in app.screen.active_bindings.values()}
+        assert "replay" not in keys and "compact" not in keys and "toggle_team" in keys
         await pilot.press("t")  # back to mine: the detail line is the own session's again, never a teammate's
         await settle(pilot)
         assert "desk:" not in str(detail.render()) and "laptop:" not in str(detail.render())
+        assert "replay" in {b.binding.action for b in app.screen.active_bindings.values()}
 
 
 async def test_where_the_status_line_has_no_room_for_the_team_badge_its_failing_and_return_are_toasts():

@@ -147,7 +147,12 @@ class SessionsScreen(Screen):
 
     def action_toggle_team(self) -> None:
         self.team = not self.team
+        self.refresh_bindings()
         self._load()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A teammate's session is read-only here: what would resume or change a session leaves the footer."""
+        return not (self.team and action in ("resume", "replay", "reflect", "compact", "archive", "restore", "export"))
 
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-list", exclusive=True, name="list sessions")
     def _load(self) -> None:
