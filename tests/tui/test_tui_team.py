@@ -247,3 +247,28 @@ async def test_where_the_status_line_has_no_room_for_the_team_badge_its_failing_
             if toasts:
                 assert said[0].startswith("team ✗ 12:53: the team server takes no pushes")
                 assert said[1].startswith("team ↑12:54: the team server takes pushes again")
+
+
+async def test_at_80_columns_the_reflection_screen_says_whose_the_highlighted_session_is(ws):
+    """The team's sessions of one slug are apart in the table, but at 80x24 the origin is cut off (and at any
+    width a long one is clipped): the highlighted row's session is on the status line in full."""
+    mem = ws.memory("2026-11-01-chat")
+    mem.record("tool_call", "read_lines", ok=True)
+    mem.close()
+    same_slug_history(ws)
+    app = ScreenApp(ReflectionScreen(ws, session="2026-11-01-chat", query="sessions"))
+    async with started(app, size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "s")
+        await settle(pilot)
+        screen = app.screen
+        screen.table.focus()
+        said = set()
+        for _ in range(3):
+            await pilot.pause()
+            said.add(screen.status.left.plain)
+            await pilot.press("down")
+        assert {"sessions: 3 rows · 2026-11-01-chat · alice desk:/src/shop",
+                "sessions: 3 rows · 2026-11-01-chat · bob laptop:/src/shop"} <= said
+        bob = "sessions: 3 rows · 2026-11-01-chat · bob laptop:/src/shop"
+        assert not any("laptop" in line for line in said - {bob})
