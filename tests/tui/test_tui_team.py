@@ -87,11 +87,31 @@ async def test_the_sessions_screen_toggles_to_teammates_sessions(ws):
         assert screen.table.row_count == 0 and "holds 'laptopzz'" in str(screen.query_one("#sessions-detail").render())
 
 
-def test_the_status_lines_sync_state():
+@pytest.fixture
+def local_zone(monkeypatch):
+    """Set the process's time zone (a POSIX TZ string: no tz database needed); put back after."""
+    import time
+
+    def set_zone(tz: str) -> None:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_status_lines_sync_state(local_zone):
+    local_zone("UTC0")
     assert sync.label({}) == "team: not pushed yet"
     assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑09:12"
     assert sync.label({"last_push": "2026-11-27T09:12:02Z",
                        "last_error": "2026-11-27T09:20:00Z team push failed: ..."}) == "team ✗ 09:20"
+    # the sidecar notes UTC; the badge says the user's own time, as the timeline and the clock on the wall do
+    local_zone("CET-1")
+    assert sync.label({"last_push": "2026-11-27T09:12:02Z"}) == "team ↑10:12"
+    assert sync.label({"last_push": "2026-11-27T23:30:00Z",
+                       "last_error": "2026-11-27T23:40:00Z team push failed: ..."}) == "team ✗ 00:40"
 
 
 def same_slug_history(ws) -> None:
@@ -172,3 +192,83 @@ async def test_the_team_badge_follows_the_sidecar_back_to_sent_without_a_turn(tm
                 assert not [t for t in app.chat.transcript.turns if t.role == "user"]  # no turn was needed
     finally:
         pg_support.stop_and_remove(pg)
+
+
+async def test_at_80_columns_the_sessions_screen_says_whose_and_where_the_highlighted_teammates_session_is(ws):
+    """At 80x24 the table clips the origin column away, and two sessions of one slug are only told apart by the
+    author prefix (the same author at two desks: not at all): the detail line names author and origin in full."""
+    same_slug_history(ws)
+    app = ScreenApp(SessionsScreen(ws))
+    async with started(app, size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("t")
+        await settle(pilot)
+        detail = app.screen.query_one("#sessions-detail")
+        said = []
+        for _ in range(2):
+            said.append(str(detail.render()))
+            await pilot.press("down")
+            await pilot.pause()
+        assert sorted(line.splitlines()[0] for line in said) == [
+            "2026-11-01-chat · alice at desk:/src/shop · 1 line",
+            "2026-11-01-chat · bob at laptop:/src/shop · 1 line"]
+        assert all("read-only" in line for line in said)
+        # nothing here resumes or changes a teammate's session: those keys leave the footer (they did nothing)
+        keys = {b.binding.action for b in app.screen.active_bindings.values()}
+        assert "replay" not in keys and "compact" not in keys and "toggle_team" in keys
+        await pilot.press("t")  # back to mine: the detail line is the own session's again, never a teammate's
+        await settle(pilot)
+        assert "desk:" not in str(detail.render()) and "laptop:" not in str(detail.render())
+        assert "replay" in {b.binding.action for b in app.screen.active_bindings.values()}
+
+
+async def test_where_the_status_line_has_no_room_for_the_team_badge_its_failing_and_return_are_toasts():
+    """At 80x24 the chat is too narrow for the team badge beside branch and gauge: with the server stopped the
+    app showed nothing at all. The change is said in a toast there, once each way; where the badge fits, the
+    badge alone says it."""
+    from workstation.tui.app import WorkstationApp
+
+    for size, toasts in (((80, 24), 2), ((200, 50), 0)):
+        app = WorkstationApp()
+        async with started(app, size=size) as pilot:
+            chat = app.chat
+            chat.set_status("session 2026-11-28-chat · model anthropic/claude-sonnet-4-5-20250929")
+            chat.set_git("main")
+            chat.set_team("team ↑12:52")
+            chat.set_team("team ✗ 12:53")
+            chat.set_team("team ✗ 12:53")  # the same state again (the badge's next look): nothing new to say
+            await pilot.pause()
+            shown = "team ✗ 12:53" in chat.status_bar.right.plain
+            chat.set_team("team ↑12:54")
+            await pilot.pause()
+            said = [str(n.message) for n in app._notifications if "team" in str(n.message)]
+            assert len(said) == toasts, (size, said)
+            assert shown == (toasts == 0)
+            if toasts:
+                assert said[0].startswith("team ✗ 12:53: the team server takes no pushes")
+                assert said[1].startswith("team ↑12:54: the team server takes pushes again")
+
+
+async def test_at_80_columns_the_reflection_screen_says_whose_the_highlighted_session_is(ws):
+    """The team's sessions of one slug are apart in the table, but at 80x24 the origin is cut off (and at any
+    width a long one is clipped): the highlighted row's session is on the status line in full."""
+    mem = ws.memory("2026-11-01-chat")
+    mem.record("tool_call", "read_lines", ok=True)
+    mem.close()
+    same_slug_history(ws)
+    app = ScreenApp(ReflectionScreen(ws, session="2026-11-01-chat", query="sessions"))
+    async with started(app, size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("t", "s")
+        await settle(pilot)
+        screen = app.screen
+        screen.table.focus()
+        said = set()
+        for _ in range(3):
+            await pilot.pause()
+            said.add(screen.status.left.plain)
+            await pilot.press("down")
+        assert {"sessions: 3 rows · 2026-11-01-chat · alice desk:/src/shop",
+                "sessions: 3 rows · 2026-11-01-chat · bob laptop:/src/shop"} <= said
+        bob = "sessions: 3 rows · 2026-11-01-chat · bob laptop:/src/shop"
+        assert not any("laptop" in line for line in said - {bob})

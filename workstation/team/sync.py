@@ -16,6 +16,7 @@ Every failure is one line (TeamError): the server away, refused, older or newer 
 
 from __future__ import annotations
 
+import calendar
 import os
 import socket
 import time
@@ -226,8 +227,17 @@ def label(state: dict[str, str]) -> str:
     newer than it."""
     push, error = state.get("last_push", ""), state.get("last_error", "")
     if error and error.split(" ", 1)[0] > push:
-        return f"team ✗ {error[11:16]}"
-    return f"team ↑{push[11:16]}" if push else "team: not pushed yet"
+        return f"team ✗ {_clock(error)}"
+    return f"team ↑{_clock(push)}" if push else "team: not pushed yet"
+
+
+def _clock(noted: str) -> str:
+    """HH:MM of a noted stamp (UTC, _now) in local time, as the app's other times are shown."""
+    try:
+        utc = calendar.timegm(time.strptime(noted[:20], "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:  # noted by another version: as it stands
+        return noted[11:16]
+    return time.strftime("%H:%M", time.localtime(utc))
 
 
 def state_label(db: Database) -> str:

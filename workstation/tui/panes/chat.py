@@ -212,6 +212,7 @@ class ChatPane(Vertical):
         self._job = ""  # a background job's line, after the session's
         self._git = ""  # "main ±3", beside the gauge
         self._team = ""  # "team ↑09:12" or "team ✗ 09:12" ([team] sync state), beside the branch
+        self._team_shown = False  # the badge fits on the status line (else its failing or recovering is a toast)
         self._plan: list[dict] = []
         self._activity: tuple[str, str, float] | None = None  # (kind, what, monotonic start)
         self._ticker = None  # the timer that refreshes the elapsed time
@@ -297,14 +298,24 @@ class ChatPane(Vertical):
         self._show_gauge()
 
     def set_team(self, label: str) -> None:
-        """The team sync state (workstation.team.sync.label), beside the branch; "" for none."""
+        """The team sync state (workstation.team.sync.label), beside the branch; "" for none. Where the status
+        line has no room for it (a narrow chat), the server failing or taking pushes again is said in a toast."""
+        was_failing = "✗" in self._team
         self._team = label
         self._show_gauge()
+        failing = "✗" in label
+        if failing != was_failing and not self._team_shown:
+            if failing:
+                self.notify(f"{label}: the team server takes no pushes (`workstation team status` says why); "
+                            "local work goes on", severity="warning", timeout=10)
+            else:
+                self.notify(f"{label}: the team server takes pushes again", timeout=6)
 
     def _show_gauge(self) -> None:
         """The git label and the gauge on the right of the status line: the gauge without its bar in a
         narrow chat, and both left out there while the agent works (what it does is worth the room more)."""
         narrow = self.size.width < WIDE
+        self._team_shown = False
         if narrow and self._activity is not None:
             self.status_bar.set(right="")
             return
@@ -317,6 +328,7 @@ class ChatPane(Vertical):
                 both = Content.assemble(Content.styled(text, style), " │ ", gauge)
                 if both.cell_length + 1 + MIN_LEFT <= room:  # else without: the gauge matters more
                     gauge = both
+                    self._team_shown = self._team_shown or text == self._team
         self.status_bar.set(right=gauge)
 
     def on_resize(self) -> None:

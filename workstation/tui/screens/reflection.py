@@ -230,6 +230,17 @@ class ReflectionScreen(Screen):
         shown = f"{len(result.rows)} rows" if result.rows else "no rows: nothing recorded for this scope yet"
         self.status.set(left=f"{result.name}: {shown}")
 
+    @on(DataTable.RowHighlighted, "#reflection-table")
+    def _say_whose(self, event: DataTable.RowHighlighted) -> None:
+        """A teammate's session (`SLUG · AUTHOR ORIGIN`, store.schema's team views) in full on the status line:
+        the table clips it, and a narrow one cuts the origin off."""
+        result = self.result
+        if result is None or "session" not in result.columns or not 0 <= event.cursor_row < len(result.rows):
+            return
+        session = str(result.rows[event.cursor_row][result.columns.index("session")] or "")
+        if " · " in session:
+            self.status.set(left=f"{result.name}: {len(result.rows)} rows · {session}")
+
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-context", exclusive=True,
           name="context plot")
     def _load_context(self) -> None:

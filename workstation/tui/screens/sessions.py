@@ -147,7 +147,12 @@ class SessionsScreen(Screen):
 
     def action_toggle_team(self) -> None:
         self.team = not self.team
+        self.refresh_bindings()
         self._load()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A teammate's session is read-only here: what would resume or change a session leaves the footer."""
+        return not (self.team and action in ("resume", "replay", "reflect", "compact", "archive", "restore", "export"))
 
     @work(thread=True, exit_on_error=False, group=f"{WORKER_GROUP}-list", exclusive=True, name="list sessions")
     def _load(self) -> None:
@@ -180,6 +185,15 @@ class SessionsScreen(Screen):
             "no teammate's session's author, slug or origin holds " + repr(needle) if rows and not shown else
             "teammates' sessions, read-only (`workstation session search TEXT --team`)" if rows else
             "no teammates' sessions pulled: they share them with [team] share = [..., \"sessions\"]")
+        self._describe()
+
+    def _teammates_session(self) -> dict | None:
+        """The teammate's session under the cursor (team mode), or None."""
+        table = self.table
+        if not self.team or not table.row_count:
+            return None
+        key = table.ordered_rows[table.cursor_row].key.value
+        return next((row for row in self._team_rows if f"{row['origin']}\0{row['slug']}" == key), None)
 
     def _needle(self) -> str:
         return self.query_one("#sessions-filter", Input).value.strip().casefold()
@@ -231,6 +245,12 @@ class SessionsScreen(Screen):
 
     @on(DataTable.RowHighlighted, "#sessions-table")
     def _describe(self) -> None:
+        if (row := self._teammates_session()) is not None:  # whose and where, in full: a narrow table clips it
+            lines = f"{row['lines']} line{'' if row['lines'] == 1 else 's'}"
+            self.query_one("#sessions-detail", Static).update(
+                f"{row['slug']} · {row['author']} at {row['origin']} · {lines}\n"
+                "a teammate's session, read-only (`workstation session search TEXT --team`)")
+            return
         info = self.selected
         if info is None:
             return
