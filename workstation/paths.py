@@ -289,6 +289,11 @@ class Paths:
         return self.state / "index.checked"
 
     @property
+    def sessions_summary(self) -> Path:
+        """The sessions list's summary of every live log (sessions.catalog), a cache the logs can rebuild."""
+        return self.state / "sessions.summary"
+
+    @property
     def memory_db(self) -> Path:
         return self.state / "memory.duckdb"
 

@@ -199,3 +199,18 @@ def test_listing_and_a_sidecar_pass_grow_linearly(sizes):
         passes.append(work)
     linear(*listing)
     linear(*passes)
+
+
+def test_listing_again_reads_only_the_logs_changed_since(sizes):
+    """The list's summary (sessions.catalog): a second list opens the summary and the one log appended to
+    since, not every log; what it says is what the logs say."""
+    works = []
+    for paths, _ in sizes:
+        list_sessions(paths)  # the summary made
+        Session.open(paths, "2025-01-01-session-7").user("one more look at needle-7")
+        with counting() as work:
+            infos = list_sessions(paths)
+        assert next(i for i in infos if i.slug == "2025-01-01-session-7").turns == 2
+        works.append(work)
+    assert works[0].opened == works[1].opened, works
+    linear(*works)  # the folder is listed (and each log's identity looked at): about all of them
