@@ -296,11 +296,9 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
 def _indexed_search(paths: Paths, db: Database, text: str, limit: int, warn: Callable[[str], None]) -> list[SearchHit]:
     from . import textindex  # lazy: the store (DuckDB's client), which listing and showing sessions never open
 
-    textindex.sync(paths, db, warn=warn)
-    textindex.report_problems(db, warn)
     needle = text.casefold()
     hits = []
-    for hit in textindex.search(paths, db, text, int(limit)):
+    for hit in textindex.search_synced(paths, db, text, int(limit), warn):
         at = hit.text.casefold().find(needle)
         hits.append(SearchHit(hit.slug, hit.state, hit.record_id, hit.type, hit.turn, hit.ts or "",
                               _snippet(hit.text, max(at, 0), len(needle))))
@@ -309,18 +307,32 @@ def _indexed_search(paths: Paths, db: Database, text: str, limit: int, warn: Cal
 
 def _marked(paths: Paths, hits: list[SearchHit]) -> list[SearchHit]:
     """The hits with what took their records back: a rewind is known only from the records after it, so
-    the logs of the sessions hit are read (those alone)."""
+    the logs of the sessions hit are read (those alone), and parsed only when they hold a rewind."""
     marks: dict[str, dict] = {}
     for hit in hits:
         if hit.slug not in marks:
             try:
-                marks[hit.slug] = taken_back(load(paths, hit.slug)[0].records)
+                marks[hit.slug] = _rewind_marks(paths, hit.slug)
             except (SessionError, UnreadableArchive):
                 marks[hit.slug] = {}  # gone since the index was read: its hits stand as found
         mark = marks[hit.slug].get(hit.record_id)
         if mark is not None:
             hit.taken_back = mark.describe()
     return hits
+
+
+def _rewind_marks(paths: Paths, slug: str) -> dict:
+    """sessions.turns.taken_back of a session, its log parsed only if its bytes name a rewind: a `rewind`
+    record or an imported rewind's `rewind_to` (both hold `"rewind` as every JSON writer writes them;
+    a log that spells the word with escapes hides its own marks, nothing else). Most sessions hold
+    neither: 4,000 hits in 1,600 sessions cost a read each, not a parse (0.1 s against 2.4 s)."""
+    try:
+        with os.fdopen(open_state(paths.sessions / f"{slug}.jsonl", os.O_RDONLY), "rb") as fh:
+            if b'"rewind' not in fh.read():
+                return {}
+    except FileNotFoundError:
+        pass  # archived since the index was read: load finds it there
+    return taken_back(load(paths, slug)[0].records)
 
 
 _MARGIN = 60
