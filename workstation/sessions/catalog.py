@@ -198,7 +198,8 @@ def _write_summary(paths: Paths, rows: dict[str, _Summary], warn: Callable[[str]
         data = msgspec.json.encode(_SummaryFile(SUMMARY_VERSION, {slug: row for slug, row in rows.items()
                                                                   if _encodable(row)}))
     try:
-        atomic_write(paths.sessions_summary, data, 0o600, staging=paths.staging, sync_dir=False)
+        atomic_write(paths.sessions_summary, data, 0o600, staging=paths.staging,
+                     durable=False)
     except OSError as err:
         warn(f"the sessions summary {paths.sessions_summary} could not be saved ({err.strerror or err}): "
              "the next list reads the logs again")

@@ -429,7 +429,7 @@ def _write_manifest(paths: Paths, db: Database, old: Manifest | None, warn: Call
         except UnicodeEncodeError:  # a lone surrogate in a problem's text: no manifest, every search syncs
             return manifest
         try:
-            atomic_write(Path(manifest_path(str(paths.state))), data, 0o600, staging=paths.staging, sync_dir=False)
+            atomic_write(Path(manifest_path(str(paths.state))), data, 0o600, staging=paths.staging, durable=False)
         except OSError as err:
             warn(f"the search manifest {manifest_path(str(paths.state))} could not be saved "
                  f"({err.strerror or err}): the next search syncs through the store again")
