@@ -27,6 +27,12 @@ STATE_DIRNAME = ".workstation"
 STATE_FOLDERS = ("sessions", "sessions/archive", "sessions/.locks", "checkpoints", "tmp", "mcp", "exports")
 # what the workspace's own `.workstation/` holds even when state_dir moves the rest
 CONFIG_FILES = ("config.toml", "instructions.md", "ignore")
+# folders of the home the sandbox hides from commands (agent.sandbox_hide's default): keys and other agents' sessions
+DEFAULT_HIDE = ("~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.kube", "~/.docker", "~/.config/gcloud",
+                "~/.config/gh", "~/.netrc", "~/.git-credentials", "~/.pypirc", "~/.npmrc",
+                # other coding agents' keys and sessions: Codex, Claude Code, Copilot, Gemini CLI, opencode, aider
+                "~/.codex", "~/.claude", "~/.claude.json", "~/.config/claude", "~/.config/github-copilot",
+                "~/.copilot", "~/.gemini", "~/.local/share/opencode", "~/.config/opencode", "~/.aider")
 # who made a state folder, and where (`origin`): written when this user first opens it on this machine
 ORIGIN_FILE = "origin.json"
 # where state that came with a cloned repository is set aside, never read (`claim`)
