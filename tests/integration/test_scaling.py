@@ -214,3 +214,27 @@ def test_listing_again_reads_only_the_logs_changed_since(sizes):
         works.append(work)
     assert works[0].opened == works[1].opened, works
     linear(*works)  # the folder is listed (and each log's identity looked at): about all of them
+
+
+def test_a_search_after_many_appends_asks_the_store_the_same_number_of_times(sizes, monkeypatch):
+    """Logs that grew (a sidecar pass appends a redaction to many) are synced with a fixed number of calls
+    to the store, not one or more each."""
+    calls = []
+    real = Database.call
+
+    def call(self, fn, *args, **kwargs):
+        calls.append(fn.__name__)
+        return real(self, fn, *args, **kwargs)
+
+    counts = []
+    for paths, db in sizes:
+        search(paths, "needle-1", db=db)  # the index and its manifest made
+        n = len(list(paths.sessions.glob("*.jsonl")))
+        for i in range(0, n, 4):
+            Session.open(paths, f"2025-01-01-session-{i}").assistant(f"more about needle-{i}")
+        monkeypatch.setattr(Database, "call", call)
+        calls.clear()
+        assert len(search(paths, "more about needle-", limit=1000, db=db)) == n // 4
+        monkeypatch.setattr(Database, "call", real)
+        counts.append(len(calls))
+    assert counts[0] == counts[1], counts
