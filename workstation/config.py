@@ -30,8 +30,7 @@ from msgspec import Meta, field
 
 from . import trust as trust_mod
 from .errors import ConfigError
-from .paths import Paths
-from .sandbox import DEFAULT_HIDE
+from .paths import DEFAULT_HIDE, Paths
 from .trust import Split, Trust
 
 

@@ -136,7 +136,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: Path | None = None,
-                 sync_dir: bool = True) -> None:
+                 sync_dir: bool = True, durable: bool = True) -> None:
     """Replace `path` with `data` so a crash leaves either the old or the new file.
 
     The temporary file goes beside `path`, or with `staging` (a private folder, such as the state
@@ -146,12 +146,13 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, *, staging: P
     sync_dir=False leaves the rename to be made durable by the caller's next fsync (a checkpoint blob:
     the log record naming it follows at once). The folder is opened once and the temporary file made and
     renamed in it by descriptor; a workspace file is written with `replace_beneath` instead, which also
-    opens that folder without following a link.
+    opens that folder without following a link. durable=False writes no fsync at all: for a cache its
+    reader rebuilds when a crash leaves it empty or torn (an fsync under load can take seconds).
     """
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _replace_at(folder, path.name, data, mode, staging, path)
-        if sync_dir:
+        _replace_at(folder, path.name, data, mode, staging, path, durable)
+        if sync_dir and durable:
             _fsync_folder(folder)  # make the rename itself durable
     finally:
         os.close(folder)
@@ -409,7 +410,8 @@ def _note_temp(staging: Path) -> Path:
     return Path(note)
 
 
-def _replace_at(folder: int, name: str, data: bytes, mode: int | None, staging: Path | None, shown: Path) -> None:
+def _replace_at(folder: int, name: str, data: bytes, mode: int | None, staging: Path | None, shown: Path,
+                durable: bool = True) -> None:
     """Replace the entry `name` of the open `folder` with a new file holding `data`: written and fsynced under
     a temporary name, then renamed over it (renameat). The temporary file is made in `staging` when a rename
     can cross from there, else in `folder` itself (named first by a note in `staging`, for the sweep).
@@ -422,14 +424,14 @@ def _replace_at(folder: int, name: str, data: bytes, mode: int | None, staging: 
         except FileNotFoundError:
             mode = 0o644
     if staging is None:
-        _write_and_rename(folder, f".{name}.{_token()}.tmp", folder, name, data, mode)
+        _write_and_rename(folder, f".{name}.{_token()}.tmp", folder, name, data, mode, durable)
         return
     staging.mkdir(parents=True, exist_ok=True)
     spare = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         if _same_filesystem(spare, folder):
             try:
-                _write_and_rename(spare, f"{os.getpid()}-{_token()}.tmp", folder, name, data, mode)
+                _write_and_rename(spare, f"{os.getpid()}-{_token()}.tmp", folder, name, data, mode, durable)
                 return
             except OSError as err:
                 if err.errno != errno.EXDEV:
@@ -442,7 +444,7 @@ def _replace_at(folder: int, name: str, data: bytes, mode: int | None, staging: 
     try:
         temp = f".{name}.ws-{note.stem}.tmp"
         note.write_text(str(shown.parent / temp))
-        _write_and_rename(folder, temp, folder, name, data, mode)
+        _write_and_rename(folder, temp, folder, name, data, mode, durable)
     finally:
         note.unlink(missing_ok=True)
 
@@ -451,13 +453,15 @@ def _token() -> str:
     return secrets.token_hex(6)
 
 
-def _write_and_rename(where: int, temp: str, folder: int, name: str, data: bytes, mode: int) -> None:
+def _write_and_rename(where: int, temp: str, folder: int, name: str, data: bytes, mode: int,
+                      durable: bool = True) -> None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=where)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
             os.fchmod(fh.fileno(), mode)
         os.rename(temp, name, src_dir_fd=where, dst_dir_fd=folder)
     except BaseException:

@@ -27,6 +27,12 @@ STATE_DIRNAME = ".workstation"
 STATE_FOLDERS = ("sessions", "sessions/archive", "sessions/.locks", "checkpoints", "tmp", "mcp", "exports")
 # what the workspace's own `.workstation/` holds even when state_dir moves the rest
 CONFIG_FILES = ("config.toml", "instructions.md", "ignore")
+# folders of the home the sandbox hides from commands (agent.sandbox_hide's default): keys and other agents' sessions
+DEFAULT_HIDE = ("~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.kube", "~/.docker", "~/.config/gcloud",
+                "~/.config/gh", "~/.netrc", "~/.git-credentials", "~/.pypirc", "~/.npmrc",
+                # other coding agents' keys and sessions: Codex, Claude Code, Copilot, Gemini CLI, opencode, aider
+                "~/.codex", "~/.claude", "~/.claude.json", "~/.config/claude", "~/.config/github-copilot",
+                "~/.copilot", "~/.gemini", "~/.local/share/opencode", "~/.config/opencode", "~/.aider")
 # who made a state folder, and where (`origin`): written when this user first opens it on this machine
 ORIGIN_FILE = "origin.json"
 # where state that came with a cloned repository is set aside, never read (`claim`)
@@ -287,6 +293,11 @@ class Paths:
     def index_checked(self) -> Path:
         """The staleness gate's note of the last walk that found the map and the disk agreeing."""
         return self.state / "index.checked"
+
+    @property
+    def sessions_summary(self) -> Path:
+        """The sessions list's summary of every live log (sessions.catalog), a cache the logs can rebuild."""
+        return self.state / "sessions.summary"
 
     @property
     def memory_db(self) -> Path:

@@ -199,3 +199,42 @@ def test_listing_and_a_sidecar_pass_grow_linearly(sizes):
         passes.append(work)
     linear(*listing)
     linear(*passes)
+
+
+def test_listing_again_reads_only_the_logs_changed_since(sizes):
+    """The list's summary (sessions.catalog): a second list opens the summary and the one log appended to
+    since, not every log; what it says is what the logs say."""
+    works = []
+    for paths, _ in sizes:
+        list_sessions(paths)  # the summary made
+        Session.open(paths, "2025-01-01-session-7").user("one more look at needle-7")
+        with counting() as work:
+            infos = list_sessions(paths)
+        assert next(i for i in infos if i.slug == "2025-01-01-session-7").turns == 2
+        works.append(work)
+    assert works[0].opened == works[1].opened, works
+    linear(*works)  # the folder is listed (and each log's identity looked at): about all of them
+
+
+def test_a_search_after_many_appends_asks_the_store_the_same_number_of_times(sizes, monkeypatch):
+    """Logs that grew (a sidecar pass appends a redaction to many) are synced with a fixed number of calls
+    to the store, not one or more each."""
+    calls = []
+    real = Database.call
+
+    def call(self, fn, *args, **kwargs):
+        calls.append(fn.__name__)
+        return real(self, fn, *args, **kwargs)
+
+    counts = []
+    for paths, db in sizes:
+        search(paths, "needle-1", db=db)  # the index and its manifest made
+        n = len(list(paths.sessions.glob("*.jsonl")))
+        for i in range(0, n, 4):
+            Session.open(paths, f"2025-01-01-session-{i}").assistant(f"more about needle-{i}")
+        monkeypatch.setattr(Database, "call", call)
+        calls.clear()
+        assert len(search(paths, "more about needle-", limit=1000, db=db)) == n // 4
+        monkeypatch.setattr(Database, "call", real)
+        counts.append(len(calls))
+    assert counts[0] == counts[1], counts

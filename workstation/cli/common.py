@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
+import orjson
 
 from ..errors import ConfigError, WorkstationError
 from ..terminal import escape_unencodable, safe
@@ -78,16 +79,23 @@ def _default(obj: Any) -> Any:
 def print_json(data: Any, *, flat_rows: str | None = None) -> None:
     """`data` as indented JSON; with `flat_rows`, each item of that list (a table's rows) on one line.
 
-    The indenting encoder is pure Python, the flat one C: 13,000 usage rows print in 0.06 s instead of
-    0.18 s, and a table with a row a line reads as well."""
+    orjson writes 13,000 sessions in a few ms where the json module's indenting encoder (pure Python) takes
+    0.5 s; what orjson refuses (an integer past 64 bits, a key that is not a string) goes through json."""
     if flat_rows is None or not data.get(flat_rows):
-        click.echo(json.dumps(data, default=_default, indent=2, ensure_ascii=False))
+        click.echo(_dumps(data, indent=True))
         return
-    rows = [json.dumps(row, default=_default, ensure_ascii=False) for row in data[flat_rows]]
+    rows = [_dumps(row) for row in data[flat_rows]]
     mark = "\0rows\0"  # where the rows go: no JSON text holds it but this one string
-    head = json.dumps({**data, flat_rows: [mark]}, default=_default, indent=2, ensure_ascii=False)
+    head = _dumps({**data, flat_rows: [mark]}, indent=True)
     before, after = head.split(f"    {json.dumps(mark)}", 1)
     click.echo(before + "    " + ",\n    ".join(rows) + after)
+
+
+def _dumps(data: Any, *, indent: bool = False) -> str:
+    try:
+        return orjson.dumps(data, default=_default, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(data, default=_default, indent=2 if indent else None, ensure_ascii=False)
 
 
 def print_table(rows: list[dict], columns: list[str] | None = None, title: str | None = None) -> None:

@@ -489,10 +489,13 @@ def live_slugs(paths: Paths) -> list[str]:
         names = os.listdir(paths.sessions)
     except FileNotFoundError:
         return []
-    slugs = []
-    for name in names:
-        if name.endswith(SUFFIX) and not name.startswith("."):
-            slug = name[: -len(SUFFIX)]
-            if _SLUG_RE.match(slug):
-                slugs.append(slug)
-    return sorted(slugs)
+    return sorted(slug for name in names if (slug := slug_of(name)) is not None)
+
+
+def slug_of(name: str) -> str | None:
+    """The slug of a live log's file name, None for any other entry of the sessions folder."""
+    if name.endswith(SUFFIX) and not name.startswith("."):
+        slug = name[: -len(SUFFIX)]
+        if _SLUG_RE.match(slug):
+            return slug
+    return None
