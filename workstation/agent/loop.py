@@ -517,7 +517,8 @@ class Agent:
             request = self.context_sync.request(window, self.model_name, for_compaction=True)
         except ContextOverflow:
             return None
-        return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
+        return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug,
+                            cut_short=request.newly_trimmed > 0)
 
     def _compact(self, cfg: Config, window: int, events: AgentEvents) -> None:
         if self.refused_compaction("auto", "", events):

@@ -373,6 +373,7 @@ class Conversation:
     messages: list[dict]
     tools: list[dict] | None
     cache_key: str | None = None
+    cut_short: bool = False  # its newest messages were left out to fit the window (see `shows`)
 
 
 def kept_from(view: LogView, plan: CompactPlan) -> dict | None:
@@ -571,7 +572,8 @@ def _run(session: Session, config: Config, plan: CompactPlan, episodic: Episodic
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
     keep_first = kept_from(session.read(), plan) if conversation is not None else None
-    if conversation is not None and keep_first is not None and not shows(conversation, keep_first):
+    if conversation is not None and conversation.cut_short and keep_first is not None \
+            and not shows(conversation, keep_first):
         conversation = None  # cut short past where the summary stops: a transcript of what it folds in
     models = compact_models(config)
     if conversation is not None and conversation.model not in models[:1]:
