@@ -335,6 +335,41 @@ def probes(run: Run, steps: list[int], assistants: list[dict], compacts: list[di
     return tally, missed
 
 
+def cache_detail(run: Run) -> list[dict]:
+    """Each compaction request and the first agent step after it: its tokens, how many the cache served,
+    and where its prefix left the previous request's (the first item, tool or message, that differs)."""
+    from fake_cache import openai_items
+
+    ex = run.exchanges
+    kinds = [long.kind_of(e["request"]) for e in ex]
+    rows: list[dict] = []
+    for i, kind in enumerate(kinds):
+        if kind != "compaction":
+            continue
+        step = next((j for j in range(i + 1, len(ex)) if kinds[j] == "step"), None)
+        for j, what in ((i, "compaction"), (step, "step after")):
+            if j is None or ex[j]["usage"] is None:
+                continue
+            total, read, written, _, _ = long.usage_tokens(ex[j]["usage"])
+            before = next((k for k in range(j - 1, -1, -1) if kinds[k] != "rank"), None)
+            mine = openai_items(ex[j]["request"])
+            theirs = openai_items(ex[before]["request"]) if before is not None else []
+            same = next((n for n, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            differs = mine[same][:90] if same < len(mine) else "(nothing: the request is a prefix of the last)"
+            rows.append({"what": what, "turn": turn_of(run, j), "total": total, "read": read, "written": written,
+                         "items": len(mine), "items_shared": same, "first_difference": differs})
+    return rows
+
+
+def show_detail(rows: list[dict]) -> None:
+    print("  compaction requests and the step after each: tokens, cache-served, the prefix shared with the "
+          "request before it (items)")
+    for r in rows:
+        print(f"    turn {r['turn']:>3} {r['what']:<10} {r['total']:>6} in, {r['read']:>6} read "
+              f"({r['read'] / r['total']:.1%}), {r['written']:>6} written, uncached {r['total'] - r['read']:>5}; "
+              f"{r['items_shared']}/{r['items']} items shared; first difference: {r['first_difference']}")
+
+
 # --------------------------------------------------------------------------- printing
 
 def verdict(ok: bool | None) -> str:
@@ -414,6 +449,10 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.2, help="seconds after each answer (app, acp)")
     parser.add_argument("--json", type=Path, default=None,
                         help="write the figures here (kept per combination) and print the change from the last run's")
+    parser.add_argument("--detail", action="store_true",
+                        help="print each compaction request and the step after it, with its cache figures")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="write every request and its usage here as JSON (one file per combination)")
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
     args = parser.parse_args()
     if args.turns < 2:
@@ -438,6 +477,11 @@ def main() -> None:
             execute(run, base, args.pause)
             results[run.key] = figures(run)
             show(run, results[run.key])
+            if args.dump:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                (args.dump / f"{run.key.replace('/', '-')}.json").write_text(json.dumps(run.exchanges))
+            if args.detail:
+                show_detail(cache_detail(run))
     finally:
         if tmp is not None:
             tmp.cleanup()

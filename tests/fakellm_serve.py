@@ -2,7 +2,8 @@
 
     .venv/bin/python tests/fakellm_serve.py [--port 8765]
 
-Every request is answered with a short reply naming the request's message count; a compaction request
+Every request is answered with a short reply naming the request's message count ("write PATH: TEXT"
+writes the file with write_file first); a compaction request
 (the chat model's history with the compaction prompt last, or a transcript) gets a summary in the five
 sections. Both endpoints answer, each with its provider's prompt-cache accounting (fakellm.py): point the
 app at it with a [model] in the user's config, e.g.
@@ -18,6 +19,7 @@ Stops on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -25,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakellm import Reply, ScriptedLLM  # noqa: E402
-from scenario_common import is_compaction, summarize  # noqa: E402
+from scenario_common import content, is_compaction, summarize  # noqa: E402
 
 
 def answer(body: dict) -> Reply:
@@ -33,7 +35,12 @@ def answer(body: dict) -> Reply:
     if is_compaction(messages):
         return Reply(text=summarize(messages))
     asked = next((m for m in reversed(messages) if m["role"] == "user"), {"content": ""})
-    words = " ".join(str(asked.get("content") or "").split())[:60]
+    words = " ".join(content(asked).split())[:60]
+    wanted = re.match(r"write (\S+): (.+)", words)
+    if wanted and messages[-1]["role"] == "user":  # "write PATH: TEXT": the file, then a word on it
+        return Reply(tool_calls=[("write_file", {"path": wanted[1], "content": wanted[2] + "\n"})])
+    if wanted:
+        return Reply(text=f"Wrote {wanted[1]}.")
     return Reply(text=f"Noted ({len(messages)} messages in this request): {words}. " + "Some detail. " * 40)
 
 

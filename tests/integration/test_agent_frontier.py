@@ -76,6 +76,11 @@ def test_after_a_compaction_the_head_carries_the_frontier_whatever_the_summary_k
     (_name, _args, content), = [r for r in tool_results(asked(server)[-1]["messages"]) if r[0] == "recall"]
     assert content.startswith("[turn 1, from the session log]") and GOAL in content
     assert '"path": "pkg/config.py"' in content and "pkg/config.py: created" in content
+    # and the user, with /recall (the frontier says how)
+    assert "/recall N" in slash.run(a, "/frontier").text
+    shown = slash.run(a, "/recall 1")
+    assert shown.ok and shown.text.startswith("[turn 1, from the session log]") and GOAL in shown.text
+    assert not slash.run(a, "/recall").ok and not slash.run(a, "/recall 99").ok
     a.close()
     ws.close()
 

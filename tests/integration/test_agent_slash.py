@@ -34,7 +34,7 @@ def test_help_lists_every_command(ag):
     assert out.ok
     for command in slash.COMMANDS:
         assert command in out.text
-    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 27
+    assert len(out.text.splitlines()) == len(slash.COMMANDS) == 28
 
 
 def test_map(ag):

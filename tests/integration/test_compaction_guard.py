@@ -14,7 +14,7 @@ from scenario_common import content
 from workstation.agent.loop import AgentEvents
 from workstation.sessions import Session
 from workstation.sessions.log import LogView
-from workstation.sessions.requestsize import request_size
+from workstation.sessions.requestsize import budget, request_size
 from workstation.sessions.turns import number as number_turns
 
 server_module, server = module_server()
@@ -249,3 +249,27 @@ def test_the_app_chat_and_acp_make_the_same_compactions(tmp_path, server, monkey
 
     assert len(app) >= 2, app
     assert chat == app and acp == app, (app, chat, acp)
+
+
+def test_the_conversation_a_compaction_reads_keeps_the_epochs_prefix(tmp_path, server):
+    """A background compaction builds its conversation while the turn goes on; when the log has grown past the
+    budget meanwhile, the conversation leaves its newest messages out (the ones the compaction keeps verbatim),
+    never its oldest: it starts with every message the last request sent, so the provider's cache serves it.
+    And the requests after it are not cut because of it."""
+    ws = workspace(tmp_path, server.url, files=files(6), model={"context_window": WINDOW})
+    a = agent(ws, compaction="off")
+    server.dispatch.fn = browsing
+    for n in range(4):
+        assert a.run(f"please read module {n} and tell me what it does").error is None
+    sent = [(m["role"], content(m)) for m in server.requests[-1]["messages"]]
+    for n in range(8):  # what the turn added while the compactor started: more than the budget holds
+        a.session.assistant(f"thinking aloud, step {n}: " + "so on and so forth " * 300)
+    assert request_size(a.session.read(), ws.config, counter=a.session.counter).total > budget(WINDOW)
+    conversation = a.conversation()
+    assert conversation is not None
+    got = [(m["role"], content(m)) for m in conversation.messages]
+    assert got[:len(sent)] == sent
+    assert len(got) > len(sent)  # what fits of the newest is there too
+    assert a.context_sync.cut is None  # the epoch's requests are not cut because a compaction looked
+    a.close()
+    ws.close()

@@ -90,11 +90,17 @@ def test_summary_replaces_exactly_the_covered_turns(tmp_path):
     session.append("compact", summary="## Task & instructions\nbuild it", model="openai/compact",
                    covers={"first_id": turns[0]["id"], "last_id": turns[4]["id"], "first_turn": 1, "last_turn": 5})
     view = SessionContext.build(session, config, system_prompt="You are terse.")
-    assert [m["role"] for m in view.messages] == ["system", "system", "assistant", "user", "assistant"]
+    # the summary stops inside a turn (after its user message): that message still opens the turns sent
+    assert [m["role"] for m in view.messages] == ["system", "system", "user", "assistant", "user", "assistant"]
     assert view.messages[0]["content"] == "You are terse."
     assert view.messages[1]["content"].startswith("Summary of the earlier conversation (turns 1–5")
     assert "build it" in view.messages[1]["content"]
-    assert [m["content"] for m in view.messages[2:]] == [t["content"] for t in turns[5:]]
+    assert [m["content"] for m in view.messages[2:]] == [t["content"] for t in turns[4:]]
+    # a summary that ends with a whole turn repeats nothing
+    session.append("compact", summary="## Task & instructions\nbuild it", model="openai/compact",
+                   covers={"first_id": turns[0]["id"], "last_id": turns[5]["id"], "first_turn": 1, "last_turn": 6})
+    view = SessionContext.build(session, config, system_prompt="You are terse.")
+    assert [m["content"] for m in view.messages[2:]] == [t["content"] for t in turns[6:]]
 
 
 def test_covered_range_found_by_number_when_its_last_line_is_lost(tmp_path):

@@ -123,10 +123,14 @@ def head_text(base: str, sections: list[str], excerpt: str) -> str:
 
 
 def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: str, tools_tokens: int,
-          count: Callable[[str], int], counter: Callable[[str], int], cut: Cut | None = None) -> Request:
+          count: Callable[[str], int], counter: Callable[[str], int], cut: Cut | None = None,
+          newest_out: bool = False) -> Request:
     """The request for one model call (see the module docstring): the head of `epoch` (an `epoch` record,
     agent.updates), then the turns, leaving out at least what `cut` (of the same epoch) left out. `count`
-    counts message texts, `counter` is the session's record counter (sessions.context.assemble uses it)."""
+    counts message texts, `counter` is the session's record counter (sessions.context.assemble uses it).
+    `newest_out`: what does not fit leaves from the end, newest first, down to the budget (the latest user
+    message too): the conversation a compaction summarizes, whose prefix must stay the bytes the epoch's
+    requests sent (the provider's cache holds them); what leaves is what the compaction keeps verbatim."""
     budget = budget_of(window)
     system = str(epoch.get("system") or "")
     excerpt = str(epoch.get("excerpt") or "")
@@ -158,6 +162,11 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
         if victim == "map" and given.map or victim != "map" and victim in given.units:
             leave_out(victim)
     before = keep.count(False)
+    if newest_out:
+        for victim in range(len(units) - 1, -1, -1):
+            if total <= budget:
+                break
+            leave_out(victim)
     if total > budget:  # in one block, down to half the budget, so that the cut holds for a while
         for victim in order:
             if total <= budget // 2:

@@ -63,8 +63,10 @@ class ContextSync:
         self.turn = turn
         self._excerpt = None
 
-    def request(self, window: int, model: str) -> Request:
-        """The next request, from the log alone: the current epoch's head and the turns after it."""
+    def request(self, window: int, model: str, *, for_compaction: bool = False) -> Request:
+        """The next request, from the log alone: the current epoch's head and the turns after it.
+        `for_compaction`: the conversation a compaction summarizes instead (context.build's `newest_out`):
+        the epoch's requests grown at the end, cut from the end if need be; the epoch's cut is left as is."""
         view = self.session.read()
         epoch = updates.current_epoch(model_view := seen(view))
         if epoch is None:
@@ -76,8 +78,9 @@ class ContextSync:
                              and (found := Cut.of(r.get("left_out"))) is not None), None)
         request = context.build(view, self.config, epoch=epoch, base=self.base, window=window, model=model,
                                 tools_tokens=self.tool_schema_tokens(), count=self.count,
-                                counter=self.session.counter, cut=self.cut)
-        self.cut = request.cut or self.cut
+                                counter=self.session.counter, cut=self.cut, newest_out=for_compaction)
+        if not for_compaction:
+            self.cut = request.cut or self.cut
         return request
 
     def sync(self, window: int, model: str) -> bool:

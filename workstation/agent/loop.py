@@ -512,11 +512,13 @@ class Agent:
         if not self.model_name or updates.current_epoch(seen(self.session.read())) is None:
             return None
         window = self.context_window(self.model_name)
-        try:
-            request = self._request(window, self.model_name)
+        try:  # never a trim at the front: a request the guard found too big (or one grown meanwhile, while
+            # this runs in the background) leaves its newest messages out, the ones the compaction keeps
+            request = self.context_sync.request(window, self.model_name, for_compaction=True)
         except ContextOverflow:
             return None
-        return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug)
+        return Conversation(self.model_name, request.messages, self.toolset.schemas(), self.session.slug,
+                            cut_short=request.newly_trimmed > 0)
 
     def _compact(self, cfg: Config, window: int, events: AgentEvents) -> None:
         if self.refused_compaction("auto", "", events):

@@ -23,6 +23,7 @@ from ..sessions.compaction import compact_now, describe_replaced, uncompact
 from ..sessions.context import seen
 from ..sessions.frontier import frontier
 from ..sessions.plan import current, progress, render
+from ..sessions.recall import recall
 from .checkpoints import fork
 from .commit import commit_session, describe
 from .instructions import NAMES, USER_FILE
@@ -49,6 +50,7 @@ HELP = {
     "/uncompact": "undo the last compaction: the model sees its turns again as before it (automatic compaction "
                   "then waits until the request would not fit the window)",
     "/frontier": "where the work stands, from the log: the user's words, plan, decisions, files, last failure",
+    "/recall N|ID": "turn N whole from the log (one a compaction replaced, too), or the record ID in full",
     "/archive": "summarize this session and move it to the archive; a new session starts",
     "/undo": "restore the files the last turn that changed any changed (refused if someone else changed one since)",
     "/rewind N [files|conversation|both]": "back to before user turn N (default both; the log keeps every line)",
@@ -277,8 +279,14 @@ def _frontier(agent: Agent, rest: str) -> SlashResult:
     text = frontier(view, counter=agent.session.counter).render()
     compact = seen(view).last_compact()
     if compact is not None and compact.get("replaced"):
-        text += f"\n### The newest compaction replaced\n{describe_replaced(compact['replaced'])} (recall turn=N)"
+        text += f"\n### The newest compaction replaced\n{describe_replaced(compact['replaced'])} (/recall N shows one)"
     return SlashResult(text)
+
+
+def _recall(agent: Agent, rest: str) -> SlashResult:
+    if not rest.strip() or len(rest.split()) > 1:
+        raise WorkstationError("usage: /recall N (a turn's number) or /recall ID (a record's id)")
+    return SlashResult(recall(agent.session, rest))
 
 
 def _commit(agent: Agent, rest: str) -> SlashResult:
@@ -403,6 +411,7 @@ _HANDLERS: dict[str, Callable[[Agent, str], SlashResult]] = {
     "/compact": _compact,
     "/uncompact": _uncompact,
     "/frontier": _frontier,
+    "/recall": _recall,
     "/archive": _archive,
     "/undo": _undo,
     "/rewind": _rewind,

@@ -373,6 +373,7 @@ class Conversation:
     messages: list[dict]
     tools: list[dict] | None
     cache_key: str | None = None
+    cut_short: bool = False  # its newest messages were left out to fit the window (see `shows`)
 
 
 def kept_from(view: LogView, plan: CompactPlan) -> dict | None:
@@ -384,6 +385,20 @@ def kept_from(view: LogView, plan: CompactPlan) -> dict | None:
     return turns[at] if at < len(turns) else None
 
 
+def _start_of(record: dict) -> str:
+    """The first words of a record as the conversation shows it, to name it in the instruction."""
+    is_update = record["type"] == "system" and record.get("update") is not None
+    text = update_text(record) if is_update else str(record.get("content") or "")
+    return " ".join(text.split())[:160]
+
+
+def shows(conversation: Conversation, record: dict) -> bool:
+    """Whether the conversation still shows `record` (an agent may send it cut short at its end, so that its
+    prefix stays what the provider cached): a compaction over it must see where its summary stops."""
+    start = _start_of(record)
+    return not start or any(start in " ".join(str(m.get("content") or "").split()) for m in conversation.messages)
+
+
 def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: dict | None) -> list[dict]:
     """The conversation, then one user message asking for the summary of all of it but its newest part."""
     parts = [PROMPT]
@@ -391,8 +406,7 @@ def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: d
         is_update = keep_first["type"] == "system" and keep_first.get("update") is not None
         role = ("your message" if keep_first["type"] == "assistant" else
                 "the user message" if is_update else f"the {keep_first['type']} message")
-        text = update_text(keep_first) if is_update else str(keep_first.get("content") or "")
-        start = " ".join(text.split())[:160]
+        start = _start_of(keep_first)
         parts.append(f"Summarize the conversation above up to, not including, {role} that begins: «{start}»; "
                      "that message and everything after it stay verbatim, so leave them out. The previous "
                      "summary above (if any) is yours to fold in.")
@@ -557,6 +571,10 @@ def _run(session: Session, config: Config, plan: CompactPlan, episodic: Episodic
          cancel: threading.Event | None = None, conversation: Conversation | None = None) -> CompactResult | None:
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
+    keep_first = kept_from(session.read(), plan) if conversation is not None else None
+    if conversation is not None and conversation.cut_short and keep_first is not None \
+            and not shows(conversation, keep_first):
+        conversation = None  # cut short past where the summary stops: a transcript of what it folds in
     models = compact_models(config)
     if conversation is not None and conversation.model not in models[:1]:
         # a separate compaction model: whichever costs less, its transcript cold or the chat model's cache
@@ -567,7 +585,6 @@ def _run(session: Session, config: Config, plan: CompactPlan, episodic: Episodic
     errors: list[str] = []
     if not models:
         errors.append("no model to compact with: set model.name or memory.compact_model")
-    keep_first = kept_from(session.read(), plan) if conversation is not None else None
     for model in models:
         try:
             if conversation is not None and model == conversation.model:

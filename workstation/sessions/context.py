@@ -234,6 +234,11 @@ def assemble(view: LogView, config: Config, *, system_prompt: str | None = None,
     compact = view.last_compact()
     start = covered_count(turns, compact)
     live = conversation_turns(turns[start:])  # without abandoned branches and subagents (imported sessions)
+    if start and live and (live[0]["type"] != "user" or live[0].get("sidechain")):
+        # the summary stops inside a turn (the token guard's cut before one of its steps): the turn's own
+        # user message comes first still, in the user's words (a request opens with one; the model works on it)
+        opener = next((r for r in reversed(turns[:start]) if r["type"] == "user" and not r.get("sidechain")), None)
+        live = [opener, *live] if opener is not None else live
     calls = {c["id"]: c for r in live if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
 
     if epoch is None:
