@@ -109,6 +109,7 @@ class TurnResult:
     context_tokens: int = 0  # of the last request
     trimmed: int = 0  # most turns left out of one request to fit the window
     error: str | None = None
+    stopped: str | None = None  # a limit stopped the turn: "max_steps" (agent.max_steps), "budget" (max_budget_usd)
 
 
 @dataclass
@@ -284,6 +285,7 @@ class Agent:
                 if self._step(spec, result, events, cancel, llm):
                     break
             else:
+                result.stopped = "max_steps"
                 result.error = self._notice(
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
@@ -335,6 +337,7 @@ class Agent:
         verdict = budget.check(self.session.read().records, self.config.agent.max_budget_usd, spec.model,
                                request.tokens, cached)
         if verdict is not None and verdict.over:  # before the request: a budget is never passed, only met
+            result.stopped = "budget"
             result.error = self._notice(verdict.line(), "budget")
             return True
         if cache_break in ("model switch", "tools changed"):
