@@ -152,3 +152,121 @@ def test_every_message_parses_with_the_claude_agent_sdk(tmp_path, server):
         if isinstance(message, sdk.ResultMessage):
             assert message.subtype == "success" and not message.is_error and message.num_turns == 2
     assert kinds == {"SystemMessage", "AssistantMessage", "UserMessage", "ResultMessage"}
+
+
+def unmarked(value):
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
+def test_resume_continues_the_session_with_the_cache_warm(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    server.push(Reply(text="", tool_calls=[("grep", {"pattern": "def fetch"})]), Reply(text="In pkg/core.py."))
+    first = run(root, "-p", "where is fetch?", "--output-format", "json")
+    assert first.returncode == 0, first.stderr
+    slug = json.loads(first.stdout)["session_id"]
+    last_sent, last_usage = server.anthropic_requests[-1], server.usages[-1]
+    server.push(Reply(text="It takes a url."))
+    again = run(root, "--resume", slug, "-p", "and its arguments?", "--output-format", "json")
+    assert again.returncode == 0, again.stderr
+    out = json.loads(again.stdout)
+    assert out["session_id"] == slug and out["result"] == "It takes a url." and out["num_turns"] == 1
+    resumed, usage = server.anthropic_requests[-1], server.usages[-1]
+    # the new process sent the previous request again, with the new message after it (the cache markers
+    # move to the new end: a marker is where a prefix ends, not part of it)
+    resumed, last_sent = unmarked(resumed), unmarked(last_sent)
+    assert resumed["tools"] == last_sent["tools"] and resumed["system"] == last_sent["system"]
+    assert resumed["messages"][:len(last_sent["messages"])] == last_sent["messages"]
+    # and the provider's cache served all of it that the previous request had cached or written
+    warm = last_usage.get("cache_read_input_tokens", 0) + last_usage.get("cache_creation_input_tokens", 0)
+    assert warm > 1024 and usage["cache_read_input_tokens"] >= warm
+    assert out["usage"]["cache_read_input_tokens"] == usage["cache_read_input_tokens"]
+    # --continue: the workspace's latest session
+    server.push(Reply(text="Yes."))
+    cont = run(root, "-p", "--continue", "sure?", "--output-format", "json")
+    assert cont.returncode == 0, cont.stderr and json.loads(cont.stdout)["session_id"] == slug
+
+
+def test_input_from_stdin_and_the_text_format(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    server.push(Reply(text="Hello from stdin."))
+    proc = run(root, "exec", stdin="say hello\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Hello from stdin.\n"
+    assert server.requests[-1]["messages"][-1]["content"].strip().endswith("say hello")
+
+
+def test_max_turns_stops_the_run(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    server.dispatch.fn = lambda body: Reply(text="", tool_calls=[("grep", {"pattern": "def"})])
+    proc = run(root, "-p", "loop", "--max-turns", "2", "--output-format", "stream-json")
+    assert proc.returncode == 3, proc.stderr
+    end = lines(proc)[-1]
+    assert end["subtype"] == "error_max_turns" and end["is_error"] and end["num_turns"] == 2
+    assert len(server.requests) - server.mark == 2
+
+
+def test_max_budget_usd_stops_the_run_before_it_passes(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    server.dispatch.fn = lambda body: Reply(text="", tool_calls=[("grep", {"pattern": "def"})])
+    proc = run(root, "-p", "loop", "--max-budget-usd", "0.04", "--max-turns", "60", "--output-format", "stream-json")
+    assert proc.returncode == 4, proc.stderr
+    out = lines(proc)
+    end = out[-1]
+    assert end["subtype"] == "error_max_budget_usd" and end["is_error"]
+    assert 1 < end["num_turns"] < 60 and len(server.requests) - server.mark == end["num_turns"]
+    assert 0 < end["total_cost_usd"] <= 0.04 and "budget" in end["errors"][0]
+    # a budget no request fits: nothing is sent
+    mark = len(server.requests)
+    none = run(root, "-p", "loop", "--max-budget-usd", "0.000001", "--output-format", "json")
+    assert none.returncode == 4 and json.loads(none.stdout)["num_turns"] == 0 and len(server.requests) == mark
+
+
+def test_allowed_tools_are_the_only_ones_offered_and_run(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    server.push(Reply(text="", tool_calls=[("run_command", {"command": "touch pwned"}),
+                                           ("grep", {"pattern": "def fetch"})]),
+                Reply(text="done"))
+    proc = run(root, "-p", "look", "--allowedTools", "Grep,Read", "--output-format", "stream-json")
+    assert proc.returncode == 0, proc.stderr
+    offered = {t["name"] for t in server.anthropic_requests[-1]["tools"]}
+    assert offered == {"grep", "read_lines", "file_meta"}
+    out = lines(proc)
+    assert set(out[0]["tools"]) == offered
+    refused, found = out[2]["message"]["content"][0], out[3]["message"]["content"][0]
+    assert refused["is_error"] and "not allowed in this run" in refused["content"]
+    assert not found["is_error"] and "pkg/core.py" in found["content"]
+    assert not (root / "pwned").exists()
+    assert out[-1]["permission_denials"] == [{"tool_name": "run_command", "tool_use_id": refused["tool_use_id"],
+                                              "tool_input": {"command": "touch pwned"}}]
+    server.push(Reply(text="ok"))
+    proc = run(root, "-p", "look", "--disallowed-tools", "Bash", "--output-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    offered = {t["name"] for t in server.anthropic_requests[-1]["tools"]}
+    assert "run_command" not in offered and "grep" in offered and "replace_lines" in offered
+
+
+@pytest.mark.parametrize("args, says", [
+    (["-p", "hi", "--output-format", "yaml"], "'yaml' is not one of"),
+    (["-p", "hi", "--resume", "../etc"], "--resume: invalid session name"),
+    (["-p", "hi", "--resume", "no-such-session"], "--resume: no session named no-such-session"),
+    (["-p", "hi", "--max-budget-usd", "lots"], "'lots' is not a valid float"),
+    (["-p", "hi", "--max-budget-usd", "-1"], "a positive number of dollars"),
+    (["-p", "hi", "--max-turns", "0"], "--max-turns"),
+    (["-p", "hi", "--allowed-tools", "Bash(git log:*)"], "patterns are not supported"),
+    (["-p", "hi", "--allowed-tools", "Teleport"], "unknown tool 'Teleport'"),
+    (["-p", "--continue", "hi"], "--continue: this workspace has no session"),
+    (["exec"], "the prompt is empty"),  # standard input is no terminal here, and empty
+    (["-p", "   "], "the prompt is empty"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, server, args, says):
+    root = _setup(tmp_path, server.url)
+    proc = run(root, *args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert len(server.requests) == server.mark
+    assert not list((root / ".workstation" / "sessions").glob("*.jsonl")) if (root / ".workstation").exists() else True
