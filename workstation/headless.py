@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from . import __version__
+from .agent.modes import CLAUDE_NAMES
 from .agent.tools import Tool, ToolContext, ToolResult, Toolset
 from .errors import WorkstationError
 from .hooks import tool_names
@@ -33,10 +34,6 @@ from .host import Event, Notice, RecordWritten, TurnFinished
 from .sessions.billing import bill
 
 FORMATS = ("text", "json", "stream-json")
-
-# our permission modes as Claude Code names them (the SDK's PermissionMode)
-CLAUDE_MODES = {"ask": "default", "edits": "acceptEdits", "plan": "plan", "auto": "bypassPermissions"}
-
 
 # --------------------------------------------------------------------------- --allowed-tools
 def tool_list(values: tuple[str, ...] | list[str]) -> list[str]:
@@ -95,8 +92,8 @@ class Stream:
     def init(self) -> dict:
         return {"type": "system", "subtype": "init", "uuid": _uuid(), "session_id": self.session_id,
                 "cwd": self.cwd, "model": self.model, "tools": self.tools, "mcp_servers": self.mcp_servers,
-                "permissionMode": CLAUDE_MODES.get(self.permission_mode, "default"),
-                "permission_mode": self.permission_mode,  # ours (CLAUDE_MODES maps it)
+                "permissionMode": CLAUDE_NAMES.get(self.permission_mode, "default"),
+                "permission_mode": self.permission_mode,  # ours (agent.modes.CLAUDE_NAMES maps it)
                 "slash_commands": self.slash_commands, "skills": self.skills, "plugins": [], "agents": [],
                 "apiKeySource": self.api_key_source, "output_style": "default",
                 # not Claude Code: the field is required, so it names us

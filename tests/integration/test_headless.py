@@ -259,6 +259,7 @@ def test_allowed_tools_are_the_only_ones_offered_and_run(tmp_path, server):
     (["-p", "hi", "--allowed-tools", "Bash(git log:*)"], "patterns are not supported"),
     (["-p", "hi", "--allowed-tools", "Teleport"], "unknown tool 'Teleport'"),
     (["-p", "--continue", "hi"], "--continue: this workspace has no session"),
+    (["-p", "hi", "--permission-mode", "yolo"], "'yolo' is not one of"),
     (["exec"], "the prompt is empty"),  # standard input is no terminal here, and empty
     (["-p", "   "], "the prompt is empty"),
 ])
@@ -270,3 +271,63 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, server, args, says):
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert len(server.requests) == server.mark
     assert not list((root / ".workstation" / "sessions").glob("*.jsonl")) if (root / ".workstation").exists() else True
+
+
+UTIL = "pkg/util.py"
+
+
+def test_plan_mode_headless_writes_and_runs_nothing(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    before = (root / UTIL).read_text()
+    server.push(Reply(tool_calls=[("replace_lines", {"path": UTIL, "start": 1, "end": 1, "content": "# gone\n"})]),
+                Reply(tool_calls=[("write_file", {"path": "new.py", "content": "x = 1\n"})]),
+                Reply(tool_calls=[("run_command", {"cmd": "touch ran"})]),
+                Reply(text="Plan:\n1. Add a docstring to clean."))
+    proc = run(root, "-p", "improve util", "--permission-mode", "plan", "--output-format", "stream-json")
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc)
+    assert out[0]["permissionMode"] == "plan" and out[0]["permission_mode"] == "plan"
+    results = [m["message"]["content"][0] for m in out if m["type"] == "user"]
+    assert len(results) == 3 and all(r["is_error"] and "plan mode" in r["content"] for r in results)
+    assert (root / UTIL).read_text() == before and not (root / "new.py").exists() and not (root / "ran").exists()
+    assert out[-1]["result"].startswith("Plan:") and out[-1]["subtype"] == "success"
+
+
+def test_default_mode_asks_so_a_headless_edit_is_refused_and_listed(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    before = (root / UTIL).read_text()
+    server.push(Reply(tool_calls=[("replace_lines", {"path": UTIL, "start": 1, "end": 1, "content": "# gone\n"})]),
+                Reply(text="could not"))
+    proc = run(root, "-p", "edit", "--permission-mode", "default", "--output-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    end = json.loads(proc.stdout)
+    assert (root / UTIL).read_text() == before
+    assert [d["tool_name"] for d in end["permission_denials"]] == ["replace_lines"]
+
+
+def test_auto_mode_headless_never_asks_and_never_reaches_the_network(tmp_path, server):
+    from workstation import sandbox
+    from workstation.sandbox import Policy
+
+    if not sandbox.status(Policy(".")).full:
+        pytest.skip(sandbox.status(Policy(".")).line)
+    root = _setup(tmp_path, server.url, command_network=True)  # auto keeps the network off all the same
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])  # the scripted server: it answers on 127.0.0.1
+    probe = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); "
+             "print('CON' + 'NECTED')\"")
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch made-by-auto"})]),
+                Reply(tool_calls=[("run_command", {"cmd": probe})]), Reply(text="done"))
+    proc = run(root, "-p", "go", "--permission-mode", "bypassPermissions", "--output-format", "stream-json")
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc)
+    assert out[0]["permissionMode"] == "bypassPermissions" and out[0]["permission_mode"] == "auto"
+    assert (root / "made-by-auto").exists() and out[-1]["permission_denials"] == []
+    probed = [m["message"]["content"][0]["content"] for m in out if m["type"] == "user"][-1]
+    assert "CONNECTED" not in probed and "[exit 1" in probed
+
+
+def test_the_mode_names_of_the_option_are_the_cores():
+    from workstation.agent.modes import CLAUDE_NAMES, MODES
+    from workstation.cli.headless_cmds import MODE_NAMES
+
+    assert set(MODE_NAMES) == set(MODES) | set(CLAUDE_NAMES.values())

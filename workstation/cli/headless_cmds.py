@@ -18,6 +18,8 @@ EXIT = {"success": 0, "error_during_execution": 1, "error_max_turns": 3, "error_
 EXIT_HELP = ("Exit codes: 0 success; 1 an error during the run (the model, a hook that refused the prompt); "
              "2 bad input (an option's value, a session that does not exist, no prompt, no model); "
              "3 --max-turns reached; 4 --max-budget-usd reached; 130 interrupted.")
+# agent.modes: ours, then Claude Code's names (kept here so that --help imports no agent stack; a test checks)
+MODE_NAMES = ("ask", "edits", "plan", "auto", "default", "acceptEdits", "bypassPermissions")
 STATES = {"ready": "connected", "starting": "pending", "failed": "failed", "stopped": "failed"}  # Claude Code's
 
 
@@ -39,11 +41,15 @@ STATES = {"ready": "connected", "starting": "pending", "failed": "failed", "stop
                    "separated); a call to another is refused.")
 @click.option("--disallowed-tools", "--disallowedTools", "disallowed", multiple=True, metavar="TOOLS",
               help="Never offer these tools (as --allowed-tools).")
+@click.option("--permission-mode", "mode", type=click.Choice(MODE_NAMES), default=None,
+              help="ask, edits, plan or auto (or Claude Code's names for them: default, acceptEdits, "
+                   "bypassPermissions) for this run (agent.permission_mode). Nobody is asked: what would ask "
+                   "is refused.")
 @click.option("--model", "model", default=None, help="litellm model string for this run (as `workstation --model`).")
 @pass_workspace
 def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, max_turns: int | None,
                  max_budget_usd: float | None, allowed: tuple[str, ...], disallowed: tuple[str, ...],
-                 model: str | None) -> None:
+                 mode: str | None, model: str | None) -> None:
     """Run the agent on TEXT headlessly (TEXT `-` or none: standard input) and print what it did."""
     from ..errors import WorkstationError
 
@@ -63,6 +69,10 @@ def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, m
     overrides: dict = {}
     if max_turns is not None:
         overrides["agent"] = {"max_steps": max_turns}
+    if mode is not None:
+        from ..agent.modes import from_claude  # lazy: as above
+
+        overrides.setdefault("agent", {})["permission_mode"] = from_claude(mode)
     if max_budget_usd is not None:
         overrides.setdefault("agent", {})["max_budget_usd"] = _budget(run_ws, session, max_budget_usd)
     if overrides:
@@ -164,7 +174,7 @@ def _run(ws, hosted, text: str, fmt: str) -> int:
     catalog = hosted.agent.ctx.skills
     servers = servers_of(getattr(toolset, "base", toolset))
     stream = Stream(session_id=hosted.slug, model=hosted.agent.model_name, cwd=str(ws.root),
-                    tools=list(toolset.tools),
+                    tools=list(toolset.tools), permission_mode=hosted.mode,
                     mcp_servers=[{"name": s.name, "status": STATES.get(s.state, s.state)} for s in servers],
                     slash_commands=sorted(catalog.commands) if catalog is not None else [],
                     skills=sorted(catalog.skills) if catalog is not None else [],
