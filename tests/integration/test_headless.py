@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
 import typing
 from pathlib import Path
@@ -331,3 +332,30 @@ def test_the_mode_names_of_the_option_are_the_cores():
     from workstation.cli.headless_cmds import MODE_NAMES
 
     assert set(MODE_NAMES) == set(MODES) | set(CLAUDE_NAMES.values())
+
+
+def test_ctrl_c_stops_the_run_and_the_result_is_still_written(tmp_path, server):
+    import signal
+
+    root = _setup(tmp_path, server.url)
+    server.push(Reply(text="too late", delay_s=60))
+    env = {**os.environ, TEST_KEY_ENV: FAKE_API_KEY, "WORKSTATION_HOME": str(root.parent / "home")}
+    env.pop("WORKSTATION_MODEL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "workstation", "-C", str(root), "-p", "wait",
+                             "--output-format", "stream-json"], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        init = json.loads(proc.stdout.readline())
+        assert init["subtype"] == "init"
+        while len(server.requests) == server.mark:  # the request is on its way: the model "thinks"
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    end = json.loads(rest.splitlines()[-1])
+    assert end["type"] == "result" and end["subtype"] == "error_during_execution" and end["is_error"], end
+    assert end["errors"] == ["cancelled"] and "Traceback" not in err
+    server._queue.clear()  # the answer nobody waited for was taken already; nothing else is queued

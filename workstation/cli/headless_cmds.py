@@ -6,7 +6,9 @@ output format. See docs/usage.md ("Headless runs").
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 
 import click
 
@@ -161,10 +163,45 @@ def _nobody(request) -> bool:
     return False
 
 
+def _turn(hosted, text: str, sink, *, stream: bool):
+    """The turn on a thread of its own, so that Ctrl+C or SIGTERM stops it as Escape does in the app and the
+    result is still written: (TurnFinished or None, why it was refused, the exit code of an interruption)."""
+    from .. import host as host_mod  # lazy: loaded by the host already
+    from ..errors import WorkstationError
+
+    box: dict = {}
+    done = threading.Event()  # not Thread.join: a join Ctrl+C interrupts may take the thread for ended
+
+    def work() -> None:
+        try:
+            box["finished"] = host_mod.TurnFinished(hosted.run(text, sink, stream=stream))
+        except WorkstationError as err:  # refused before it began (a hook, an empty message)
+            box["refused"] = str(err)
+        except BaseException as err:  # a bug: raised again on the main thread, with its traceback
+            box["crash"] = err
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="headless-turn", daemon=True)
+    worker.start()
+    interrupted = None
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt:
+            interrupted = 130
+            hosted.stop()
+        except SystemExit as stop:  # SIGTERM (process.exit_on_sigterm)
+            interrupted = stop.code if isinstance(stop.code, int) else 143
+            hosted.stop()
+    if "crash" in box:
+        raise box["crash"]
+    return box.get("finished"), box.get("refused", ""), interrupted
+
+
 def _run(ws, hosted, text: str, fmt: str) -> int:
     """The run, its output in `fmt`; the exit code."""
     from .. import host as host_mod  # lazy: loaded by the host already
-    from ..errors import WorkstationError
     from ..headless import Stream, line
     from ..mcp.client import servers_of
 
@@ -180,34 +217,46 @@ def _run(ws, hosted, text: str, fmt: str) -> int:
                     skills=sorted(catalog.skills) if catalog is not None else [],
                     api_key_source=ws.config.model.api_key_env or "none")
 
+    gone = threading.Event()  # the reader closed our standard output
+
+    def out(text: str, nl: bool = True) -> None:
+        if gone.is_set():
+            return
+        try:
+            click.echo(text, nl=nl)
+            sys.stdout.flush()
+        except BrokenPipeError:  # nobody reads on: stop the run, say nothing more
+            gone.set()
+            hosted.stop()
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
     def emit(message: dict) -> None:
-        click.echo(line(message))
-        sys.stdout.flush()
+        out(line(message))
 
     def sink(event) -> None:
         if fmt == "stream-json":
             for message in stream.event(event):
                 emit(message)
         elif fmt == "text" and isinstance(event, host_mod.TextFragment):
-            click.echo(safe(event.text), nl=False)
+            out(safe(event.text), nl=False)
         elif fmt == "text" and isinstance(event, host_mod.Retry):
             click.echo(safe(f"\n[retrying: {event.why}]"), err=True)
 
     if fmt == "stream-json":
         emit(stream.init())
-    finished, refused = None, ""
-    try:
-        finished = host_mod.TurnFinished(hosted.run(text, sink, stream=fmt == "text"))
-    except WorkstationError as err:  # refused before it began (a hook, an empty message)
-        refused = str(err)
+    finished, refused, interrupted = _turn(hosted, text, sink, stream=fmt == "text")
     result = stream.result(finished, session.read().records[before:], error=refused)
     if fmt != "text":
         emit(result)
     else:
         if finished is not None and finished.result.text:
-            click.echo()
+            out("")
         if result["is_error"]:
             click.echo(safe(f"error: {(result.get('errors') or [result['subtype']])[0]}"), err=True)
+    if interrupted is not None:
+        return interrupted
+    if gone.is_set():
+        return EXIT["error_during_execution"]
     return EXIT.get(result["subtype"], 1)
 
 
