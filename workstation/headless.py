@@ -149,9 +149,10 @@ class Stream:
                             "stop_sequence": None, "usage": usage([record])}}
 
     def result(self, finished: TurnFinished | None, records: list[dict], *, subtype: str = "",
-               error: str = "") -> dict:
-        """The last message: `finished` the turn's end (None: it never began; `error` says why), `records` what
-        the run wrote to the log (billed as sessions.billing bills them)."""
+               error: str = "", reply: str | None = None) -> dict:
+        """The last message: `finished` the turn's end (None: it never began; `error` says why; `reply` what a
+        slash command said instead), `records` what the run wrote to the log (billed as sessions.billing bills
+        them)."""
         outcome = finished.result if finished is not None else None
         error = error or (outcome.error if outcome is not None and outcome.error else "")
         subtype = subtype or STOPPED.get(outcome.stopped or "" if outcome is not None else "", "") or \
@@ -161,7 +162,8 @@ class Stream:
                    "duration_ms": round((time.monotonic() - self.started) * 1000),
                    "duration_api_ms": round(sum(float(r.get("latency_ms") or 0) for r in records
                                                 if r.get("type") == "assistant")),
-                   "num_turns": len(steps), "result": outcome.text if outcome is not None else "",
+                   "num_turns": len(steps),
+                   "result": reply if reply is not None else outcome.text if outcome is not None else "",
                    "session_id": self.session_id, "stop_reason": "end_turn" if subtype == "success" else None,
                    "total_cost_usd": round(bill(records).total.cost_usd, 8), "usage": usage(records),
                    "permission_denials": self._denials(records), "uuid": _uuid(),

@@ -359,3 +359,17 @@ def test_ctrl_c_stops_the_run_and_the_result_is_still_written(tmp_path, server):
     assert end["type"] == "result" and end["subtype"] == "error_during_execution" and end["is_error"], end
     assert end["errors"] == ["cancelled"] and "Traceback" not in err
     server._queue.clear()  # the answer nobody waited for was taken already; nothing else is queued
+
+
+def test_a_built_in_slash_command_runs_without_the_model(tmp_path, server):
+    root = _setup(tmp_path, server.url)
+    proc = run(root, "-p", "/grep def clean", "--output-format", "stream-json")
+    assert proc.returncode == 0, proc.stderr
+    init, end = lines(proc)
+    assert init["subtype"] == "init" and end["subtype"] == "success" and end["num_turns"] == 0
+    assert end["result"].strip() == "pkg/util.py:4: def clean(text: str) -> str:"
+    assert len(server.requests) == server.mark  # no model call
+    text = run(root, "-p", "/grep def clean")
+    assert text.returncode == 0 and text.stdout.strip() == "pkg/util.py:4: def clean(text: str) -> str:"
+    bad = run(root, "-p", "/no-such-command", "--output-format", "json")
+    assert bad.returncode == 1 and json.loads(bad.stdout)["subtype"] == "error_during_execution"

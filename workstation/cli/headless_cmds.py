@@ -95,7 +95,8 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
     from ..agent.loop import NO_MODEL
     from ..errors import WorkstationError
 
-    if ws.model_spec() is None:
+    slash = text.strip().startswith("/")  # a built-in command runs here, without a model; a custom one is sent
+    if not slash and ws.model_spec() is None:
         raise click.UsageError(NO_MODEL)  # before a session is made for nothing
     host = host_mod.Host.open(ws, exits_after_turn=True,
                               on_notice=lambda line: click.echo(safe(f"[{line}]"), err=True))
@@ -112,9 +113,15 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
             session = Session.create(ws.paths, title=text[:60])
         hosted = host.session(session, approve=_nobody, toolset=toolset)
         try:
-            return _run(ws, hosted, text, fmt)
+            if slash:
+                from ..agent import slash as slash_mod  # lazy: as above
+
+                slash = not slash_mod.is_custom(hosted.agent, text)
+            if not slash and ws.model_spec() is None:
+                raise click.UsageError(NO_MODEL)
+            return _run(ws, hosted, text, fmt, slash=slash)
         finally:
-            hosted.close(remove_if_empty=not keep)
+            hosted.close(remove_if_empty=not keep)  # a slash command that said nothing leaves no session
     finally:
         host.close()
 
@@ -199,8 +206,8 @@ def _turn(hosted, text: str, sink, *, stream: bool):
     return box.get("finished"), box.get("refused", ""), interrupted
 
 
-def _run(ws, hosted, text: str, fmt: str) -> int:
-    """The run, its output in `fmt`; the exit code."""
+def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False) -> int:
+    """The run (`slash`: a built-in slash command, /compact, /undo...), its output in `fmt`; the exit code."""
     from .. import host as host_mod  # lazy: loaded by the host already
     from ..headless import Stream, line
     from ..mcp.client import servers_of
@@ -244,12 +251,22 @@ def _run(ws, hosted, text: str, fmt: str) -> int:
 
     if fmt == "stream-json":
         emit(stream.init())
-    finished, refused, interrupted = _turn(hosted, text, sink, stream=fmt == "text")
-    result = stream.result(finished, session.read().records[before:], error=refused)
+    if slash:
+        from ..agent import slash as slash_mod  # lazy: as above
+
+        said = slash_mod.run(hosted.agent, text)
+        interrupted = None
+        result = stream.result(None, session.read().records[before:], reply=said.text,
+                               error="" if said.ok else said.text.splitlines()[0] if said.text else "failed")
+        if fmt == "text":
+            out(safe(said.text))
+    else:
+        finished, refused, interrupted = _turn(hosted, text, sink, stream=fmt == "text")
+        result = stream.result(finished, session.read().records[before:], error=refused)
     if fmt != "text":
         emit(result)
     else:
-        if finished is not None and finished.result.text:
+        if not slash and result["result"]:
             out("")
         if result["is_error"]:
             click.echo(safe(f"error: {(result.get('errors') or [result['subtype']])[0]}"), err=True)
