@@ -271,7 +271,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, server, args, says):
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and says in proc.stderr, proc.stderr
     assert proc.stdout == "" and "Traceback" not in proc.stderr
     assert len(server.requests) == server.mark
-    assert not list((root / ".workstation" / "sessions").glob("*.jsonl")) if (root / ".workstation").exists() else True
+    assert (root / ".workstation" / "sessions").is_dir()
+    assert not list((root / ".workstation" / "sessions").glob("*.jsonl"))  # no session made for nothing
 
 
 UTIL = "pkg/util.py"
