@@ -102,7 +102,8 @@ def test_stream_json_is_claude_codes_shape(tmp_path, server):
     root = _setup(tmp_path, server.url)
     server.push(Reply(text="Looking.", tool_calls=[("grep", {"pattern": "def fetch"})]),
                 Reply(text="fetch is in pkg/core.py."))
-    proc = run(root, "-p", "where is fetch?", "--output-format", "stream-json")
+    # as a script written for Claude Code says it (`--verbose`: stream-json needs it there)
+    proc = run(root, "-p", "where is fetch?", "--output-format", "stream-json", "--verbose")
     assert proc.returncode == 0, proc.stderr
     out = lines(proc)
     assert [m["type"] for m in out] == ["system", "assistant", "user", "assistant", "result"]

@@ -48,10 +48,12 @@ STATES = {"ready": "connected", "starting": "pending", "failed": "failed", "stop
                    "bypassPermissions) for this run (agent.permission_mode). Nobody is asked: what would ask "
                    "is refused.")
 @click.option("--model", "model", default=None, help="litellm model string for this run (as `workstation --model`).")
+@click.option("--verbose", is_flag=True, help="Accepted for Claude Code's command lines (which need it with "
+              "stream-json); every message is written anyway.")
 @pass_workspace
 def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, max_turns: int | None,
                  max_budget_usd: float | None, allowed: tuple[str, ...], disallowed: tuple[str, ...],
-                 mode: str | None, model: str | None) -> None:
+                 mode: str | None, model: str | None, verbose: bool) -> None:
     """Run the agent on TEXT headlessly (TEXT `-` or none: standard input) and print what it did."""
     from ..errors import WorkstationError
 
