@@ -220,7 +220,7 @@ def test_max_budget_usd_stops_the_run_before_it_passes(tmp_path, server):
     end = out[-1]
     assert end["subtype"] == "error_max_budget_usd" and end["is_error"]
     assert 1 < end["num_turns"] < 60 and len(server.requests) - server.mark == end["num_turns"]
-    assert 0 < end["total_cost_usd"] <= 0.04 and "budget" in end["errors"][0]
+    assert 0 < end["total_cost_usd"] <= 0.04 and "past --max-budget-usd $0.04" in end["errors"][0]
     # a budget no request fits: nothing is sent
     mark = len(server.requests)
     none = run(root, "-p", "loop", "--max-budget-usd", "0.000001", "--output-format", "json")
@@ -375,3 +375,12 @@ def test_a_built_in_slash_command_runs_without_the_model(tmp_path, server):
     assert text.returncode == 0 and text.stdout.strip() == "pkg/util.py:4: def clean(text: str) -> str:"
     bad = run(root, "-p", "/no-such-command", "--output-format", "json")
     assert bad.returncode == 1 and json.loads(bad.stdout)["subtype"] == "error_during_execution"
+
+
+def test_a_smaller_configured_budget_still_holds(tmp_path, server):
+    root = _setup(tmp_path, server.url, max_budget_usd=0.000001)
+    proc = run(root, "-p", "go", "--max-budget-usd", "5", "--output-format", "json")
+    assert proc.returncode == 4, proc.stderr
+    end = json.loads(proc.stdout)
+    assert end["num_turns"] == 0 and "agent.max_budget_usd" in end["errors"][0]
+    assert len(server.requests) == server.mark

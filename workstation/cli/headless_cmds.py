@@ -77,13 +77,16 @@ def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, m
         from ..agent.modes import from_claude  # lazy: as above
 
         overrides.setdefault("agent", {})["permission_mode"] = from_claude(mode)
+    flag_budget = None  # the run's own budget, when it is the one that holds (not a smaller configured one)
     if max_budget_usd is not None:
-        overrides.setdefault("agent", {})["max_budget_usd"] = _budget(run_ws, session, max_budget_usd)
+        limit, flag_binds = _budget(run_ws, session, max_budget_usd)
+        overrides.setdefault("agent", {})["max_budget_usd"] = limit
+        flag_budget = max_budget_usd if flag_binds else None
     if overrides:
         run_ws = run_ws.with_overrides(overrides)
     try:
         code = _hosted(run_ws, session, text, fmt, allowed_names, disallowed_names, keep=cont or bool(slug),
-                       restricted=Restricted)
+                       restricted=Restricted, budget=flag_budget)
     finally:
         if run_ws is not ws:
             run_ws.close()
@@ -91,7 +94,7 @@ def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, m
 
 
 def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: list[str], *, keep: bool,
-            restricted) -> int:
+            restricted, budget: float | None) -> int:
     """The run under a host of its own (its MCP servers stop with it); the exit code."""
     from .. import host as host_mod  # lazy: the agent stack and the MCP SDK, ~300 ms
     from ..agent.loop import NO_MODEL
@@ -121,7 +124,7 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
                 slash = not slash_mod.is_custom(hosted.agent, text)
             if not slash and ws.model_spec() is None:
                 raise click.UsageError(NO_MODEL)
-            return _run(ws, hosted, text, fmt, slash=slash)
+            return _run(ws, hosted, text, fmt, slash=slash, budget=budget)
         finally:
             hosted.close(remove_if_empty=not keep)  # a slash command that said nothing leaves no session
     finally:
@@ -157,14 +160,17 @@ def _session(ws, cont: bool, slug: str | None):
     return None
 
 
-def _budget(ws, session, usd: float) -> float:
+def _budget(ws, session, usd: float) -> tuple[float, bool]:
     """agent.max_budget_usd for a run that may spend `usd` (that budget counts a session's whole bill): what
-    the session cost so far plus `usd`, never more than a configured budget allows."""
+    the session cost so far plus `usd`, never more than a configured budget allows; and whether `usd` is the
+    budget that holds."""
     from ..sessions.billing import bill  # lazy: as above
 
     spent = bill(session.read().records).total.cost_usd if session is not None else 0.0
     configured = ws.config.agent.max_budget_usd
-    return min(spent + usd, configured) if configured else spent + usd
+    if configured and configured < spent + usd:
+        return configured, False
+    return spent + usd, True
 
 
 def _nobody(request) -> bool:
@@ -208,7 +214,7 @@ def _turn(hosted, text: str, sink, *, stream: bool):
     return box.get("finished"), box.get("refused", ""), interrupted
 
 
-def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False) -> int:
+def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float | None = None) -> int:
     """The run (`slash`: a built-in slash command, /compact, /undo...), its output in `fmt`; the exit code."""
     from .. import host as host_mod  # lazy: loaded by the host already
     from ..headless import Stream, line
@@ -265,6 +271,9 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False) -> int:
     else:
         finished, refused, interrupted = _turn(hosted, text, sink, stream=fmt == "text")
         result = stream.result(finished, session.read().records[before:], error=refused)
+        if result["subtype"] == "error_max_budget_usd" and budget is not None:  # the loop names the config key
+            result["errors"] = [f"stopped: the next request would take this run past --max-budget-usd "
+                                f"${budget:g} (${result['total_cost_usd']:.4f} spent)"]
     if fmt != "text":
         emit(result)
     else:
