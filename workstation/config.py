@@ -120,6 +120,11 @@ class MemoryConfig(_Section):
         return None
 
 
+# The permission modes (agent.modes), from the least the agent may do alone to the most: a workspace's config
+# may choose one to the left of the user's, never one to the right.
+PERMISSION_MODES = ("plan", "ask", "edits", "auto")
+
+
 def _default_allow() -> list[str]:
     return ["git status", "git diff", "git log", "ls", "pytest", "python -m pytest", "python3 -m pytest"]
 
@@ -152,6 +157,10 @@ class AgentConfig(_Section):
     # what a session may cost as billed, sub-agents and compactions included: a turn stops before the request
     # that would pass it (0: no budget)
     max_budget_usd: Annotated[float, Meta(ge=0, le=1_000_000)] = 0.0
+    # what the agent may do without asking (docs/usage.md "Permission modes"): ask (edits and commands ask),
+    # edits (edits apply, commands ask unless allow-listed), plan (read-only, ends with a plan you approve),
+    # auto (everything runs inside the sandbox without asking, no network); a workspace may only lower it
+    permission_mode: Literal["ask", "edits", "plan", "auto"] = "edits"
 
     @staticmethod
     def _check_command_allow(entries: list[str]) -> None:
@@ -550,6 +559,12 @@ def _lowered(applied: dict[str, Any], user: "Config") -> tuple[dict[str, Any], l
                 body[key] = mine
                 held.append(f"{section}.{key} = {theirs} (yours: {mine})")
     agent = out.get("agent")
+    theirs = agent.get("permission_mode") if isinstance(agent, dict) else None
+    mine = user.agent.permission_mode
+    if isinstance(agent, dict) and theirs in PERMISSION_MODES and \
+            PERMISSION_MODES.index(theirs) > PERMISSION_MODES.index(mine):
+        agent["permission_mode"] = mine  # the workspace may ask for less freedom, never more
+        held.append(f"agent.permission_mode = {theirs!r} (yours: {mine!r})")
     if isinstance(agent, dict) and isinstance(agent.get("sandbox_hide"), list):
         # a workspace hides more, never less: only the user's own config un-hides what the defaults hide
         agent["sandbox_hide"] = list(dict.fromkeys([*user.agent.sandbox_hide, *agent["sandbox_hide"]]))

@@ -9,6 +9,8 @@ A front end says what it is and what it can do; the host does the rest, the same
 * **Cancel**: `HostedSession.cancel` stops the running turn (the model call, a running command, a question
   waiting for its answer).
 * **Approvals**: the front end's approver (agent.approval.Approver) is the agent's.
+* **Permission modes** (agent.modes): `HostedSession.mode`, `set_mode`, `cycle_mode`; a turn in plan mode
+  ends with `TurnResult.plan`, which the front end's user approves (`approve_plan`, maybe edited) or rejects.
 * **The compaction policy**: a front end whose process exits after the turn (`exits_after_turn`: `chat`)
   compacts before the request on the agent's thread, since a background compaction would be cancelled at
   exit; one that stays (the app, ACP) may compact in the background. Either way the guard compacts
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Union
 
 from .agent.loop import Agent, AgentEvents, TurnResult
+from .errors import WorkstationError
 
 if TYPE_CHECKING:
     from .agent.approval import Approver
@@ -211,6 +214,41 @@ class HostedSession:
     def stop(self) -> None:
         """Stop the running turn, as Escape does."""
         self.cancel.set()
+
+    # ------------------------------------------------------------------ permission modes (agent.modes)
+    @property
+    def mode(self) -> str:
+        """The permission mode: ask, edits, plan or auto."""
+        return self.agent.mode
+
+    def set_mode(self, mode: str) -> str:
+        """Switch the permission mode (ours, or Claude Code's name for it); WorkstationError for neither. It
+        holds from the next tool call on; the model is told at its next turn. Returns the mode (ours)."""
+        return self.agent.set_mode(mode)
+
+    def cycle_mode(self) -> str:
+        """The next mode (Shift+Tab in the app)."""
+        return self.agent.permissions.cycle()
+
+    def approve_plan(self, plan: str, sink: Sink | None = None, *, edited: bool = False,
+                     stream: bool = True) -> TurnResult:
+        """The user approved the plan a turn in plan mode ended with (`edited`: as they changed it): back to
+        the mode before plan, and a turn that carries it out."""
+        from .agent.modes import plan_approved
+
+        if not plan.strip():
+            raise WorkstationError("an empty plan: nothing to approve")
+        self.agent.permissions.leave_plan()
+        return self.run(plan_approved(plan, edited), sink, stream=stream)
+
+    def reject_plan(self) -> str:
+        """The user rejected the plan: the mode stays plan, nothing changed, and the model hears so with the
+        user's next message. Returns the mode."""
+        with self.host.turn:
+            self.agent.session.system("[The user rejected your plan: nothing was changed; you are still in plan "
+                                      "mode. Their next message says what to do instead.]",
+                                      update={"plan": "rejected"})
+        return self.mode
 
     def close(self, *, remove_if_empty: bool = True) -> None:
         """Close the agent (its memory; a background compaction stops); an empty session leaves no file."""

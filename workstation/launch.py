@@ -9,7 +9,7 @@ from .errors import ConfigError, WorkstationError
 from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/integration/test_launch.py checks this against workstation.cli.main.
-COMMANDS = frozenset({"acp", "chat", "find", "impact", "import", "index", "map", "mcp", "memory", "reflect",
+COMMANDS = frozenset({"acp", "chat", "exec", "find", "impact", "import", "index", "map", "mcp", "memory", "reflect",
                       "replay", "report", "sandbox", "session", "sidecar", "team", "trust", "ui", "watch"})
 
 

@@ -70,6 +70,15 @@ class Workspace:
         return Workspace(self.requested_root, model=model, overrides=self._overrides, lazy=True,
                          on_warning=self._on_warning)
 
+    def with_overrides(self, overrides: dict[str, dict[str, Any]]) -> "Workspace":
+        """An unopened copy of this workspace with `overrides` (section -> keys) over its configuration: a
+        headless run's --max-turns and --max-budget-usd."""
+        merged = {**self._overrides}
+        for section, values in overrides.items():
+            merged[section] = {**merged.get(section, {}), **values}
+        return Workspace(self.requested_root, model=self.requested_model, overrides=merged, lazy=True,
+                         on_warning=self._on_warning)
+
     @property
     def config(self) -> Config:
         return self.load()._loaded[0]  # type: ignore[index]

@@ -46,7 +46,8 @@ SAFE: dict[str, frozenset[str]] = {
     "index": frozenset({"max_file_bytes", "workers", "ignore"}),  # ignore: entries that narrow (no "!")
     "memory": frozenset({"compact_threshold", "keep_recent", "compact_token_ratio", "redact_every",
                          "redact_min_chars"}),
-    "agent": frozenset({"command_timeout_s", "max_output_chars", "max_steps", "cache_ttl"}),  # cost, not reach
+    "agent": frozenset({"command_timeout_s", "max_output_chars", "max_steps", "cache_ttl",  # cost, not reach
+                        "permission_mode"}),  # only ever lowered (config._lowered)
     "ui": frozenset({"theme"}),
     "lsp": frozenset({"timeout_s", "max_errors", "max_chars"}),  # cost and length, not reach (enabled is gated)
 }

@@ -14,13 +14,22 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class ApprovalRequest:
-    action: str  # "command" (run_command) or "tool" (a call to an MCP server's tool)
+    action: str  # "command" (run_command), "tool" (a call to an MCP server's tool) or "edit" (a WRITE tool's call)
     subject: str  # the command line, or the tool call in one line
     reason: str  # why this needs asking, one line ("not on agent.command_allow", "no sandbox: ...")
+    tool: str = ""  # the tool that asks (run_command for a command)
+    detail: str = ""  # what an edit would write (its first lines), shown under the subject
+
+    @property
+    def tool_name(self) -> str:
+        if self.tool:
+            return self.tool
+        return "run_command" if self.action == "command" else self.subject.split("(", 1)[0].split(" ", 1)[0]
 
     def question(self) -> str:
-        what = "run" if self.action == "command" else "call"
-        return f"The agent wants to {what}:\n\n  {self.subject}\n\n({self.reason})\n\nAllow it?"
+        what = {"command": "run", "edit": "make this edit"}.get(self.action, "call")
+        detail = "".join(f"\n  | {line}" for line in self.detail.splitlines())
+        return f"The agent wants to {what}:\n\n  {self.subject}{detail}\n\n({self.reason})\n\nAllow it?"
 
 
 Approver = Callable[[ApprovalRequest], bool]

@@ -7,6 +7,7 @@ none, every command asks, and the approval says why in one line.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import signal
@@ -38,7 +39,7 @@ class CommandResult:
     output: str
     truncated: bool
     duration_s: float
-    approved_by: str  # 'allow-list' | 'user'
+    approved_by: str  # 'allow-list' | 'user' | 'auto' (permission mode auto)
     sandbox: str = "none"  # 'bwrap' | 'seatbelt' | 'landlock' | 'none'
 
 
@@ -68,17 +69,25 @@ class CommandCancelled(WorkstationError):
 def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver | None,
                 timeout_s: float, max_output_chars: int,
                 cancel: threading.Event | None = None,
-                sandbox: _sandbox.Policy | None = None) -> CommandResult:
+                sandbox: _sandbox.Policy | None = None, unasked: str = "") -> CommandResult:
     """Run `command` in `cwd`, in the sandbox `sandbox` describes (by default: `cwd` as the workspace,
-    its `.workstation` hidden, no network), once the allow-list or the user approves it. `cancel` (the
-    turn's stop event) kills the command's whole process group within ~50 ms of being set."""
+    its `.workstation` hidden, no network), once the allow-list or the user approves it. `unasked` (why:
+    permission mode auto) runs it without asking, with no network, where a full sandbox holds, and refuses it
+    where none does. `cancel` (the turn's stop event) kills the command's whole process group within ~50 ms
+    of being set."""
     command = command.strip()
     if not command:
         raise WorkstationError("run_command needs a command")
     policy = sandbox or _sandbox.Policy(cwd)
+    if unasked and policy.network:
+        policy = dataclasses.replace(policy, network=False)  # auto never reaches the network
     state = _sandbox.status(policy)
     reason = check(command, allow, policy.root, policy.private()) if state.full else state.line
-    if reason is None:
+    if unasked:
+        if not state.full:
+            raise CommandDenied(f"not run: {unasked}, and {state.line}")
+        approved_by = "auto"
+    elif reason is None:
         approved_by = "allow-list"
     else:
         refusal = ask(approve, ApprovalRequest("command", command, reason))
@@ -87,7 +96,7 @@ def run_command(command: str, cwd: Path, *, allow: list[str], approve: Approver 
         approved_by = "user"
     argv = _tokens(command)
     env = policy.env(dict(os.environ))
-    if approved_by == "allow-list" and argv and program_of(argv) == "git":
+    if approved_by in ("allow-list", "auto") and argv and program_of(argv) == "git":
         env = _git_safe(env)
         if len(argv) > 1 and argv[1] in GIT_SAFE_FLAGS:
             argv = argv[:2] + GIT_SAFE_FLAGS[argv[1]] + argv[2:]

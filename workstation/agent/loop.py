@@ -66,6 +66,7 @@ from .context import ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions
+from .modes import Permissions, briefing
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 from .tools.task import at_once, groups
@@ -109,6 +110,8 @@ class TurnResult:
     context_tokens: int = 0  # of the last request
     trimmed: int = 0  # most turns left out of one request to fit the window
     error: str | None = None
+    stopped: str | None = None  # a limit stopped the turn: "max_steps" (agent.max_steps), "budget" (max_budget_usd)
+    plan: str | None = None  # the plan a turn in plan mode ended with, for the user to approve (agent.modes)
 
 
 @dataclass
@@ -153,6 +156,8 @@ class Agent:
         self.lifecycle_hooks = True  # SessionStart, UserPromptSubmit and Stop fire (not in a sub-agent)
         if approve is not None and self.hooks:
             approve = self._approver(approve)
+        # what the agent may do without asking (agent.modes); a sub-agent shares its parent's
+        self.permissions = Permissions(agent_cfg.permission_mode)
         self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
                                approve=approve, allow=list(agent_cfg.command_allow),
                                command_timeout_s=agent_cfg.command_timeout_s,
@@ -160,7 +165,8 @@ class Agent:
                                ranges=self.ranges, sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
                                                                               self.config.model.api_key_env),
                                staging=workspace.paths.staging, delegate=self._delegate,
-                               lsp=workspace.lsp, skills=getattr(workspace, "skills", None))
+                               lsp=workspace.lsp, skills=getattr(workspace, "skills", None),
+                               permissions=self.permissions)
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
         self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
         self._turn_id = ""  # the id of the user message of the newest turn (set below, then by each run)
@@ -168,8 +174,9 @@ class Agent:
         self.ctx.intend = lambda rel, after: self.checkpoints.intend(self._turn_id, rel, after)
         # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
         # no memory of ranges in the model's context
+        # no permission mode either: that is what the agent may do, not the user
         self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
-                                            intend=None, env_files=None, delegate=None)
+                                            intend=None, env_files=None, delegate=None, permissions=None)
         records = session.read().records
         self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
@@ -211,6 +218,18 @@ class Agent:
 
     def set_model(self, name: str) -> None:
         self.model_name = name.strip()
+
+    @property
+    def mode(self) -> str:
+        """The permission mode (agent.modes)."""
+        return self.permissions.mode
+
+    def set_mode(self, mode: str) -> str:
+        """Switch the permission mode (ours or Claude Code's name; WorkstationError for neither); the model is
+        told at its next turn. Returns ours."""
+        from .modes import from_claude
+
+        return self.permissions.set(from_claude(mode))
 
     def configured_window(self) -> int:
         """model.context_window when it describes the model in use (0: ask litellm)."""
@@ -263,6 +282,9 @@ class Agent:
         self._new_epoch = self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
         self._turn_id = user["id"]
+        # the mode changed since the model last heard (a sub-agent's parent heard it: its own is in its role)
+        if self.lifecycle_hooks and (mode := self.permissions.untold()) is not None:
+            self._wrote(self.session.system(briefing(mode), update={"mode": mode}))
         for event, said in (("SessionStart", started), ("UserPromptSubmit", prompt.context_text)):
             if said:  # what the hooks add reaches the model after the message, as a context update
                 self._wrote(self.session.system(f"[{event} hook]\n{said}", update={"hook": event}))
@@ -284,6 +306,7 @@ class Agent:
                 if self._step(spec, result, events, cancel, llm):
                     break
             else:
+                result.stopped = "max_steps"
                 result.error = self._notice(
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
@@ -335,6 +358,7 @@ class Agent:
         verdict = budget.check(self.session.read().records, self.config.agent.max_budget_usd, spec.model,
                                request.tokens, cached)
         if verdict is not None and verdict.over:  # before the request: a budget is never passed, only met
+            result.stopped = "budget"
             result.error = self._notice(verdict.line(), "budget")
             return True
         if cache_break in ("model switch", "tools changed"):
@@ -399,6 +423,8 @@ class Agent:
         self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
         if not calls:
             result.text = text
+            if self.permissions.mode == "plan" and text.strip():  # the plan the user approves, edits or rejects
+                result.plan = text
             stop = self._hook("Stop", events, stop_hook_active=self._stop_continued,
                               last_assistant_message=text)
             if stop.blocked and not stop.stop and not self._stop_continued:  # the hook asks for more, once a turn
@@ -584,7 +610,7 @@ class Agent:
         if not self.hooks or (event in LIFECYCLE and not self.lifecycle_hooks):
             return Outcome()
         payload = {"session_id": self.session.slug, "transcript_path": str(self.session.path),
-                   "cwd": str(self.ws.root), "permission_mode": "default", **fields}
+                   "cwd": str(self.ws.root), "permission_mode": self.permissions.claude_name, **fields}
         outcome = self.hooks.run(event, payload, match=match)
         for run in outcome.runs:
             self.memory.record(HOOK, event, ok=run.get("outcome") in ("ok", "blocked", "stopped"),
@@ -634,13 +660,13 @@ class Agent:
         def approve(request: ApprovalRequest) -> bool:
             if self._hook_allowed and self._hook_allowed == self.ctx.call_id:
                 return True
-            name = "run_command" if request.action == "command" else request.subject.split("(", 1)[0]
+            name = request.tool_name
             outcome = self._hook("PermissionRequest", self._events, match=hook_names(name),
                                  tool_name=hook_names(name)[0], workstation_tool=name,
                                  tool_input={"command": request.subject, "description": request.reason})
             if outcome.permission in ("allow", "deny"):
                 return outcome.permission == "allow"
-            what = "run" if request.action == "command" else "call"
+            what = {"command": "run", "edit": "make the edit"}.get(request.action, "call")
             self._hook("Notification", self._events, message=f"workstation needs your permission to {what} "
                        f"{request.subject}", notification_type="permission_prompt")
             return ask(request)

@@ -146,6 +146,7 @@ class SubAgent(Agent):
         # the parent's turn keeps what its sub-agents change (/undo), and one edit runs at a time
         self.ctx.checkpoint, self.ctx.intend = parent.ctx.checkpoint, parent.ctx.intend
         self.ctx.write_lock = parent.ctx.write_lock
+        self.permissions = self.ctx.permissions = parent.permissions  # the parent's mode, as it changes
         self.lifecycle_hooks = False  # its start and stop are SubagentStart/Stop, not a session's (work)
 
     def refusal(self, name: str) -> str | None:

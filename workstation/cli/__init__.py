@@ -18,6 +18,7 @@ from .common import WorkstationGroup, run_main
 MODULES = {"ui": "app_cmds", "acp": "acp_cmds", "index": "index_cmds", "map": "index_cmds", "find": "index_cmds",
            "impact": "index_cmds", "watch": "index_cmds", "memory": "memory_cmds", "reflect": "memory_cmds",
            "session": "session_cmds", "sidecar": "session_cmds", "chat": "agent_cmds", "report": "agent_cmds",
+           "exec": "headless_cmds",
            "sandbox": "agent_cmds", "replay": "replay_cmds", "import": "import_cmds", "mcp": "mcp_cmds",
            "trust": "trust_cmds", "team": "team_cmds"}
 
@@ -29,7 +30,9 @@ MODULES = {"ui": "app_cmds", "acp": "acp_cmds", "index": "index_cmds", "map": "i
 @click.version_option(__version__, prog_name="workstation")  # not importlib.metadata: ~70 ms
 @click.pass_context
 def main(ctx: click.Context, workspace: str, model: str | None) -> None:
-    """workstation: a terminal agent workstation with a live knowledge map and tiered memory."""
+    """workstation: a terminal agent workstation with a live knowledge map and tiered memory.
+
+    `workstation -p TEXT [OPTIONS]` (or --print) is `workstation exec TEXT [OPTIONS]`: one headless run."""
     from ..runtime import Workspace  # lazy: the config (msgspec), not read by --help
 
     said: set[str] = set()

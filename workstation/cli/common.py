@@ -37,7 +37,7 @@ class WorkstationGroup(click.Group):
         return self.commands.get(name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        rest = list(args)
+        rest = _print_is_exec(list(args))
         i = 0
         while i < len(rest):  # skip global options to find the first positional
             arg = rest[i]
@@ -54,6 +54,22 @@ class WorkstationGroup(click.Group):
         elif rest[i] not in self.commands and rest[i] not in self.lazy:
             rest.insert(i, "ui")
         return super().parse_args(ctx, rest)
+
+
+def _print_is_exec(args: list[str]) -> list[str]:
+    """`workstation [-C PATH] [--model M] -p TEXT ...` (Claude Code's `-p`/`--print`) as `workstation ... exec
+    TEXT ...`: the global options stay in front, everything else is exec's."""
+    head: list[str] = []
+    i = 0
+    while i < len(args) and args[i] in ("-C", "--model"):
+        head += args[i:i + 2]
+        i += 2
+    rest = args[i:]
+    if not any(a in ("-p", "--print") for a in rest) or (rest and not rest[0].startswith("-")):
+        return args  # no -p, or a command (or the app's PATH) comes first
+    tail = list(rest)
+    tail.remove("-p" if "-p" in tail else "--print")
+    return [*head, "exec", *tail]
 
 
 # Every command gets the workspace (runtime.Workspace, built lazily by the group: a command that needs

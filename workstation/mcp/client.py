@@ -297,6 +297,12 @@ class McpClients:
 
     def _runner(self, status: ServerStatus, remote: RemoteTool) -> Callable[..., ToolResult]:
         def run(ctx: ToolContext, /, **arguments: Any) -> ToolResult:
+            verdict = ctx.permissions.decide(COMMAND, remote.qualified) if ctx.permissions is not None else None
+            if verdict is not None and verdict.unasked and status.asks(remote.name):
+                # an MCP server runs outside the sandbox: auto never asks, so what would ask is refused
+                return ToolResult(f"error: not run: {verdict.reason}, and the MCP server {status.name} runs "
+                                  f"outside it (trust it with mcp.servers.{status.name}.trusted, or switch "
+                                  "mode)", ok=False, data={"outcome": "denied"})
             if status.asks(remote.name):
                 subject = f"{remote.qualified} {json.dumps(arguments, ensure_ascii=False, default=str)}"
                 if len(subject) > _SUBJECT_CHARS:

@@ -19,9 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from ... import scrub
 from ...errors import WorkstationError
 from ...fsutil import confine
 from ...sessions.derive import foreign_meaning
+from ..approval import ApprovalRequest, ask
 from . import lspcheck
 from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call,
                    Meaning, Tool, ToolContext, ToolResult, activity_label, cap, default_label, default_outcome,
@@ -115,13 +117,40 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
     else:  # one edit at a time: an agent's sub-agents share its lock (ToolContext.write_lock)
         with ctx.write_lock if tool.effect == WRITE else contextlib.nullcontext():
-            result = (_env_guard(tool, ctx, arguments) or _checkpoint(tool, ctx, arguments)
+            result = (_permitted(tool, ctx, arguments) or _env_guard(tool, ctx, arguments)
+                      or _checkpoint(tool, ctx, arguments)
                       or lspcheck.around(tool, ctx, arguments, lambda: _run_bounded(tool, ctx, bound)))
     if tool.effect == WRITE and ctx.lsp_batches:  # the last edit of a response's batch carries the batch's check
         with ctx.write_lock:
             result = lspcheck.settle(ctx, result)
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
+
+
+def _permitted(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
+    """The session's permission mode on this call (agent.modes.decide, the one place that decides): a
+    refusal the model reads, a question to the user (an edit in `ask`), or None to go on. What a COMMAND
+    tool does without asking in `auto` is its own to apply (it knows whether the sandbox holds it)."""
+    if ctx.permissions is None:
+        return None
+    verdict = ctx.permissions.decide(tool.effect, tool.name)
+    if verdict.refused:
+        return ToolResult(f"error: {verdict.reason}", ok=False, data={"outcome": "denied"})
+    if verdict.asks:
+        subject = activity_label(tool.name, logged_args(arguments))
+        refusal = ask(ctx.approve, ApprovalRequest("edit", subject, verdict.reason, tool=tool.name,
+                                                   detail=_written(arguments)))
+        if refusal is not None:
+            return ToolResult(f"error: {refusal}", ok=False, data={"outcome": "denied"})
+    return None
+
+
+def _written(arguments: dict[str, Any], lines: int = 12) -> str:
+    """The text an edit would write, its first `lines` lines (masked: it may hold a key), for the question."""
+    text = next((v for k in ("content", "new") if isinstance(v := arguments.get(k), str)), "")
+    shown = text.splitlines()
+    more = f"\n… {len(shown) - lines} more lines" if len(shown) > lines else ""
+    return scrub.mask("\n".join(shown[:lines])) + more
 
 
 def _env_guard(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:

@@ -45,6 +45,7 @@ from ..approval import Approver
 from ..filetools import ReadLedger
 
 if TYPE_CHECKING:
+    from ..modes import Permissions
     from ...skills import Catalog
     from ...index.map import KnowledgeMap
     from ...lsp import LanguageServers
@@ -311,6 +312,9 @@ class ToolContext:
     head_map: str = ""
     lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
     skills: "Catalog | None" = None  # the skills the `skill` tool loads (workstation.skills); None: none
+    # the session's permission mode (agent.modes), shared with its sub-agents; None: `edits` (an MCP client's
+    # calls, replay's)
+    permissions: "Permissions | None" = None
     # the edits of the response running now that are checked together, by call id (tools.lspcheck.batches)
     lsp_batches: dict[str, Any] = field(default_factory=dict, repr=False)
     _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens

@@ -9,10 +9,12 @@ from .base import COMMAND, STR, Tool, ToolContext, ToolResult, as_text, command_
 
 
 def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
+    verdict = ctx.permissions.decide(COMMAND, "run_command") if ctx.permissions is not None else None
     try:
         res = run_command(as_text("cmd", cmd), ctx.root, allow=ctx.allow, approve=ctx.approve,
                           timeout_s=ctx.command_timeout_s, max_output_chars=ctx.max_output_chars,
-                          cancel=ctx.cancel, sandbox=ctx.sandbox)
+                          cancel=ctx.cancel, sandbox=ctx.sandbox,
+                          unasked=verdict.reason if verdict is not None and verdict.unasked else "")
     except CommandDenied as err:
         return ToolResult(f"error: {err}", ok=False, data={"outcome": "denied"})
     except CommandCancelled as err:

@@ -1,0 +1,203 @@
+"""Headless runs other programs read (`workstation -p`, `workstation exec`): the session host's typed events
+(workstation.host) as Claude Code's headless output, and the tool filter of `--allowed-tools`.
+
+`--output-format stream-json` writes one JSON object a line, in Claude Code's shapes where the concept is
+the same (the `claude-agent-sdk` package parses them: tests/integration/test_headless.py):
+
+* `{"type": "system", "subtype": "init", ...}` first: the session id, model, tools, cwd, permission mode;
+* `{"type": "assistant", "message": {...}}` for each answer of the model: its text and `tool_use` blocks,
+  its usage (cache reads and writes apart, as Anthropic reports them);
+* `{"type": "user", "message": {"content": [{"type": "tool_result", ...}]}}` for each tool result;
+* `{"type": "system", "subtype": "notice" | "compact_boundary", ...}` for what the user is told meanwhile;
+* `{"type": "result", "subtype": "success" | "error_max_turns" | "error_max_budget_usd" |
+  "error_during_execution", ...}` last: usage, the cost as billed (sessions.billing: sub-agents' and
+  compactions' calls included), the model calls (`num_turns`), the duration, the session id.
+
+A sub-agent's own messages are not streamed (their cost is in the result). `--output-format json` writes
+the result alone; `text` the reply. The exit codes are the command's (workstation.cli.headless_cmds).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import __version__
+from .agent.modes import CLAUDE_NAMES
+from .agent.tools import Tool, ToolContext, ToolResult, Toolset
+from .errors import WorkstationError
+from .hooks import tool_names
+from .host import Event, Notice, RecordWritten, TurnFinished
+from .sessions.billing import bill
+
+FORMATS = ("text", "json", "stream-json")
+
+# --------------------------------------------------------------------------- --allowed-tools
+def tool_list(values: tuple[str, ...] | list[str]) -> list[str]:
+    """The tool names of repeated, comma- or space-separated option values (Claude Code's syntax)."""
+    names = [n for value in values for n in value.replace(",", " ").split() if n]
+    for name in names:
+        if "(" in name:
+            raise WorkstationError(f"tool rule {name!r}: patterns are not supported; name whole tools "
+                                   "(commands are checked against agent.command_allow as always)")
+    return names
+
+
+class Restricted(Toolset):
+    """The tools of `base` this run may use: the others are not offered to the model, and a call to one is
+    refused. A name matches a tool by our name or Claude Code's (`Bash` is run_command, `Edit` both edit
+    tools, `mcp__server__tool` an MCP server's)."""
+
+    def __init__(self, base: Toolset, allowed: list[str], disallowed: list[str]):
+        known = {alias for name in base.tools for alias in tool_names(name)}
+        unknown = [n for n in [*allowed, *disallowed] if n not in known]
+        if unknown:
+            raise WorkstationError(f"unknown tool {unknown[0]!r} (tools: {', '.join(base.tools)})")
+        self.base = base
+
+        def offered(name: str) -> bool:
+            aliases = set(tool_names(name))
+            return (not allowed or bool(aliases & set(allowed))) and not aliases & set(disallowed)
+
+        self.tools: dict[str, Tool] = {n: t for n, t in base.tools.items() if offered(n)}
+        self.withheld = [n for n in base.tools if n not in self.tools]
+
+    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name in self.withheld:
+            return ToolResult(f"error: {name} is not allowed in this run (--allowed-tools / --disallowed-tools)",
+                              ok=False, data={"outcome": "denied"})
+        return super().call(ctx, name, arguments)
+
+
+# --------------------------------------------------------------------------- the stream
+@dataclass
+class Stream:
+    """One headless run's messages, from the host's events (`event`) and its end (`result`)."""
+
+    session_id: str
+    model: str
+    cwd: str
+    tools: list[str]
+    permission_mode: str = "edits"
+    mcp_servers: list[dict] = field(default_factory=list)
+    slash_commands: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    api_key_source: str = "none"
+    started: float = field(default_factory=time.monotonic)
+    _calls: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {name, input}
+
+    def init(self) -> dict:
+        return {"type": "system", "subtype": "init", "uuid": _uuid(), "session_id": self.session_id,
+                "cwd": self.cwd, "model": self.model, "tools": self.tools, "mcp_servers": self.mcp_servers,
+                "permissionMode": CLAUDE_NAMES.get(self.permission_mode, "default"),
+                "permission_mode": self.permission_mode,  # ours (agent.modes.CLAUDE_NAMES maps it)
+                "slash_commands": self.slash_commands, "skills": self.skills, "plugins": [], "agents": [],
+                "apiKeySource": self.api_key_source, "output_style": "default",
+                # not Claude Code: the field is required, so it names us
+                "claude_code_version": f"workstation/{__version__}"}
+
+    def event(self, event: Event) -> list[dict]:
+        """The messages one host event becomes (most become none)."""
+        if isinstance(event, RecordWritten):
+            return self._record(event.record)
+        if isinstance(event, Notice):
+            return [{"type": "system", "subtype": "notice", "uuid": _uuid(), "session_id": self.session_id,
+                     "text": event.line}]
+        return []
+
+    def _record(self, record: Mapping[str, Any]) -> list[dict]:
+        if record.get("sidechain"):  # a sub-agent's: its task call's result says what it found
+            return []
+        kind = record.get("type")
+        if kind == "assistant":
+            return [self._assistant(record)]
+        if kind == "tool":
+            call_id = str(record.get("tool_call_id") or "")
+            content = str(record.get("content") or "")
+            return [{"type": "user", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
+                     "parent_tool_use_id": None,
+                     "message": {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": call_id, "content": content,
+                          "is_error": not record.get("ok", True)}]},
+                     "tool_use_result": {"tool": record.get("name"), "ok": bool(record.get("ok", True)),
+                                         **({"outcome": record["outcome"]} if record.get("outcome") else {})}}]
+        if kind == "compact":
+            return [{"type": "system", "subtype": "compact_boundary", "uuid": _uuid(), "session_id": self.session_id,
+                     "compact_metadata": {"trigger": "manual" if record.get("focus") else "auto"}}]
+        return []
+
+    def _assistant(self, record: Mapping[str, Any]) -> dict:
+        content: list[dict] = []
+        if record.get("content"):
+            content.append({"type": "text", "text": str(record["content"])})
+        for call in record.get("tool_calls") or ():
+            try:
+                args = json.loads(call.get("arguments") or "{}")
+            except ValueError:
+                args = {"raw": call.get("arguments")}
+            args = args if isinstance(args, dict) else {"value": args}
+            self._calls[str(call["id"])] = {"name": call["name"], "input": args}
+            content.append({"type": "tool_use", "id": str(call["id"]), "name": str(call["name"]), "input": args})
+        return {"type": "assistant", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
+                "parent_tool_use_id": None,
+                "message": {"id": str(record.get("id") or ""), "type": "message", "role": "assistant",
+                            "model": str(record.get("model") or self.model), "content": content,
+                            "stop_reason": "tool_use" if record.get("tool_calls") else "end_turn",
+                            "stop_sequence": None, "usage": usage([record])}}
+
+    def result(self, finished: TurnFinished | None, records: list[dict], *, subtype: str = "",
+               error: str = "", reply: str | None = None) -> dict:
+        """The last message: `finished` the turn's end (None: it never began; `error` says why; `reply` what a
+        slash command said instead), `records` what the run wrote to the log (billed as sessions.billing bills
+        them)."""
+        outcome = finished.result if finished is not None else None
+        error = error or (outcome.error if outcome is not None and outcome.error else "")
+        subtype = subtype or STOPPED.get(outcome.stopped or "" if outcome is not None else "", "") or \
+            ("error_during_execution" if error else "success")
+        steps = [r for r in records if r.get("type") == "assistant" and not r.get("sidechain")]
+        message = {"type": "result", "subtype": subtype, "is_error": subtype != "success",
+                   "duration_ms": round((time.monotonic() - self.started) * 1000),
+                   "duration_api_ms": round(sum(float(r.get("latency_ms") or 0) for r in records
+                                                if r.get("type") == "assistant")),
+                   "num_turns": len(steps),
+                   "result": reply if reply is not None else outcome.text if outcome is not None else "",
+                   "session_id": self.session_id, "stop_reason": "end_turn" if subtype == "success" else None,
+                   "total_cost_usd": round(bill(records).total.cost_usd, 8), "usage": usage(records),
+                   "permission_denials": self._denials(records), "uuid": _uuid(),
+                   "terminal_reason": TERMINAL.get(subtype, "completed")}
+        if error:
+            message["errors"] = [error]
+        return message
+
+    def _denials(self, records: list[dict]) -> list[dict]:
+        return [{"tool_name": str(r.get("name")), "tool_use_id": str(r.get("tool_call_id")),
+                 "tool_input": self._calls.get(str(r.get("tool_call_id")), {}).get("input", {})}
+                for r in records if r.get("type") == "tool" and r.get("outcome") == "denied"
+                and not r.get("sidechain")]
+
+
+STOPPED = {"max_steps": "error_max_turns", "budget": "error_max_budget_usd"}  # TurnResult.stopped -> subtype
+TERMINAL = {"success": "completed", "error_max_turns": "max_turns", "error_max_budget_usd": "max_budget",
+            "error_during_execution": "error"}
+
+
+def usage(records: list[Mapping[str, Any]]) -> dict:
+    """Anthropic's usage of the billed records (assistant and compact): input tokens not read from or written
+    to the cache, cache reads and writes, output tokens."""
+    total = bill(records).total
+    return {"input_tokens": max(0, total.tokens_in - total.cache_read - total.cache_creation),
+            "cache_creation_input_tokens": total.cache_creation, "cache_read_input_tokens": total.cache_read,
+            "output_tokens": total.tokens_out,
+            "cache_creation": {"ephemeral_5m_input_tokens": total.cache_creation - total.cache_creation_1h,
+                               "ephemeral_1h_input_tokens": total.cache_creation_1h}}
+
+
+def line(message: dict) -> str:
+    return json.dumps(message, ensure_ascii=False, default=str)
+
+
+def _uuid() -> str:
+    return str(uuid.uuid4())
