@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Union
 
 from .agent.loop import Agent, AgentEvents, TurnResult
+from .agent.modes import plan_approved
 from .errors import WorkstationError
 
 if TYPE_CHECKING:
@@ -215,6 +216,11 @@ class HostedSession:
         """Stop the running turn, as Escape does."""
         self.cancel.set()
 
+    def notify(self, message: str, kind: str) -> None:
+        """The front end calls its user back (`kind`: Claude Code's notification_type, idle_prompt or
+        permission_prompt): the Notification hooks hear it."""
+        self.agent.notify(message, kind)
+
     # ------------------------------------------------------------------ permission modes (agent.modes)
     @property
     def mode(self) -> str:
@@ -234,8 +240,6 @@ class HostedSession:
                      stream: bool = True) -> TurnResult:
         """The user approved the plan a turn in plan mode ended with (`edited`: as they changed it): back to
         the mode before plan, and a turn that carries it out."""
-        from .agent.modes import plan_approved
-
         if not plan.strip():
             raise WorkstationError("an empty plan: nothing to approve")
         self.agent.permissions.leave_plan()
