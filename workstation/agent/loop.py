@@ -66,7 +66,7 @@ from .context import ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions
-from .modes import Permissions, briefing, from_claude
+from .modes import Permissions, briefing, from_claude, last_noted, noted
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 from .tools.task import at_once, groups
@@ -178,6 +178,10 @@ class Agent:
                                             intend=None, env_files=None, delegate=None, permissions=None)
         records = session.read().records
         self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
+        # the mode the user last chose in this session goes on (an editor's next agent process loads it)
+        if (chosen := last_noted(records)) is not None:
+            self.permissions.set(chosen)
+        self.permissions.on_change = lambda mode: self._notice(noted(mode), "mode")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)
