@@ -39,9 +39,9 @@ class PlanScreen(ModalScreen["tuple[str, str, bool] | None"]):
             border: thick $warning;
         }
         #plan-title { text-style: bold; color: $text-warning; }
-        #plan-view { height: auto; max-height: 30; margin-top: 1; background: $surface; }
+        #plan-view { height: auto; max-height: 45vh; margin-top: 1; background: $surface; }
         #plan-view Markdown { margin: 0; padding: 0 1; background: $surface; }
-        #plan-editor { display: none; height: 16; margin-top: 1; }
+        #plan-editor { display: none; height: 45vh; margin-top: 1; }
         #plan-dialog.-editing #plan-view { display: none; }
         #plan-dialog.-editing #plan-editor { display: block; }
         #plan-hint { color: $text-muted; margin-top: 1; }
