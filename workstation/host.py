@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Union
 
 from .agent.loop import Agent, AgentEvents, TurnResult
+from .agent.modes import plan_approved
 from .errors import WorkstationError
 
 if TYPE_CHECKING:
@@ -215,6 +216,11 @@ class HostedSession:
         """Stop the running turn, as Escape does."""
         self.cancel.set()
 
+    def notify(self, message: str, kind: str) -> None:
+        """The front end calls its user back (`kind`: Claude Code's notification_type, idle_prompt or
+        permission_prompt): the Notification hooks hear it."""
+        self.agent.notify(message, kind)
+
     # ------------------------------------------------------------------ permission modes (agent.modes)
     @property
     def mode(self) -> str:
@@ -231,20 +237,18 @@ class HostedSession:
         return self.agent.permissions.cycle()
 
     def approve_plan(self, plan: str, sink: Sink | None = None, *, edited: bool = False,
-                     stream: bool = True) -> TurnResult:
+                     stream: bool = True, locked: bool = False) -> TurnResult:
         """The user approved the plan a turn in plan mode ended with (`edited`: as they changed it): back to
-        the mode before plan, and a turn that carries it out."""
-        from .agent.modes import plan_approved
-
+        the mode before plan, and a turn that carries it out (`locked`: the caller holds the one-turn lock)."""
         if not plan.strip():
             raise WorkstationError("an empty plan: nothing to approve")
         self.agent.permissions.leave_plan()
-        return self.run(plan_approved(plan, edited), sink, stream=stream)
+        return self.run(plan_approved(plan, edited), sink, stream=stream, locked=locked)
 
-    def reject_plan(self) -> str:
+    def reject_plan(self, *, locked: bool = False) -> str:
         """The user rejected the plan: the mode stays plan, nothing changed, and the model hears so with the
         user's next message. Returns the mode."""
-        with self.host.turn:
+        with _Held() if locked else self.host.turn:
             self.agent.session.system("[The user rejected your plan: nothing was changed; you are still in plan "
                                       "mode. Their next message says what to do instead.]",
                                       update={"plan": "rejected"})

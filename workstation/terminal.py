@@ -74,3 +74,19 @@ def escape_unencodable(*streams: Any) -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+
+
+# Terminals that show OSC 9 as a desktop notification (iTerm2, WezTerm, Ghostty, kitty); any other gets the bell,
+# which every terminal (and tmux, which passes no OSC 9 through) turns into whatever its user chose.
+OSC9_PROGRAMS = frozenset({"iTerm.app", "WezTerm", "ghostty"})
+
+
+def attention(message: str, environ: dict[str, str]) -> str:
+    """What to write to the terminal to call its user (a finished turn, a pending approval): OSC 9 with
+    `message` where the terminal shows it as a notification, else the bell."""
+    inside_tmux = bool(environ.get("TMUX"))
+    osc9 = environ.get("TERM_PROGRAM") in OSC9_PROGRAMS or bool(environ.get("KITTY_WINDOW_ID"))
+    if osc9 and not inside_tmux:
+        text = re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", message)[:200]  # no sequence of its own, no line break
+        return f"\x1b]9;{text}\x07"
+    return "\a"

@@ -118,7 +118,8 @@ def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
     init, new, done, listed, edited, undo_said, undone = run(session())
     assert init.protocol_version == 1 and init.agent_capabilities.load_session
     assert init.agent_info.name == "workstation"
-    assert new.modes.current_mode_id == "ask" and [m.id for m in new.modes.available_modes] == ["ask", "yes"]
+    assert new.modes.current_mode_id == "edits"
+    assert [m.id for m in new.modes.available_modes] == ["ask", "edits", "plan", "auto"]
     assert done.stop_reason == "end_turn"
     slug = new.session_id
     assert [s.session_id for s in listed.sessions] == [slug]
@@ -240,7 +241,7 @@ def test_load_replays_an_earlier_session_and_goes_on_in_it(repo, home, server, t
 
     loaded, replayed, done = run(two())
     history = second.updates[:replayed]
-    assert loaded.modes.current_mode_id == "ask" and done.stop_reason == "end_turn"
+    assert loaded.modes.current_mode_id == "edits" and done.stop_reason == "end_turn"
     assert [u.content.text for u in history if isinstance(u, UserMessageChunk)] == ["Strip spaces only", "/diff"]
     said = "".join(u.content.text for u in history if isinstance(u, AgentMessageChunk))
     assert said.startswith("Reading.Edited.pkg/util.py: +1 -1\n")  # the slash command's answer, kept in the log
@@ -344,8 +345,11 @@ def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, se
     assert done.status == "completed" and done.content[-1].content.text == "rotide"
 
 
-def test_approve_all_mode_and_requests_refused_in_one_line(repo, home, server, tmp_path):
-    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch made-in-yes-mode"})]), Reply(text="made"))
+def test_auto_mode_and_requests_refused_in_one_line(repo, home, server, tmp_path):
+    from workstation import sandbox
+
+    full = sandbox.status(sandbox.Policy(".")).full
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch made-in-auto-mode"})]), Reply(text="made"))
     editor = Editor()  # no answers: a question would fail the test
 
     async def session():
@@ -363,16 +367,17 @@ def test_approve_all_mode_and_requests_refused_in_one_line(repo, home, server, t
                         await bad
                     except RequestError as exc:
                         refused.append((exc.code, str(exc)))
-                await conn.set_session_mode(session_id=new.session_id, mode_id="yes")
+                await conn.set_session_mode(session_id=new.session_id, mode_id="bypassPermissions")  # Claude's name
                 return refused, await conn.prompt(session_id=new.session_id, prompt=[text_block("make it")])
 
     refused, done = run(session())
-    assert refused == [(-32602, "no mode 'nope': one of ask, yes"),
+    assert refused == [(-32602, "no mode 'nope': one of ask, edits, plan, auto"),
                        (-32002, "no open session 'not-open': load it first (session/load)"),
                        (-32602, "cwd must be an absolute path, not 'relative/path'"),
                        (-32602, f"cwd: no such folder: {tmp_path / 'missing'}"),
                        (-32603, "empty message")]
-    assert done.stop_reason == "end_turn" and editor.asked == [] and (repo / "made-in-yes-mode").exists()
+    # auto never asks: the command ran in the sandbox, or, with none here, was refused without a question
+    assert done.stop_reason == "end_turn" and editor.asked == [] and (repo / "made-in-auto-mode").exists() == full
 
 
 def test_a_line_that_is_not_json_rpc_gets_one_error_and_serving_goes_on(repo, home, tmp_path):

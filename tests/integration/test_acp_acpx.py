@@ -46,9 +46,10 @@ class Acpx:
         self.env.pop("WORKSTATION_MODEL", None)
         (tmp_path / "user").mkdir()
         self.agent = shlex.join([sys.executable, "-m", "workstation", "-C", str(repo), "acp"])
+        self.ttl = "1"
 
     def argv(self, *args: str) -> list[str]:
-        return [*self.cli, "--agent", self.agent, "--cwd", str(self.repo), "--ttl", "1", *args]
+        return [*self.cli, "--agent", self.agent, "--cwd", str(self.repo), "--ttl", self.ttl, *args]
 
     def __call__(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(*args), capture_output=True, text=True, env=self.env, timeout=timeout)
@@ -202,3 +203,82 @@ def test_acpx_new_prompt_reject_allow_cancel_load_and_list(tmp_path, server):
     assert [r["content"] for r in records(Session.open(paths, fresh), "user")] == ["start over"]
     assert not any(m.get("content") == "make the refused file" for m in server.requests[-1]["messages"])
     acpx.settled()
+
+
+def test_acpx_permission_modes_plan_ask_and_auto(tmp_path, server):
+    """Each permission mode set by acpx's `set-mode` (session/set_mode) in one agent process: plan writes and
+    runs nothing until the editor approves the plan; ask asks before an edit; auto never asks and never
+    reaches the network."""
+    from workstation import sandbox
+    from workstation.sandbox import Policy
+
+    repo = write_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    home.mkdir()
+    acpx = Acpx(repo, home, tmp_path, server.url)
+    acpx.ttl = "120"  # one agent process for the whole test: the mode is the live session's
+    made = acpx("sessions", "new")
+    assert made.returncode == 0, made.stderr
+    assert acpx("set-mode", "plan").returncode == 0
+
+    # plan, rejected: the write and the command are refused without a question; the plan is asked about
+    server.push(Reply(tool_calls=[("write_file", {"path": "planned.py", "content": "x = 1\n"})]),
+                Reply(tool_calls=[("run_command", {"cmd": "touch ran-in-plan"})]),
+                Reply(text="Plan: create planned.py with x = 1"))
+    rejected = acpx("--format", "json", "--deny-all", "prompt", "make planned.py")
+    said = wire(rejected.stdout)
+    assert methods(said)[:3] == ["initialize", "session/load", "session/prompt"]  # the mode is the session's
+    assert permission_answers(said) == [("Approve the plan?", {"outcome": {"outcome": "selected",
+                                                                           "optionId": "keep-planning"}})]
+    assert not (repo / "planned.py").exists() and not (repo / "ran-in-plan").exists()
+
+    # plan, approved: back to edits (current_mode_update), and the plan is carried out in the same prompt
+    server.push(Reply(text="Plan: create planned.py with x = 1"),
+                Reply(tool_calls=[("write_file", {"path": "planned.py", "content": "x = 1\n"})]),
+                Reply(text="Made it."))
+    approved = acpx("--format", "json", "--approve-all", "prompt", "that plan is fine")
+    said = wire(approved.stdout)
+    assert approved.returncode == 0, approved.stdout[-3000:] + approved.stderr[-2000:]
+    assert [title for title, _ in permission_answers(said)] == ["Approve the plan?"]
+    modes = [m["params"]["update"]["currentModeId"] for m in said if m.get("method") == "session/update"
+             and m["params"]["update"]["sessionUpdate"] == "current_mode_update"]
+    assert modes == ["edits"]
+    assert (repo / "planned.py").read_text() == "x = 1\n"
+
+    # ask: the edit asks the editor, which refuses: nothing changes
+    assert acpx("set-mode", "ask").returncode == 0
+    server.push(Reply(tool_calls=[("write_file", {"path": "asked.py", "content": "y = 2\n"})]), Reply(text="No."))
+    asked = acpx("--format", "json", "--deny-all", "prompt", "make asked.py")
+    said = wire(asked.stdout)
+    assert [(title, answer["outcome"]["optionId"]) for title, answer in permission_answers(said)] == [
+        ("write_file: asked.py", "reject")]
+    assert not (repo / "asked.py").exists()
+
+    # auto: nothing asks (a question would be denied: exit 5), commands run in the sandbox, no network
+    assert acpx("set-mode", "auto").returncode == 0
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(60)
+    connected = threading.Event()
+    threading.Thread(target=lambda: (listener.accept(), connected.set()), daemon=True).start()
+    port = listener.getsockname()[1]
+    probe = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)\""
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch made-in-auto"})]),
+                Reply(tool_calls=[("run_command", {"cmd": probe})]), Reply(text="Done."))
+    before = len(server.requests)
+    auto = acpx("--format", "json", "--deny-all", "prompt", "make it")
+    said = wire(auto.stdout)
+    assert auto.returncode == 0, auto.stdout[-3000:] + auto.stderr[-2000:]
+    assert permission_answers(said) == []
+    assert len(server.requests) == before + 3 and not connected.is_set()  # the probe reached no one
+    probed = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"][-1]["content"]
+    if sandbox.status(Policy(".")).full:
+        assert (repo / "made-in-auto").exists() and "[exit 1" in probed
+    else:  # no sandbox here: auto refuses what it cannot hold, still without a question
+        assert not (repo / "made-in-auto").exists() and "not run: permission mode auto" in probed
+    acpx("sessions", "close")
+    listener.close()

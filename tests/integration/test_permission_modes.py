@@ -250,3 +250,17 @@ def test_an_unknown_mode_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, '[agent]\npermission_mode = "yolo"\n', "")
     assert len(err.value.lines) == 1 and "agent.permission_mode" in err.value.lines[0]
+
+
+def test_the_mode_the_user_chose_goes_on_in_the_session_when_it_is_loaded_again(tmp_path, server):
+    from workstation.agent.loop import Agent
+    from workstation.sessions import Session
+
+    ws = workspace(tmp_path, server.url)
+    first = agent(ws)
+    assert first.mode == "edits"
+    first.set_mode("plan")
+    first.close()
+    again = Agent(ws, Session.open(ws.paths, "s"), compaction="off")
+    assert again.mode == "plan"
+    again.close()

@@ -162,7 +162,7 @@ async def test_escape_stops_a_hung_model_call_at_once_and_the_chat_says_what_the
             took = time.monotonic() - pressed
             assert took < 2.0, f"control came back after {took:.2f} s"  # the pty script holds it to 0.5 s
             assert texts(app)[-1] == "[cancelled]" and app.chat.transcript.turns[-1].id
-            assert app.chat.status_bar.left.plain.startswith("session ")
+            assert app.chat.status_bar.left.plain.startswith("✎ edits · session ")
     await asyncio.sleep(0)
 
 

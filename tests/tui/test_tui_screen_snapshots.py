@@ -144,3 +144,11 @@ def test_replay_at_a_compaction(snap_compare, tmp_path, warm_renderer):
     app = ReplayApp(episode)
     app.animation_level = "none"
     assert snap_compare(app, terminal_size=SIZE, run_before=to_compaction)
+
+
+def test_a_plan_to_approve_at_80x24(snap_compare):
+    from workstation.tui.screens.plan import PlanScreen
+
+    plan = ("Plan:\n\n1. In `pkg/util.py`, make `clean` lowercase its result.\n2. Add a test of it in "
+            "`tests/test_util.py`.\n3. Run `pytest -q tests/test_util.py`.")
+    assert snap_compare(ScreenApp(PlanScreen(plan)), terminal_size=(80, 24), run_before=settle)

@@ -21,12 +21,16 @@ What each request does:
                      result and diffs; a prompt
                      starting with `/` is a slash command (agent.slash), its answer one message
     session/cancel   stops the turn as Escape does (the model call, a running command, a pending question)
-    session/set_mode "ask" (a command off agent.command_allow asks the editor) or "yes" (every command is
-                     approved, as `workstation chat --yes`)
+    session/set_mode the permission modes (agent.modes; Claude Code's names accepted too): ask (an edit and a
+                     command off agent.command_allow ask the editor), edits (edits apply; such commands ask),
+                     plan (read-only; the turn ends with a plan the editor approves or rejects through
+                     session/request_permission: approval goes back to the mode before plan, sends
+                     current_mode_update, and carries the plan out in the same prompt), auto (nothing asks:
+                     commands run in the sandbox with no network, what cannot is refused)
     session/list     the folder's live sessions, newest first
 
-A command the allow-list covers runs without asking (agent.commands); any other, and a call to an MCP
-tool that asks, is a session/request_permission with allow once, allow for this session (that exact
+A command the allow-list covers runs without asking (agent.commands); any other, an edit in mode ask, and a call
+to an MCP tool that asks, is a session/request_permission with allow once, allow for this session (that exact
 command line, remembered in memory only) and reject. One turn runs at a time per folder; a prompt to
 another session of the same folder waits for it.
 """
@@ -68,9 +72,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MODES = (SessionMode(id="ask", name="Ask", description="Commands off the allow-list (agent.command_allow) ask you"),
-         SessionMode(id="yes", name="Approve all",
-                     description="Every command the agent asks to run is approved (as `workstation chat --yes`)"))
+MODE_NAMES = {"ask": "Ask", "edits": "Accept edits", "plan": "Plan", "auto": "Auto (sandboxed)"}
+APPROVE_PLAN, KEEP_PLANNING = "approve-plan", "keep-planning"
 # slash commands that move the chat to another session: an editor starts a new thread for that
 ELSEWHERE = {"/new": "start a new thread in your editor", "/clear": "start a new thread in your editor",
              "/archive": "archive it with `workstation session archive`",
@@ -123,7 +126,6 @@ class Live:
         self.toolset = toolset or place.toolset  # the folder's tools, and the editor's MCP servers' if it gave any
         self.own = own  # mcp.client.McpClients of the editor's servers: they stop with the session
         self.mapper = Mapper(place.ws.root, self.toolset)
-        self.mode = "ask"
         self.allowed: set[tuple[str, str]] = set()  # (action, subject) the user allowed for this session
         self.running = False
         self.gone = False  # an update could not be sent: the editor is gone
@@ -151,10 +153,11 @@ class Live:
     def approve(self, request: "ApprovalRequest") -> bool:
         """The agent's approver (agent.approval): the mode, this session's allowances, else the editor."""
         key = (request.action, request.subject)
-        if self.mode == "yes" or key in self.allowed:
+        if key in self.allowed:
             return True
+        kind = {"command": "execute", "edit": "edit"}.get(request.action, "other")
         call = ToolCallUpdate(tool_call_id=self.agent.ctx.call_id or "approval", title=request.subject,
-                              kind="execute" if request.action == "command" else "other", status="pending",
+                              kind=kind, status="pending",
                               content=[helpers.tool_content(helpers.text_block(request.question()))])
         options = [PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once"),
                    PermissionOption(option_id=ALLOW_SESSION, name="Allow this exact one for the session",
@@ -204,11 +207,32 @@ class Live:
                     self.send(helpers.update_tool_call(call_id, status="in_progress"))
 
             result = self.hosted.run(text, heard, locked=True)
+            if result.plan and not self.cancel.is_set():
+                result = self._plan(result.plan, heard) or result
         if self.cancel.is_set():
             return "cancelled"
         if result.error and "agent.max_steps" in result.error:
             return "max_turn_requests"
         return "end_turn"
+
+    @property
+    def mode(self) -> str:
+        return self.hosted.mode
+
+    def _plan(self, plan: str, heard) -> Any:
+        """The plan a turn in plan mode ended with, to the editor: approved, the mode goes back to the one
+        before plan (current_mode_update) and a turn carries it out (its result); rejected, None."""
+        call = ToolCallUpdate(tool_call_id=f"plan-{self.agent.step}", title="Approve the plan?", kind="switch_mode",
+                              status="pending", content=[helpers.tool_content(helpers.text_block(plan))])
+        options = [PermissionOption(option_id=APPROVE_PLAN, name="Approve: carry it out", kind="allow_once"),
+                   PermissionOption(option_id=KEEP_PLANNING, name="Reject: keep planning", kind="reject_once")]
+        if self.server.ask(self.slug, call, options, self.cancel) != APPROVE_PLAN:
+            if not self.cancel.is_set():
+                self.hosted.reject_plan(locked=True)
+            return None
+        self.agent.permissions.leave_plan()
+        self.send(helpers.update_current_mode(self.mode))
+        return self.hosted.approve_plan(plan, heard, locked=True)
 
     def _custom(self, text: str) -> bool:
         from ..agent import slash  # lazy: the agent stack, loaded already
@@ -227,7 +251,10 @@ class Live:
         return "end_turn"
 
     def modes(self) -> SessionModeState:
-        return SessionModeState(current_mode_id=self.mode, available_modes=list(MODES))
+        from ..agent.modes import DESCRIPTIONS, MODES  # lazy: the agent stack, loaded by the session already
+
+        return SessionModeState(current_mode_id=self.mode, available_modes=[
+            SessionMode(id=mode, name=MODE_NAMES[mode], description=DESCRIPTIONS[mode]) for mode in MODES])
 
 
 class Server:
@@ -413,9 +440,10 @@ class Server:
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
         live = self._live(session_id)
-        if mode_id not in {mode.id for mode in MODES}:
-            raise RequestError(INVALID_PARAMS, f"no mode {mode_id!r}: one of {', '.join(m.id for m in MODES)}")
-        live.mode = mode_id
+        try:
+            live.hosted.set_mode(mode_id)  # ours, or Claude Code's names for them (acceptEdits, ...)
+        except WorkstationError as err:
+            raise RequestError(INVALID_PARAMS, f"no mode {mode_id!r}: {str(err).split(': ', 1)[-1]}") from None
         return SetSessionModeResponse()
 
     async def prompt(self, prompt: list, session_id: str, **kwargs: Any) -> PromptResponse:

@@ -66,7 +66,7 @@ from .context import ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions
-from .modes import Permissions, briefing
+from .modes import Permissions, briefing, from_claude, last_noted, noted
 from .tools import ToolContext, ToolResult
 from .tools.base import RangeMemory
 from .tools.task import at_once, groups
@@ -179,6 +179,10 @@ class Agent:
                                             intend=None, env_files=None, delegate=None, permissions=None)
         records = session.read().records
         self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
+        # the mode the user last chose in this session goes on (an editor's next agent process loads it)
+        if (chosen := last_noted(records)) is not None:
+            self.permissions.set(chosen)
+        self.permissions.on_change = lambda mode: self._notice(noted(mode), "mode")
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)
@@ -227,8 +231,6 @@ class Agent:
     def set_mode(self, mode: str) -> str:
         """Switch the permission mode (ours or Claude Code's name; WorkstationError for neither); the model is
         told at its next turn. Returns ours."""
-        from .modes import from_claude
-
         return self.permissions.set(from_claude(mode))
 
     def configured_window(self) -> int:
@@ -620,6 +622,10 @@ class Agent:
             self._tell(line, "hook", events)
         return outcome
 
+    def notify(self, message: str, kind: str) -> None:
+        """The Notification hooks (`kind`: Claude Code's notification_type: permission_prompt, idle_prompt)."""
+        self._hook("Notification", self._events, match=(kind,), message=message, notification_type=kind)
+
     def _session_start(self, events: AgentEvents) -> str:
         """SessionStart, at this agent's first turn: `resume` when the session has turns already. Its context."""
         if self._started or not self.hooks:
@@ -667,8 +673,7 @@ class Agent:
             if outcome.permission in ("allow", "deny"):
                 return outcome.permission == "allow"
             what = {"command": "run", "edit": "make the edit"}.get(request.action, "call")
-            self._hook("Notification", self._events, message=f"workstation needs your permission to {what} "
-                       f"{request.subject}", notification_type="permission_prompt")
+            self.notify(f"workstation needs your permission to {what} {request.subject}", "permission_prompt")
             return ask(request)
 
         return approve

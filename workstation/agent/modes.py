@@ -21,8 +21,10 @@ Claude Code's names for the same modes travel in hook payloads (`permission_mode
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from ..config import PERMISSION_MODES
 from ..errors import WorkstationError
@@ -104,7 +106,8 @@ class Permissions:
     `previous` is the mode before `plan`, the one an approved plan goes back to. `changed` is the mode the
     model has not been told yet (the loop tells it at the next turn, as a context update)."""
 
-    def __init__(self, mode: str = "edits"):
+    def __init__(self, mode: str = "edits", on_change: Callable[[str], None] | None = None):
+        self.on_change = on_change  # told each new mode (the agent keeps it in the session's log)
         self._lock = threading.Lock()
         self._mode = check(mode)
         self.previous = "edits" if mode == "plan" else mode
@@ -122,9 +125,12 @@ class Permissions:
         """Switch to `mode` (WorkstationError for a name that is none); returns it."""
         mode = check(mode)
         with self._lock:
-            if mode == "plan" and self._mode != "plan":
+            changed = mode != self._mode
+            if mode == "plan" and changed:
                 self.previous = self._mode
             self._mode = mode
+        if changed and self.on_change is not None:
+            self.on_change(mode)
         return mode
 
     def cycle(self) -> str:
@@ -145,6 +151,25 @@ class Permissions:
                 return None
             self.told = self._mode
             return self._mode
+
+
+_NOTED = re.compile(r"^\[permission mode: (ask|edits|plan|auto)\]$")
+
+
+def noted(mode: str) -> str:
+    """The session log's notice of a mode the user chose: a session loaded later (another agent process of an
+    editor's, a resumed chat) goes on in it."""
+    return f"permission mode: {mode}"
+
+
+def last_noted(records: list[dict]) -> str | None:
+    """The mode the session's log says the user chose last (None: none)."""
+    for record in reversed(records):
+        if record.get("type") == "system" and record.get("notice") == "mode" and not record.get("sidechain"):
+            found = _NOTED.match(str(record.get("content") or ""))
+            if found:
+                return found.group(1)
+    return None
 
 
 def briefing(mode: str) -> str:

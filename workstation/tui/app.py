@@ -35,8 +35,9 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
+from ..terminal import attention
 from .layout import MAP_SHARE, MIN_CHAT, MIN_MAP, MIN_SIDE, SIDE_SHARE, column_widths
-from .messages import BackendRequest, NewSessionRequested, ResumeSessionRequested, ThemeChanged
+from .messages import BackendRequest, ModeCycleRequested, NewSessionRequested, ResumeSessionRequested, ThemeChanged
 from .panes.chat import ChatPane
 from .panes.map import MapPane
 from .panes.memory import MemoryPane
@@ -44,7 +45,7 @@ from .panes.timeline import TimelinePane
 from .seam import Backend
 from .themes import DEFAULT_THEME, load_themes
 
-PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height", "stop_agent"})
+PANE_ACTIONS = frozenset({"focus_pane", "toggle_maximize", "resize", "resize_height", "stop_agent", "cycle_mode"})
 SIGTERM_GRACE_S = 10.0  # after a SIGTERM, the seconds a clean quit may take before the process ends anyway
 
 
@@ -66,6 +67,8 @@ class WorkstationApp(App):
         Binding("alt+up", "resize_height(-10)", "Shorter", show=False),
         Binding("alt+down", "resize_height(10)", "Taller", show=False),
         Binding("escape", "stop_agent", "Stop", show=False),  # only while the agent works (check_action)
+        # the permission modes (agent.modes); over the screen's focus-previous, only on the main screen
+        Binding("shift+tab", "cycle_mode", "Mode", priority=True, show=False),
     ]
     # shares of the terminal's width (column_widths); watchers run only on change
     map_share: reactive[float] = reactive(MAP_SHARE, init=False)
@@ -208,6 +211,21 @@ class WorkstationApp(App):
     def action_new_session(self) -> None:
         self.post_message(NewSessionRequested())
 
+    def action_cycle_mode(self) -> None:
+        """Shift+Tab: the next permission mode (ask, edits, plan, auto); the status line shows it."""
+        self.post_message(ModeCycleRequested())
+
+    def ring(self, message: str) -> None:
+        """Call the user back to the terminal (a finished turn, a pending approval or plan): OSC 9 with
+        `message` where the terminal shows it as a notification, else the bell (terminal.attention)."""
+        sequence = attention(message, dict(os.environ))
+        driver = self._driver
+        if sequence == "\a" or driver is None or self.is_headless:
+            self.bell()
+            return
+        driver.write(sequence)
+        driver.flush()
+
     # --------------------------------------------------------------- actions
     def action_focus_pane(self, name: str) -> None:
         if name == "chat":
@@ -331,6 +349,9 @@ class WorkstationApp(App):
                             partial(self.action_resize_height, -10))
         yield SystemCommand("New session", "Start a new session; this one stays as it is (/new)",
                             self.action_new_session)
+        yield SystemCommand("Next permission mode", "ask → edits → plan → auto, as shift+tab does "
+                            "(ask: edits and commands ask; plan: read-only until you approve a plan; "
+                            "auto: no questions, inside the sandbox, no network)", self.action_cycle_mode)
         yield SystemCommand("Sessions", "List sessions: resume, replay, compact, archive, restore, export",
                             partial(self.action_open_screen, "sessions"))
         yield SystemCommand("Reflection", "Reflection queries as tables; context size and tool usage plots",
@@ -346,6 +367,17 @@ class WorkstationApp(App):
                 for title, help_text, callback in pane.palette_commands():
                     yield SystemCommand(title, help_text, callback)
             yield from self._mcp_commands()
+            yield from self._skill_commands()
+
+    def _skill_commands(self) -> Iterable[SystemCommand]:
+        """The skills the agent may load (workstation.skills): one puts a request to use it in the prompt.
+        (Custom commands are among the chat's commands: palette_commands.)"""
+        workspace = self.backend.workspace if self.backend is not None else None
+        if workspace is None:
+            return
+        for skill in workspace.skills.skills.values():
+            yield SystemCommand(f"Skill {skill.name}", f"{skill.description} ({skill.source})",
+                                partial(self.insert_in_prompt, f"Use the {skill.name} skill: "))
 
     def _mcp_commands(self) -> Iterable[SystemCommand]:
         """The MCP servers the agent has (their state) and their tools: a tool puts its name in the prompt."""

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from ..sessions.log import Session
     from .app import WorkstationApp
     from .mapfeed import MapFeed
-    from .messages import NewSessionRequested, ResumeSessionRequested, ThemeChanged
+    from .messages import (ModeCycleRequested, NewSessionRequested, PlanAnswered, ResumeSessionRequested,
+                           ThemeChanged)
     from .panes.chat import ChatPane
     from .panes.map import MapPane
     from .panes.memory import MemoryPane
@@ -327,7 +328,10 @@ class LiveBackend:
         status = (f"session {agent.session.slug} · model {model}{mcp}" if model else
                   f"session {agent.session.slug}{mcp} · no model: set [model] name in ~/.config/workstation/"
                   "config.toml or WORKSTATION_MODEL (slash commands work without one)")
-        self._ui(lambda: (chat.set_bill(line), chat.set_status(status)))  # one trip to the UI thread
+        budget = self._budget_left()
+        mode = self.hosted.mode
+        self._ui(lambda: (chat.set_bill(line), chat.set_budget(budget), chat.set_status(status),
+                          chat.set_mode(mode)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
 
@@ -352,7 +356,8 @@ class LiveBackend:
         before = self._bill.line() if self._bill is not None else None
         line = self._billed(self.agent.session.read().records)
         if line != before:
-            self._ui(self.app.chat.set_bill, line)
+            budget = self._budget_left()
+            self._ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
 
     def count_call(self, record: dict) -> None:
         """A model call the running turn recorded: its cost and cache hit into the status line at once."""
@@ -360,7 +365,16 @@ class LiveBackend:
 
         if self._bill is not None:
             billing.add(self._bill, record)
-            self._ui(self.app.chat.set_bill, self._bill.line())
+            line, budget = self._bill.line(), self._budget_left()
+            self._ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
+
+    def _budget_left(self) -> str:
+        """What is left of agent.max_budget_usd as billed ("$4.21 of $5.00 left"); "" with no budget."""
+        limit = self.ws.config.agent.max_budget_usd if self.ws is not None else 0.0
+        if not limit or self._bill is None:
+            return ""
+        left = max(0.0, limit - self._bill.total.cost_usd)
+        return f"${left:.2f} of ${limit:.2f} left" if left else f"budget ${limit:.2f} spent"
 
     def _transcript(self, view) -> list[dict]:
         """The chat turns of the records `view` holds (the ones `outside` counts as shown), as replay has them."""
@@ -448,6 +462,7 @@ class LiveBackend:
 
         pattern = self._always_pattern(request)
         screen = ConfirmScreen(request.question(), always="Always" if pattern else None)
+        self._ui(self.app.ring, f"workstation needs your approval: {request.subject}")
         doing = self._ui(lambda: chat.activity)
         self._ui(chat.set_activity, "approval", request.subject)
         self._ui(self.app.push_screen, screen, done)
@@ -475,6 +490,37 @@ class LiveBackend:
 
     def on_chat_pane_submitted(self, request: ChatPane.Submitted) -> None:
         self._ready.wait()
+        self._turn(request.text, lambda sink: self.hosted.run(request.text, sink))
+
+    def on_plan_answered(self, request: PlanAnswered) -> None:
+        """The user's answer to the plan a turn in plan mode ended with (agent.modes): approved (maybe as
+        edited), the mode goes back to the one before plan and a turn carries it out; rejected, it stays."""
+        self._ready.wait()
+        if request.verdict == "approve":
+            self._turn(request.plan, lambda sink: self.hosted.approve_plan(request.plan, sink,
+                                                                            edited=request.edited),
+                       before=lambda: self._ui(self.app.chat.set_mode, "edits" if self.hosted.mode == "plan"
+                                               else self.hosted.mode))
+            return
+        if not self._busy.acquire(blocking=False):
+            self._warn(f"{WORKING}, then answer the plan again")
+            return
+        try:
+            mode = self.hosted.reject_plan()
+        finally:
+            self._busy.release()
+        self._ui(self.app.chat.add_turn, Turn("notice", "plan rejected: nothing changed; the mode stays "
+                                              f"{mode} (say what to do instead, or shift+tab to switch)"))
+
+    def on_mode_cycle_requested(self, request: ModeCycleRequested) -> None:
+        """Shift+Tab: the next permission mode; it holds from the agent's next tool call."""
+        self._ready.wait()
+        mode = self.hosted.cycle_mode()
+        self._ui(self.app.chat.set_mode, mode)
+
+    def _turn(self, text: str, run, before=None) -> None:
+        """One agent turn (`run(sink)` -> TurnResult) under the one-turn lock, shown as it goes; then the
+        terminal rings, and a plan the turn ended with goes to the user."""
         chat = self.app.chat
         if self.app.resume_offer is not None:  # the user goes on in the new session: the offer lapses
             self._ui(self.app.offer_resume, None)
@@ -483,17 +529,20 @@ class LiveBackend:
                 (self._changing.is_set() and self._busy.acquire(timeout=SESSION_CHANGE_WAIT_S))):
             self._ui(chat.add_turn, Turn("notice", f"{WORKING} (or wait for its answer)"))
             return
+        result = None
         try:
             self.outside.catch_up(turn=True)  # what the sidecar wrote since comes before this turn
             self._cancel.clear()
+            if before is not None:
+                before()
             self._ui(chat.set_activity, "busy", "")
             turn = LiveTurn(self, chat)
             try:
-                self.hosted.run(request.text, turn.heard)
+                result = run(turn.heard)
             except WorkstationError as err:  # refused before it began (no model, empty message)
                 self._ui(chat.discard_reply)
                 if not turn.wrote_user:
-                    self._ui(chat.add_turn, Turn("user", request.text, ts=time.time()))
+                    self._ui(chat.add_turn, Turn("user", text, ts=time.time()))
                 self._ui(chat.add_turn, Turn("error", str(err)))
         finally:
             self._busy.release()
@@ -505,6 +554,31 @@ class LiveBackend:
             self.refresh_memory()
             self.refresh_timeline()
             self.refresh_git()
+        self._ui(chat.set_mode, self.hosted.mode)
+        if result is not None:
+            self._turn_over(result)
+
+    def _turn_over(self, result) -> None:
+        """Call the user back: the plan to approve, or the turn's end (the terminal rings, and the
+        Notification hook hears it)."""
+        if result.plan:
+            from .messages import PlanAnswered  # lazy: textual's messages, as the widgets (module docstring)
+            from .screens.plan import PlanScreen  # lazy: the backend loads no widget (module docstring)
+
+            message = "workstation: a plan waits for your approval"
+            self._ui(self.app.ring, message)
+            self.hosted.notify(message, "permission_prompt")
+
+            def answered(answer) -> None:
+                if answer is not None:
+                    self.app.post_message(PlanAnswered(*answer))
+
+            self._ui(self.app.push_screen, PlanScreen(result.plan), answered)
+            return
+        message = ("workstation: the turn stopped: " + result.error) if result.error else \
+            "workstation: the agent finished; it waits for your input"
+        self._ui(self.app.ring, message)
+        self.hosted.notify(message, "idle_prompt")
 
     def on_chat_pane_cancel_requested(self, request: ChatPane.CancelRequested) -> None:
         self._cancel.set()

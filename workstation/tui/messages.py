@@ -40,3 +40,18 @@ class ResumeSessionRequested(BackendRequest):
     """Put the chat on session `slug` (the launch's offer to continue the last session, taken)."""
 
     slug: str
+
+
+@dataclass(eq=False)
+class ModeCycleRequested(BackendRequest):
+    """Shift+Tab: the next permission mode (agent.modes: ask, edits, plan, auto)."""
+
+
+@dataclass(eq=False)
+class PlanAnswered(BackendRequest):
+    """The user's answer to a plan a turn in plan mode ended with: `verdict` approve (with `plan`, as the user
+    may have edited it: `edited`) or reject."""
+
+    verdict: str
+    plan: str = ""
+    edited: bool = False

@@ -19,7 +19,8 @@ import pkgutil
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from . import panes, screens
-from .messages import BackendRequest, NewSessionRequested, ResumeSessionRequested, ThemeChanged
+from .messages import (BackendRequest, ModeCycleRequested, NewSessionRequested, PlanAnswered, ResumeSessionRequested,
+                       ThemeChanged)
 
 if TYPE_CHECKING:
     from ..agent.tools import Toolset
@@ -63,6 +64,11 @@ class Backend(Protocol):
     def on_new_session_requested(self, request: NewSessionRequested) -> None: ...
 
     def on_resume_session_requested(self, request: ResumeSessionRequested) -> None: ...
+
+    # permission modes (agent.modes): shift+tab, and the answer to a plan
+    def on_mode_cycle_requested(self, request: ModeCycleRequested) -> None: ...
+
+    def on_plan_answered(self, request: PlanAnswered) -> None: ...
 
     # knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None: ...

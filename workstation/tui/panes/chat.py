@@ -8,7 +8,8 @@ with the time it has taken so far), `set_context(used, window)`,
 request's cache hit, after the session's line: "cache 97% · $0.042"), `set_job(text)` (a background
 job's one line after those: file descriptions), `set_git(label)` (beside the gauge: "main ±3"),
 `set_plan(items)` (the agent's plan, [{text, status}], as a checklist above the status
-line that updates in place; [] hides it).
+line that updates in place; [] hides it), `set_mode(mode)` (the permission mode, first on the status line, working
+or not) and `set_budget(text)` (what is left of agent.max_budget_usd, after the bill).
 Messages up: `Submitted(text)`, `CommandSubmitted(name, args, text)`, `CancelRequested()`
 (Escape while the agent works: a model call, a tool, a command, a reply),
 `OriginalRequested(turn)` (enter on a redaction marker).
@@ -61,6 +62,10 @@ DEFAULT_COMMANDS = [
     SlashCommand("/help", "", "list commands"),
 ]
 MAX_HINTS = 6
+# the permission mode on the status line (agent.modes): a mark and a colour that say how free the agent is
+MODE_MARKS = {"ask": "?", "edits": "✎", "plan": "⏸", "auto": "⏵⏵"}
+MODE_STYLES = {"ask": "bold $text-success", "edits": "bold $text-primary", "plan": "bold $text-warning",
+               "auto": "bold $text-error"}
 GAUGE_BAR = 12  # cells of the context gauge's bar
 WIDE = 70  # a chat narrower than this shows the gauge without its bar
 # what the status line says while the agent works (AgentEvents.on_activity kinds, and the pane's own)
@@ -210,6 +215,8 @@ class ChatPane(Vertical):
         self._status = ""  # the session's line, shown while the agent is idle
         self._bill = ""  # the session's cost as billed and the last request's cache hit, after it
         self._job = ""  # a background job's line, after the session's
+        self._mode = ""  # the permission mode (agent.modes), first on the line; "" before the agent is there
+        self._budget = ""  # "$4.21 of $5.00 left" (agent.max_budget_usd), after the bill
         self._git = ""  # "main ±3", beside the gauge
         self._team = ""  # "team ↑09:12" or "team ✗ 09:12" ([team] sync state), beside the branch
         self._team_shown = False  # the badge fits on the status line (else its failing or recovering is a toast)
@@ -356,9 +363,36 @@ class ChatPane(Vertical):
         if self._activity is None:
             self.status_bar.set(left=self._idle_line())
 
-    def _idle_line(self) -> str:
-        # the bill first: a narrow pane cuts the line's end, and the model's long name matters less
-        return " · ".join(part for part in (self._bill, self._status, self._job) if part)
+    def set_mode(self, mode: str) -> None:
+        """The permission mode (ask, edits, plan, auto), first on the status line whatever the agent does."""
+        self._mode = mode
+        self.set_class(mode == "plan", "-plan-mode")
+        if self._activity is None:
+            self.status_bar.set(left=self._idle_line())
+        else:
+            self._show_activity()
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    def set_budget(self, text: str) -> None:
+        """What is left of the session's budget ("$4.21 of $5.00 left"), after the bill; "" for no budget."""
+        self._budget = text
+        if self._activity is None:
+            self.status_bar.set(left=self._idle_line())
+
+    def _mode_chip(self, then: bool) -> Content:
+        """The mode's mark and name, with a separator when `then` something follows."""
+        if not self._mode:
+            return Content("")
+        chip = Content.styled(f"{MODE_MARKS.get(self._mode, '')} {self._mode}", MODE_STYLES.get(self._mode, ""))
+        return Content.assemble(chip, " · ") if then else chip
+
+    def _idle_line(self) -> Content:
+        # the mode, then the bill: a narrow pane cuts the line's end, and the model's long name matters less
+        rest = " · ".join(part for part in (self._bill, self._budget, self._status, self._job) if part)
+        return Content.assemble(self._mode_chip(bool(rest)), rest)
 
     @property
     def bill(self) -> str:
@@ -414,8 +448,8 @@ class ChatPane(Vertical):
     def _show_activity(self) -> None:
         if self._activity is not None:
             kind, what, since = self._activity
-            self.status_bar.set(left=Content.styled(activity_text(kind, what, time.monotonic() - since),
-                                                    "$text-accent"))
+            self.status_bar.set(left=Content.assemble(
+                self._mode_chip(True), Content.styled(activity_text(kind, what, time.monotonic() - since), "$text-accent")))
 
     def set_commands(self, commands) -> None:
         """Slash commands offered for completion: SlashCommand, mappings of its fields, or names."""
