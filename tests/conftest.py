@@ -10,7 +10,8 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # The slow tiers (`pytest -m "not slow"` is the inner loop; the README's test command runs them all), each
-# file with what makes it slow.
+# file (or one test of a file, "file::test") with what makes it slow. Measured: these were 60% of the inner
+# loop's time, mostly processes paying the app's and litellm's start-up once or more per test.
 SLOW = {
     "integration/test_agent_checkpoint_faults.py": "kill -9 trials",
     "integration/test_sessions_faults.py": "kill -9 trials",
@@ -19,8 +20,33 @@ SLOW = {
     "tui/test_tui_sidecar_live.py": "the sidecar process",
     "integration/test_agent_lsp.py": "language servers",
     "integration/test_team.py": "PostgreSQL",
+    "tui/test_tui_team.py": "PostgreSQL",
     "tui/test_tui_snapshots.py": "snapshots",
     "tui/test_tui_screen_snapshots.py": "snapshots",
+    "integration/test_acp.py": "the ACP server as a process",
+    "integration/test_mcp_client.py": "MCP servers as processes",
+    "integration/test_trust_attacks.py": "every headless command as a process",
+    "integration/test_planted_links.py": "index and chat as processes",
+    "integration/test_compaction_guard.py": "whole sessions through the app, chat and ACP",
+    "integration/test_launch.py": "the app in a terminal",
+    "integration/test_link_races.py": "races, as an unprivileged uid",
+    "integration/test_sandbox.py": "sandboxed processes, as an unprivileged uid",
+    "integration/test_sandbox_limits.py": "fork bombs and memory hogs in the sandbox",
+    "integration/test_httpx_scenario.py": "the long benchmarks' scenario",
+    "integration/test_bench_long.py": "the long benchmark",
+    "tui/test_tui_parity.py": "the whole app with a live agent",
+    "tui/test_tui_daily.py": "the whole app with a live agent",
+    "tui/test_tui_live.py": "the whole app with a live agent",
+    "tui/test_tui_agent_extras.py": "the whole app with a live agent",
+    "tui/test_tui_history.py": "the whole app with a live agent",
+    "integration/test_memory_cli.py::test_damage_inside_the_store_is_found_before_anything_writes_to_it":
+        "the command line as processes",
+    "integration/test_memory_cli.py::test_a_store_held_by_another_program_is_named_not_a_lock_trace":
+        "the command line as processes",
+    "integration/test_sessions_compaction.py::test_forced_compaction_says_so_when_another_process_is_compacting":
+        "another process compacting",
+    "integration/test_sessions_archive.py::test_a_gzip_bomb_or_deep_metadata_is_refused_in_bounded_memory":
+        "bounded memory in a child process",
 }
 # Files that share one xdist worker: each starts servers too heavy for two to run at once on two cores.
 GROUPS = {
@@ -31,14 +57,24 @@ GROUPS = {
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the slow tiers, and keep each file on one worker (`--dist loadgroup`: its module fixtures are
-    built once), the grouped files on one between them."""
+    """Mark the slow tiers (before `-m` picks), and keep each file on one worker (`--dist loadgroup`: its
+    module fixtures are built once), the grouped files on one between them. Then the slow files go first
+    (with `--no-loadscope-reorder`, xdist hands out files in this order): a long file started last would
+    leave the other worker idle at the end."""
     for item in items:
-        where = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
-        if where in SLOW:
+        where = _where(item)
+        if where in SLOW or f"{where}::{item.name.partition('[')[0]}" in SLOW:
             item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.xdist_group(GROUPS.get(where, where)))
+    yield
+    slow = {_where(item) for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: _where(item) not in slow)
+
+
+def _where(item) -> str:
+    return os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
 
 
 @pytest.fixture(autouse=True)
