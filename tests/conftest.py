@@ -85,7 +85,7 @@ def _isolated_user(tmp_path_factory, monkeypatch):
     yield
 
 
-from conftest_llm import llm_spec, scripted_llm  # noqa: E402,F401  (shared fixtures)
+from support.conftest_llm import llm_spec, scripted_llm  # noqa: E402,F401  (shared fixtures)
 
 
 @pytest.fixture
@@ -107,14 +107,14 @@ def db(paths):
 
 
 @pytest.fixture
-def cli(ws, capsys, monkeypatch):
-    """Run the real command line in this process on the test module's `ws` folder: (exit code, stdout,
+def cli(root, capsys, monkeypatch):
+    """Run the real command line in this process on the test module's `root` folder: (exit code, stdout,
     stderr)."""
     from workstation.cli import main
     from workstation.cli.common import run_main
 
     def run(*args: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(ws), *args])
+        monkeypatch.setattr(sys, "argv", ["workstation", "-C", str(root), *args])
         try:
             run_main(main)
             code = 0

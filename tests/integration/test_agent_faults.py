@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from agent_support import agent, module_server, records, requests_since, tool_results, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, requests_since, tool_results, workspace
+from support.fakellm import Reply
 from workstation.agent.loop import AgentEvents
 
 server_module, server = module_server()

@@ -19,7 +19,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from fakellm import Reply, ScriptedLLM  # noqa: E402
+from support.fakellm import Reply, ScriptedLLM  # noqa: E402
 
 __all__ = ["scripted_llm", "llm_spec", "FAKE_API_KEY", "TEST_KEY_ENV", "TEST_MODEL", "CLAUDE_MODEL", "Reply",
            "ScriptedLLM"]

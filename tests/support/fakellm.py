@@ -3,7 +3,7 @@ library, and workstation.tokens to count tokens for the cache accounting).
 
 Usage::
 
-    from fakellm import Reply, ScriptedLLM
+    from support.fakellm import Reply, ScriptedLLM
 
     with ScriptedLLM([Reply(text="hello"), Reply(tool_calls=[("read_file", {"path": "a.py"})])]) as llm:
         spec = ModelSpec("openai/test-model", api_base=llm.url, api_key_env="WS_TEST_KEY")
@@ -72,8 +72,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
-import fake_anthropic as anthropic
-from fake_cache import AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, count_tokens
+from support import fake_anthropic as anthropic
+from support.fake_cache import AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, count_tokens
 
 __all__ = ["Reply", "ScriptedLLM", "RecordedRequest"]
 
