@@ -9,21 +9,19 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-# The slow tiers (`pytest -m "not slow"` is the inner loop; the README's test command runs them all), each
-# file (or one test of a file, "file::test") with what makes it slow. Measured: these were 60% of the inner
-# loop's time, mostly processes paying the app's and litellm's start-up once or more per test.
+# The slow tiers (`pytest -m "not slow"` is the inner loop; the README's test command runs them all): each
+# folder ("dir/"), file, or test of a file ("file::test") with what makes it slow. They were two thirds of
+# the inner loop's time (--durations), mostly processes paying the app's and litellm's start-up per test.
 SLOW = {
     "integration/test_agent_checkpoint_faults.py": "kill -9 trials",
     "integration/test_sessions_faults.py": "kill -9 trials",
     "integration/test_multiprocess.py": "processes sharing a workspace, the owner killed",
     "integration/test_sessions_sidecar.py": "the sidecar process",
-    "tui/test_tui_sidecar_live.py": "the sidecar process",
     "integration/test_agent_lsp.py": "language servers",
     "integration/test_team.py": "PostgreSQL",
-    "tui/test_tui_team.py": "PostgreSQL",
-    "tui/test_tui_snapshots.py": "snapshots",
-    "tui/test_tui_screen_snapshots.py": "snapshots",
+    "tui/": "the whole app under Pilot per test (its snapshots, the live agent, the sidecar, PostgreSQL)",
     "integration/test_acp.py": "the ACP server as a process",
+    "integration/test_mcp_server.py": "MCP servers as processes",
     "integration/test_mcp_client.py": "MCP servers as processes",
     "integration/test_trust_attacks.py": "every headless command as a process",
     "integration/test_planted_links.py": "index and chat as processes",
@@ -34,11 +32,6 @@ SLOW = {
     "integration/test_sandbox_limits.py": "fork bombs and memory hogs in the sandbox",
     "integration/test_httpx_scenario.py": "the long benchmarks' scenario",
     "integration/test_bench_long.py": "the long benchmark",
-    "tui/test_tui_parity.py": "the whole app with a live agent",
-    "tui/test_tui_daily.py": "the whole app with a live agent",
-    "tui/test_tui_live.py": "the whole app with a live agent",
-    "tui/test_tui_agent_extras.py": "the whole app with a live agent",
-    "tui/test_tui_history.py": "the whole app with a live agent",
     "integration/test_memory_cli.py::test_damage_inside_the_store_is_found_before_anything_writes_to_it":
         "the command line as processes",
     "integration/test_memory_cli.py::test_a_store_held_by_another_program_is_named_not_a_lock_trace":
@@ -47,6 +40,11 @@ SLOW = {
         "another process compacting",
     "integration/test_sessions_archive.py::test_a_gzip_bomb_or_deep_metadata_is_refused_in_bounded_memory":
         "bounded memory in a child process",
+    "integration/test_agent_report.py::test_chat_runs_one_headless_turn": "chat as a process",
+    "integration/test_import_cli.py::test_a_lone_surrogate_in_an_imported_transcript_prints_escaped_from_every_command":
+        "every command as a process",
+    "integration/test_import_bulk.py::test_workers_write_what_one_process_writes_and_the_next_import_reads_nothing":
+        "worker processes",
 }
 # Files that share one xdist worker: each starts servers too heavy for two to run at once on two cores.
 GROUPS = {
@@ -65,7 +63,8 @@ def pytest_collection_modifyitems(config, items):
     leave the other worker idle at the end."""
     for item in items:
         where = _where(item)
-        if where in SLOW or f"{where}::{item.name.partition('[')[0]}" in SLOW:
+        if (where in SLOW or f"{where}::{item.name.partition('[')[0]}" in SLOW
+                or where.partition("/")[0] + "/" in SLOW):
             item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.xdist_group(GROUPS.get(where, where)))
     yield
