@@ -1,6 +1,6 @@
 """Pytest fixtures for tests that talk to a (fake) model.
 
-Import into tests/conftest.py (``from conftest_llm import scripted_llm, llm_spec  # noqa: F401``)
+Import into tests/conftest.py (``from support.conftest_llm import scripted_llm, llm_spec  # noqa: F401``)
 or directly into a test module.
 
 * ``scripted_llm`` -- a running ``fakellm.ScriptedLLM`` (empty script; ``push()`` replies).
