@@ -4,12 +4,12 @@
                                                [--compaction sync|off] [--keep DIR] [--httpx-steps function|file]
 
 Two scenarios (--scenario, default both): `shop`, steps 1-5 below, and `httpx`, seed 003's own evaluation on
-the real httpx sources (tests/httpx_scenario.py: the httpx package installed beside litellm is copied as the
+the real httpx sources (tests/support/httpx_scenario.py: the httpx package installed beside litellm is copied as the
 repository, the same request_id task is scoped to its public API and Client/AsyncClient, and the seed's
 table is printed beside ours). Each prints its edit check, the report and its targets.
 
 Scenario shop:
-1. Builds the fixture repository of tests/agent_scenario.py: a `shop/` package
+1. Builds the fixture repository of tests/support/agent_scenario.py: a `shop/` package
    of five modules (~270-290 lines each, 40 public functions calling each other
    api -> orders -> catalog -> auth -> http).
 2. Runs the task "add a `request_id: str | None = None` parameter to every public
@@ -50,13 +50,13 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # fakellm and the scenario
 sys.path.insert(0, str(HERE))  # bench_lsp
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import agent_scenario as shop  # noqa: E402
+from support import agent_scenario as shop  # noqa: E402
 import bench_lsp  # noqa: E402
 import results  # noqa: E402  (benchmarks/results.py)
-import httpx_scenario  # noqa: E402
-from fakellm import ScriptedLLM  # noqa: E402
-from scenario_common import is_compaction  # noqa: E402
-from trust_support import trust, user_config  # noqa: E402
+from support import httpx_scenario  # noqa: E402
+from support.fakellm import ScriptedLLM  # noqa: E402
+from support.scenario_common import is_compaction  # noqa: E402
+from support.trust_support import trust, user_config  # noqa: E402
 
 from workstation import llm  # noqa: E402
 from workstation.agent import report as report_mod  # noqa: E402
@@ -224,7 +224,7 @@ def bare_syncs(folder: Path, size: int) -> float:
 
 def undo_task(root: Path) -> dict:
     """Create files and edit a 100 KB one in one turn, undo it, and time the checkpoints (step 5)."""
-    from fakellm import Reply
+    from support.fakellm import Reply
 
     big = "".join(f"ROW_{i:05d} = {i * 7919 % 100003}  # a row of the table\n" for i in range(2600))
     (root / BIG).write_text(big)

@@ -4,7 +4,7 @@
 
 Each run starts the real console script `workstation PATH --session SLUG` on a
 fresh workspace (a tiny repository, a 30-turn session with a compaction, the
-scripted model of tests/fakellm.py as `openai/test-model`) and, as a person would:
+scripted model of tests/support/fakellm.py as `openai/test-model`) and, as a person would:
 
 1. resume: the last message is on screen; shift+tab and Home show the first one;
 2. edit `core.py` on disk from outside: the map pane shows its new line count;
@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from fakellm import Reply, ScriptedLLM  # noqa: E402
-from pty_support import Terminal  # noqa: E402
-from sessions_support import SUMMARY  # noqa: E402
-from trust_support import user_config  # noqa: E402
+from support.fakellm import Reply, ScriptedLLM  # noqa: E402
+from support.pty_support import Terminal  # noqa: E402
+from support.sessions_support import SUMMARY  # noqa: E402
+from support.trust_support import user_config  # noqa: E402
 import results  # noqa: E402, I001  (benchmarks/results.py, beside this script)
 
 SLUG = "thirty-turns"

@@ -4,12 +4,12 @@ per turn and what survives each compaction (issue 28). Prints figures beside the
     .venv/bin/python benchmarks/bench_long.py [--frontend app|chat|acp|all] [--provider anthropic|openai|both]
         [--summarizer nothing|everything|both] [--turns 200] [--window 24000] [--pause 0.2] [--json PATH]
 
-The session (tests/long_scenario.py): the httpx sources installed beside litellm, copied; the user's goal in
+The session (tests/support/long_scenario.py): the httpx sources installed beside litellm, copied; the user's goal in
 the first message; task segments (a plan with the todo tool changed mid-way, three decisions, a file created,
 changed and moved, a test that fails and its fix, a second failure and its fix, a last failure left open)
 spread over the session between stretches of browsing (file_meta, read_lines, grep, find). The model is the
-scripted server on 127.0.0.1 (tests/fakellm.py) through the real litellm path, answering as Anthropic or as
-OpenAI and billing the prompt cache as each does (tests/fake_cache.py: Anthropic's cache_control breakpoints,
+scripted server on 127.0.0.1 (tests/support/fakellm.py) through the real litellm path, answering as Anthropic or as
+OpenAI and billing the prompt cache as each does (tests/support/fake_cache.py: Anthropic's cache_control breakpoints,
 reads and writes; OpenAI's automatic prefix caching in 128-token steps). A compaction request gets a summary
 in the five sections that keeps `nothing` ("(none)" under each) or `everything` the request shows.
 
@@ -49,10 +49,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import httpx_scenario  # noqa: E402
-import long_scenario as long  # noqa: E402
-from fakellm import ScriptedLLM  # noqa: E402
-from trust_support import user_config  # noqa: E402
+from support import httpx_scenario  # noqa: E402
+from support import long_scenario as long  # noqa: E402
+from support.fakellm import ScriptedLLM  # noqa: E402
+from support.trust_support import user_config  # noqa: E402
 
 MODELS = {"anthropic": "anthropic/claude-sonnet-4-5-20250929", "openai": "openai/test-model"}
 PRICED_AS = {"anthropic": "anthropic/claude-sonnet-4-5-20250929", "openai": "gpt-4.1"}  # the fake has no price
@@ -338,7 +338,7 @@ def probes(run: Run, steps: list[int], assistants: list[dict], compacts: list[di
 def cache_detail(run: Run) -> list[dict]:
     """Each compaction request and the first agent step after it: its tokens, how many the cache served,
     and where its prefix left the previous request's (the first item, tool or message, that differs)."""
-    from fake_cache import openai_items
+    from support.fake_cache import openai_items
 
     ex = run.exchanges
     kinds = [long.kind_of(e["request"]) for e in ex]

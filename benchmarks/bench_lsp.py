@@ -93,7 +93,7 @@ def tree_cpu_s(pid: int) -> float:
 
 def run_warm(edits: int = 20) -> float | None:
     """N checked edits of a demo repository file; prints and returns the warm median (ms)."""
-    from trust_support import trust, user_config
+    from support.trust_support import trust, user_config
 
     from workstation.agent import tools
     from workstation.agent.loop import Agent

@@ -27,8 +27,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # fakellm and the shared session helpers
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from fakellm import ScriptedLLM  # noqa: E402
-from sessions_support import KEY, KEY_ENV, fill, make_config, summarizer  # noqa: E402
+from support.fakellm import ScriptedLLM  # noqa: E402
+from support.sessions_support import KEY, KEY_ENV, fill, make_config, summarizer  # noqa: E402
 
 import results  # noqa: E402  (benchmarks/results.py, beside this script)
 from workstation import llm  # noqa: E402

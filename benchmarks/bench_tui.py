@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "tui"))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from pty_support import Terminal  # noqa: E402
+from support.pty_support import Terminal  # noqa: E402
 
 import results  # noqa: E402  (benchmarks/results.py, beside this script)
 

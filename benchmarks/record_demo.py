@@ -4,7 +4,7 @@
 
 Writes, replacing what is there:
   sessions/demo-repo/               the fixture repository as it was BEFORE the episode (the small
-                                    request_id scenario of tests/agent_scenario.py: two modules)
+                                    request_id scenario of tests/support/agent_scenario.py: two modules)
   sessions/demo-request-id.jsonl    the session log of the episode
 
 The episode is the benchmark's scenario, shorter: the real Agent (real litellm,
@@ -27,9 +27,9 @@ REPO_TOP = HERE.parent
 sys.path.insert(0, str(REPO_TOP / "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from agent_scenario import CHECK, TASK, RequestIdPolicy, check_repo, make_repo  # noqa: E402
-from fakellm import ScriptedLLM  # noqa: E402
-from trust_support import user_config  # noqa: E402
+from support.agent_scenario import CHECK, TASK, RequestIdPolicy, check_repo, make_repo  # noqa: E402
+from support.fakellm import ScriptedLLM  # noqa: E402
+from support.trust_support import user_config  # noqa: E402
 
 from workstation.agent import report as report_mod  # noqa: E402
 from workstation.agent.loop import Agent  # noqa: E402

@@ -19,9 +19,9 @@ import pytest
 from acp import RequestError, spawn_agent_process, text_block
 from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AllowedOutcome, AvailableCommandsUpdate, FileEditToolCallContent, RequestPermissionResponse, ToolCallProgress, ToolCallStart,
                         UserMessageChunk)
-from agent_support import config_overrides, module_server, records, write_repo
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply
+from support.agent_support import config_overrides, module_server, records, write_repo
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply
 from workstation.paths import Paths
 from workstation.replay import Episode
 from workstation.sessions.catalog import search
@@ -324,7 +324,7 @@ def test_an_untrusted_workspace_keeps_its_allow_list_to_itself(repo, home, serve
 def test_the_editors_mcp_server_serves_the_session_and_asks_first(repo, home, server, tmp_path):
     from acp.schema import McpServerStdio
 
-    fixture = str(Path(__file__).resolve().parent.parent / "mcp_fixture_server.py")
+    fixture = str(Path(__file__).resolve().parent.parent / "support" / "mcp_fixture_server.py")
     server.push(Reply(tool_calls=[("fixture__echo", {"text": "editor", "reverse": True})]),
                 Reply(text="It said rotide."))
     editor = Editor(["allow"])

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from agent_support import module_server, records, write_repo
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply
-from npm_support import bin_of, node_env
+from support.agent_support import module_server, records, write_repo
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply
+from support.npm_support import bin_of, node_env
 from workstation.paths import Paths
 from workstation.sessions.log import Session
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
-from agent_support import agent, module_server, records, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, workspace
+from support.fakellm import Reply
 from workstation.llm import MAX_TOOL_ARGS_CHARS
 from workstation.llm.attempt import STREAM_SLACK_CHUNKS
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import time
 
-from agent_support import agent, module_server, records, requests_since, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, requests_since, workspace
+from support.fakellm import Reply
 from workstation.agent.loop import AgentEvents
 
 server_module, server = module_server()

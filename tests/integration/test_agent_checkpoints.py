@@ -12,9 +12,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from agent_scenario import summarize
-from agent_support import agent, is_compaction, is_update, module_server, records, workspace
-from fakellm import Reply
+from support.agent_scenario import summarize
+from support.agent_support import agent, is_compaction, is_update, module_server, records, workspace
+from support.fakellm import Reply
 from workstation.agent import slash
 from workstation.agent.loop import Agent
 from workstation.fsutil import sha256_bytes

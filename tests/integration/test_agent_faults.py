@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from agent_support import agent, module_server, records, requests_since, tool_results, workspace
-from fakellm import Reply
+from support.agent_support import agent, events, module_server, records, requests_since, tool_results, workspace
+from support.fakellm import Reply
 from workstation.agent.loop import AgentEvents
 
 server_module, server = module_server()
@@ -38,7 +38,7 @@ def test_a_failed_model_call_leaves_the_session_intact(tmp_path, server, fault):
         ("user", "first question"), ("assistant", "first answer"), ("user", "second question"),
         ("system", f"[{result.error}]")]
     assert log[3]["notice"] == "error" and len(log) == 4
-    failed = [e for e in __import__("agent_support").events(ws, a.session.slug) if e["type"] == "model_call"]
+    failed = [e for e in events(ws, a.session.slug) if e["type"] == "model_call"]
     assert [e["ok"] for e in failed] == [True, False] and phrase in failed[1]["data"]["error"]
     # the conversation goes on; the failure notice is for the user, not a turn for the model
     server.push(Reply(text="third answer"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from agent_support import (agent, is_compaction, is_update, module_server, records, requests_since, tool_results,
+from support.agent_support import (agent, is_compaction, is_update, module_server, records, requests_since, tool_results,
                            workspace)
-from fakellm import Reply
+from support.fakellm import Reply
 from workstation.agent import slash
 from workstation.sessions import Session
 

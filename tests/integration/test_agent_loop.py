@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from agent_support import (MODEL, agent, events, is_compaction, is_update, module_server, records, requests_since,
+from support.agent_support import (MODEL, agent, events, is_compaction, is_update, module_server, records, requests_since,
                            tool_results, workspace)
-from conftest_llm import FAKE_API_KEY
-from fakellm import Reply
+from support.conftest_llm import FAKE_API_KEY
+from support.fakellm import Reply
 from workstation.agent import report as report_mod
 from workstation.agent.loop import NoModel
 from workstation.agent.tools import TOOLS

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import agent_support
-from agent_support import agent, events, module_server, records
-from fakellm import Reply
+from support import agent_support
+from support.agent_support import agent, events, module_server, records
+from support.fakellm import Reply
 from workstation.agent import slash, tools
 
 pytestmark = pytest.mark.timeout(240)
@@ -399,7 +399,7 @@ def test_a_workspace_cannot_make_an_edit_wait_on_a_server_past_the_users_limit(t
     no longer than the user's own limit (3 s here)."""
     from workstation.lsp import ServerSpec
     from workstation.runtime import Workspace
-    from trust_support import trust
+    from support.trust_support import trust
 
     home = tmp_path / "home"
     home.mkdir()

@@ -8,9 +8,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from agent_support import (agent, config_overrides, is_compaction, module_server, records, requests_since, tool_results,
+from support.agent_support import (agent, config_overrides, is_compaction, module_server, records, requests_since, tool_results,
                            workspace)
-from fakellm import Reply
+from support.fakellm import Reply
 from workstation.agent import slash, tools
 from workstation.agent.loop import AgentEvents
 from workstation.sessions.plan import current

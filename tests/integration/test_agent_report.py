@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent_scenario import CHECK, TASK, RequestIdPolicy, check_repo, make_repo
-from agent_support import agent, config_overrides, module_server, records, requests_since, workspace
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply
+from support.agent_scenario import CHECK, TASK, RequestIdPolicy, check_repo, make_repo
+from support.agent_support import agent, config_overrides, module_server, records, requests_since, workspace
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply
 from workstation import config as config_mod
 from workstation.agent import billed as billed_mod
 from workstation.agent import report as report_mod

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_support import agent, module_server, records, requests_since, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, requests_since, workspace
+from support.fakellm import Reply
 from workstation.agent import slash, tools
 from workstation.memory.reflect import QUERIES
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from agent_support import agent, events, module_server, records, requests_since, workspace
-from fakellm import Reply
+from support.agent_support import agent, events, module_server, records, requests_since, workspace
+from support.fakellm import Reply
 from workstation.agent.loop import AgentEvents
 
 server_module, server = module_server()
@@ -306,8 +306,8 @@ def test_several_tasks_run_at_once_and_are_recorded_in_order(tmp_path, server):
 def test_the_childs_first_request_reads_the_parents_prefix_from_the_cache(tmp_path, server):
     """Against the fake Anthropic endpoint's cache accounting: the child's first request reads, from the cache
     the parent's requests wrote, exactly its tools and the parent's head (everything up to the system block)."""
-    from conftest_llm import CLAUDE_MODEL
-    from fake_cache import anthropic_blocks, count_tokens
+    from support.conftest_llm import CLAUDE_MODEL
+    from support.fake_cache import anthropic_blocks, count_tokens
 
     scripted(server, parent=[Reply(tool_calls=[("task", {"prompt": FIND})]), Reply(text="Only fetch uses it.")],
              child=[Reply(tool_calls=[("grep", {"pattern": "timeout"})]), Reply(text=SUMMARY)])

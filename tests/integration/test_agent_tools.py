@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import agent, module_server, records, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, workspace
+from support.fakellm import Reply
 from workstation.agent import slash, tools
 
 server_module, server = module_server()

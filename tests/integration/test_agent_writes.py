@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from agent_support import agent, module_server, records, tool_results, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, tool_results, workspace
+from support.fakellm import Reply
 from workstation.agent import tools
 from workstation.fsutil import atomic_write, sha256_bytes, sweep_staging
 from workstation.textdiff import NO_NEWLINE, unified

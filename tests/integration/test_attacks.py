@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from agent_support import agent, module_server, records, workspace
-from fakellm import Reply
-from trust_support import trust
+from support.agent_support import agent, module_server, records, workspace
+from support.fakellm import Reply
+from support.trust_support import trust
 from workstation import sandbox
 from workstation.sandbox import Policy
 

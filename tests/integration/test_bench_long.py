@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import bench_long  # noqa: E402
-import long_scenario as long  # noqa: E402
+from support import long_scenario as long  # noqa: E402
 
 TURNS, WINDOW = 12, 10000
 

@@ -4,8 +4,8 @@ user's budget, never raise it or lift it."""
 
 from __future__ import annotations
 
-from agent_support import agent, module_server, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, workspace
+from support.fakellm import Reply
 from workstation.config import Config, _lowered
 
 server_module, server = module_server()

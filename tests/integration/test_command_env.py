@@ -10,8 +10,8 @@ import json
 import secrets
 from urllib.parse import quote
 
-from agent_support import agent, module_server, records, requests_since, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, requests_since, workspace
+from support.fakellm import Reply
 from workstation.scrub import MASK
 
 server_module, server = module_server()

@@ -8,9 +8,9 @@ import json
 
 from click.testing import CliRunner
 
-from agent_support import agent, config_overrides, is_compaction, module_server, records, workspace
-from fakellm import Reply
-from scenario_common import content
+from support.agent_support import agent, config_overrides, is_compaction, module_server, records, workspace
+from support.fakellm import Reply
+from support.scenario_common import content
 from workstation.agent.loop import AgentEvents
 from workstation.sessions import Session
 from workstation.sessions.log import LogView
@@ -171,7 +171,7 @@ def test_the_app_chat_and_acp_make_the_same_compactions(tmp_path, server, monkey
     import time
 
     from acp import spawn_agent_process, text_block
-    from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+    from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
     from workstation.cli import main
     from workstation.host import Host, TurnFinished
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from workstation import config
-from trust_support import trust
+from support.trust_support import trust
 from workstation.errors import ConfigError
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import agent, events, module_server, records, workspace
-from fakellm import Reply
+from support.agent_support import agent, events, module_server, records, workspace
+from support.fakellm import Reply
 from workstation.agent import tools
 from workstation.agent.report import agent_figures
 from workstation.importers.engine import Importer

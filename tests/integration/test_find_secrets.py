@@ -9,8 +9,8 @@ import secrets
 import subprocess
 import sys
 
-from agent_support import agent, module_server, requests_since, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, requests_since, workspace
+from support.fakellm import Reply
 from test_secrets_canary import _database_text
 from workstation.agent import slash
 

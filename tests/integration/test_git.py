@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from git_support import committed_files, git, head_message, init_repo, isolated_git  # noqa: F401
+from support.git_support import committed_files, git, head_message, init_repo, isolated_git  # noqa: F401
 from workstation import git as gitmod
 from workstation.git import GitError, Repo
 

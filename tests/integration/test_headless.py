@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import config_overrides, module_server, workspace
-from conftest_llm import CLAUDE_MODEL, FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply
+from support.agent_support import config_overrides, module_server, workspace
+from support.conftest_llm import CLAUDE_MODEL, FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply
 
 server_module, server = module_server()
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from agent_support import agent, module_server, records, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, workspace
+from support.fakellm import Reply
 from workstation.agent import slash, tools
 from workstation.replay import Episode
 from workstation.sessions.catalog import list_sessions, search

@@ -17,8 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agent_support import agent, module_server, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, workspace
+from support.fakellm import Reply
 from workstation import config, trust
 from workstation.paths import user_dir
 from workstation.runtime import Workspace

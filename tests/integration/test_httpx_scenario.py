@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_support import agent, module_server, workspace
-from httpx_scenario import (API, CHECK, CLIENT, SEED_REDUCTION, TASK, HttpxRequestIdPolicy, check_repo, make_repo,
+from support.agent_support import agent, module_server, workspace
+from support.httpx_scenario import (API, CHECK, CLIENT, SEED_REDUCTION, TASK, HttpxRequestIdPolicy, check_repo, make_repo,
                            passed_blind)
 from workstation.agent import report as report_mod
 

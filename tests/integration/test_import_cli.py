@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from trust_support import trust
+from support.trust_support import trust
 from workstation.sessions.log import Session
 
 FIX = Path(__file__).parents[1] / "fixtures" / "import"
@@ -21,28 +21,28 @@ WORKSTATION = str(Path(sys.executable).with_name("workstation"))
 
 
 @pytest.fixture
-def ws(tmp_path):
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
+def root(tmp_path):
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
 
 
-def _records(ws: Path, slug: str) -> list[dict]:
+def _records(root: Path, slug: str) -> list[dict]:
     from workstation.paths import Paths
 
-    return Session(Paths.for_root(ws), slug).read().records
+    return Session(Paths.for_root(root), slug).read().records
 
 
-def _claude_for(ws: Path, dest: Path, session_id: str = "9f1c2d3e-0000-4000-8000-00000000abcd") -> Path:
-    """The Claude Code fixture as if recorded in `ws`."""
-    text = (FIX / "claude_session.jsonl").read_text().replace('"/work/demo', json.dumps(str(ws))[:-1])
+def _claude_for(root: Path, dest: Path, session_id: str = "9f1c2d3e-0000-4000-8000-00000000abcd") -> Path:
+    """The Claude Code fixture as if recorded in `root`."""
+    text = (FIX / "claude_session.jsonl").read_text().replace('"/work/demo', json.dumps(str(root))[:-1])
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(text.replace("9f1c2d3e-0000-4000-8000-00000000abcd", session_id))
     return dest
 
 
 # --------------------------------------------------------------------------- import and re-import
-def test_import_reports_each_session_and_then_nothing_new(cli, ws):
+def test_import_reports_each_session_and_then_nothing_new(cli, root):
     code, out, err = cli("import", str(FIX / "claude_session.jsonl"), str(FIX / "codex_0.77.jsonl"))
     assert code == 0 and err == ""
     assert "-> claude-2025-10-21-9f1c2d3e: +16 records" in out and "-> codex-2025-11-02-0199bbbb: +8 records" in out
@@ -54,7 +54,7 @@ def test_import_reports_each_session_and_then_nothing_new(cli, ws):
                                                                            ("codex", 0, True)]
 
 
-def test_format_can_be_forced_and_is_checked(cli, ws):
+def test_format_can_be_forced_and_is_checked(cli, root):
     code, out, err = cli("import", "--format", "openhands", str(FIX / "claude_session.jsonl"))
     assert code == 1 and err.strip().splitlines() == [
         f"error: {FIX / 'claude_session.jsonl'}: not valid JSON (Extra data); nothing imported"]
@@ -66,7 +66,7 @@ def _lines(err: str) -> list[str]:
     return [line for line in err.strip().splitlines() if line]
 
 
-def test_bad_lines_are_one_warning_each_and_the_rest_imports(cli, ws, tmp_path):
+def test_bad_lines_are_one_warning_each_and_the_rest_imports(cli, root, tmp_path):
     good = (FIX / "claude_session.jsonl").read_text().splitlines()
     deep = "[" * 200_000 + "]" * 200_000
     nested = json.dumps({"type": "user", "x": json.loads("[" * 150 + "]" * 150)})
@@ -82,7 +82,7 @@ def test_bad_lines_are_one_warning_each_and_the_rest_imports(cli, ws, tmp_path):
     assert "+16 records" in out  # everything else, as from the clean file
 
 
-def test_a_truncated_log_imports_up_to_its_cut(cli, ws, tmp_path):
+def test_a_truncated_log_imports_up_to_its_cut(cli, root, tmp_path):
     data = (FIX / "claude_session.jsonl").read_bytes()
     cut = tmp_path / "cut.jsonl"
     cut.write_bytes(data[: len(data) - 40])
@@ -95,7 +95,7 @@ def test_a_truncated_log_imports_up_to_its_cut(cli, ws, tmp_path):
     assert code == 0 and err == "" and "+1 records (1 assistant)" in out
 
 
-def test_unreadable_files_are_one_error_each_and_the_others_import(cli, ws, tmp_path):
+def test_unreadable_files_are_one_error_each_and_the_others_import(cli, root, tmp_path):
     traj = tmp_path / "cut.traj"
     traj.write_text((FIX / "swe_text_actions.traj").read_text()[:300])
     unknown = tmp_path / "notes.md"
@@ -116,7 +116,7 @@ def test_unreadable_files_are_one_error_each_and_the_others_import(cli, ws, tmp_
     assert code == 1 and len(_lines(err)) == 1
 
 
-def test_a_folder_imports_what_it_recognises(cli, ws, tmp_path):
+def test_a_folder_imports_what_it_recognises(cli, root, tmp_path):
     folder = tmp_path / "logs"
     folder.mkdir()
     for name in ("codex_0.40.jsonl", "swe_function_calls.traj"):
@@ -134,13 +134,13 @@ def test_import_needs_something_to_import(cli):
 
 
 # --------------------------------------------------------------------------- --from
-def test_from_claude_code_finds_this_workspaces_sessions(cli, ws, tmp_path, monkeypatch):
+def test_from_claude_code_finds_this_workspaces_sessions(cli, root, tmp_path, monkeypatch):
     from workstation.importers.claude_code import project_dir_name
 
     config = tmp_path / "claude"
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
-    folder = config / "projects" / project_dir_name(str(ws.resolve()))
-    _claude_for(ws.resolve(), folder / "9f1c2d3e-0000-4000-8000-00000000abcd.jsonl")
+    folder = config / "projects" / project_dir_name(str(root.resolve()))
+    _claude_for(root.resolve(), folder / "9f1c2d3e-0000-4000-8000-00000000abcd.jsonl")
     _claude_for(tmp_path / "other", folder / "77777777-0000-4000-8000-000000000000.jsonl",
                 "77777777-0000-4000-8000-000000000000")  # same folder name, another project's cwd
     code, out, err = cli("import", "--from", "claude-code")
@@ -148,12 +148,12 @@ def test_from_claude_code_finds_this_workspaces_sessions(cli, ws, tmp_path, monk
     assert "claude-2025-10-21-9f1c2d3e: +16 records" in out and "77777777" not in out
 
 
-def test_from_codex_finds_this_workspaces_rollouts(cli, ws, tmp_path, monkeypatch):
+def test_from_codex_finds_this_workspaces_rollouts(cli, root, tmp_path, monkeypatch):
     home = tmp_path / "codex"
     monkeypatch.setenv("CODEX_HOME", str(home))
     day = home / "sessions" / "2025" / "11" / "02"
     day.mkdir(parents=True)
-    mine = (FIX / "codex_0.77.jsonl").read_text().replace('"/work/demo"', json.dumps(str(ws.resolve())))
+    mine = (FIX / "codex_0.77.jsonl").read_text().replace('"/work/demo"', json.dumps(str(root.resolve())))
     (day / "rollout-2025-11-02T08-00-00-0199bbbb-2222-7000-8000-000000000002.jsonl").write_text(mine)
     (day / "rollout-2025-09-25T10-00-00-0199aaaa-1111-7000-8000-000000000001.jsonl").write_text(
         (FIX / "codex_0.40.jsonl").read_text())  # recorded in /work/demo: not this workspace
@@ -168,7 +168,7 @@ def test_from_an_agent_with_no_sessions_here_says_where_it_looked(cli, tmp_path,
 
 
 # --------------------------------------------------------------------------- imported sessions are sessions
-def test_imported_sessions_list_show_search_export_report_archive_restore(cli, ws):
+def test_imported_sessions_list_show_search_export_report_archive_restore(cli, root):
     assert cli("import", str(FIX / "claude_session.jsonl"))[0] == 0
     slug = "claude-2025-10-21-9f1c2d3e"
     code, out, _ = cli("session", "list", "--json")
@@ -197,7 +197,7 @@ def test_imported_sessions_list_show_search_export_report_archive_restore(cli, w
     assert code == 0 and "Read(/work/demo/setup.py)" in out
 
 
-def test_imported_events_land_in_the_episodic_store_at_the_source_times(cli, ws):
+def test_imported_events_land_in_the_episodic_store_at_the_source_times(cli, root):
     assert cli("import", str(FIX / "claude_session.jsonl"))[0] == 0
     code, out, _ = cli("reflect", "--sql", "SELECT type, name, strftime(ts, '%Y-%m-%dT%H:%M:%S') AS ts, tokens_in, "
                                           "tokens_out, flow FROM events WHERE session = 'claude-2025-10-21-9f1c2d3e' "
@@ -224,34 +224,34 @@ def _wait(predicate, timeout: float = 30.0) -> bool:
     return False
 
 
-def _count(ws: Path, slug: str) -> int:
-    path = ws / ".workstation" / "sessions" / f"{slug}.jsonl"
+def _count(root: Path, slug: str) -> int:
+    path = root / ".workstation" / "sessions" / f"{slug}.jsonl"
     return path.read_text().count("\n") if path.exists() else 0
 
 
-def test_watch_imports_lines_as_they_are_written_and_keeps_them_when_the_source_goes(ws, tmp_path):
+def test_watch_imports_lines_as_they_are_written_and_keeps_them_when_the_source_goes(root, tmp_path):
     from workstation.importers.claude_code import project_dir_name
 
     config = tmp_path / "claude"
-    source = config / "projects" / project_dir_name(str(ws.resolve())) / "9f1c2d3e-0000-4000-8000-00000000abcd.jsonl"
-    full = _claude_for(ws.resolve(), tmp_path / "full.jsonl").read_bytes().splitlines(keepends=True)
+    source = config / "projects" / project_dir_name(str(root.resolve())) / "9f1c2d3e-0000-4000-8000-00000000abcd.jsonl"
+    full = _claude_for(root.resolve(), tmp_path / "full.jsonl").read_bytes().splitlines(keepends=True)
     source.parent.mkdir(parents=True)
     source.write_bytes(b"".join(full[:8]))
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
-    proc = subprocess.Popen([WORKSTATION, "-C", str(ws), "import", "--from", "claude-code", "--watch", "--json"],
+    proc = subprocess.Popen([WORKSTATION, "-C", str(root), "import", "--from", "claude-code", "--watch", "--json"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     slug = "claude-2025-10-21-9f1c2d3e"
     try:
-        assert _wait(lambda: _count(ws, slug) == 4), _count(ws, slug)  # u1, a1 (4 lines), r1, r2
+        assert _wait(lambda: _count(root, slug) == 4), _count(root, slug)  # u1, a1 (4 lines), r1, r2
         with open(source, "ab") as fh:
             for line in full[8:]:
                 fh.write(line)
                 fh.flush()
                 time.sleep(0.02)
-        assert _wait(lambda: _count(ws, slug) == 16), _count(ws, slug)
+        assert _wait(lambda: _count(root, slug) == 16), _count(root, slug)
         source.unlink()  # the agent cleans up its old sessions
         time.sleep(1.0)
-        assert _count(ws, slug) == 16
+        assert _count(root, slug) == 16
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
@@ -261,22 +261,22 @@ def test_watch_imports_lines_as_they_are_written_and_keeps_them_when_the_source_
     assert sum(r["added"] for r in reported) == 16
 
 
-def test_the_sidecar_keeps_importing_what_the_config_names(ws, tmp_path):
+def test_the_sidecar_keeps_importing_what_the_config_names(root, tmp_path):
     from workstation.importers.claude_code import project_dir_name
 
     config = tmp_path / "claude"
-    source = config / "projects" / project_dir_name(str(ws.resolve())) / "9f1c2d3e-0000-4000-8000-00000000abcd.jsonl"
-    _claude_for(ws.resolve(), source)
-    (ws / ".workstation").mkdir()
-    (ws / ".workstation" / "config.toml").write_text('[import]\nwatch = ["claude-code"]\n')
-    trust(ws)  # reading another agent's sessions needs the user's trust
+    source = config / "projects" / project_dir_name(str(root.resolve())) / "9f1c2d3e-0000-4000-8000-00000000abcd.jsonl"
+    _claude_for(root.resolve(), source)
+    (root / ".workstation").mkdir()
+    (root / ".workstation" / "config.toml").write_text('[import]\nwatch = ["claude-code"]\n')
+    trust(root)  # reading another agent's sessions needs the user's trust
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
-    done = subprocess.run([WORKSTATION, "-C", str(ws), "sidecar", "--once"], env=env, capture_output=True,
+    done = subprocess.run([WORKSTATION, "-C", str(root), "sidecar", "--once"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "imported" in done.stdout and _count(ws, "claude-2025-10-21-9f1c2d3e") == 16
-    (ws / ".workstation" / "config.toml").write_text('[import]\nwatch = ["cursor"]\n')
-    done = subprocess.run([WORKSTATION, "-C", str(ws), "sidecar", "--once"], env=env, capture_output=True,
+    assert "imported" in done.stdout and _count(root, "claude-2025-10-21-9f1c2d3e") == 16
+    (root / ".workstation" / "config.toml").write_text('[import]\nwatch = ["cursor"]\n')
+    done = subprocess.run([WORKSTATION, "-C", str(root), "sidecar", "--once"], env=env, capture_output=True,
                           text=True, timeout=120)
     # the changed config asks for trust again, and until then its bad value is one line, ignored (no lockout)
     assert done.returncode == 0, done.stderr
@@ -284,16 +284,16 @@ def test_the_sidecar_keeps_importing_what_the_config_names(ws, tmp_path):
     assert len(said) == 1 and "workstation trust" in said[0] and "claude-2025" not in done.stdout
 
 
-def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):
+def test_an_imported_session_compacts_like_any_other(cli, root, monkeypatch):
     """`session compact` on an imported Claude Code session folds the source's own summary and the
     turns after it into a summary of ours, through the real litellm path."""
-    from fakellm import ScriptedLLM
-    from sessions_support import KEY, KEY_ENV, summarizer, turns_in_prompt, write_config_file
+    from support.fakellm import ScriptedLLM
+    from support.sessions_support import KEY, KEY_ENV, summarizer, turns_in_prompt, write_config_file
 
     monkeypatch.setenv(KEY_ENV, KEY)
     slug = "claude-2025-10-21-9f1c2d3e"
     with ScriptedLLM(summarizer()) as server:
-        write_config_file(ws, server.url, keep_recent=1)
+        write_config_file(root, server.url, keep_recent=1)
         assert cli("import", str(FIX / "claude_session.jsonl"))[0] == 0
         code, out, err = cli("session", "compact", slug, "--keep", "0", "--json")
         assert code == 0, err
@@ -302,7 +302,7 @@ def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):
         (request,) = server.requests
         assert turns_in_prompt(request) == [4]
         assert "string comparison" in request["messages"][-1]["content"]  # the imported summary, folded in
-    records = _records(ws, slug)
+    records = _records(root, slug)
     compacts = [r for r in records if r["type"] == "compact"]
     assert len(compacts) == 2 and compacts[-1]["folds"] == compacts[0]["id"] and "source" not in compacts[-1]
     code, out, _ = cli("session", "show", slug, "--json")
@@ -314,7 +314,7 @@ def test_an_imported_session_compacts_like_any_other(cli, ws, monkeypatch):
 @pytest.mark.parametrize("name", ["claude_session.jsonl", "codex_0.40.jsonl", "codex_0.77.jsonl",
                                   "demo.aider.chat.history.md", "openhands_events.json",
                                   "swe_function_calls.traj", "swe_text_actions.traj"])
-def test_every_format_is_listed_shown_searched_exported_reported_archived_restored_replayed(cli, ws, name):
+def test_every_format_is_listed_shown_searched_exported_reported_archived_restored_replayed(cli, root, name):
     code, out, err = cli("import", str(FIX / name), "--json")
     assert code == 0, err
     slugs = [s["slug"] for r in json.loads(out) for s in r["sessions"]]
@@ -322,7 +322,7 @@ def test_every_format_is_listed_shown_searched_exported_reported_archived_restor
     listed = {i["slug"]: i for i in json.loads(cli("session", "list", "--json")[1])}
     assert set(listed) == set(slugs)
     for slug in slugs:
-        records = _records(ws, slug)
+        records = _records(root, slug)
         first_user = next(r for r in records if r["type"] == "user" and not r["source"].get("meta"))
         assert listed[slug]["turns"] == sum(r["type"] == "user" and not r.get("sidechain") for r in records)
         code, out, err = cli("session", "show", slug, "--json")
@@ -339,12 +339,12 @@ def test_every_format_is_listed_shown_searched_exported_reported_archived_restor
         code, out, err = cli("session", "search", needle, "--json")
         assert {h["state"] for h in json.loads(out) if h["slug"] == slug} == {"archived"}, err
         assert cli("session", "restore", slug)[0] == 0
-        assert _records(ws, slug) == records
+        assert _records(root, slug) == records
         code, out, err = cli("replay", slug, "--verify")
         assert code == 0, err
 
 
-def test_a_lone_surrogate_in_an_imported_transcript_prints_escaped_from_every_command(ws, tmp_path):
+def test_a_lone_surrogate_in_an_imported_transcript_prints_escaped_from_every_command(root, tmp_path):
     """`\\ud800` is legal JSON: every printing command exits 0 and shows it escaped, on a real stdout."""
     text = (FIX / "claude_session.jsonl").read_text()
     assert "Read setup.py and run the tests" in text and "Now fix it for real" in text
@@ -354,7 +354,7 @@ def test_a_lone_surrogate_in_an_imported_transcript_prints_escaped_from_every_co
     env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"} | {"LANG": "C.UTF-8", "COLUMNS": "300"}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([WORKSTATION, "-C", str(ws), *args], capture_output=True, text=True,
+        return subprocess.run([WORKSTATION, "-C", str(root), *args], capture_output=True, text=True,
                               errors="strict", env=env, timeout=120)
 
     assert run("import", str(planted)).returncode == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kmap_helpers import open_map, write
+from support.kmap_helpers import open_map, write
 from workstation import tokens
 from workstation.cli import main
 

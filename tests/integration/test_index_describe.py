@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fakellm import Reply, ScriptedLLM
-from kmap_helpers import write
-from trust_support import trust
+from support.fakellm import Reply, ScriptedLLM
+from support.kmap_helpers import write
+from support.trust_support import trust
 from workstation.index.describe import DescribeReport, clean_purpose
 
 FILES = {

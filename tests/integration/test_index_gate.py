@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kmap_helpers import open_map, write
+from support.kmap_helpers import open_map, write
 from workstation.index import freshness, storage
 from workstation.store import Database
 

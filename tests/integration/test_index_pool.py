@@ -116,7 +116,7 @@ if __name__ == "__main__":
 def test_workers_mask_what_their_caller_would(tmp_path: Path, monkeypatch):
     """Workers are handed the secret prefilter and the values their caller holds as secrets: a key format
     and a value registered only in the caller (not in the environment) are masked in what the map keeps."""
-    from kmap_helpers import open_map, write
+    from support.kmap_helpers import open_map, write
     from workstation import scrub
 
     github = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"

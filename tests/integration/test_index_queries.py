@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fakellm import Reply, ScriptedLLM
-from kmap_helpers import open_map, write
+from support.fakellm import Reply, ScriptedLLM
+from support.kmap_helpers import open_map, write
 from workstation.errors import WorkstationError
 
 REPO = {

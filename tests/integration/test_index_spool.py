@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from kmap_helpers import open_map, write
+from support.kmap_helpers import open_map, write
 from workstation.index import indexer
 from workstation.index import map as map_mod
 

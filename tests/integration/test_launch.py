@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pty_support import Terminal
+from support.pty_support import Terminal
 from workstation.launch import COMMANDS, app_arguments
 from workstation.paths import Paths
 

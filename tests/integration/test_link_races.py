@@ -7,7 +7,7 @@
 - a file of the workspace hard-linked to a file outside: never read through the link (read_lines, file_meta,
   grep, over MCP too: the agent's tools share the code), and an edit never writes through it.
 
-The races also run as an unprivileged uid of their own (the harness of test_sandbox_limits), where root's
+The races also run as an unprivileged uid of their own (tests/support/uid.py), where root's
 permission to write anywhere cannot hide a fault or make one."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from support.files import snapshot
 from workstation.agent.checkpoints import Checkpoints
 from workstation.fsutil import sha256_bytes
 from workstation.paths import Paths
@@ -58,15 +59,6 @@ FLIPPER = textwrap.dedent("""
         time.sleep(rng.uniform(0, 0.04))  # for up to 40 ms: long enough for undo's checks to pass
     print(flips, flush=True)
 """)
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            path = Path(dirpath, name)
-            out[str(path.relative_to(folder))] = path.read_bytes()
-    return out
 
 
 def _agent_changed(root: Path, slug: str) -> None:
@@ -164,7 +156,7 @@ OUTSIDE_SECRET = "OUTSIDE-SECRET-4711"
 
 def _hard_linked(base: Path) -> tuple[Path, dict[str, Path]]:
     """A workspace whose notes.txt and helper.py are other names of files outside it."""
-    from agent_support import write_repo
+    from support.agent_support import write_repo
 
     root = write_repo(base / "repo")
     outside = base / "outside"
@@ -270,7 +262,7 @@ def test_the_mcp_http_server_answers_its_own_origin_only(tmp_path: Path):
     in the user's browser) is refused; the server's own origin, and none (every non-browser client), are served."""
     import httpx
 
-    from agent_support import write_repo
+    from support.agent_support import write_repo
 
     root = write_repo(tmp_path / "repo")
     home = tmp_path / "home"
@@ -387,42 +379,19 @@ print(json.dumps(out))
 
 
 def test_the_races_and_hard_links_as_an_unprivileged_uid(tmp_path: Path):
-    """The three attacks above run as a uid of its own (no passwd entry, no other process: the harness of
-    test_sandbox_limits), owning the workspace and the files outside it as a user owns theirs; root's power to
+    """The three attacks above run as a uid of its own (no passwd entry, no other process: tests/support/uid.py),
+    owning the workspace and the files outside it as a user owns theirs; root's power to
     write anywhere plays no part."""
-    import shutil
-    import site
-    import tempfile
+    from support.uid import TESTS, as_uid, other_uid, uid_env, uid_folder, uid_python
 
-    from test_sandbox_limits import _as_uid, _free_uid, _python_for
-
-    if not hasattr(os, "setuid") or not Path("/proc").is_dir():
-        pytest.skip("needs Linux's /proc and setuid")
-    if os.geteuid() != 0:
-        pytest.skip("not root: no other uid can be taken (the tests above ran as this user)")
-    uid = _free_uid()
-    if uid is None:
-        pytest.skip("no free uid in 61000-64999 to run as")
-    base = Path(tempfile.mkdtemp(prefix="ws-links-"))
-    try:
-        os.chown(base, uid, uid)
-        for parent in base.parents:
-            if parent.stat().st_mode & 0o001 == 0:
-                pytest.skip(f"uid {uid} cannot reach {base} ({parent} is not searchable by others)")
-        project = str(Path(__file__).resolve().parents[2])
-        tests = str(Path(__file__).resolve().parents[1])
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "LANG": "C.UTF-8",
-               "WORKSTATION_HOME": str(base / "user-home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-               "PYTHONPATH": os.pathsep.join([str(HERE), tests, project, *site.getsitepackages()])}
-        python, why = _python_for(uid, env)
-        if python is None:
-            pytest.skip(why)
-        done = subprocess.run([python, "-c", UID_RUNNER, str(base)], env=env, cwd=base, preexec_fn=_as_uid(uid),
+    uid = other_uid("the tests above ran as this user")
+    with uid_folder(uid, "ws-links-") as base:
+        env = uid_env(base, str(HERE), str(TESTS), LITELLM_LOCAL_MODEL_COST_MAP="True")
+        python = uid_python(uid, env)
+        done = subprocess.run([python, "-c", UID_RUNNER, str(base)], env=env, cwd=base, preexec_fn=as_uid(uid),
                               capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
         got = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     undo, tools, links = got["undo"], got["tools"], got["hard links"]
     print(f"as uid {uid}: {undo['runs']} undo runs, {undo['flips']} flips, {len(undo['through'])} wrote outside; "
           f"{tools['calls']} tool calls, {tools['flips']} flips, {len(tools['written'])} files outside written; "

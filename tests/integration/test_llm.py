@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest_llm import FAKE_API_KEY
-from fakellm import Reply, ScriptedLLM
+from support.conftest_llm import FAKE_API_KEY
+from support.fakellm import Reply, ScriptedLLM
 from workstation import llm
 from workstation.llm import Completion, LLMCancelled, LLMError, ModelSpec, ToolCall
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from conftest_llm import CLAUDE_MODEL, FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply, ScriptedLLM
+from support.conftest_llm import CLAUDE_MODEL, FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply, ScriptedLLM
 from workstation import llm
 from workstation.llm import LLMError, ModelSpec
 

@@ -1,5 +1,5 @@
 """The agent using MCP servers of its config, through the real litellm path against the scripted server: a
-tiny server started by the test (tests/mcp_fixture_server.py), approvals, trust, failures, time limits,
+tiny server started by the test (tests/support/mcp_fixture_server.py), approvals, trust, failures, time limits,
 stops, the environment a server gets, and no process left behind."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import time
 from pathlib import Path
 
 
-from agent_support import agent, events, module_server, requests_since, tool_results, workspace
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply
-from trust_support import trust
+from support.agent_support import agent, events, module_server, requests_since, tool_results, workspace
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply
+from support.trust_support import trust
 from workstation.agent import slash
 from workstation.mcp.client import open_toolset
 
 server_module, server = module_server()
 
-FIXTURE = str(Path(__file__).parents[1] / "mcp_fixture_server.py")
+FIXTURE = str(Path(__file__).parents[1] / "support" / "mcp_fixture_server.py")
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))
 
 
@@ -270,7 +270,7 @@ def test_a_terminated_chat_stops_its_servers_mid_call(tmp_path, server):
     """SIGTERM while a server's tool runs: chat ends as an exit, its `finally` stops the server."""
     import signal
 
-    from agent_support import MODEL
+    from support.agent_support import MODEL
 
     root = tmp_path / "repo"
     (root / ".workstation").mkdir(parents=True)

@@ -1,14 +1,14 @@
 """The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, pinned, installed at test time)
 against our MCP server and our MCP client.
 
-Server: `workstation mcp --http` behind a proxy that adds the bearer token (tests/header_proxy.py): every
+Server: `workstation mcp --http` behind a proxy that adds the bearer token (tests/support/header_proxy.py): every
 server scenario that applies to a server with our capabilities. The base ones always; logging, resources,
 prompts and completions when the server declares them (its initialize answer says). The scenarios left
 out need the suite's own test fixtures on the server (tools named test_*, test:// resources, prompts named
 test_*), which a real server does not have.
 
 Client: the scenarios initialize, tools_call and sse-retry against workstation.mcp.client
-(tests/mcp_conformance_client.py).
+(tests/support/mcp_conformance_client.py).
 
 Each scenario passes when the suite exits 0 and every check it wrote is SUCCESS (or INFO): no failure, no
 warning.
@@ -25,15 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import write_repo
-from header_proxy import HeaderProxy
-from npm_support import bin_of, node_env
+from support.agent_support import write_repo
+from support.header_proxy import HeaderProxy
+from support.npm_support import bin_of, node_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CONFORMANCE = ("@modelcontextprotocol/conformance", "0.1.16")
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))
-CLIENT = str(Path(__file__).resolve().parents[1] / "mcp_conformance_client.py")
+CLIENT = str(Path(__file__).resolve().parents[1] / "support" / "mcp_conformance_client.py")
 ALWAYS = ["server-initialize", "ping", "tools-list", "dns-rebinding-protection", "server-sse-multiple-streams"]
 DECLARED = {  # a capability the server declares -> the scenarios that apply to any server with it
     "logging": ["logging-set-level"],

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from agent_support import write_repo
+from support.agent_support import write_repo
 from workstation.paths import Paths
 from workstation.sessions import Session
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import write_repo
+from support.agent_support import write_repo
 from workstation.agent import tools
 
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))

@@ -16,7 +16,7 @@ WORKSTATION = str(Path(sys.executable).with_name("workstation"))
 
 
 @pytest.fixture
-def ws(tmp_path):
+def root(tmp_path):
     return tmp_path
 
 
@@ -81,11 +81,11 @@ def test_reflect_list_named_and_sql(cli):
     assert code == 0 and len(json.loads(out)) == 2 and "pass --limit" in err
 
 
-def test_episodic_events_are_listed(cli, ws):
+def test_episodic_events_are_listed(cli, root):
     from workstation.memory.episodic import Episodic
     from workstation.store import Database
 
-    with Database(Paths.for_root(ws)) as db:
+    with Database(Paths.for_root(root)) as db:
         ep = Episodic(db, session="cli-test", step=4)
         event_id = ep.record("tool_call", "grep", ok=True, args={"pattern": "x"})
         ep.close()
@@ -112,8 +112,8 @@ db.close()
 """
 
 
-def test_stm_of_a_running_execution_is_readable_once_published(cli, ws):
-    proc = subprocess.Popen([sys.executable, "-c", STM_PUBLISHER, str(ws)], stdin=subprocess.PIPE,
+def test_stm_of_a_running_execution_is_readable_once_published(cli, root):
+    proc = subprocess.Popen([sys.executable, "-c", STM_PUBLISHER, str(root)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "published"
@@ -133,30 +133,30 @@ def test_stm_of_a_running_execution_is_readable_once_published(cli, ws):
 
 # ---------------------------------------------------------------- damaged and locked files
 
-def _run(ws: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([WORKSTATION, "-C", str(ws), *args], capture_output=True, text=True, timeout=120)
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([WORKSTATION, "-C", str(root), *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "half", "empty"])
-def test_a_damaged_memory_store_is_a_one_line_error_and_left_untouched(ws, damage):
-    assert _run(ws, "memory", "set", "precious", "1").returncode == 0
-    memory_db = Paths.for_root(ws).memory_db
+def test_a_damaged_memory_store_is_a_one_line_error_and_left_untouched(root, damage):
+    assert _run(root, "memory", "set", "precious", "1").returncode == 0
+    memory_db = Paths.for_root(root).memory_db
     data = memory_db.read_bytes()
     broken = {"garbage": b"\x00not a database" * 1000, "half": data[: len(data) // 2], "empty": b""}[damage]
     memory_db.write_bytes(broken)
-    run = _run(ws, "memory", "get", "precious")
+    run = _run(root, "memory", "get", "precious")
     assert run.returncode == 1 and run.stdout == ""
     line = _one_line_error(run.stderr)
     assert "memory store" in line and "left untouched" in line
     assert memory_db.read_bytes() == broken  # never silently emptied or replaced
 
 
-def _store_with_history(ws: Path) -> Path:
+def _store_with_history(root: Path) -> Path:
     """A memory store of a few hundred KB of LTM and events, closed cleanly."""
     from workstation.memory import Memory
     from workstation.store import Database
 
-    paths = Paths.for_root(ws)
+    paths = Paths.for_root(root)
     with Database(paths) as db:
         mem = Memory(db, session="s")
         for i in range(400):
@@ -166,10 +166,10 @@ def _store_with_history(ws: Path) -> Path:
     return paths.memory_db
 
 
-def test_damage_inside_the_store_is_found_before_anything_writes_to_it(ws):
+def test_damage_inside_the_store_is_found_before_anything_writes_to_it(root):
     """Bytes changed in any data block (a disk error, a bad copy): DuckDB opens such a file and fails only
     when it reads that block, maybe after writing; the store is read whole first, so no command writes."""
-    memory_db = _store_with_history(ws)
+    memory_db = _store_with_history(root)
     data = bytearray(memory_db.read_bytes())
     block, header = 262144, 12288  # DuckDB's block size and file header
     noticed = 0
@@ -178,7 +178,7 @@ def test_damage_inside_the_store_is_found_before_anything_writes_to_it(ws):
         broken[start + 16: start + 80] = b"\xa5" * 64
         memory_db.write_bytes(bytes(broken))
         memory_db.with_name("memory.duckdb.clean").unlink(missing_ok=True)  # as after a crash
-        runs = [_run(ws, *args) for args in (("memory", "set", "new", "1"), ("memory", "get", "key1"),
+        runs = [_run(root, *args) for args in (("memory", "set", "new", "1"), ("memory", "get", "key1"),
                                              ("reflect", "sessions"))]
         failed = [run for run in runs if run.returncode != 0]
         if not failed:
@@ -191,41 +191,41 @@ def test_damage_inside_the_store_is_found_before_anything_writes_to_it(ws):
     assert noticed >= 3, "the damage was seldom noticed: the test no longer damages what the store holds"
 
 
-def test_a_cleanly_closed_store_is_marked_and_the_mark_goes_while_it_is_open(ws):
+def test_a_cleanly_closed_store_is_marked_and_the_mark_goes_while_it_is_open(root):
     from workstation.store import Database
 
-    memory_db = _store_with_history(ws)
+    memory_db = _store_with_history(root)
     mark = memory_db.with_name("memory.duckdb.clean")
     assert mark.exists()
     from workstation.store.broker import ping
 
-    with Database(Paths.for_root(ws)) as db:
+    with Database(Paths.for_root(root)) as db:
         db.call(ping)
         assert not mark.exists()  # a crash from here on makes the next owner read the store whole
     assert mark.exists()
 
 
-def test_a_damaged_knowledge_map_is_rebuilt_with_a_warning(ws):
-    assert _run(ws, "memory", "set", "kept", '"yes"').returncode == 0
-    paths = Paths.for_root(ws)
+def test_a_damaged_knowledge_map_is_rebuilt_with_a_warning(root):
+    assert _run(root, "memory", "set", "kept", '"yes"').returncode == 0
+    paths = Paths.for_root(root)
     paths.index_db.write_bytes(b"garbage" * 500)
-    run = _run(ws, "memory", "get", "kept")
+    run = _run(root, "memory", "get", "kept")
     assert run.returncode == 0 and json.loads(run.stdout) == "yes"  # LTM untouched
     assert "knowledge map" in run.stderr and "rebuilt from the files" in run.stderr
     assert list(paths.state.glob("index.duckdb.corrupt-*"))
-    assert _run(ws, "memory", "get", "kept").stderr == ""  # rebuilt once, quiet afterwards
+    assert _run(root, "memory", "get", "kept").stderr == ""  # rebuilt once, quiet afterwards
 
 
-def test_a_store_held_by_another_program_is_named_not_a_lock_trace(ws):
-    assert _run(ws, "memory", "set", "k", "1").returncode == 0
+def test_a_store_held_by_another_program_is_named_not_a_lock_trace(root):
+    assert _run(root, "memory", "set", "k", "1").returncode == 0
     holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); "
                                "print('holding', flush=True); sys.stdin.readline()",
-                               str(Paths.for_root(ws).memory_db)],
+                               str(Paths.for_root(root).memory_db)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
         started = time.monotonic()
-        run = _run(ws, "memory", "get", "k")
+        run = _run(root, "memory", "get", "k")
         assert run.returncode == 1 and time.monotonic() - started < 60
         assert "held by a program outside workstation" in _one_line_error(run.stderr)
     finally:

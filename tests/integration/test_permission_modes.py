@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import agent, module_server, records, requests_since, tool_results, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, requests_since, tool_results, workspace
+from support.fakellm import Reply
 from workstation import sandbox
 from workstation.host import Host
 from workstation.sandbox import Policy
 
 server_module, server = module_server()
 
-FIXTURE = str(Path(__file__).parents[1] / "mcp_fixture_server.py")
+FIXTURE = str(Path(__file__).parents[1] / "support" / "mcp_fixture_server.py")
 UTIL = "pkg/util.py"
 
 

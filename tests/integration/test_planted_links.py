@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import MODEL, write_repo
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply, ScriptedLLM
+from support.agent_support import MODEL, write_repo
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply, ScriptedLLM
+from support.files import snapshot
 from workstation.fsutil import open_state
 from workstation.paths import PlantedLink
 
@@ -34,16 +35,6 @@ PLANTED = [
     ("checkpoints/BLOB", True), ("tmp", True), ("mcp", True), ("exports", True),
     ("", True),  # "": the .workstation folder itself
 ]
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file under `folder` (not following links) with its content."""
-    out = {}
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            path = Path(dirpath, name)
-            out[str(path.relative_to(folder))] = path.read_bytes()
-    return out
 
 
 def plant(tmp_path: Path, name: str, folder: bool) -> tuple[Path, Path, Path]:

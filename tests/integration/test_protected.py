@@ -8,15 +8,16 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
 import tempfile
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from agent_support import agent, module_server, records, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, workspace
+from support.fakellm import Reply
+from support.putback_support import CONFIG, HOOK, git
+from support.putback_support import repo as git_repo
 from workstation import sandbox, trust
 from workstation.agent.commands import run_command
 from workstation.fsutil import GitFolder
@@ -24,14 +25,6 @@ from workstation.sandbox import Policy
 
 server_module, server = module_server()
 
-CONFIG = "[agent]\nmax_steps = 9\n"
-HOOK = "#!/bin/sh\ntouch {marker}\n"
-
-
-def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t"})
 
 
 def snapshot(root: Path) -> dict[str, bytes | str]:
@@ -47,15 +40,7 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
 
 @pytest.fixture
 def repo(tmp_path):
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "a.py").write_text("x = 1\n")
-    git(root, "init", "-q")
-    git(root, "add", "a.py")
-    git(root, "commit", "-q", "-m", "one")
-    (root / ".workstation").mkdir()
-    (root / ".workstation" / "config.toml").write_text(CONFIG)
-    return root
+    return git_repo(tmp_path)
 
 
 # --------------------------------------------------------------------------- commands, under each backend

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import site
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
-import putback_support
-from putback_support import SCENARIOS, git, repo, run
-from test_sandbox_limits import _as_uid, _free_uid, _python_for
+from support import putback_support
+from support.putback_support import SCENARIOS, git, repo, run
+from support.uid import TESTS, as_uid, other_uid, uid_env, uid_folder, uid_python
 from workstation import sandbox
 from workstation.paths import user_dir
 from workstation.sandbox import Policy, protect
@@ -109,33 +106,16 @@ def test_a_command_removing_a_hook_of_the_users_gets_it_back(tmp_path, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_the_put_back_as_an_unprivileged_user(mode, capsys):
     """Every scenario again as a uid of its own (no passwd entry, no other process), set before exec."""
-    if os.geteuid() != 0:
-        pytest.skip("not root: no other uid can be taken (the other tests run as this user)")
-    uid = _free_uid()
-    if uid is None:
-        pytest.skip("no free uid in 61000-64999 to run as")
-    base = Path(tempfile.mkdtemp(prefix="ws-putback-"))
-    try:
-        os.chown(base, uid, uid)
-        for parent in base.parents:
-            if parent.stat().st_mode & 0o001 == 0:
-                pytest.skip(f"uid {uid} cannot reach {base} ({parent} is not searchable by others)")
-        tests = str(Path(__file__).resolve().parents[1])
-        project = str(Path(tests).parent)
+    uid = other_uid()
+    with uid_folder(uid, "ws-putback-") as base:
         (base / "gitconfig").write_text("")
         os.chown(base / "gitconfig", uid, uid)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "LANG": "C.UTF-8",
-               "WORKSTATION_HOME": str(base / "user-home"), "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
-               "PYTHONPATH": os.pathsep.join([project, *site.getsitepackages()])}
-        python, why = _python_for(uid, env)
-        if python is None:
-            pytest.skip(why)
-        done = subprocess.run([python, "-c", putback_support.RUNNER, str(base), mode, tests], env=env, cwd=base,
-                              preexec_fn=_as_uid(uid), capture_output=True, text=True, timeout=280)
+        env = uid_env(base, GIT_CONFIG_GLOBAL=str(base / "gitconfig"))
+        python = uid_python(uid, env)
+        done = subprocess.run([python, "-c", putback_support.RUNNER, str(base), mode, str(TESTS)], env=env, cwd=base,
+                              preexec_fn=as_uid(uid), capture_output=True, text=True, timeout=280)
         assert done.returncode == 0, done.stderr[-2000:]
         found = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     if "unavailable" in found:
         pytest.skip(f"{mode} is not available to uid {uid}: {found['unavailable']}")
     through = {name: why for name, why in found.items() if why}

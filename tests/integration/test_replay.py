@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_scenario import summarize
-from agent_support import agent, is_compaction, is_update, module_server, tool_results, workspace
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply
+from support.agent_scenario import summarize
+from support.agent_support import agent, is_compaction, is_update, module_server, tool_results, workspace
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply
 from workstation.agent.tools import RECOMPUTE, TOOLS
 from workstation.replay import Episode, Player, ReplayError
 from workstation.replay.verify import verify

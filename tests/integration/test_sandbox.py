@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trust_support import trust
+from support.trust_support import trust
 from workstation import sandbox
 from workstation.agent.commands import CommandDenied, run_command
 from workstation.config import AgentConfig

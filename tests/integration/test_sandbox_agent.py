@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agent_support import agent, module_server, records, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, records, workspace
+from support.fakellm import Reply
 from workstation import sandbox
 from workstation.sandbox import Policy
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from support.uid import as_uid, other_uid, uid_env, uid_folder, uid_python
 from workstation import sandbox
 from workstation.sandbox import Limits, Policy
 
@@ -109,83 +110,21 @@ BOMB = ("import os, time\nn = 0\nfor _ in range(300):\n    try:\n        pid = o
         "        break\n    if pid == 0:\n        time.sleep(3); os._exit(0)\n    n += 1\nprint(n)")
 
 
-def _free_uid() -> int | None:
-    """A uid with no passwd entry and no process on this machine."""
-    import pwd
-
-    used = {p.pw_uid for p in pwd.getpwall()}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                used.add(os.stat(f"/proc/{name}").st_uid)
-            except OSError:
-                continue
-    return next((uid for uid in range(61_000, 65_000) if uid not in used), None)
-
-
-def _as_uid(uid: int):
-    def drop() -> None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    return drop
-
-
-def _python_for(uid: int, env: dict[str, str]) -> tuple[str | None, str]:
-    """An interpreter of this Python version the uid can run with the project importable (the test's own may sit
-    in a folder only root reaches, as pyenv's under /root): (path, "") or (None, why not)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    tried = []
-    for candidate in dict.fromkeys([sys.executable, os.path.realpath(sys.executable), f"/usr/bin/{version}",
-                                    f"/usr/local/bin/{version}"]):
-        if not os.path.exists(candidate):
-            continue
-        tried.append(candidate)
-        try:
-            probe = subprocess.run([candidate, "-c", "import workstation.agent.commands"], env=env, cwd="/",
-                                   preexec_fn=_as_uid(uid), capture_output=True, text=True, timeout=60)
-        except PermissionError:  # a folder on its path the uid cannot search
-            continue
-        if probe.returncode == 0:
-            return candidate, ""
-    return None, f"no {version} that uid {uid} can run with the project importable (tried {', '.join(tried)})"
-
-
 @pytest.mark.parametrize("mode", _modes())
 def test_a_fork_bomb_is_capped_by_command_max_processes_for_an_unprivileged_user(mode, capsys):
-    if not hasattr(os, "setuid") or not Path("/proc").is_dir():
-        pytest.skip("needs Linux's /proc and setuid")
-    if os.geteuid() != 0:
-        pytest.skip("not root: no other uid can be taken (test_a_command_cannot_pass_its_process_file_and_memory"
-                    "_limits judges the process limit for this user)")
-    uid = _free_uid()
-    if uid is None:
-        pytest.skip("no free uid in 61000-64999 to run the command as")
-    import site
-
-    root = Path(tempfile.mkdtemp(prefix="ws-nproc-"))
-    try:
-        os.chown(root, uid, uid)
-        for parent in root.parents:  # the uid must reach its folder
-            if parent.stat().st_mode & 0o001 == 0:
-                pytest.skip(f"uid {uid} cannot reach {root} ({parent} is not searchable by others)")
-        project = str(Path(__file__).resolve().parents[2])
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root), "LANG": "C.UTF-8",
-               "WORKSTATION_HOME": str(root / "user-home"),
-               "PYTHONPATH": os.pathsep.join([project, *site.getsitepackages()])}
-        python, why = _python_for(uid, env)
-        if python is None:
-            pytest.skip(why)
+    uid = other_uid("test_a_command_cannot_pass_its_process_file_and_memory_limits judges the process limit "
+                    "for this user")
+    with uid_folder(uid, "ws-nproc-") as root:
+        env = uid_env(root)
+        python = uid_python(uid, env)
         runs = {}
         for cap in (64, 1024):  # the limit, then a control: the same bomb with room starts all 300
             done = subprocess.run([python, "-c", UID_RUNNER, str(root), mode, str(cap), BOMB], env=env, cwd=root,
-                                  preexec_fn=_as_uid(uid), capture_output=True, text=True, timeout=300)
+                                  preexec_fn=as_uid(uid), capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, done.stderr[-2000:]
             runs[cap] = json.loads(done.stdout.strip().splitlines()[-1])
             if "unavailable" in runs[cap]:
                 pytest.skip(f"the {mode} sandbox is not available to uid {uid}: {runs[cap]['unavailable']}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     started = {}
     for cap, run in runs.items():
         assert run["uid"] == uid and run["limit"] == cap and run["backend"] == ("none" if mode == "off" else mode)

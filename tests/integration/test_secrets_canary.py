@@ -11,8 +11,8 @@ import secrets
 import duckdb
 import pytest
 
-from agent_support import agent, is_update, module_server, requests_since, tool_results, workspace
-from fakellm import Reply
+from support.agent_support import agent, is_update, module_server, requests_since, tool_results, workspace
+from support.fakellm import Reply
 from workstation.agent.loop import AgentEvents
 
 server_module, server = module_server()

@@ -11,8 +11,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from fakellm import ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, compaction_events, fill, fill_turns, make_config, real_episodic, run_cli,
+from support.fakellm import ScriptedLLM
+from support.sessions_support import (KEY, KEY_ENV, compaction_events, fill, fill_turns, make_config, real_episodic, run_cli,
                               summarizer, write_config_file)
 from workstation.cli import main
 from workstation.sessions import Session, SessionError

@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from fakellm import Reply, ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill_turns, make_config,
+from support.fakellm import Reply, ScriptedLLM
+from support.sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill_turns, make_config,
                               real_episodic, summarizer, turns_in_prompt, write_config_file)
 from workstation import config as config_mod
 from workstation import llm

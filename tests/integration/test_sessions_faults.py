@@ -18,8 +18,8 @@ import sys
 import textwrap
 import time
 
-from fakellm import ScriptedLLM
-from sessions_support import KEY, KEY_ENV, fill, make_config, summarizer
+from support.fakellm import ScriptedLLM
+from support.sessions_support import KEY, KEY_ENV, fill, make_config, summarizer
 from workstation.sessions import Session
 from workstation.sessions.archive import gz_path, meta_path, recover
 from workstation.sessions.catalog import load
@@ -30,7 +30,7 @@ SLUGS = ("f0", "f1", "f2")
 ZYGOTE = textwrap.dedent("""
     import os, random, sys
     sys.path.insert(0, sys.argv[3])
-    from sessions_support import fill, make_config
+    from support.sessions_support import fill, make_config
     from workstation import llm
     from workstation.sessions import Session, compact
     from workstation.sessions.archive import archive, gz_path, restore

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sessions_support import fill, make_config
+from support.sessions_support import fill, make_config
 from workstation.cli import main
 from workstation.sessions import Session, SessionArchived, SessionError
 from workstation.sessions.log import FORMAT_VERSION, live_slugs, parse_lines, slugify

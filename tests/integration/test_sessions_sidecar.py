@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from fakellm import ScriptedLLM
-from sessions_support import (KEY, KEY_ENV, compaction_events, fill_turns, make_config, real_episodic, summarizer,
+from support.fakellm import ScriptedLLM
+from support.sessions_support import (KEY, KEY_ENV, compaction_events, fill_turns, make_config, real_episodic, summarizer,
                               turns_in_prompt, write_config_file)
 from workstation.sessions import Session
 from workstation.sessions.compaction import plan_compaction

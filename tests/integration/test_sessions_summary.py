@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 import pytest
 
-from sessions_support import fill, make_config
+from support.sessions_support import fill, make_config
 from workstation.sessions import Session
 from workstation.sessions.archive import archive, restore
 from workstation.sessions.catalog import list_sessions

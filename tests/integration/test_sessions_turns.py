@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fakellm import ScriptedLLM
-from sessions_support import KEY, KEY_ENV, fill_turns, make_config, summarizer
+from support.fakellm import ScriptedLLM
+from support.sessions_support import KEY, KEY_ENV, fill_turns, make_config, summarizer
 from workstation import llm
 from workstation.sessions import Session, SessionContext, compact
 from workstation.sessions.compaction import plan_compaction

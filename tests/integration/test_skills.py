@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import textwrap
 
-from agent_support import agent, module_server, workspace
-from fakellm import Reply
+from support.agent_support import agent, module_server, workspace
+from support.fakellm import Reply
 from workstation import config, trust
 from workstation.paths import user_dir
 from workstation.runtime import Workspace

@@ -1,4 +1,4 @@
-"""Team memory on a real PostgreSQL (tests/pg_support.py starts one on 127.0.0.1): engineers push, a
+"""Team memory on a real PostgreSQL (tests/support/pg_support.py starts one on 127.0.0.1): engineers push, a
 teammate pulls and reflects over everyone's rows, outages lose and duplicate nothing, teammates' memory
 stays out of the model's context until accepted, an untrusted workspace's [team] is ignored."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import pg_support
-from agent_support import agent, module_server, requests_since, workspace
-from fakellm import Reply
-from trust_support import trust
+from support import pg_support
+from support.agent_support import agent, module_server, requests_since, workspace
+from support.fakellm import Reply
+from support.trust_support import trust
 
 server_module, server = module_server()
 ENGINEERS = ("alice", "bob", "carol", "dave", "erin", "mallory")
@@ -204,7 +204,7 @@ def _retry(fn, seconds: float = 20):
 
 
 def test_server_down_is_one_line_and_local_work_goes_on(tmp_path, capsys, monkeypatch):
-    from pg_support import _free_port
+    from support.pg_support import _free_port
 
     root = tmp_path / "w"
     (root / ".workstation").mkdir(parents=True)
@@ -638,23 +638,16 @@ def test_a_schema_1_server_is_refused_in_one_line_then_upgraded(tmp_path, capsys
 
 def test_attacks_held_for_a_client_running_as_an_unprivileged_uid(tmp_path, pg, project, capsys, monkeypatch):
     """The team attacks are judged on the server by logins, whatever uid the client runs as; this runs carol's
-    client as an unprivileged uid of its own (the harness of test_sandbox_limits): mallory's write under bob's
+    client as an unprivileged uid of its own (tests/support/uid.py): mallory's write under bob's
     origin is refused, her unparsable row is named once and skipped, bob's rows arrive, and carol's inbox
     holds bob's items only."""
     import os
-    import shutil
-    import site
     import subprocess
-    import tempfile
 
     import psycopg
-    from test_sandbox_limits import _as_uid, _free_uid, _python_for
+    from support.uid import as_uid, other_uid, uid_env, uid_folder, uid_python
 
-    if os.geteuid() != 0:
-        pytest.skip("not root: no other uid can be taken")
-    uid = _free_uid()
-    if uid is None:
-        pytest.skip("no free uid in 61000-64999 to run the client as")
+    uid = other_uid("the other tests run as this user")
     bob = make_ws(tmp_path, "bob", pg, project)
     record(bob, "s-bob", 2, decision="bob: small commits", ltm={"style": "tabs"})
     assert run(bob, "team", "push", capsys=capsys, monkeypatch=monkeypatch)[0] == 0
@@ -665,27 +658,19 @@ def test_attacks_held_for_a_client_running_as_an_unprivileged_uid(tmp_path, pg, 
     mallory_sql(pg, "INSERT INTO workstation.events (project, origin, id, ts, session, flow, type, name, data) "
                     "VALUES (%s, 'm:/w', 'bad-e', now(), 's', 'f', 'tool_call', 'grep', '{not json')", [project])
 
-    base = Path(tempfile.mkdtemp(prefix="ws-team-uid-"))
-    try:
-        for parent in base.parents:
-            if parent.stat().st_mode & 0o001 == 0:
-                pytest.skip(f"uid {uid} cannot reach {base} ({parent} is not searchable by others)")
+    with uid_folder(uid, "ws-team-uid-") as base:
         carol = base / "carol"
         (carol / ".workstation").mkdir(parents=True)
         (carol / ".workstation" / "config.toml").write_text(f'[team]\nurl = "{pg.url("carol")}"\n'
                                                             f'project = "{project}"\n')
         (base / "user-home").mkdir()
         subprocess.run(["chown", "-R", f"{uid}:{uid}", str(base)], check=True)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "LANG": "C.UTF-8",
-               "WORKSTATION_HOME": str(base / "user-home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-               "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), *site.getsitepackages()])}
-        python, why = _python_for(uid, env)
-        if python is None:
-            pytest.skip(why)
+        env = uid_env(base, LITELLM_LOCAL_MODEL_COST_MAP="True")
+        python = uid_python(uid, env)
 
         def client(*args: str) -> subprocess.CompletedProcess:
             return subprocess.run([python, "-m", "workstation", "-C", str(carol), *args], env=env, cwd=base,
-                                  preexec_fn=_as_uid(uid), capture_output=True, text=True, timeout=120)
+                                  preexec_fn=as_uid(uid), capture_output=True, text=True, timeout=120)
 
         trusted = client("trust")  # as carol: her folder's origin and her trust record are hers
         assert trusted.returncode == 0, trusted.stderr[-2000:]
@@ -700,5 +685,3 @@ def test_attacks_held_for_a_client_running_as_an_unprivileged_uid(tmp_path, pg, 
         assert {(i["kind"], i["author"], i["text"]) for i in json.loads(done.stdout)} == {
             ("decision", "bob", "bob: small commits"), ("ltm", "bob", 'default/style = "tabs"')}
         assert {os.stat(p).st_uid for p in (carol / ".workstation").rglob("*")} == {uid}  # nothing made as root
-    finally:
-        shutil.rmtree(base, ignore_errors=True)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_support import MODEL, write_repo
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply, ScriptedLLM
+from support.agent_support import MODEL, write_repo
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply, ScriptedLLM
 
 WORKSTATION = str(Path(sys.executable).with_name("workstation"))
 SECRET_ENV, SECRET = "WS_OTHER_SECRET", "ghp_FAKEsecretTheRepositoryWants0123"
@@ -317,7 +317,7 @@ def test_the_app_shows_a_transcripts_escapes_as_text():
 
 def test_the_repositorys_index_patterns_add_to_the_users_never_replace_them(tmp_path):
     from workstation import config as config_mod
-    from trust_support import trust
+    from support.trust_support import trust
 
     home = Path(os.environ["WORKSTATION_HOME"])
     home.mkdir(parents=True, exist_ok=True)

@@ -12,16 +12,16 @@ import threading
 import time
 from pathlib import Path
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for, write_config
-from trust_support import trust
+from support.trust_support import trust
 from tui_support import started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend
 from workstation.tui.messages import NewSessionRequested
 from workstation.tui.panes.chat import plan_lines
 
-FIXTURE = str(Path(__file__).resolve().parents[1] / "mcp_fixture_server.py")
+FIXTURE = str(Path(__file__).resolve().parents[1] / "support" / "mcp_fixture_server.py")
 
 
 def texts(app, role: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for
 from tui_support import started
 from workstation import config as config_mod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from test_tui_live import make_repo, wait_for
-from trust_support import trust
+from support.trust_support import trust
 from tui_support import settle, started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend

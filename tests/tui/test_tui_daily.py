@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for
 from tui_support import settle, started
 from workstation.paths import Paths, user_dir
@@ -286,7 +286,7 @@ async def test_selecting_a_live_event_in_the_timeline_moves_the_chat_to_its_turn
 # --------------------------------------------------------------------------- 7. /archive, /new, New session
 async def test_archive_then_new_then_chat_again_each_in_a_new_session(tmp_path):
     make_repo(tmp_path)
-    from sessions_support import SUMMARY
+    from support.sessions_support import SUMMARY
 
     summary = Reply(text=SUMMARY.format(task="Answer one.", files="(none)"))  # /archive summarizes first
     with ScriptedLLM([Reply(text="first answer"), summary, Reply(text="second answer"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for, write_config
 from tui_support import started
 from workstation.tui.app import WorkstationApp
@@ -215,7 +215,7 @@ async def test_the_memory_and_timeline_panes_follow_a_turn_step_by_step(tmp_path
 
 
 async def test_always_allow_in_a_trusted_workspace_keeps_the_command_allowed(tmp_path):
-    from trust_support import trust
+    from support.trust_support import trust
     from workstation import config as config_mod
     from workstation import sandbox
     from workstation import trust as trust_mod
@@ -266,7 +266,7 @@ async def test_always_is_not_offered_in_an_untrusted_workspace(tmp_path):
         backend = LiveBackend(str(tmp_path), sidecar=False)
         request = ApprovalRequest("command", "touch made.txt", "not on agent.command_allow")
         assert backend._always_pattern(request) is None
-        from trust_support import trust
+        from support.trust_support import trust
         trust(tmp_path)
         assert backend._always_pattern(request) == "touch made.txt"
         assert backend._always_pattern(ApprovalRequest("command", "ls | wc", "not on agent.command_allow")) is None

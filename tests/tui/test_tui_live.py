@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fakellm import Reply, ScriptedLLM
-from trust_support import trust
+from support.fakellm import Reply, ScriptedLLM
+from support.trust_support import trust
 from tui_support import started
 from workstation.paths import user_dir
 from workstation.tui.app import WorkstationApp

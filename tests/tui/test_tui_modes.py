@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_daily import texts, write_config
 from test_tui_live import make_repo, wait_for
 from tui_support import started

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_history import by_text, send
 from test_tui_live import make_repo, wait_for, write_config
 from tui_support import started
@@ -126,9 +126,9 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
     """A retried model call, an automatic compaction (run before the request, which would not fit the window
     otherwise: never a trim while a compaction can help), an auto-commit and a cache break: each line the
     live chat showed is a record, so the resumed chat shows the same, in place."""
-    from agent_support import is_compaction
-    from git_support import init_repo
-    from sessions_support import SUMMARY
+    from support.agent_support import is_compaction
+    from support.git_support import init_repo
+    from support.sessions_support import SUMMARY
     from workstation.paths import Paths, user_dir
     from workstation.sessions.log import Session
 

@@ -268,8 +268,8 @@ async def test_compact_without_a_compact_model_says_why_and_keeps_the_log(ws):
 
 
 async def test_compact_with_a_model_appends_a_summary(tmp_path, scripted_llm, monkeypatch):
-    from fakellm import Reply
-    from sessions_support import KEY, KEY_ENV, SUMMARY
+    from support.fakellm import Reply
+    from support.sessions_support import KEY, KEY_ENV, SUMMARY
 
     monkeypatch.setenv(KEY_ENV, KEY)
     ws = Workspace(tmp_path, overrides={

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import threading
 
-from agent_support import is_compaction
-from fakellm import Reply, ScriptedLLM
-from sessions_support import SUMMARY
+from support.agent_support import is_compaction
+from support.fakellm import Reply, ScriptedLLM
+from support.sessions_support import SUMMARY
 from test_tui_history import send
 from test_tui_live import make_repo, wait_for
 from test_tui_parity import SIZE, chat_lines, visible

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from fakellm import Reply, ScriptedLLM
+from support.fakellm import Reply, ScriptedLLM
 from test_tui_live import make_repo, wait_for, write_config
-from trust_support import trust
+from support.trust_support import trust
 from tui_support import started
 from workstation.tui.app import WorkstationApp
 from workstation.tui.backend import LiveBackend

@@ -159,10 +159,10 @@ async def test_the_team_badge_follows_the_sidecar_back_to_sent_without_a_turn(tm
     """Broken for users: with the server away the badge said `team ✗` until the next turn after the server
     came back. In the real app with its real sidecar process and a real PostgreSQL: the server stopped,
     then started again; the badge goes back to `team ↑` while nobody types."""
-    import pg_support
-    from fakellm import ScriptedLLM
+    from support import pg_support
+    from support.fakellm import ScriptedLLM
     from test_tui_live import make_repo, wait_for, write_config
-    from trust_support import trust
+    from support.trust_support import trust
 
     from workstation.team.server import ADMIN_SQL
     from workstation.tui.app import WorkstationApp

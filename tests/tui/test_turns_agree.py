@@ -9,9 +9,9 @@ import json
 
 from click.testing import CliRunner
 
-from agent_support import agent, module_server, workspace
-from fakellm import Reply
-from sessions_support import fill_turns
+from support.agent_support import agent, module_server, workspace
+from support.fakellm import Reply
+from support.sessions_support import fill_turns
 from test_tui_screens import ScreenApp
 from tui_support import settle, started
 from workstation.agent import slash

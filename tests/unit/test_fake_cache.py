@@ -1,4 +1,4 @@
-"""The fake providers' prompt-cache accounting (tests/fake_cache.py) against hand-computed cases.
+"""The fake providers' prompt-cache accounting (tests/support/fake_cache.py) against hand-computed cases.
 
 Token counts come from the documented serialization (one canonical JSON item per tool, message or
 block, cl100k); each expected figure below is worked out from those counts by the provider's rule."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fake_cache import (AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, anthropic_blocks, canonical,
+from support.fake_cache import (AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, anthropic_blocks, canonical,
                         count_tokens, openai_items)
 
 CC = {"type": "ephemeral"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import age, db_paths, db_symbols, open_map, write
+from support.kmap_helpers import age, db_paths, db_symbols, open_map, write
 from workstation.index.freshness import RACY_WINDOW_NS, Indexed, plan
 from workstation.index.indexer import Scan
 from workstation.index.storage import dep_targets as _deps_target

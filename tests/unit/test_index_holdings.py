@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import open_map, write
+from support.kmap_helpers import open_map, write
 from workstation.errors import WorkstationError
 
 FILES = {

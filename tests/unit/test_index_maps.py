@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kmap_helpers import open_map, write
+from support.kmap_helpers import open_map, write
 from workstation import tokens
 from workstation.index.repomap import pagerank
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import db_symbols, open_map, write
+from support.kmap_helpers import db_symbols, open_map, write
 
 from workstation.index import parse
 from workstation.index.parse import core

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kmap_helpers import open_map, write
+from support.kmap_helpers import open_map, write
 
 GITHUB = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # a well-known key format (40 characters)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import db_paths, open_map, write
-from trust_support import trust
+from support.kmap_helpers import db_paths, open_map, write
+from support.trust_support import trust
 
 
 @pytest.fixture

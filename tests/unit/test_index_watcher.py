@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import age, db_paths, db_symbols, open_map, write
+from support.kmap_helpers import age, db_paths, db_symbols, open_map, write
 from workstation.index.watcher import Watcher
 
 BOUND_S = 2.0

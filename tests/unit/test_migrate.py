@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from kmap_helpers import age, open_map, write
+from support.kmap_helpers import age, open_map, write
 from workstation.store.schema import INDEX_MIGRATIONS, MEMORY_MIGRATIONS, migrate
 
 README = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"  # its Reflection section

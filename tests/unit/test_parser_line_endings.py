@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kmap_helpers import age, open_map, write
+from support.kmap_helpers import age, open_map, write
 from workstation.index.parse import line_count, parse
 
 SOURCES = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_scenario import RequestIdPolicy
-from scenario_common import (PolicyError, context_text, decision, is_compaction, is_new_turn, latest_results,
+from support.agent_scenario import RequestIdPolicy
+from support.scenario_common import (PolicyError, context_text, decision, is_compaction, is_new_turn, latest_results,
                              summarize)
 from workstation.sessions.compaction import PROMPT
 
@@ -68,7 +68,7 @@ def test_both_forms_of_a_compaction_request_get_a_summary():
 
 
 def test_the_httpx_policy_maps_the_named_files_and_asks_again_for_a_cut_map():
-    from httpx_scenario import API, BIG_MAP, CLIENT, TASK, HttpxRequestIdPolicy
+    from support.httpx_scenario import API, BIG_MAP, CLIENT, TASK, HttpxRequestIdPolicy
 
     policy = HttpxRequestIdPolicy()
     messages = [{"role": "system", "content": "base"}, {"role": "user", "content": TASK}]  # no map in the context

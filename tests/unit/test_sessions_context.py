@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sessions_support import fill, make_config
+from support.sessions_support import fill, make_config
 from workstation.sessions import Session, SessionContext, SessionError, fetch_original
 from workstation.sessions.context import redaction_start
 from workstation.sessions.log import new_record_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions_support import fill_turns, make_config
+from support.sessions_support import fill_turns, make_config
 from workstation.sessions import Session, SessionError
 from workstation.sessions.compaction import compaction_marks, plan_compaction, replaced_by, uncompact
 from workstation.sessions.context import assemble, current_epoch, seen

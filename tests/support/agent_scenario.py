@@ -9,7 +9,7 @@
   convention once (log_decision), then per module grep the definitions and
   call sites, read only the multi-line signatures it cannot see whole, and
   edit bottom-up (replace_lines), citing the decision [D:id] it finds in the
-  context (the decision log or a note appended later: tests/scenario_common.py
+  context (the decision log or a note appended later: tests/support/scenario_common.py
   reads the request for both scenarios). It never looks at the files itself:
   line numbers and line texts come from tool results in the request, the
   parameter text and the function list from the decision, so what it can do
@@ -29,10 +29,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fakellm import Reply
-from scenario_common import (PolicyError, ScriptedPolicy, context_text, decision, numbered_rows,
+from support.fakellm import Reply
+from support.scenario_common import (PolicyError, ScriptedPolicy, context_text, decision, numbered_rows,
                              whole_map)
-from scenario_common import summarize  # noqa: F401  (tests import it from here)
+from support.scenario_common import summarize  # noqa: F401  (tests import it from here)
 
 TASK = ("Add a `request_id: str | None = None` parameter to every public function in the shop/ package and "
         "pass it through every call between them, so that one request can be traced end to end.")

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable
 
-from fakellm import Reply
+from support.fakellm import Reply
 from workstation import config as config_mod
 from workstation.sessions import Session
 

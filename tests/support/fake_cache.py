@@ -1,4 +1,4 @@
-"""The prompt-cache accounting of the fake providers (tests/fakellm.py): pure bookkeeping, no I/O.
+"""The prompt-cache accounting of the fake providers (tests/support/fakellm.py): pure bookkeeping, no I/O.
 
 Both caches count tokens with a real tokenizer, cl100k (workstation.tokens), over a canonical
 serialization of the request: each item (a tool schema, a message, a content block) is written as JSON

@@ -10,9 +10,9 @@ from typing import Callable
 
 import pytest
 
-import scenario_common
-from conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
-from fakellm import Reply, ScriptedLLM
+from support import scenario_common
+from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
+from support.fakellm import Reply, ScriptedLLM
 
 MODEL = "openai/test-model"
 
@@ -82,7 +82,7 @@ def workspace(tmp_path: Path, url: str | None, *, files: dict[str, str] | None =
     root.mkdir()
     write_repo(root, files)
     if trusted:
-        from trust_support import trust
+        from support.trust_support import trust
 
         trust(root, tmp_path / "user-home")
     with pytest.MonkeyPatch.context() as mp:

@@ -1,5 +1,5 @@
-"""What the scripted models of the request_id scenarios share (tests/agent_scenario.py: the shop fixture,
-tests/httpx_scenario.py: the real httpx sources).
+"""What the scripted models of the request_id scenarios share (tests/support/agent_scenario.py: the shop fixture,
+tests/support/httpx_scenario.py: the real httpx sources).
 
 A scripted policy sees only the request body the agent loop sent. This module reads it the same way for
 both: the tool results after the model's last answer, the decisions the context carries, the maps the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from fakellm import Reply
+from support.fakellm import Reply
 from workstation.sessions.context import UPDATE_PREFIX
 
 DECISION = re.compile(r"\[D:(d[0-9a-f]{12})\] (.*)")

@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fakellm import Reply
-from scenario_common import COMPACT_MARK, DECISION, NOTE, PolicyError, content, is_compaction, is_new_turn
+from support.fakellm import Reply
+from support.scenario_common import COMPACT_MARK, DECISION, NOTE, PolicyError, content, is_compaction, is_new_turn
 
 GOAL = ("My goal for this session: add request tracing to httpx. Every request should carry an id made by a "
         "new helper module, httpx/_ids.py, sent in a header we agree on, with a plain-python test that proves "

@@ -1,6 +1,6 @@
 """Our MCP client (workstation.mcp.client.McpClients, as the agent starts it for a `[mcp.servers.NAME]` with
 a url) driven by the MCP conformance suite's client scenarios: `conformance client --command "python
-tests/mcp_conformance_client.py"` appends the scenario server's URL and names the scenario in
+tests/support/mcp_conformance_client.py"` appends the scenario server's URL and names the scenario in
 MCP_CONFORMANCE_SCENARIO. The client starts (initialize, tools/list) and calls what the scenario's server
 expects; the suite judges the exchange. Exit 0 when every call came back as a result.
 """

@@ -1,4 +1,4 @@
-"""The Anthropic Messages wire format of the fake server (tests/fakellm.py): requests back to the OpenAI
+"""The Anthropic Messages wire format of the fake server (tests/support/fakellm.py): requests back to the OpenAI
 chat shape the scripted responders read, answers as Anthropic sends them. No I/O here.
 
 `to_chat_body` turns a Messages request into an OpenAI chat-completions body, so that one responder

@@ -1,6 +1,6 @@
 """Serve the scripted model on 127.0.0.1 for trying the app by hand (a person in tmux, not a test).
 
-    .venv/bin/python tests/fakellm_serve.py [--port 8765]
+    .venv/bin/python tests/support/fakellm_serve.py [--port 8765]
 
 Every request is answered with a short reply naming the request's message count ("write PATH: TEXT"
 writes the file with write_file first); a compaction request
@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 
-from fakellm import Reply, ScriptedLLM  # noqa: E402
-from scenario_common import content, is_compaction, summarize  # noqa: E402
+from support.fakellm import Reply, ScriptedLLM  # noqa: E402
+from support.scenario_common import content, is_compaction, summarize  # noqa: E402
 
 
 def answer(body: dict) -> Reply:

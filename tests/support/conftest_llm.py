@@ -1,6 +1,6 @@
 """Pytest fixtures for tests that talk to a (fake) model.
 
-Import into tests/conftest.py (``from conftest_llm import scripted_llm, llm_spec  # noqa: F401``)
+Import into tests/conftest.py (``from support.conftest_llm import scripted_llm, llm_spec  # noqa: F401``)
 or directly into a test module.
 
 * ``scripted_llm`` -- a running ``fakellm.ScriptedLLM`` (empty script; ``push()`` replies).
@@ -19,7 +19,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from fakellm import Reply, ScriptedLLM  # noqa: E402
+from support.fakellm import Reply, ScriptedLLM  # noqa: E402
 
 __all__ = ["scripted_llm", "llm_spec", "FAKE_API_KEY", "TEST_KEY_ENV", "TEST_MODEL", "CLAUDE_MODEL", "Reply",
            "ScriptedLLM"]

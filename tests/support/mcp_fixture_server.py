@@ -1,8 +1,8 @@
 """A tiny MCP server for the MCP client tests (the SDK's MCPServer over stdio).
 
-    python tests/mcp_fixture_server.py            serve
-    python tests/mcp_fixture_server.py --crash    write a line to stderr and exit before serving
-    python tests/mcp_fixture_server.py --hang     never answer (a server that does not start in time)
+    python tests/support/mcp_fixture_server.py            serve
+    python tests/support/mcp_fixture_server.py --crash    write a line to stderr and exit before serving
+    python tests/support/mcp_fixture_server.py --hang     never answer (a server that does not start in time)
 
 At start it writes its pid to $PIDFILE when that is set, so a test can check it is gone afterwards.
 """

@@ -24,7 +24,7 @@ through Client and AsyncClient. Shared by benchmarks/bench_agent.py and tests/in
   with `per_function=True` one function's edits per response (as a model reading each result before its
   next edit would; bench_agent's default, --httpx-steps function), else all of a file's edits in one
   response (as one MultiEdit-like batch). The second turn checks from fresh maps and one grep. It answers
-  compaction requests with a summary (tests/scenario_common.py).
+  compaction requests with a summary (tests/support/scenario_common.py).
 * `check_repo(root)` proves the edit: the signatures and every call between the targets (compared with
   the calls in the installed, unedited package), then the edited package imported in a subprocess sends
   requests through httpx.MockTransport (no network) with every function of the API, sync and async, and
@@ -42,8 +42,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fakellm import Reply
-from scenario_common import (PolicyError, ScriptedPolicy, content, context_text, decision, is_note, numbered_rows,
+from support.fakellm import Reply
+from support.scenario_common import (PolicyError, ScriptedPolicy, content, context_text, decision, is_note, numbered_rows,
                              whole_map)
 
 API, CLIENT = "httpx/_api.py", "httpx/_client.py"

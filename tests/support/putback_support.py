@@ -21,6 +21,7 @@ from workstation.sandbox import Policy
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
 HOOK = "#!/bin/sh\ntouch {marker}\n"
+CONFIG = "[agent]\nmax_steps = 9\n"
 
 
 def git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -39,7 +40,7 @@ def repo(base: Path) -> Path:
     git(root, "add", "a.py")
     git(root, "commit", "-q", "-m", "one")
     (root / ".workstation").mkdir()
-    (root / ".workstation" / "config.toml").write_text("[agent]\nmax_steps = 9\n")
+    (root / ".workstation" / "config.toml").write_text(CONFIG)
     return root
 
 
@@ -201,7 +202,7 @@ RUNNER = """
 import json, sys, tempfile, traceback
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
-import putback_support
+from support import putback_support
 from workstation import sandbox
 base, mode = Path(sys.argv[1]), sys.argv[2]
 state = sandbox.status(sandbox.Policy(base, mode=mode))

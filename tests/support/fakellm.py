@@ -3,7 +3,7 @@ library, and workstation.tokens to count tokens for the cache accounting).
 
 Usage::
 
-    from fakellm import Reply, ScriptedLLM
+    from support.fakellm import Reply, ScriptedLLM
 
     with ScriptedLLM([Reply(text="hello"), Reply(tool_calls=[("read_file", {"path": "a.py"})])]) as llm:
         spec = ModelSpec("openai/test-model", api_base=llm.url, api_key_env="WS_TEST_KEY")
@@ -72,8 +72,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
-import fake_anthropic as anthropic
-from fake_cache import AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, count_tokens
+from support import fake_anthropic as anthropic
+from support.fake_cache import AnthropicPromptCache, CacheError, Clock, OpenAIPrefixCache, count_tokens
 
 __all__ = ["Reply", "ScriptedLLM", "RecordedRequest"]
 
@@ -207,7 +207,8 @@ class ScriptedLLM:
         handler = _make_handler(self)
         server = _Server(("127.0.0.1", self._port), handler)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+        # stop() waits for the loop's next poll: at 10 ms a test's server costs it nothing it can feel
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01},
                                         name="ScriptedLLM", daemon=True)
         self._thread.start()
         return self
