@@ -146,7 +146,7 @@ class Stream:
                 "message": {"id": str(record.get("id") or ""), "type": "message", "role": "assistant",
                             "model": str(record.get("model") or self.model), "content": content,
                             "stop_reason": "tool_use" if record.get("tool_calls") else "end_turn",
-                            "stop_sequence": None, "usage": usage([record])}}
+                            "stop_sequence": None, "usage": usage([dict(record)])}}
 
     def result(self, finished: TurnFinished | None, records: list[dict], *, subtype: str = "",
                error: str = "", reply: str | None = None) -> dict:
@@ -184,7 +184,7 @@ TERMINAL = {"success": "completed", "error_max_turns": "max_turns", "error_max_b
             "error_during_execution": "error"}
 
 
-def usage(records: list[Mapping[str, Any]]) -> dict:
+def usage(records: list[dict]) -> dict:
     """Anthropic's usage of the billed records (assistant and compact): input tokens not read from or written
     to the cache, cache reads and writes, output tokens."""
     total = bill(records).total

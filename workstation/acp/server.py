@@ -44,7 +44,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
 
 from acp import PROTOCOL_VERSION, RequestError, helpers, run_agent
@@ -155,7 +155,8 @@ class Live:
         key = (request.action, request.subject)
         if key in self.allowed:
             return True
-        kind = {"command": "execute", "edit": "edit"}.get(request.action, "other")
+        kind: Literal["execute", "edit", "other"] = (
+            "execute" if request.action == "command" else "edit" if request.action == "edit" else "other")
         call = ToolCallUpdate(tool_call_id=self.agent.ctx.call_id or "approval", title=request.subject,
                               kind=kind, status="pending",
                               content=[helpers.tool_content(helpers.text_block(request.question()))])

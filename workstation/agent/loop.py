@@ -182,7 +182,10 @@ class Agent:
         # the mode the user last chose in this session goes on (an editor's next agent process loads it)
         if (chosen := last_noted(records)) is not None:
             self.permissions.set(chosen)
-        self.permissions.on_change = lambda mode: self._notice(noted(mode), "mode")
+        def mode_changed(mode: str) -> None:
+            self._notice(noted(mode), "mode")
+
+        self.permissions.on_change = mode_changed
         self.step = sum(1 for r in records if r.get("type") == "assistant")
         self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
         self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)

@@ -135,7 +135,6 @@ def _live_infos(paths: Paths, warn: Callable[[str], None]) -> list[SessionInfo]:
     and a log appended to while it was read is keyed by its identity from before, so it is read again."""
     cached = _read_summary(paths, warn)
     rows: dict[str, _Summary] = {}
-    infos = []
     stale = False
     try:
         entries = os.scandir(paths.sessions)
