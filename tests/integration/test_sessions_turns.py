@@ -85,8 +85,10 @@ def test_the_token_guard_compacts_steps_of_one_long_turn(tmp_path, server):
     assert result.ok and result.partial and result.describe().startswith("compacted turn 1 (1 up to its newest steps)")
     assert result.record["covers"]["last_id"] == folded[-1]["id"] and result.record["covers"]["last_turn"] == 1
     view = SessionContext.build(session, config)
-    assert view.messages[0]["role"] == "system" and view.messages[1]["role"] == "assistant"
-    assert [m.get("content") for m in view.messages[1:]] == [r["content"] for r in kept]
+    # the turn's own user message still opens what is sent, the summary having stopped inside that turn
+    assert view.messages[0]["role"] == "system" and view.messages[1]["role"] == "user"
+    assert view.messages[1]["content"] == records[0]["content"] and records[0]["type"] == "user"
+    assert [m.get("content") for m in view.messages[2:]] == [r["content"] for r in kept]
     assert of_log(session.read())[1] == Coverage(1, True) and Coverage(1, True).describe() == "part of 1"
     # the next step of the same turn goes on from there; a new turn makes the cut a user message again
     assert plan_compaction(session.read(), config, window_tokens=window) is None

@@ -264,7 +264,7 @@ async def test_describing_files_shows_its_progress_and_cost_in_the_status_line(t
             status = lambda: app.chat.status_bar.left.plain  # noqa: E731
             await wait_for(pilot, lambda: "describing files 1/2 · 128 tokens · $" in status())
             await wait_for(pilot, lambda: "purposes: 2 of 2 files described · 267 tokens · $" in status())
-            assert status().startswith("session ")  # after the session's line, on the same line
+            assert status().startswith("✎ edits · session ")  # after the session's line, on the same line
             report = backend.map_feed.described
             assert (report.described, report.requests, report.tokens_in, report.tokens_out) == (2, 2, 250, 17)
             app.map.node_for("pkg").expand()

@@ -45,7 +45,7 @@ async def test_a_turn_shows_its_cost_as_billed_and_the_cache_hit_of_its_last_req
             # = $0.00295; 1920 of 2100 prompt tokens read from the cache: 91%
             await wait_for(pilot, lambda: app.chat.bill == "cache 91% · $0.008")
             await wait_for(pilot, lambda: not app.chat.busy)
-            assert status().startswith("cache 91% · $0.008 · session ")  # first: a narrow pane cuts the end
+            assert status().startswith("✎ edits · cache 91% · $0.008 · session ")  # first: a narrow pane cuts the end
         assert len(llm.requests) == 2
     await asyncio.sleep(0)
 
@@ -65,4 +65,4 @@ async def test_a_resumed_session_shows_why_its_last_request_missed_the_cache(tmp
     async with started(app) as pilot:
         # a model the price map does not know: the cost litellm recorded
         await wait_for(pilot, lambda: app.chat.bill == "cache 12% (compaction) · $0.750")
-        assert app.chat.status_bar.left.plain.startswith(f"cache 12% (compaction) · $0.750 · session {session.slug} · ")
+        assert app.chat.status_bar.left.plain.startswith(f"✎ edits · cache 12% (compaction) · $0.750 · session {session.slug} · ")

@@ -12,6 +12,7 @@ import threading
 
 import click
 
+from ..errors import WorkstationError
 from ..terminal import safe
 from .common import pass_workspace
 
@@ -55,7 +56,6 @@ def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, m
                  max_budget_usd: float | None, allowed: tuple[str, ...], disallowed: tuple[str, ...],
                  mode: str | None, model: str | None, verbose: bool) -> None:
     """Run the agent on TEXT headlessly (TEXT `-` or none: standard input) and print what it did."""
-    from ..errors import WorkstationError
 
     text = _prompt(text)
     if max_budget_usd is not None and not 0 < max_budget_usd < float("inf"):
@@ -97,8 +97,7 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
             restricted, budget: float | None) -> int:
     """The run under a host of its own (its MCP servers stop with it); the exit code."""
     from .. import host as host_mod  # lazy: the agent stack and the MCP SDK, ~300 ms
-    from ..agent.loop import NO_MODEL
-    from ..errors import WorkstationError
+    from ..agent.loop import NO_MODEL  # lazy: the agent stack, loaded by the host above
 
     slash = text.strip().startswith("/")  # a built-in command runs here, without a model; a custom one is sent
     if not slash and ws.model_spec() is None:
@@ -182,7 +181,6 @@ def _turn(hosted, text: str, sink, *, stream: bool):
     """The turn on a thread of its own, so that Ctrl+C or SIGTERM stops it as Escape does in the app and the
     result is still written: (TurnFinished or None, why it was refused, the exit code of an interruption)."""
     from .. import host as host_mod  # lazy: loaded by the host already
-    from ..errors import WorkstationError
 
     box: dict = {}
     done = threading.Event()  # not Thread.join: a join Ctrl+C interrupts may take the thread for ended
@@ -217,8 +215,8 @@ def _turn(hosted, text: str, sink, *, stream: bool):
 def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float | None = None) -> int:
     """The run (`slash`: a built-in slash command, /compact, /undo...), its output in `fmt`; the exit code."""
     from .. import host as host_mod  # lazy: loaded by the host already
-    from ..headless import Stream, line
-    from ..mcp.client import servers_of
+    from ..headless import Stream, line  # lazy: the output's shapes, only once a run starts
+    from ..mcp.client import servers_of  # lazy: the MCP SDK, loaded by the host already
 
     session = hosted.session
     before = len(session.read().records)
