@@ -105,6 +105,16 @@ class LiveBackend:
     def _ui(self, fn, *args, **kwargs):
         return self.app.call_from_thread(fn, *args, **kwargs)
 
+    def _push(self, make, answered=None):
+        """Show the screen `make()` builds, built on the UI thread as every widget is (a message pump made on
+        a worker thread takes that thread for its own); returns the screen."""
+        def push():
+            screen = make()
+            self.app.push_screen(screen, answered)
+            return screen
+
+        return self._ui(push)
+
     def _warn(self, text: str) -> None:
         self._ui(self.app.notify, text, severity="warning", timeout=10)
 
@@ -207,7 +217,7 @@ class LiveBackend:
                 return
             self.app.notify(f"trusted {verdict.root}: its settings apply when you open it again", timeout=10)
 
-        self._ui(self.app.push_screen, ConfirmScreen(question, yes="Trust", no="Not now"), answered)
+        self._push(lambda: ConfirmScreen(question, yes="Trust", no="Not now"), answered)
 
     def _open_mcp(self, opened: list, notices: list[str]) -> None:
         """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
@@ -419,9 +429,8 @@ class LiveBackend:
 
     def on_new_session_requested(self, request: NewSessionRequested) -> None:
         """The palette's New session (ctrl+n): `/new`, its line in the chat as if typed."""
-        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
-
-        self.on_chat_pane_command_submitted(ChatPane.CommandSubmitted("/new", "", "/new"))
+        self._ready.wait()
+        self._run_command("/new", "", "/new")
 
     # ------------------------------------------------------------------ knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None:
@@ -461,11 +470,11 @@ class LiveBackend:
             answer.set()
 
         pattern = self._always_pattern(request)
-        screen = ConfirmScreen(request.question(), always="Always" if pattern else None)
+        question = request.question()
         self._ui(self.app.ring, f"workstation needs your approval: {request.subject}")
         doing = self._ui(lambda: chat.activity)
         self._ui(chat.set_activity, "approval", request.subject)
-        self._ui(self.app.push_screen, screen, done)
+        screen = self._push(lambda: ConfirmScreen(question, always="Always" if pattern else None), done)
         while not answer.wait(0.05):
             if self._closing.is_set():
                 return False  # the app is gone: nobody can answer
@@ -490,7 +499,11 @@ class LiveBackend:
 
     def on_chat_pane_submitted(self, request: ChatPane.Submitted) -> None:
         self._ready.wait()
-        self._turn(request.text, lambda sink: self.hosted.run(request.text, sink))
+        self._send(request.text)
+
+    def _send(self, text: str) -> None:
+        """`text` to the agent: one turn."""
+        self._turn(text, lambda sink: self.hosted.run(text, sink))
 
     def on_plan_answered(self, request: PlanAnswered) -> None:
         """The user's answer to the plan a turn in plan mode ended with (agent.modes): approved (maybe as
@@ -573,7 +586,7 @@ class LiveBackend:
                 if answer is not None:
                     self.app.post_message(PlanAnswered(*answer))
 
-            self._ui(self.app.push_screen, PlanScreen(result.plan), answered)
+            self._push(lambda: PlanScreen(result.plan), answered)
             return
         message = ("workstation: the turn stopped: " + result.error) if result.error else \
             "workstation: the agent finished; it waits for your input"
@@ -585,23 +598,26 @@ class LiveBackend:
 
     def on_chat_pane_command_submitted(self, request: ChatPane.CommandSubmitted) -> None:
         self._ready.wait()
-        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
-        from .panes.chat import ChatPane  # lazy: the backend loads no widget at import (module docstring)
+        self._run_command(request.name, request.args, request.text)
 
-        if slash.is_custom(self.agent, request.text):  # a custom command: its body is the message
-            self.on_chat_pane_submitted(ChatPane.Submitted(request.text))
+    def _run_command(self, name: str, args: str, text: str) -> None:
+        """A slash command line (`text`: `name` and its `args`) as typed."""
+        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+
+        if slash.is_custom(self.agent, text):  # a custom command: its body is the message
+            self._send(text)
             return
-        if request.name == "/rewind" and not request.args:
+        if name == "/rewind" and not args:
             self._pick_rewind()
             return
-        if request.name not in SESSION_COMMANDS:
-            self._command(request)
+        if name not in SESSION_COMMANDS:
+            self._command(name, text)
         elif not self._busy.acquire(blocking=False):
-            self._ui(self.app.chat.add_turn, Turn("error", f"{WORKING}, then {request.name} again"))
+            self._ui(self.app.chat.add_turn, Turn("error", f"{WORKING}, then {name} again"))
         else:
             self._changing.set()
             try:
-                self._command(request)
+                self._command(name, text)
             finally:
                 self._give_back()
         self.refresh_bill()
@@ -612,26 +628,26 @@ class LiveBackend:
     def _pick_rewind(self) -> None:
         history.pick_rewind(self)
 
-    def _command(self, request: ChatPane.CommandSubmitted) -> None:
+    def _command(self, name: str, text: str) -> None:
         with self.outside.command():  # it shows what it writes (and what another process wrote meanwhile)
-            self._slash(request)
+            self._slash(name, text)
 
-    def _slash(self, request: ChatPane.CommandSubmitted) -> None:
+    def _slash(self, name: str, text: str) -> None:
         from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
         from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         chat = self.app.chat
-        asked = command_asked(request.text, ts=time.time())  # shown at once; the answer when it comes
+        asked = command_asked(text, ts=time.time())  # shown at once; the answer when it comes
         at = self._ui(chat.add_turn, asked)
-        alone = self._busy.locked() and request.name not in SESSION_COMMANDS  # a turn writes beside it
+        alone = self._busy.locked() and name not in SESSION_COMMANDS  # a turn writes beside it
         before = len(self.agent.session.read().records)
-        out = slash.run(self.agent, request.text)
+        out = slash.run(self.agent, text)
         if out.action in ("new", "archived", "fork"):  # the chat moves to another session (a fork's: the original
             # stays as it was), which keeps the command as its first line: a resumed chat shows what this one does
             moved = (Session.open(self.ws.paths, out.slug) if out.action == "fork" and out.slug
                      else Session.create(self.ws.paths, title="chat"))
-            slash.keep(moved, request.text, out)
+            slash.keep(moved, text, out)
             self._switch(moved)
             return
         if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it

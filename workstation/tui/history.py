@@ -35,7 +35,7 @@ def pick_rewind(backend: LiveBackend) -> None:
         args = f"{number}" + ("" if what == "both" else f" {what}")
         backend.app.post_message(ChatPane.CommandSubmitted("/rewind", args, f"/rewind {args}"))
 
-    backend._ui(backend.app.push_screen, RewindScreen(turns), chosen)
+    backend._push(lambda: RewindScreen(turns), chosen)
 
 
 def show_taken_back(backend: LiveBackend) -> None:
