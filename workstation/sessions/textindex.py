@@ -129,15 +129,8 @@ def sync(paths: Paths, db: Database, *, only: Iterable[str] | None = None,
     grown = []
     for slug in live:
         path = os.path.join(folder, f"{slug}.jsonl")
-        row = states.get(slug)
-        if row is not None and row[1] == "live":
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                continue
-            if row[2] == f"{st.st_dev}:{st.st_ino}" and row[3] == st.st_size:
-                continue  # nothing appended: known without opening the file
-        grown.append((slug, path))
+        if _to_read(states.get(slug), path):
+            grown.append((slug, path))
     # the whole state of every log that grew, in one call: one call each cost ~7 ms, 20 s after a sidecar
     # pass had appended a redaction to 3,000 of 13,000 sessions
     short = [slug for slug, _ in grown if slug in states and len(states[slug]) < 10]
@@ -207,14 +200,21 @@ def _check_heap(paths: Paths, db: Database, warn: Callable[[str], None]) -> None
         db.call(index_reset, str(paths.state))
 
 
+def _to_read(row: tuple | None, path: str) -> bool:
+    """Whether a live log must be read: not when the index has it whole (the same file, the same size, known
+    without opening it), nor when it is gone."""
+    if row is None or row[1] != "live":
+        return True
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return not (row[2] == f"{st.st_dev}:{st.st_ino}" and row[3] == st.st_size)
+
+
 def _sync_live(writes: _Writes, slug: str, row: tuple | None, path: str) -> None:
-    if row is not None and row[1] == "live":
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return
-        if row[2] == f"{st.st_dev}:{st.st_ino}" and row[3] == st.st_size:
-            return  # nothing appended: known without opening the file
+    if not _to_read(row, path):
+        return
     if row is not None and len(row) < 10:  # index_identities' row: the whole state is wanted now
         row = next(iter(writes.db.call(index_states, [slug])), None)
     try:
