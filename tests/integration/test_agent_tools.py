@@ -200,7 +200,7 @@ def test_commands_time_out_with_capped_output(tmp_path):
 
 
 def test_a_command_is_over_when_its_process_is_even_if_a_background_child_holds_the_output():
-    from workstation.agent.commands import run_command
+    from workstation.agent.tools.shellrun import run_command
     from workstation.sandbox import Policy
 
     started = time.monotonic()  # without a sandbox: in one, the child ends with the command (test_sandbox.py)
@@ -213,7 +213,7 @@ def test_a_command_is_over_when_its_process_is_even_if_a_background_child_holds_
 
 def test_command_output_is_capped_as_it_streams_not_after():
     """200 MB of output: the process running the command never holds it (peak memory stays small)."""
-    script = ("import resource; from pathlib import Path; from workstation.agent.commands import run_command; "
+    script = ("import resource; from pathlib import Path; from workstation.agent.tools.shellrun import run_command; "
               "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; before = peak(); "
               "r = run_command('head -c 200000000 /dev/zero', Path.cwd(), allow=['head -c * /dev/zero'], approve=None, "
               "timeout_s=60, max_output_chars=1000); "

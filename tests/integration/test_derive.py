@@ -122,7 +122,7 @@ def test_report_and_reflect_count_the_same_file_reads_from_the_command_line(tmp_
 
 def test_a_live_sessions_events_are_what_its_log_derives(tmp_path, server):
     """The events a live call records are the ones replay and `report` derive from its session record (the
-    meaning is read off the fields that record keeps: agent.toolcall.recorded)."""
+    meaning is read off the fields that record keeps: agent.tools.toolcall.recorded)."""
     ws = workspace(tmp_path, server.url)
     read = ("read_lines", {"path": "pkg/util.py", "start": 1, "end": 3})
     server.push(Reply(tool_calls=[("file_meta", {"path": "pkg/core.py"}), read]),

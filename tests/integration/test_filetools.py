@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from workstation.agent.commands import allowed, run_command
-from workstation.agent.filetools import ReadLedger, grep, read_lines, replace_lines
+from workstation.agent.tools.shellrun import allowed, run_command
+from workstation.agent.tools.fileio import ReadLedger, grep, read_lines, replace_lines
 from workstation.errors import WorkstationError
 from workstation.fsutil import OutsideWorkspace, StateFolder, atomic_write
 
@@ -190,7 +190,7 @@ def test_a_fifo_or_a_device_in_the_workspace_is_one_line_not_a_hang(ws):
 
 
 def test_a_hung_filesystem_gives_up_in_time(ws, monkeypatch):
-    from workstation.agent import filetools
+    from workstation.agent.tools import fileio as filetools
 
     release = threading.Event()
 
@@ -239,7 +239,7 @@ BODIES = {
 
 @pytest.mark.parametrize("name", BODIES)
 def test_a_big_file_read_through_its_line_index_reads_as_a_small_one(ws, monkeypatch, name):
-    from workstation.agent import filetools
+    from workstation.agent.tools import fileio as filetools
 
     (ws / "f.txt").write_bytes(BODIES[name].encode())
     total = len(BODIES[name].splitlines())
@@ -254,7 +254,7 @@ def test_a_big_file_read_through_its_line_index_reads_as_a_small_one(ws, monkeyp
 
 
 def test_a_range_of_a_big_file_costs_the_range_and_a_change_is_seen(ws, monkeypatch):
-    from workstation.agent import filetools
+    from workstation.agent.tools import fileio as filetools
 
     monkeypatch.setattr(filetools, "LINE_INDEX_MIN_BYTES", 1000)
     path = ws / "big.txt"

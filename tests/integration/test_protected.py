@@ -1,5 +1,5 @@
 """What may not be written is said once (`sandbox.Policy.protected`: `.git` in any spelling, the state
-folders) and every tool call runs through one function (`agent.toolcall.execute`). Tried from every
+folders) and every tool call runs through one function (`agent.tools.toolcall.execute`). Tried from every
 caller: run_command under each backend, the MCP server, replay's verify and the agent loop, each with a
 moved state folder and git's own redirections. Judged by effect: what is on disk afterwards."""
 
@@ -19,7 +19,7 @@ from support.fakellm import Reply
 from support.putback_support import CONFIG, HOOK, git
 from support.putback_support import repo as git_repo
 from workstation import sandbox, trust
-from workstation.agent.commands import run_command
+from workstation.agent.tools.shellrun import run_command
 from workstation.fsutil import GitFolder
 from workstation.sandbox import Policy
 

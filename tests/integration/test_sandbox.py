@@ -17,7 +17,7 @@ import pytest
 
 from support.trust_support import trust
 from workstation import sandbox
-from workstation.agent.commands import CommandDenied, run_command
+from workstation.agent.tools.shellrun import CommandDenied, run_command
 from workstation.config import AgentConfig
 from workstation.sandbox import Policy
 
@@ -235,7 +235,7 @@ def test_the_whole_tree_ends_with_the_turn(ws):
 
 
 def test_the_whole_tree_ends_with_this_process(ws):
-    script = ("import sys; from pathlib import Path; from workstation.agent.commands import run_command; "
+    script = ("import sys; from pathlib import Path; from workstation.agent.tools.shellrun import run_command; "
               f"run_command(\"sh -c 'while true; do echo x >> tick; sleep 0.1; done'\", Path({str(ws)!r}), "
               "allow=[], approve=lambda r: True, timeout_s=60, max_output_chars=100)")
     proc = subprocess.Popen([sys.executable, "-c", script])

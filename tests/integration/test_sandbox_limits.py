@@ -39,7 +39,7 @@ ALLOWED = {"processes": LIMITS.processes, "file size": LIMITS.file_bytes, "memor
 RUNNER = """
 import json, sys
 from pathlib import Path
-from workstation.agent.commands import run_command
+from workstation.agent.tools.shellrun import run_command
 from workstation.sandbox import Limits, Policy
 root, mode, limits, attacks = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 out = {}
@@ -94,7 +94,7 @@ UID_RUNNER = """
 import json, os, sys
 from pathlib import Path
 from workstation import config as config_mod, sandbox
-from workstation.agent.commands import run_command
+from workstation.agent.tools.shellrun import run_command
 root, mode, cap, code = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 cfg, paths = config_mod.load(root, {"agent": {"sandbox": mode, "command_max_processes": cap}})
 policy = sandbox.Policy.for_workspace(paths, cfg.agent)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from workstation.agent.commands import CommandResult, run_command
+from workstation.agent.tools.shellrun import CommandResult, run_command
 from workstation.sandbox import Policy
 
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",

@@ -54,7 +54,7 @@ def python_for(uid: int, env: dict[str, str]) -> tuple[str | None, str]:
             continue
         tried.append(candidate)
         try:
-            probe = subprocess.run([candidate, "-c", "import workstation.agent.commands"], env=env, cwd="/",
+            probe = subprocess.run([candidate, "-c", "import workstation.agent.tools.shellrun"], env=env, cwd="/",
                                    preexec_fn=as_uid(uid), capture_output=True, text=True, timeout=60)
         except PermissionError:  # a folder on its path the uid cannot search
             continue

@@ -29,7 +29,7 @@ What each request does:
                      commands run in the sandbox with no network, what cannot is refused)
     session/list     the folder's live sessions, newest first
 
-A command the allow-list covers runs without asking (agent.commands); any other, an edit in mode ask, and a call
+A command the allow-list covers runs without asking (agent.tools.shellrun); any other, an edit in mode ask, and a call
 to an MCP tool that asks, is a session/request_permission with allow once, allow for this session (that exact
 command line, remembered in memory only) and reject. One turn runs at a time per folder; a prompt to
 another session of the same folder waits for it.

@@ -56,7 +56,7 @@ from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, request_size
 from ..sessions.turns import starts_turn
-from . import budget, memoryfirst, toolcall, tools, updates
+from . import budget, memoryfirst, tools, updates
 from ..hooks import HOOK, Hooks, Outcome
 from ..hooks import tool_input as hook_input, tool_names as hook_names
 from .approval import ApprovalRequest, Approver
@@ -64,7 +64,8 @@ from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
 from .context import ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
-from .filetools import ReadLedger
+from .tools import toolcall
+from .tools.fileio import ReadLedger
 from .instructions import ProjectInstructions
 from .modes import Permissions, briefing, from_claude, last_noted, noted
 from .tools import ToolContext, ToolResult

@@ -7,7 +7,7 @@ COMMAND tools (run_command) are never served: a command needs the user's approva
 allow-list covers it, nobody can be asked here, and the client agent has its own shell with its own
 approvals, which serving ours would go around.
 
-A client gets what the agent gets, the same way: each call runs through `agent.toolcall.execute`, the
+A client gets what the agent gets, the same way: each call runs through `agent.tools.toolcall.execute`, the
 one function the agent loop and `replay --verify` run calls through, so:
 * the same tools and confinement (the workspace's sandbox policy: never outside it, never its state
   folders or `.git`), argument checks, time limit and errors as results;
@@ -51,8 +51,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import anyio
 
 from .. import __version__, scrub
-from ..agent import toolcall, tools
-from ..agent.filetools import ReadLedger
+from ..agent import tools
+from ..agent.tools import toolcall
+from ..agent.tools.fileio import ReadLedger
 from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
 from ..errors import WorkstationError
 from ..sandbox import Policy

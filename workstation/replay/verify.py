@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..agent import toolcall, tools
+from ..agent import tools
+from ..agent.tools import toolcall
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..index import indexer
@@ -292,7 +293,7 @@ def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: b
 
 
 def _rerun(ctx: tools.ToolContext, step: Step, name: str, args: dict) -> tools.ToolResult:
-    """A past call run again as every call runs (`agent.toolcall.execute`: the scratch tree's policy says
+    """A past call run again as every call runs (`agent.tools.toolcall.execute`: the scratch tree's policy says
     what it may write, never `.git` or a state folder; the result masked as the log's was); nothing is
     recorded."""
     result, _meaning = toolcall.execute(ctx, name, args, available=tools.TOOLS, memory=None,

@@ -2,7 +2,7 @@
 
 A call's `Meaning` (the maps and ranges it read, the files it edited, its memory lookups, a decision,
 a memory write, the plan) becomes its episodic events through `events`, the one function that does so:
-for a live call (agent.toolcall.execute, the loop's and the MCP server's), for a past one (replay), and
+for a live call (agent.tools.toolcall.execute, the loop's and the MCP server's), for a past one (replay), and
 for an imported one (importers/events.py). So `reflect`, which counts events, and `report`, which reads
 meanings, agree on live and imported sessions alike.
 

@@ -442,7 +442,7 @@ class LiveBackend:
         self._ui(self.app.map.set_symbols, request.path, self.map_feed.symbols(request.path))
 
     def on_map_pane_file_selected(self, request: MapPane.FileSelected) -> None:
-        from ..agent.filetools import read_lines  # lazy: re2, +17 ms; off the first paint
+        from ..agent.tools.fileio import read_lines  # lazy: re2, +17 ms; off the first paint
 
         self._ready.wait()
         purpose = next((f.purpose for f in self.ws.kmap.files() if f.path == request.path), "")
@@ -450,7 +450,7 @@ class LiveBackend:
         self._ui(self.app.map.show_preview, request.path, 1, head.end, head.text, purpose=purpose)
 
     def on_map_pane_symbol_selected(self, request: MapPane.SymbolSelected) -> None:
-        from ..agent.filetools import read_lines  # lazy: re2, +17 ms; off the first paint
+        from ..agent.tools.fileio import read_lines  # lazy: re2, +17 ms; off the first paint
 
         self._ready.wait()
         lines = read_lines(self.ws.root, request.path, request.start, request.end)

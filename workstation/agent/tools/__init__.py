@@ -37,10 +37,14 @@ __all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
 
+# The modules of this package that declare no tools: what the tools are made of, and the call's machinery.
+_NOT_TOOLS = {"base", "fileio", "shellrun", "toolcall"}
+
+
 def _collect() -> dict[str, Tool]:
     found: dict[str, Tool] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name == "base":
+        if info.name in _NOT_TOOLS:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for tool in getattr(module, "TOOLS", ()):

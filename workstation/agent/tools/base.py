@@ -42,7 +42,7 @@ from ...sessions.context import key_context
 from ...sessions.derive import NOTHING, Edit, Lookup, MapRead, Meaning, Read, Todo, events  # noqa: F401 (the tools' vocabulary)
 from ...tokens import count
 from ..approval import Approver
-from ..filetools import ReadLedger
+from .fileio import ReadLedger
 
 if TYPE_CHECKING:
     from ..modes import Permissions

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from ...errors import WorkstationError
 from ...fsutil import confine, lstat_beneath
 from ...tokens import count
-from ..filetools import file_sha, read_bytes, read_lines, refuse_hard_linked, replace_range
+from .fileio import file_sha, read_bytes, read_lines, refuse_hard_linked, replace_range
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
                    ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
                    MAX_RESULT_CHARS, RangeMemory)

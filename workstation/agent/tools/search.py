@@ -8,7 +8,7 @@ from typing import Any
 from ... import scrub
 from ...fsutil import confine
 from . import lspcheck
-from ..filetools import grep
+from .fileio import grep
 from ...lsp.servers import SERVER_NAMES
 from .base import (BOOL, NOTHING, QUERY, RECOMPUTE, STR, Call, Lookup, Meaning, Tool, ToolContext, ToolResult,
                    as_text, cap, params)

@@ -1,10 +1,10 @@
-"""run_command: a command in the workspace root, allow-listed or approved by the user (agent.commands)."""
+"""run_command: a command in the workspace root, allow-listed or approved by the user (agent.tools.shellrun)."""
 
 from __future__ import annotations
 
 from ... import scrub
 from ...errors import WorkstationError
-from ..commands import CommandCancelled, CommandDenied, run_command
+from .shellrun import CommandCancelled, CommandDenied, run_command
 from .base import COMMAND, STR, Tool, ToolContext, ToolResult, as_text, command_outcome, params
 
 

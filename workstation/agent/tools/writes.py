@@ -7,7 +7,7 @@ workspace only, never its state folder, never a `.git` folder, through symlinks 
 not changed since (the ReadLedger's hash guard), and always replaced atomically (fsutil.replace_beneath,
 its temporary file in the state folder), its path resolved from the workspace root with no link followed at
 any part: a folder swapped for a link after the check is refused, never written through, and a file with
-other names (hard links) is replaced, never written through (its reads are refused: filetools). A file keeps its line endings (a CRLF file stays CRLF, whatever
+other names (hard links) is replaced, never written through (its reads are refused: fileio). A file keeps its line endings (a CRLF file stays CRLF, whatever
 the model sends), its UTF-8 byte-order mark and its mode; nothing adds or drops a final newline.
 
 Every result carries the change as data (`edits`: per file its content hashes before and after and the
@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from ...errors import WorkstationError
 from ...fsutil import rename_beneath, replace_beneath, sha256_bytes, unlink_beneath
 from ...textdiff import clip, file_diff
-from ..filetools import read_existing
+from .fileio import read_existing
 from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolContext, ToolResult, as_text,
                    edit_outcome, params)
 

@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import sandbox as _sandbox
-from ..errors import WorkstationError
-from ..sandbox.allowlist import SHELL_SYNTAX, WRAPPERS, allowed, check, program_of, split  # noqa: F401 (re-exported)
-from .approval import ApprovalRequest, Approver, ask
+from ... import sandbox as _sandbox
+from ...errors import WorkstationError
+from ...sandbox.allowlist import SHELL_SYNTAX, WRAPPERS, allowed, check, program_of, split  # noqa: F401 (re-exported)
+from ..approval import ApprovalRequest, Approver, ask
 
 # What git reads from `.git/config` on `status`/`diff`/`log` that would run a program: off for allow-listed
 # git commands, whatever the config says (the sandbox keeps .git read-only to commands; this also covers a

@@ -25,16 +25,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .. import scrub
-from ..llm import LLMError
-from ..memory.episodic import TOOL_CALL
-from . import tools
-from .tools import ToolContext, ToolResult
-from .tools.base import ARG_CLIP
+from ... import scrub
+from ...llm import LLMError
+from ...memory.episodic import TOOL_CALL
+from .. import tools
+from . import lspcheck
+from .base import ToolContext, ToolResult
+from .base import ARG_CLIP
 
 if TYPE_CHECKING:
-    from ..memory.router import Memory
-    from ..sessions.log import Session
+    from ...memory.router import Memory
+    from ...sessions.log import Session
 
 log = logging.getLogger(__name__)
 
@@ -148,4 +149,4 @@ def batches(toolset: tools.Toolset, ids: list[str], calls: list) -> dict:
         except LLMError:
             return None  # malformed: it never runs
 
-    return tools.lspcheck.batches((i, toolset.get(c.name), parsed(c)) for i, c in zip(ids, calls))
+    return lspcheck.batches((i, toolset.get(c.name), parsed(c)) for i, c in zip(ids, calls))

@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import re2
 
-from ..errors import WorkstationError
-from ..fsutil import NOT_REGULAR, confine, lstat_beneath, open_beneath, replace_beneath, sha256_bytes
-from ..sandbox.protect import Protected
+from ...errors import WorkstationError
+from ...fsutil import NOT_REGULAR, confine, lstat_beneath, open_beneath, replace_beneath, sha256_bytes
+from ...sandbox.protect import Protected
 
 T = TypeVar("T")
 
