@@ -65,11 +65,11 @@ class Restricted(Toolset):
         self.tools: dict[str, Tool] = {n: t for n, t in base.tools.items() if offered(n)}
         self.withheld = [n for n in base.tools if n not in self.tools]
 
-    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolResult:
+    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any], call_id: str = "") -> ToolResult:
         if name in self.withheld:
             return ToolResult(f"error: {name} is not allowed in this run (--allowed-tools / --disallowed-tools)",
                               ok=False, data={"outcome": "denied"})
-        return super().call(ctx, name, arguments)
+        return super().call(ctx, name, arguments, call_id)
 
 
 # --------------------------------------------------------------------------- the stream

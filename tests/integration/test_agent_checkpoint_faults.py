@@ -42,7 +42,7 @@ WORKER = textwrap.dedent("""
     from pathlib import Path
     from workstation.agent import tools
     from workstation.agent.checkpoints import Checkpoints
-    from workstation.agent.tools import ToolContext
+    from workstation.agent.tools import tool_context
     from workstation.errors import WorkstationError
     from workstation.fsutil import sha256_bytes
     from workstation.paths import Paths
@@ -58,8 +58,8 @@ WORKER = textwrap.dedent("""
     session = Session.open(paths, "k")
     cps = Checkpoints(paths, session)
     turn = {"id": ""}
-    ctx = ToolContext(root=root, kmap=None, memory=None, recall=lambda _: "", sandbox=Policy(root, (paths.state,)),
-                      staging=paths.state / "tmp", checkpoint=lambda p: cps.take(turn["id"], p))
+    ctx = tool_context(None, Policy(root, (paths.state,)), staging=paths.state / "tmp",
+                       checkpoint=lambda rels: cps.take(turn["id"], rels, resolved=True))
     n = 0
     print("go", flush=True)
     while True:
@@ -77,7 +77,7 @@ WORKER = textwrap.dedent("""
                     pass
                 continue
             if real.exists():  # the agent read it
-                ctx.ledger.saw(name, sha256_bytes(real.read_bytes()))
+                ctx.services.ledger.saw(name, sha256_bytes(real.read_bytes()))
             if op == "edit" and real.exists():
                 old = real.read_bytes().split(b" ", 1)[0].decode()
                 args = {"path": name, "old": old, "new": tag, "replace_all": True}

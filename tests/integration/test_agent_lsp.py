@@ -308,8 +308,8 @@ def test_stopping_the_turn_ends_a_wait_for_the_server_at_once(tmp_path):
     a = agent(ws)
     try:
         assert tools.call(a.ctx, "read_lines", {"path": "pkg/util.py", "start": 1, "end": 5}).ok
-        a.ctx.cancel = threading.Event()
-        threading.Timer(0.5, a.ctx.cancel.set).start()
+        a.ctx.turn.cancel = threading.Event()
+        threading.Timer(0.5, a.ctx.turn.cancel.set).start()
         started = time.monotonic()
         res = tools.call(a.ctx, "replace_lines", {"path": "pkg/util.py", "start": 1, "end": 1,
                                                   "content": '"""Utilities, edited."""\n'})
@@ -318,7 +318,7 @@ def test_stopping_the_turn_ends_a_wait_for_the_server_at_once(tmp_path):
         assert "lsp: stopped by the user; this edit was not checked" in res.text or (
             not res.ok and "stopped by the user" in res.text)
     finally:
-        a.ctx.cancel = None
+        a.ctx.turn.cancel = None
         a.close()
         ws.close()
 

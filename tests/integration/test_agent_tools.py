@@ -60,7 +60,7 @@ def test_paths_outside_the_workspace_are_refused(linked, how, tool):
     args = {"file_meta": {"path": path}, "read_lines": {"path": path, "start": 1, "end": 1},
             "replace_lines": {"path": path, "start": 1, "end": 1, "content": "pwned"},
             "grep": {"pattern": "secret", "path": path}}[tool]
-    ag.ctx.ledger.saw("secret.txt", "anything")  # even a (forged) read would not open the door
+    ag.ctx.services.ledger.saw("secret.txt", "anything")  # even a (forged) read would not open the door
     result = tools.call(ag.ctx, tool, args)
     assert not result.ok and "is outside the workspace" in result.text
     assert (tmp_path / "secret.txt").read_text() == "top secret\n"
@@ -266,8 +266,8 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
     lines and a pointer; shown in part, the lines it leaves out; shown otherwise (nested symbols are written
     differently there), or as it was before an edit, it is sent whole."""
     whole = call(ag, "file_meta", path="pkg/core.py").text
-    ag.ctx.head_map = ws.kmap.repo_map(tokens=2048)
-    assert "\npkg/core.py:\n  6-9 def fetch" in ag.ctx.head_map
+    ag.ctx.turn.head_map = ws.kmap.repo_map(tokens=2048)
+    assert "\npkg/core.py:\n  6-9 def fetch" in ag.ctx.turn.head_map
     pointed = call(ag, "file_meta", path="pkg/core.py")
     symbols = [line for line in whole.splitlines() if line.lstrip()[:1].isdigit()]
     assert pointed.ok and pointed.data["in_head_map"] and "6-9 def fetch" not in pointed.text
@@ -278,7 +278,7 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
     assert skip(tools.Call.from_record({"ok": True, "name": "file_meta", "content": whole}, {"path": "x"})) is None
     assert "in_head_map" not in call(ag, "file_meta", path="pkg/util.py").data  # `Cleaner: def run` there
     # a map the repository map shows in part (cut to its budget there): the lines it leaves out, and only them
-    ag.ctx.head_map = ag.ctx.head_map.replace("\n  17-18 def _private() -> int", "")
+    ag.ctx.turn.head_map = ag.ctx.turn.head_map.replace("\n  17-18 def _private() -> int", "")
     part = call(ag, "file_meta", path="pkg/core.py")
     assert part.data["in_head_map"] and part.text.splitlines()[-2:] == [
         "symbols: 2 lines as in the repository map in your context, unchanged; the 1 it leaves out:",
@@ -292,21 +292,18 @@ def test_file_meta_points_at_the_repository_map_the_system_message_shows(ag, ws)
 def test_file_meta_asked_again_sends_only_what_the_map_in_context_left_out(ag):
     """A larger budget after a cut map: the header line, then only the lines the earlier map (same content,
     still in the model's context) left out; the same map again: a pointer; after an edit: whole again."""
-    ag.ctx.call_id = "call_cut"
-    cut = call(ag, "file_meta", path="pkg/core.py", tokens=40)
+    cut = tools.call(ag.ctx, "file_meta", {"path": "pkg/core.py", "tokens": 40}, call_id="call_cut")
     assert cut.text.endswith("more symbols)") and "continues" not in cut.data
-    ag.ctx.call_id = "call_whole"
     whole_text = tools.call(ag.user_ctx, "file_meta", {"path": "pkg/core.py"}).text  # no memory: all of it
-    rest = call(ag, "file_meta", path="pkg/core.py", tokens=2048)
+    rest = tools.call(ag.ctx, "file_meta", {"path": "pkg/core.py", "tokens": 2048}, call_id="call_whole")
     shown = cut.text.splitlines()[1:-1]
     left = [line for line in whole_text.splitlines()[1:] if line not in shown]
     assert tools.get("file_meta").verify_skip(tools.Call.from_record({"content": rest.text}, {}))
     assert rest.data["continues"] == "call_cut" and rest.text.splitlines() == [
         whole_text.splitlines()[0], f"{len(shown)} lines as your file_meta (call call_cut) above showed them, "
         f"unchanged; the {len(left)} it left out:", *left]
-    ag.ctx.call_id = "call_same"
-    call(ag, "file_meta", path="pkg/util.py")
-    again = call(ag, "file_meta", path="pkg/util.py")
+    tools.call(ag.ctx, "file_meta", {"path": "pkg/util.py"}, call_id="call_same")
+    again = tools.call(ag.ctx, "file_meta", {"path": "pkg/util.py"}, call_id="call_again")
     assert again.text.splitlines()[1] == "as your file_meta (call call_same) above showed it, unchanged: not sent again"
     ag.ranges.new_request(set())  # the request after a redaction: those results are no longer in context
     assert "continues" not in call(ag, "file_meta", path="pkg/util.py").data

@@ -177,7 +177,7 @@ def test_edit_file_keeps_a_crlf_file_crlf_and_a_missing_final_newline_missing(ag
 
 def test_edit_file_refuses_a_file_that_is_not_utf8(ag, ws):
     (ws.root / "latin.txt").write_bytes("caf\xe9\n".encode("latin-1"))
-    ag.ctx.ledger.saw("latin.txt", sha256_bytes((ws.root / "latin.txt").read_bytes()))
+    ag.ctx.services.ledger.saw("latin.txt", sha256_bytes((ws.root / "latin.txt").read_bytes()))
     result = call(ag, "edit_file", path="latin.txt", old="caf", new="bar")
     assert not result.ok and result.text == "error: latin.txt: not a UTF-8 text file"
 
@@ -394,7 +394,7 @@ def test_writes_outside_the_workspace_in_git_or_in_the_state_folder_are_refused(
         pytest.skip(f"{tool} is not declared yet")
     for args in _attack(tool, target.format(tmp=tmp)):
         for rel in (target, "victim.txt"):  # even a (forged) read does not open the door
-            a.ctx.ledger.saw(rel.format(tmp=tmp), "anything")
+            a.ctx.services.ledger.saw(rel.format(tmp=tmp), "anything")
         result = call(a, tool, **args)
         assert not result.ok and any(r in result.text for r in REFUSALS), result.text
         assert "\n" not in result.text

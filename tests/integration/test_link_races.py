@@ -188,13 +188,14 @@ def _judge(answers: list[tuple[str, bool, str]], targets: dict[str, Path], befor
 def hard_links(base: Path) -> dict:
     """HARD_LINK_CALLS by the agent's tools on a workspace with hard links to files outside; what got through."""
     from workstation.agent import tools
-    from workstation.agent.tools import ToolContext
+    from workstation.agent.tools import tool_context
     from workstation.runtime import Workspace
+    from workstation.sandbox import Policy
 
     root, targets = _hard_linked(base)
     before = {t.name: t.read_bytes() for t in targets.values()}
     with Workspace(root) as ws:
-        ctx = ToolContext(root=root, kmap=ws.kmap, memory=None, recall=lambda _: "", staging=ws.paths.staging)
+        ctx = tool_context(ws.kmap, Policy(root), staging=ws.paths.staging)
         answers = []
         for name, args in HARD_LINK_CALLS:
             result = tools.call(ctx, name, args)
@@ -305,7 +306,7 @@ def tools_race(base: Path, calls: int = TOOL_CALLS) -> dict:
     import random
 
     from workstation.agent import tools
-    from workstation.agent.tools import ToolContext
+    from workstation.agent.tools import tool_context
     from workstation.sandbox import Policy
 
     root, outside = _workspace(base)
@@ -316,8 +317,8 @@ def tools_race(base: Path, calls: int = TOOL_CALLS) -> dict:
     session = Session.create(paths, "tools")
     cps = Checkpoints(paths, session)
     turn = session.user("change them")["id"]
-    ctx = ToolContext(root=root, kmap=None, memory=None, recall=lambda _: "", sandbox=Policy(root, (paths.state,)),
-                      staging=paths.staging, checkpoint=lambda p: cps.take(turn, p))  # checkpointed, as the loop does
+    ctx = tool_context(None, Policy(root, (paths.state,)), staging=paths.staging,  # type: ignore[arg-type]
+                       checkpoint=lambda rels: cps.take(turn, rels, resolved=True))  # checkpointed, as the loop does
     rng = random.Random(29)
     flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(root), str(outside), "7"], stdout=subprocess.PIPE,
                                text=True)
@@ -328,7 +329,7 @@ def tools_race(base: Path, calls: int = TOOL_CALLS) -> dict:
             name = f"f{rng.randrange(FILES):02d}.txt"
             try:  # what the agent read: the file as it is in the workspace's own folder
                 with os.fdopen(os.open(name, os.O_RDONLY, dir_fd=real_sub), "rb") as fh:
-                    ctx.ledger.saw(f"sub/{name}", sha256_bytes(fh.read()))
+                    ctx.services.ledger.saw(f"sub/{name}", sha256_bytes(fh.read()))
                 exists = True
             except FileNotFoundError:
                 exists = False

@@ -69,7 +69,9 @@ def test_a_skill_is_loaded_only_when_its_description_fits(tmp_path, server):
 
 def test_the_skill_tool_reads_its_own_files_and_nothing_else(tmp_path):
     from workstation.agent.tools.skill import _skill
-    from workstation.agent.tools.base import ToolContext
+    from workstation.agent import tools
+    from workstation.agent.tools import resolve, tool_context
+    from workstation.sandbox import Policy
     from workstation.paths import Paths
     from workstation.skills import discover
 
@@ -77,12 +79,13 @@ def test_the_skill_tool_reads_its_own_files_and_nothing_else(tmp_path):
     make_skill(user_dir(), "release-notes", RELEASE, {"template.md": "## Added\n"})
     (tmp_path / "repo").mkdir()
     catalog = discover(Paths.for_root(tmp_path / "repo"))
-    ctx = ToolContext(root=tmp_path / "repo", kmap=None, memory=None, recall=str, skills=catalog)  # type: ignore[arg-type]
-    assert _skill(ctx, "release-notes", "template.md").text.endswith("## Added\n")
+    ctx = tool_context(None, Policy(tmp_path / "repo"), recall=str, skills=catalog)  # type: ignore[arg-type]
+    inv = resolve(ctx, tools.get("skill"), {})
+    assert _skill(inv, "release-notes", "template.md").text.endswith("## Added\n")
     for bad in ("../../secret.txt", str(tmp_path / "secret.txt"), "nope.md"):
-        result = _skill(ctx, "release-notes", bad)
+        result = _skill(inv, "release-notes", bad)
         assert not result.ok and "outside" not in result.text
-    assert not _skill(ctx, "nope").ok
+    assert not _skill(inv, "nope").ok
 
 
 def test_a_custom_command_sends_its_body_with_the_arguments(tmp_path, server):

@@ -157,7 +157,7 @@ class Live:
             return True
         kind: Literal["execute", "edit", "other"] = (
             "execute" if request.action == "command" else "edit" if request.action == "edit" else "other")
-        call = ToolCallUpdate(tool_call_id=self.agent.ctx.call_id or "approval", title=request.subject,
+        call = ToolCallUpdate(tool_call_id=self.agent.ctx.turn.call_id or "approval", title=request.subject,
                               kind=kind, status="pending",
                               content=[helpers.tool_content(helpers.text_block(request.question()))])
         options = [PermissionOption(option_id=ALLOW_ONCE, name="Allow once", kind="allow_once"),
@@ -569,7 +569,7 @@ def commands_update(agent: "Agent | None" = None) -> Any:
     from ..agent import slash  # lazy: the agent stack
 
     offered = []
-    custom = slash.custom_help(agent.ctx.skills) if agent is not None else []
+    custom = slash.custom_help(agent.ctx.services.skills) if agent is not None else []
     for usage, text in [*slash.HELP.items(), *custom]:
         name, *rest = usage.split()
         if name in ELSEWHERE:

@@ -195,12 +195,14 @@ class Checkpoints:
         self._rewinds = 0  # rewind records in the log when _taken was last valid
 
     # ------------------------------------------------------------------ taking
-    def take(self, turn: str, paths: Iterable[str]) -> None:
+    def take(self, turn: str, paths: Iterable[str], *, resolved: bool = False) -> None:
         """Keep what each path holds now, once per turn; a path the tools will refuse is skipped (they
-        say why)."""
+        say why). `resolved`: the paths are workspace-relative as the call that writes them resolved them
+        (tools.invocation.Target), kept as they are: resolving them again could name another file than the
+        one the call will write (a link swapped in between)."""
         for path in paths:
             try:
-                _, rel = self.protected.confine_write(path)
+                rel = path if resolved else self.protected.confine_write(path)[1]
             except WorkstationError:
                 continue
             if (turn, rel) in self._taken and not self._rewound_elsewhere():

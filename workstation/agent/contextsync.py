@@ -71,7 +71,7 @@ class ContextSync:
         epoch = updates.current_epoch(model_view := seen(view))
         if epoch is None:
             raise NoEpoch("no epoch in force: _sync_context comes first")  # or a compaction came since
-        self.ctx.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
+        self.ctx.turn.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
         if self.cut is None or self.cut.epoch != epoch.get("id"):  # another process's cut, from its reply
             at = next(i for i, r in enumerate(model_view.records) if r is epoch)
             self.cut = next((found for r in reversed(model_view.records[at:]) if r["type"] == "assistant"
@@ -96,8 +96,8 @@ class ContextSync:
                 sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in state.pins))
             sections.append(context.decision_section(state.decisions, self._decisions_omitted))
             sections.append(section_of(blocks))
-            if self.ctx.skills is not None:  # names and descriptions only: the skill tool loads the rest
-                sections.append(self.ctx.skills.head_section())
+            if self.ctx.services.skills is not None:  # names and descriptions only: the skill tool loads the rest
+                sections.append(self.ctx.services.skills.head_section())
             sections.append(self.frontier_section(view, budget))
             return context.head_text(self.base, sections, state.excerpt)
 

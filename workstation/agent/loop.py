@@ -68,7 +68,7 @@ from .tools import toolcall
 from .tools.fileio import ReadLedger
 from .instructions import ProjectInstructions
 from .modes import Permissions, briefing, from_claude, last_noted, noted
-from .tools import ToolContext, ToolResult
+from .tools import ToolResult
 from .tools.base import RangeMemory
 from .tools.task import at_once, groups
 
@@ -159,25 +159,18 @@ class Agent:
             approve = self._approver(approve)
         # what the agent may do without asking (agent.modes); a sub-agent shares its parent's
         self.permissions = Permissions(agent_cfg.permission_mode)
-        self.ctx = ToolContext(root=workspace.root, kmap=self.kmap, memory=self.memory, recall=self._recall,
-                               approve=approve, allow=list(agent_cfg.command_allow),
-                               command_timeout_s=agent_cfg.command_timeout_s,
-                               max_output_chars=agent_cfg.max_output_chars, session=session.slug,
-                               ranges=self.ranges, sandbox=Policy.for_workspace(workspace.paths, agent_cfg,
-                                                                              self.config.model.api_key_env),
-                               staging=workspace.paths.staging, delegate=self._delegate,
-                               lsp=workspace.lsp, skills=getattr(workspace, "skills", None),
-                               permissions=self.permissions)
+        self.ctx = tools.tool_context(
+            self.kmap, Policy.for_workspace(workspace.paths, agent_cfg, self.config.model.api_key_env),
+            staging=workspace.paths.staging, lsp=workspace.lsp, memory=self.memory, recall=self._recall,
+            session=session.slug, ranges=self.ranges, approve=approve, allow=list(agent_cfg.command_allow),
+            command_timeout_s=agent_cfg.command_timeout_s, max_output_chars=agent_cfg.max_output_chars,
+            delegate=self._delegate, skills=getattr(workspace, "skills", None), permissions=self.permissions)
         # what a file held before the turn's first change to it (checkpoints.py): /undo, /rewind, /diff
         self.checkpoints = Checkpoints(workspace.paths, session, private=(workspace.paths.state,))
         self._turn_id = ""  # the id of the user message of the newest turn (set below, then by each run)
-        self.ctx.checkpoint = lambda paths: self.checkpoints.take(self._turn_id, paths)
-        self.ctx.intend = lambda rel, after: self.checkpoints.intend(self._turn_id, rel, after)
-        # slash commands: the user's reads are not the model's, so they get a read ledger of their own and
-        # no memory of ranges in the model's context
-        # no permission mode either: that is what the agent may do, not the user
-        self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
-                                            intend=None, env_files=None, delegate=None, permissions=None)
+        self.ctx.services.checkpoint = lambda rels: self.checkpoints.take(self._turn_id, rels, resolved=True)
+        self.ctx.services.intend = lambda rel, after: self.checkpoints.intend(self._turn_id, rel, after)
+        self.user_ctx = self.ctx.for_user()  # slash commands: the user's reads, not the model's
         records = session.read().records
         self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
         # the mode the user last chose in this session goes on (an editor's next agent process loads it)
@@ -211,7 +204,7 @@ class Agent:
             compactor = self._compactor
         if self._started:  # the session this agent started ends (SessionStart ran at its first turn)
             self._hook("SessionEnd", self._events, reason="exit")
-        self.ctx.reindex()
+        self.ctx.services.reindex()
         if compactor is not None:
             self._closing.set()
             compactor.join()
@@ -249,7 +242,7 @@ class Agent:
         """The message a custom slash command line (workstation.skills: `/NAME ARGS`) sends; None when the
         line is no custom command (a built-in one goes to agent.slash)."""
         name, _, rest = line.strip().partition(" ")
-        catalog = self.ctx.skills
+        catalog = self.ctx.services.skills
         command = catalog.commands.get(name[1:]) if catalog is not None and name.startswith("/") else None
         return command.expand(rest) if command is not None else None
 
@@ -271,7 +264,7 @@ class Agent:
         spec = self.model_spec()
         text = self.expand_command(text) or text  # a custom command (/NAME ARGS) sends its body
         text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
-        self.ctx.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
+        self.ctx.turn.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
         events = events or AgentEvents()
         self._events = events
         result = TurnResult(session=self.session.slug)
@@ -298,7 +291,7 @@ class Agent:
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
-        self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
+        self.ctx.turn.cancel = cancel  # a command the model runs is killed when the user stops the turn
         self._stop_continued = False  # a Stop hook asked for more in this turn already
         self._running = True
         try:
@@ -308,7 +301,7 @@ class Agent:
                     break
                 self.step += 1
                 self.memory.step = self.step
-                self.ctx.step = self.step
+                self.ctx.turn.step = self.step
                 if self._step(spec, result, events, cancel, llm):
                     break
             else:
@@ -320,7 +313,7 @@ class Agent:
                 self._auto_commit(user["id"], text, events, cancel)
         finally:
             self._running = False
-            self.ctx.cancel = None
+            self.ctx.turn.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
             if events.on_activity:
                 events.on_activity("idle", "")
@@ -329,7 +322,7 @@ class Agent:
 
     def _auto_commit(self, since: str, request: str, events: AgentEvents, cancel) -> None:
         """agent.auto_commit: what this turn changed, committed (never pushed); one line for the user."""
-        self.ctx.reindex()
+        self.ctx.services.reindex()
         line = auto_commit(self.ws, self.session, since, model=self.model_name, request=request, cancel=cancel)
         if line:
             self._tell(line, "commit", events)
@@ -411,8 +404,9 @@ class Agent:
             return True
         result.tokens_in += completion.tokens_in
         result.tokens_out += completion.tokens_out
-        for call in completion.tool_calls:
-            toolcall.register_env_writes(call)
+        asked = [toolcall.parse(c) for c in completion.tool_calls]  # each call's arguments parsed once
+        for each in asked:
+            toolcall.register_env_writes(each)
         calls = [{"id": self._unique_call_id(c.id), "name": c.name, "arguments": scrub.mask(c.kept_arguments())}
                  for c in completion.tool_calls]
         reused = self._note_reuse(completion.text)
@@ -439,15 +433,15 @@ class Agent:
                 return False
             return True
         index = 0
-        asked = completion.tool_calls
-        self.ctx.lsp_batches = toolcall.batches(self.toolset, [c["id"] for c in calls], asked) if self.ctx.lsp else {}
+        self.ctx.turn.lsp_batches = (toolcall.batches(self.toolset, [c["id"] for c in calls], asked)
+                                     if self.ctx.services.lsp else {})
         try:
             for group in groups(calls):  # consecutive task calls run at once, any other call alone
                 if cancel is not None and cancel.is_set():
                     for skipped in calls[index:]:  # every call needs a result, or the next request is invalid
                         self._wrote(self.session.tool(skipped["id"], skipped["name"], "[not run: the user cancelled]",
                                                       ok=False))
-                    self.ctx.reindex()
+                    self.ctx.services.reindex()
                     result.error = self._notice("cancelled", "cancelled")
                     return True
                 result.tool_calls += len(group)
@@ -457,8 +451,8 @@ class Agent:
                     self._record(*done, events)
                 index = group[-1] + 1
         finally:
-            self.ctx.lsp_batches = {}
-        self.ctx.reindex()  # the step's edits are in the map before the next request is assembled
+            self.ctx.turn.lsp_batches = {}
+        self.ctx.services.reindex()  # the step's edits are in the map before the next request is assembled
         return False
 
     # ------------------------------------------------------------------ context (agent.contextsync)
@@ -597,17 +591,17 @@ class Agent:
 
         return delegate(self, prompt, write)
 
-    def _execute(self, call_id: str, call: llm.ToolCall, events: AgentEvents
+    def _execute(self, call_id: str, asked: toolcall.Asked, events: AgentEvents
                  ) -> tuple[str, llm.ToolCall, dict | None, ToolResult, tools.Meaning, str, float]:
         """Run one tool call inside its episodic operation; what `_record` writes of it."""
         started = time.perf_counter()
         record_id = new_record_id()  # the tool_call event names the record its result becomes
         before = (lambda name, args: self._pre_tool(call_id, name, args, events)) if self.hooks else None
-        args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, call, record_id,
+        args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, asked, record_id,
                                              events.on_activity, before=before)
         if self.hooks and args is not None and not result.data.get("hook_refused"):
-            self._post_tool(call_id, call.name, args, result, events)
-        return call_id, call, args, result, meaning, record_id, started
+            self._post_tool(call_id, asked.name, args, result, events)
+        return call_id, asked.call, args, result, meaning, record_id, started
 
     # ------------------------------------------------------------------ hooks (workstation.hooks)
     def _hook(self, event: str, events: AgentEvents, *, match: tuple[str, ...] = (), **fields) -> Outcome:
@@ -668,7 +662,7 @@ class Agent:
         """The approver with the hooks before it: a call a PreToolUse hook allowed runs without asking, and
         PermissionRequest hooks may answer for the user."""
         def approve(request: ApprovalRequest) -> bool:
-            if self._hook_allowed and self._hook_allowed == self.ctx.call_id:
+            if self._hook_allowed and self._hook_allowed == self.ctx.turn.call_id:
                 return True
             name = request.tool_name
             outcome = self._hook("PermissionRequest", self._events, match=hook_names(name),
@@ -719,11 +713,11 @@ class Agent:
 
     def _after_restore(self, done: Restored) -> Restored:
         for rel in done.files:  # the map and the model's reads follow the restored files
-            self.ctx.edited(rel)
+            self.ctx.services.edited(rel)
             self.ranges.forget(rel)
-        self.ctx.reindex()
+        self.ctx.services.reindex()
         if done.conversation:  # what the model read in the turns it no longer sees, it must read again
-            self.ctx.ledger = ReadLedger()
+            self.ctx.services.ledger = ReadLedger()
             self.ranges.clear()
         return done
 

@@ -173,7 +173,7 @@ def _help(agent: Agent, rest: str) -> SlashResult:
     width = max(map(len, HELP))
     # the MCP servers the agent was given (workstation.mcp.client.McpToolset), their state and tools
     mcp: list[str] = getattr(agent.toolset, "help_lines", list)()
-    custom = [f"{usage:<{width}}  {text}" for usage, text in custom_help(agent.ctx.skills)]
+    custom = [f"{usage:<{width}}  {text}" for usage, text in custom_help(agent.ctx.services.skills)]
     return SlashResult("\n".join([f"{usage:<{width}}  {text}" for usage, text in HELP.items()]
                                  + (["", *mcp] if mcp else []) + (["", "custom commands:", *custom] if custom else [])))
 
@@ -290,7 +290,7 @@ def _recall(agent: Agent, rest: str) -> SlashResult:
 
 
 def _commit(agent: Agent, rest: str) -> SlashResult:
-    agent.ctx.reindex()
+    agent.ctx.services.reindex()
     commit = commit_session(agent.ws, agent.session, rest or None, model=agent.model_name)
     return SlashResult(describe(commit), action="committed")
 

@@ -114,11 +114,11 @@ class _Guarded(tools.Toolset):
         self.tools = toolset.tools
         self.agent = agent
 
-    def call(self, ctx: ToolContext, name: str, arguments: dict) -> ToolResult:
+    def call(self, ctx: ToolContext, name: str, arguments: dict, call_id: str = "") -> ToolResult:
         why = self.agent.refusal(name)
         if why is not None:
             return ToolResult(f"error: {why}", ok=False, data={"outcome": "denied"})
-        return super().call(ctx, name, arguments)
+        return super().call(ctx, name, arguments, call_id)
 
 
 class SubAgent(Agent):
@@ -130,7 +130,7 @@ class SubAgent(Agent):
         # tool, read, slug, paths, counter): a duck, not a subclass, so that it shares its base's one log
         super().__init__(parent.ws, Sidechain(base, flow),  # type: ignore[arg-type]
                          model=parent.model_name, compaction="off",
-                         approve=_asking(parent.ctx.approve, flow) if write else None,
+                         approve=_asking(parent.ctx.services.approve, flow) if write else None,
                          toolset=_Guarded(parent.toolset, self), memory=parent.ws.memory(base.slug, flow=flow))
         cfg = self.config.agent
         self.flow = flow
@@ -141,12 +141,12 @@ class SubAgent(Agent):
         self.max_tokens = cfg.subagent_max_tokens
         self.spent: str | None = None  # what ran out, once the budget did
         self.wrapping = False  # the one request after the budget ran out: every tool refused
-        self.env_files = parent.ctx.env_files  # the .env files the user named: never those a task names
+        self.env_files = parent.ctx.turn.env_files  # the .env files the user named: never those a task names
         self._call_ids = parent._call_ids  # one set for the shared log: replay pairs a result with its call by id
         # the parent's turn keeps what its sub-agents change (/undo), and one edit runs at a time
-        self.ctx.checkpoint, self.ctx.intend = parent.ctx.checkpoint, parent.ctx.intend
-        self.ctx.write_lock = parent.ctx.write_lock
-        self.permissions = self.ctx.permissions = parent.permissions  # the parent's mode, as it changes
+        mine, parents = self.ctx.services, parent.ctx.services
+        mine.checkpoint, mine.intend, mine.write_lock = parents.checkpoint, parents.intend, parents.write_lock
+        self.permissions = mine.permissions = parent.permissions  # the parent's mode, as it changes
         self.lifecycle_hooks = False  # its start and stop are SubagentStart/Stop, not a session's (work)
 
     def refusal(self, name: str) -> str | None:
@@ -198,7 +198,7 @@ class SubAgent(Agent):
 
     # ------------------------------------------------------------------ the loop's hooks
     def _step(self, spec, result: TurnResult, events: AgentEvents, cancel, llm) -> bool:
-        self.ctx.env_files = self.env_files
+        self.ctx.turn.env_files = self.env_files
         if super()._step(spec, result, events, cancel, llm) or self.wrapping:
             return True
         used = result.tokens_in + result.tokens_out
@@ -294,7 +294,7 @@ def delegate(parent: Agent, prompt: str, write: bool) -> ToolResult:
         return ToolResult("error: a sub-agent starts from a request's head; none was sent yet", ok=False)
     name = f"task-{secrets.token_hex(3)}"
     flow = f"{parent.flow}/{name}" if isinstance(parent, SubAgent) else name
-    cancel = parent.ctx.cancel
+    cancel = parent.ctx.turn.cancel
     # the parent's UI hears of the sub-agent's records (marked sidechain) and shows what it does on its status line
     shown, recorded = parent._events.on_activity, parent._events.on_record
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .. import __version__, scrub
 from ..agent.approval import ApprovalRequest, ask
-from ..agent.tools import COMMAND, Tool, ToolContext, ToolResult, Toolset, cap
+from ..agent.tools import COMMAND, Invocation, Tool, ToolResult, Toolset, cap
 from ..config import McpServerConfig
 from ..fsutil import open_state
 
@@ -296,8 +296,9 @@ class McpClients:
         return out
 
     def _runner(self, status: ServerStatus, remote: RemoteTool) -> Callable[..., ToolResult]:
-        def run(ctx: ToolContext, /, **arguments: Any) -> ToolResult:
-            verdict = ctx.permissions.decide(COMMAND, remote.qualified) if ctx.permissions is not None else None
+        def run(inv: Invocation, /, **arguments: Any) -> ToolResult:
+            permissions = inv.services.permissions
+            verdict = permissions.decide(COMMAND, remote.qualified) if permissions is not None else None
             if verdict is not None and verdict.unasked and status.asks(remote.name):
                 # an MCP server runs outside the sandbox: auto never asks, so what would ask is refused
                 return ToolResult(f"error: not run: {verdict.reason}, and the MCP server {status.name} runs "
@@ -307,12 +308,12 @@ class McpClients:
                 subject = f"{remote.qualified} {json.dumps(arguments, ensure_ascii=False, default=str)}"
                 if len(subject) > _SUBJECT_CHARS:
                     subject = subject[:_SUBJECT_CHARS] + "…"
-                refusal = ask(ctx.approve, ApprovalRequest(
+                refusal = ask(inv.services.approve, ApprovalRequest(
                     "tool", scrub.mask(subject),
                     f"the MCP server {status.name} is not trusted: mcp.servers.{status.name}.trusted or trusted_tools"))
                 if refusal is not None:
                     return ToolResult(f"error: {refusal}", ok=False, data={"outcome": "denied"})
-            return self.call(status.name, remote.name, arguments, cancel=ctx.cancel, label=remote.qualified)
+            return self.call(status.name, remote.name, arguments, cancel=inv.turn.cancel, label=remote.qualified)
 
         return run
 

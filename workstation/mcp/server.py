@@ -54,7 +54,7 @@ from .. import __version__, scrub
 from ..agent import tools
 from ..agent.tools import toolcall
 from ..agent.tools.fileio import ReadLedger
-from ..agent.tools import MEMORY, QUERY, WRITE, Tool, ToolContext, ToolResult
+from ..agent.tools import MEMORY, QUERY, WRITE, Invocation, Tool, ToolResult
 from ..errors import WorkstationError
 from ..sandbox import Policy
 from ..sessions.recall import recall
@@ -99,10 +99,10 @@ def frontier_text(workspace: "Workspace", slug: str | None = None, *, exclude: s
 
 def frontier_tool(workspace: "Workspace") -> Tool:
     """The `frontier` tool: where a session of the workspace stands, for another agent asking "where are we"."""
-    def run(ctx: ToolContext, session: Any = None) -> ToolResult:
+    def run(inv: Invocation, session: Any = None) -> ToolResult:
         if session is not None and not isinstance(session, str):
             raise WorkstationError("session must be a session's name (a string)")
-        slug, text = frontier_text(workspace, session, exclude=ctx.session)
+        slug, text = frontier_text(workspace, session, exclude=inv.services.session)
         return ToolResult(scrub.mask(text), data={"session": slug})
 
     return Tool("frontier", "Where the work of a workstation session stands, from its log alone: the user's messages "
@@ -208,14 +208,14 @@ class Service:
             state.calls += 1
             step = state.calls
         memory.step = step
-        ctx = ToolContext(root=self.ws.root, kmap=self.ws.kmap, memory=memory, recall=state.recall,
-                          ledger=state.ledger, approve=None, allow=[], sandbox=self.policy,
-                          session=session.slug, cancel=cancel, ranges=None, call_id=call_id, step=step,
-                          _file_tokens=state.file_tokens, lsp=self.ws.lsp)
+        # the client's services (its ledger, its token counts) and a turn of one call; nobody to ask
+        ctx = tools.tool_context(self.ws.kmap, self.policy, lsp=self.ws.lsp, turn=tools.Turn(step=step, cancel=cancel),
+                                 memory=memory, recall=state.recall, session=session.slug, ledger=state.ledger,
+                                 token_cache=state.file_tokens)
         result, _meaning = toolcall.execute(ctx, name, args, available=self.tools, memory=memory, call_id=call_id,
                                             record_id=record_id, logged=logged, refused=refused, contain=True,
                                             via="mcp", client=state.name)
-        ctx.reindex()  # an edit is in the map before the next call of any client reads it
+        ctx.services.reindex()  # an edit is in the map before the next call of any client reads it
         with state.lock:  # the call and its result side by side, whatever other calls of this client do
             session.assistant("", tool_calls=[{"id": call_id, "name": name,
                                                "arguments": _arguments_json(args, logged)}],

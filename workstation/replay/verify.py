@@ -222,8 +222,8 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
         else:
             kmap = KnowledgeMap(workspace.db, workspace.paths, _verifier_config(workspace.config))
         # what the calls may touch: the tree's own policy (its state folder and .git out of reach, as live)
-        ctx = tools.ToolContext(root=kmap.root, kmap=kmap, memory=None, recall=_no_recall, session=episode.name,
-                                sandbox=Policy(kmap.root, (kmap.paths.state,)))
+        ctx = tools.tool_context(kmap, Policy(kmap.root, (kmap.paths.state,)), recall=_no_recall,
+                                 session=episode.name)
         work = [s for s in episode.steps if s.kind == "tool"]
         unknown: dict[str, list[int]] = {}  # tool name -> steps: one note per name, not one per step
         for done, step in enumerate(work, start=1):
@@ -235,7 +235,7 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
                 _check_step(step, tool, ctx, scratch, report)
             if progress is not None:
                 progress(done, len(work))
-        ctx.reindex()
+        ctx.services.reindex()
         for name, numbers in unknown.items():
             report.notes.append(f"{_steps_text(numbers)} called {name}, which this version does not know; "
                                 "not re-run")

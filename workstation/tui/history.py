@@ -98,7 +98,8 @@ def allow_always(backend: LiveBackend, entry: str) -> None:
     except WorkstationError as err:
         backend._warn(str(err))
         return
-    if entry not in backend.agent.ctx.allow:
-        backend.agent.ctx.allow.append(entry)
+    allow = backend.agent.ctx.services.allow
+    if entry not in allow:
+        allow.append(entry)
     backend._ui(backend.app.notify, f"always allowed here: {entry} (`workstation trust --revoke` forgets it)",
              timeout=8)

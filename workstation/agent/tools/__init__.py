@@ -21,24 +21,25 @@ from typing import Any, Mapping
 
 from ... import scrub
 from ...errors import WorkstationError
-from ...fsutil import confine
 from ...sessions.derive import foreign_meaning
 from ..approval import ApprovalRequest, ask
 from . import lspcheck
 from .base import (COMMAND, DELEGATE, MEMORY, NEVER, QUERY, RECOMPUTE, RECORDED_FIELDS, REAPPLY, WRITE, Call,
-                   Meaning, Tool, ToolContext, ToolResult, activity_label, cap, default_label, default_outcome,
+                   Meaning, Tool, ToolResult, activity_label, cap, default_label, default_outcome,
                    events, logged_args)
+from .invocation import Invocation, Services, ToolContext, Turn, resolve, tool_context
 from .memory import render_decisions, render_rows
 from .search import render_find
 
-__all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Meaning", "Tool", "ToolContext", "ToolResult", "activity_label",
+__all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Invocation", "Meaning", "Services", "Tool", "ToolContext",
+           "ToolResult", "Turn", "activity_label", "resolve", "tool_context",
            "call", "cap", "default_label", "events", "get", "logged_args", "DELEGATE",
            "meaning_of", "outcome_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
 
 # The modules of this package that declare no tools: what the tools are made of, and the call's machinery.
-_NOT_TOOLS = {"base", "fileio", "shellrun", "toolcall"}
+_NOT_TOOLS = {"base", "fileio", "invocation", "shellrun", "toolcall"}
 
 
 def _collect() -> dict[str, Tool]:
@@ -103,53 +104,55 @@ class Toolset:
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools.values()]
 
-    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolResult:
-        return call(ctx, name, arguments, self.tools)
+    def call(self, ctx: ToolContext, name: str, arguments: dict[str, Any], call_id: str = "") -> ToolResult:
+        return call(ctx, name, arguments, self.tools, call_id)
 
 
 def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
-         available: Mapping[str, Tool] | None = None) -> ToolResult:
-    """Run a tool (of `available`, default the built-in ones); see the module docstring."""
+         available: Mapping[str, Tool] | None = None, call_id: str = "") -> ToolResult:
+    """Run a tool (of `available`, default the built-in ones); see the module docstring. The call is
+    resolved once (`invocation.resolve`); everything around its run reads that."""
     available = TOOLS if available is None else available
     tool = available.get(name)
     if tool is None:
         return ToolResult(f"error: unknown tool {name!r}; tools: {', '.join(available)}", ok=False)
     started = time.perf_counter()
     try:
-        bound = inspect.signature(tool.run).bind(ctx, **arguments)
+        inspect.signature(tool.run).bind(None, **arguments)
     except TypeError as err:
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
-    else:  # one edit at a time: an agent's sub-agents share its lock (ToolContext.write_lock)
-        with ctx.write_lock if tool.effect == WRITE else contextlib.nullcontext():
-            result = (_permitted(tool, ctx, arguments) or _env_guard(tool, ctx, arguments)
-                      or _checkpoint(tool, ctx, arguments)
-                      or lspcheck.around(tool, ctx, arguments, lambda: _run_bounded(tool, ctx, bound)))
-    if tool.effect == WRITE and ctx.lsp_batches:  # the last edit of a response's batch carries the batch's check
-        with ctx.write_lock:
-            result = lspcheck.settle(ctx, result)
+    else:  # one edit at a time: an agent's sub-agents share its lock (Services.write_lock)
+        inv = resolve(ctx, tool, arguments, call_id)
+        with ctx.services.write_lock if tool.effect == WRITE else contextlib.nullcontext():
+            result = (_permitted(inv) or _env_guard(inv) or _checkpoint(inv)
+                      or lspcheck.around(inv, lambda: _run_bounded(inv)))
+    if tool.effect == WRITE and ctx.turn.lsp_batches:  # the last edit of a response's batch carries its check
+        with ctx.services.write_lock:
+            result = lspcheck.settle(ctx, call_id, result)
     result.data.setdefault("duration_ms", round((time.perf_counter() - started) * 1000, 3))
     return result
 
 
-def _permitted(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
+def _permitted(inv: Invocation) -> ToolResult | None:
     """The session's permission mode on this call (agent.modes.decide, the one place that decides): a
     refusal the model reads, a question to the user (an edit in `ask`), or None to go on. What a COMMAND
     tool does without asking in `auto` is its own to apply (it knows whether the sandbox holds it)."""
-    if ctx.permissions is None:
+    permissions, tool = inv.services.permissions, inv.tool
+    if permissions is None:
         return None
-    verdict = ctx.permissions.decide(tool.effect, tool.name)
+    verdict = permissions.decide(tool.effect, tool.name)
     if verdict.refused:
         return ToolResult(f"error: {verdict.reason}", ok=False, data={"outcome": "denied"})
     if verdict.asks:
-        subject = activity_label(tool.name, logged_args(arguments))
-        refusal = ask(ctx.approve, ApprovalRequest("edit", subject, verdict.reason, tool=tool.name,
-                                                   detail=_written(arguments)))
+        subject = activity_label(tool.name, logged_args(inv.args))
+        refusal = ask(inv.services.approve, ApprovalRequest("edit", subject, verdict.reason, tool=tool.name,
+                                                            detail=_written(inv.args)))
         if refusal is not None:
             return ToolResult(f"error: {refusal}", ok=False, data={"outcome": "denied"})
     return None
 
 
-def _written(arguments: dict[str, Any], lines: int = 12) -> str:
+def _written(arguments: Mapping[str, Any], lines: int = 12) -> str:
     """The text an edit would write, its first `lines` lines (masked: it may hold a key), for the question."""
     text = next((v for k in ("content", "new") if isinstance(v := arguments.get(k), str)), "")
     shown = text.splitlines()
@@ -157,45 +160,40 @@ def _written(arguments: dict[str, Any], lines: int = 12) -> str:
     return scrub.mask("\n".join(shown[:lines])) + more
 
 
-def _env_guard(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
+def _env_guard(inv: Invocation) -> ToolResult | None:
     """An .env-style file the user did not name is refused before anything is kept of it (a checkpoint
-    would copy its values into the state folder)."""
-    if tool.effect != WRITE:
-        return None
-    for path in tool.writes(arguments):
+    would copy its values into the state folder). A refused path is the tool's to report."""
+    for rel in inv.rels:
         try:
-            _, rel = confine(ctx.root, path, ctx.private)
-        except WorkstationError:
-            continue  # outside, or in the state folder: the tool reports it
-        try:
-            ctx.open_env(rel)
+            inv.turn.open_env(rel)
         except WorkstationError as err:
             return ToolResult(f"error: {err}", ok=False)
     return None
 
 
-def _checkpoint(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult | None:
-    """Keep what the paths a WRITE call names hold before it runs (ToolContext.checkpoint); a failure
-    to keep them stops the call, which then changes nothing."""
-    if tool.effect != WRITE or ctx.checkpoint is None:
+def _checkpoint(inv: Invocation) -> ToolResult | None:
+    """Keep what the paths a WRITE call changes hold before it runs (Services.checkpoint, given the paths as
+    resolved); a failure to keep them stops the call, which then changes nothing."""
+    if inv.tool.effect != WRITE or inv.services.checkpoint is None:
         return None
     try:
-        ctx.checkpoint(tool.writes(arguments))
+        inv.services.checkpoint(inv.rels)
     except (WorkstationError, OSError) as err:
         return ToolResult(f"error: no checkpoint could be kept, so nothing was changed: {err}", ok=False)
     return None
 
 
-def _run(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolResult:
+def _run(inv: Invocation) -> ToolResult:
+    tool = inv.tool
     try:
-        return tool.run(*bound.args, **bound.kwargs)
+        return tool.run(inv, **inv.args)
     except WorkstationError as err:
         return ToolResult(f"error: {err}", ok=False)
     except OSError as err:  # a write refused by the filesystem, a vanished directory...
         where = ""
         if err.filename:
             try:
-                where = Path(err.filename).relative_to(ctx.root).as_posix() + ": "
+                where = Path(err.filename).relative_to(inv.services.root).as_posix() + ": "
             except ValueError:
                 where = f"{err.filename}: "
         return ToolResult(f"error: {where}{err.strerror or err}", ok=False)
@@ -206,19 +204,20 @@ def _run(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolRes
 _POLL_S = 0.05
 
 
-def _run_bounded(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) -> ToolResult:
+def _run_bounded(inv: Invocation) -> ToolResult:
     """Run in a worker thread, waiting at most the tool's time limit and never past a stop.
 
     A tool that outlives its limit (a slow filesystem, a pathological input) is abandoned: its thread
     ends on its own later and its result is dropped. Changes a WRITE tool makes are each atomic, so an
     abandoned one leaves a file either as it was or as it would be."""
-    if tool.time_limit_s is None and ctx.cancel is None:
-        return _run(tool, ctx, bound)
+    tool, cancel = inv.tool, inv.turn.cancel
+    if tool.time_limit_s is None and cancel is None:
+        return _run(inv)
     box: list[ToolResult | BaseException] = []
 
     def work() -> None:
         try:
-            box.append(_run(tool, ctx, bound))
+            box.append(_run(inv))
         except BaseException as err:  # a bug: raised again in the caller's thread, as if run there
             box.append(err)
 
@@ -233,7 +232,7 @@ def _run_bounded(tool: Tool, ctx: ToolContext, bound: inspect.BoundArguments) ->
             if isinstance(box[0], BaseException):
                 raise box[0]
             return box[0]
-        if ctx.cancel is not None and ctx.cancel.is_set() and tool.effect not in (COMMAND, DELEGATE):
+        if cancel is not None and cancel.is_set() and tool.effect not in (COMMAND, DELEGATE):
             # (run_command watches the stop itself: it kills its process group and says so; a sub-agent stops)
             return ToolResult(f"error: {tool.name} stopped by the user", ok=False, data={"outcome": "cancelled"})
         if deadline is not None and time.monotonic() > deadline:

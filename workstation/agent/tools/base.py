@@ -22,34 +22,21 @@ tool's name:
   the parts of a result that are compared;
 * `label(args)`: the call in one short line.
 
-Every tool takes a `ToolContext` (the workspace's core services) and returns a
-`ToolResult`: text for the model plus `data`, whose `RECORDED_FIELDS` go on the
-session log's tool record.
+Every tool takes an `Invocation` (invocation.py: the agent's services, the turn,
+and the call resolved once) and returns a `ToolResult`: text for the model plus
+`data`, whose `RECORDED_FIELDS` go on the session log's tool record.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ... import scrub
 from ...errors import WorkstationError
-from ...sandbox import Policy
 from ...sessions.context import key_context
 from ...sessions.derive import NOTHING, Edit, Lookup, MapRead, Meaning, Read, Todo, events  # noqa: F401 (the tools' vocabulary)
-from ...tokens import count
-from ..approval import Approver
-from .fileio import ReadLedger
-
-if TYPE_CHECKING:
-    from ..modes import Permissions
-    from ...skills import Catalog
-    from ...index.map import KnowledgeMap
-    from ...lsp import LanguageServers
-    from ...memory import Memory
 
 MAX_RESULT_CHARS = 12_000
 
@@ -187,7 +174,7 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments
-    run: Callable[..., "ToolResult"]  # run(ctx, **args)
+    run: Callable[..., "ToolResult"]  # run(invocation, **args): invocation.Invocation first
     effect: str = QUERY
     meaning: Callable[[Call], Meaning] = lambda call: NOTHING
     writes: Callable[[Mapping[str, Any]], list[str]] = lambda args: []  # WRITE tools: paths changed
@@ -268,120 +255,6 @@ class RangeMemory:
                     call_id in self.visible or call_id in self.fresh):
                 return first, last, call_id, chars
         return None
-
-
-EXACT_TOKENS_MAX = 1 << 20  # characters of a file whose whole-file token count is exact
-
-
-@dataclass
-class ToolContext:
-    """The core services a tool works with, for one agent (or one MCP client, or the verifier)."""
-
-    root: Path
-    kmap: "KnowledgeMap"
-    memory: "Memory | None"
-    recall: Callable[[str], str]  # session record id -> the original text of that record
-    ledger: ReadLedger = field(default_factory=ReadLedger)
-    approve: Approver | None = None  # asks the user; None: nobody to ask (refused)
-    allow: list[str] = field(default_factory=list)
-    command_timeout_s: float = 120.0
-    max_output_chars: int = 20_000
-    step: int | None = None
-    session: str = ""
-    cancel: threading.Event | None = None  # the turn's stop event: a running tool is abandoned when set
-    # what a command may touch and what no tool may write (workstation.sandbox: its `protected` field, the
-    # state folders among it); None: the root's defaults
-    sandbox: Policy | None = None
-    ranges: RangeMemory | None = None  # the model's reads still in its context (None: slash commands)
-    call_id: str = ""  # the id of the call running now
-    staging: Path | None = None  # temporary files of atomic writes (the state folder's tmp/); None: beside
-    # keeps what the paths a WRITE call names hold before it runs (the agent's checkpoints); None: nothing kept
-    checkpoint: Callable[[list[str]], None] | None = None
-    # told, just before a WRITE call changes a file, what it will hold (its sha256, None: gone), so that a
-    # kill between the change and the call's record leaves the new bytes known to undo; None: not told
-    intend: Callable[[str, str | None], None] | None = None
-    # the .env-style files the user named this turn (scrub.is_env_file): only those reach the model;
-    # None: any (the user's own slash commands)
-    env_files: frozenset[str] | None = frozenset()
-    # runs a sub-agent for the task tool: (prompt, write) -> its summary (agent/subagent.py); None: none here
-    delegate: Callable[[str, bool], "ToolResult"] | None = None
-    # held by every WRITE call: an agent's sub-agents share their parent's, so their edits never interleave
-    write_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # the map excerpt the model has been shown (the epoch's, with the updates since): a file_meta whose map it shows
-    # whole and unchanged points there instead of sending the symbols again; "": none (slash commands, MCP, replay)
-    head_map: str = ""
-    lsp: "LanguageServers | None" = None  # the workspace's language servers (edits checked); None: none
-    skills: "Catalog | None" = None  # the skills the `skill` tool loads (workstation.skills); None: none
-    # the session's permission mode (agent.modes), shared with its sub-agents; None: `edits` (an MCP client's
-    # calls, replay's)
-    permissions: "Permissions | None" = None
-    # the edits of the response running now that are checked together, by call id (tools.lspcheck.batches)
-    lsp_batches: dict[str, Any] = field(default_factory=dict, repr=False)
-    _file_tokens: dict[str, int] = field(default_factory=dict, repr=False)  # sha -> tokens
-    _unindexed: set[str] = field(default_factory=set, repr=False)  # edited, not re-indexed yet
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.sandbox is None:
-            self.sandbox = Policy(self.root)
-
-    @property
-    def policy(self) -> Policy:
-        """The sandbox policy: the one given, else the workspace's default (`__post_init__`)."""
-        if self.sandbox is None:
-            raise RuntimeError("ToolContext without a policy")  # cannot happen: __post_init__ sets one
-        return self.sandbox
-
-    @property
-    def private(self) -> tuple[Path, ...]:
-        """The state folders: no tool reads or writes them (`Policy.private`)."""
-        return self.policy.private()
-
-    def confine_write(self, path: str) -> tuple[Path, str]:
-        """Where a tool may write `path`: (real path, workspace-relative path), else one line why not
-        (`sandbox.Protected.confine_write`: never outside, never a state folder, never `.git`)."""
-        return self.policy.confine_write(path)
-
-    def open_env(self, rel: str, text: str | None = None) -> None:
-        """Refuse an .env-style file the user did not name in this turn; register the values of one that
-        is read or written (`text`), so that no log, event or export keeps them."""
-        if not scrub.is_env_file(rel):
-            return
-        named = self.env_files
-        if named is not None and rel not in named and rel.rsplit("/", 1)[-1] not in named:
-            raise WorkstationError(f"{rel} is an .env-style file (its values are secrets): the agent opens one "
-                                   "only when the user names it in the message")
-        if text:
-            scrub.register_env_values(text)
-
-    def edited(self, rel: str) -> None:
-        with self._lock:
-            self._unindexed.add(rel)
-
-    def reindex(self) -> None:
-        """Re-index the files edited since the last call. Runs before any tool reads the map and when
-        a step ends, so a burst of edits to one file costs one parse, and nothing ever sees the map
-        without them."""
-        with self._lock:
-            edited, self._unindexed = sorted(self._unindexed), set()
-        for rel in edited:
-            self.kmap.reindex_file(rel)
-
-    def file_tokens(self, sha: str, text: Callable[[], str], size: int | None = None) -> int:
-        """Tokens of a whole file (by content hash): what a naive full read would have cost. Past
-        EXACT_TOKENS_MAX characters (or `size` bytes) the figure is estimated at 4 characters a token:
-        counting a 100 MB file took over a minute, for a number only the report's baseline uses."""
-        with self._lock:
-            cached = self._file_tokens.get(sha)
-        if cached is None:
-            if size is not None and size > EXACT_TOKENS_MAX:
-                cached = (size + 3) // 4
-            else:
-                whole = text()
-                cached = (len(whole) + 3) // 4 if len(whole) > EXACT_TOKENS_MAX else count(whole)
-            with self._lock:
-                self._file_tokens[sha] = cached
-        return cached
 
 
 # --------------------------------------------------------------------------- helpers for tool modules

@@ -296,17 +296,18 @@ def replace_lines(root: Path, path: str, start: int, end: int, content: str,
 
     Returns (repo path, first line, last line) of the new content.
     """
-    done = replace_range(root, path, start, end, content, ledger, Protected(root, tuple(private)), staging)
+    protected = Protected(root, tuple(private))
+    done = replace_range(protected.confine_write(path), start, end, content, ledger, protected.root, staging)
     return done.path, done.first, done.last
 
 
-def replace_range(root: Path, path: str, start: int, end: int, content: str,
-                  ledger: ReadLedger, protected: Protected, staging: Path | None = None,
-                  intend: Callable[[str, str | None], None] | None = None) -> Replaced:
-    """replace_lines, returning the file's bytes before and after too. Never where `protected` refuses (a
-    state folder, a `.git` folder); the temporary file of the atomic write goes in `staging`; `intend` is
-    told the new content's hash just before the write (ToolContext.intend). `root` is `protected.root`."""
-    real, rel = protected.confine_write(path)
+def replace_range(target: tuple[Path, str], start: int, end: int, content: str, ledger: ReadLedger, root: Path,
+                  staging: Path | None = None, intend: Callable[[str, str | None], None] | None = None) -> Replaced:
+    """replace_lines, returning the file's bytes before and after too. `target`: (real, rel) as
+    `Protected.confine_write` gave them (never a state folder, a `.git` folder), `root` its root; the file is
+    opened from `root` by `rel` with no link followed. The temporary file of the atomic write goes in
+    `staging`; `intend` is told the new content's hash just before the write (Services.intend)."""
+    real, rel = target
     data, text = _read_text(real, rel)
     digest = sha256_bytes(data)
     seen = ledger.last(rel)
@@ -328,7 +329,7 @@ def replace_range(root: Path, path: str, start: int, end: int, content: str,
     after = sha256_bytes(updated)
     if intend is not None:
         intend(rel, after)
-    replace_beneath(protected.root, rel, updated, staging=staging)  # no link followed; a hard link is replaced
+    replace_beneath(root, rel, updated, staging=staging)  # no link followed; a hard link is replaced
     ledger.saw(rel, after)
     return Replaced(rel, start, start + len(new) - 1, data, updated)
 

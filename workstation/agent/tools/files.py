@@ -13,8 +13,9 @@ from ...errors import WorkstationError
 from ...fsutil import confine, lstat_beneath
 from ...tokens import count
 from .fileio import file_sha, read_bytes, read_lines, refuse_hard_linked, replace_range
+from .invocation import Invocation
 from .base import (INT, NOTHING, QUERY, REAPPLY, RECOMPUTE, STR, WRITE, Call, Edit, MapRead, Meaning, Read, Tool,
-                   ToolContext, ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
+                   ToolResult, as_int, as_text, cap, default_label, edit_outcome, params,
                    MAX_RESULT_CHARS, RangeMemory)
 from .writes import change, shown_range, summary_line
 
@@ -30,49 +31,49 @@ def _range_label(name: str, args: Mapping[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- file_meta
-def _file_meta(ctx: ToolContext, path: str, tokens: Any = None) -> ToolResult:
-    real, rel = confine(ctx.root, as_text("path", path), ctx.private)
-    ctx.open_env(rel)
+def _file_meta(inv: Invocation, path: str, tokens: Any = None) -> ToolResult:
+    real, rel = confine(inv.services.root, as_text("path", path), inv.services.private)
+    inv.turn.open_env(rel)
     now = lstat_beneath(real.parents[rel.count("/")], rel) if rel != "." else None
     if now is not None:
         refuse_hard_linked(now, rel)  # its map would carry what another name of it, outside, holds
     budget = None if tokens is None else as_int("tokens", tokens)
     if budget is not None and not 0 < budget <= MAX_MAP_TOKENS:
         raise WorkstationError(f"tokens must be between 1 and {MAX_MAP_TOKENS}, got {budget}")
-    ctx.reindex()
-    change = ctx.kmap.ensure_fresh([rel])  # the staleness gate: a changed file is re-indexed now
+    inv.services.reindex()
+    change = inv.services.kmap.ensure_fresh([rel])  # the staleness gate: a changed file is re-indexed now
     stale = rel in change.indexed
     for _ in range(3):
-        before = ctx.kmap.indexed_sha(rel)
-        fmap = ctx.kmap.file_map(rel, budget)
-        sha = ctx.kmap.indexed_sha(rel)
+        before = inv.services.kmap.indexed_sha(rel)
+        fmap = inv.services.kmap.file_map(rel, budget)
+        sha = inv.services.kmap.indexed_sha(rel)
         if sha is not None and sha == before:
             break  # the map was rendered from this content
     else:
         raise WorkstationError(f"{rel} keeps changing on disk; try again when it is quiet")
-    ctx.ledger.saw(rel, sha)  # the map's line ranges belong to this content: edits may follow it
+    inv.services.ledger.saw(rel, sha)  # the map's line ranges belong to this content: edits may follow it
 
     def whole() -> str:
         return read_bytes(real, rel).decode("utf-8", "replace")
 
     text = fmap.render()
-    pointer = _in_head_map(ctx.head_map, rel, text, fmap.budget,
-                           lambda: ctx.kmap.file_map(rel, MAX_MAP_TOKENS).render())
+    pointer = _in_head_map(inv.turn.head_map, rel, text, fmap.budget,
+                           lambda: inv.services.kmap.file_map(rel, MAX_MAP_TOKENS).render())
     try:
         size = real.stat().st_size
-        file_tokens = ctx.file_tokens(sha, whole, size)
+        file_tokens = inv.services.file_tokens(sha, whole, size)
     except OSError:  # deleted since: the map was still served
         size, file_tokens = 0, None
     data = {"path": rel, "served_from": "memory", "memory": "miss" if stale else "hit", "sha": sha,
             "file_tokens": file_tokens}
     if pointer:
         data["in_head_map"] = True
-    elif ctx.ranges is not None:
-        earlier = _shown_before(ctx.ranges, rel, sha, text)
+    elif inv.services.ranges is not None:
+        earlier = _shown_before(inv.services.ranges, rel, sha, text)
         if earlier:
             pointer, data["continues"] = earlier
         else:
-            ctx.ranges.remember_map(rel, sha, ctx.call_id, [line for line in text.splitlines()[1:]
+            inv.services.ranges.remember_map(rel, sha, inv.call_id, [line for line in text.splitlines()[1:]
                                                            if not line.endswith("more symbols)")])
     data["chars_saved"] = max(0, size - len(pointer or text))
     return ToolResult(pointer or text, data=data)
@@ -150,15 +151,15 @@ def _file_meta_meaning(call: Call) -> Meaning:
 
 
 # --------------------------------------------------------------------------- read_lines
-def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult:
+def _read_lines(inv: Invocation, path: str, start: Any, end: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
-    again = _still_in_context(ctx, path, start, end)
+    again = _still_in_context(inv, path, start, end)
     if again is not None:
         return again
-    _, rel = confine(ctx.root, as_text("path", path), ctx.private)
-    ctx.open_env(rel)
-    lines = read_lines(ctx.root, rel, start, end, ctx.ledger, ctx.private)
-    ctx.open_env(rel, lines.whole or lines.text)  # an .env's values: masked in what the loop keeps
+    _, rel = confine(inv.services.root, as_text("path", path), inv.services.private)
+    inv.turn.open_env(rel)
+    lines = read_lines(inv.services.root, rel, start, end, inv.services.ledger, inv.services.private)
+    inv.turn.open_env(rel, lines.whole or lines.text)  # an .env's values: masked in what the loop keeps
     # Cut at a line boundary, and report only the whole lines sent as read: a later read of a range
     # held in context is answered "still in your context", which must not cover lines never sent.
     rows = lines.numbered().splitlines()
@@ -179,38 +180,38 @@ def _read_lines(ctx: ToolContext, path: str, start: Any, end: Any) -> ToolResult
         text = cap(rows[0]) + f"\n[{lines.path}: line {lines.start} of {lines.total} is too long to show whole]"
     read = [lines.start, last] if sent or not rows else None  # a line shown cut was not read
     chars = len("".join(lines.text.splitlines(keepends=True)[:sent]))
-    if ctx.ranges is not None and read:
-        ctx.ranges.remember(lines.path, read[0], read[1], lines.sha256, ctx.call_id, chars)
+    if inv.services.ranges is not None and read:
+        inv.services.ranges.remember(lines.path, read[0], read[1], lines.sha256, inv.call_id, chars)
     return ToolResult(text, data={"path": lines.path, "lines": read, "served_from": "disk", "sha": lines.sha256,
                                   "chars": chars,
-                                  "file_tokens": ctx.file_tokens(lines.sha256, lambda: lines.whole, lines.size)})
+                                  "file_tokens": inv.services.file_tokens(lines.sha256, lambda: lines.whole, lines.size)})
 
 
-def _still_in_context(ctx: ToolContext, path: Any, start: int, end: int) -> ToolResult | None:
+def _still_in_context(inv: Invocation, path: Any, start: int, end: int) -> ToolResult | None:
     """A range the model read before, unchanged on disk and still in its context, is not sent again."""
-    if ctx.ranges is None or not isinstance(path, str):
+    if inv.services.ranges is None or not isinstance(path, str):
         return None
     try:
-        real, rel = confine(ctx.root, path, ctx.private)
+        real, rel = confine(inv.services.root, path, inv.services.private)
     except WorkstationError:
         return None  # let the read report the problem
-    if not any(key[0] == rel for key in ctx.ranges.reads):
+    if not any(key[0] == rel for key in inv.services.ranges.reads):
         return None
     try:
         sha, size = file_sha(real, rel)
     except WorkstationError:
         return None  # let the read report the problem
-    found = ctx.ranges.covering(rel, start, end, sha)
+    found = inv.services.ranges.covering(rel, start, end, sha)
     if found is None:
         return None
     first, last, call_id, chars = found
-    ctx.ledger.saw(rel, sha)
+    inv.services.ledger.saw(rel, sha)
     saved = chars * (end - start + 1) // max(1, last - first + 1)
     return ToolResult(
         f"{rel} lines {start}-{end} are unchanged since your read_lines {first}-{last} (call {call_id}), "
         "which is still in your context above: not sent again.",
         data={"path": rel, "lines": [start, end], "served_from": "memory", "memory": "hit", "chars_saved": saved,
-              "sha": sha, "file_tokens": ctx.file_tokens(sha, lambda: read_bytes(real, rel).decode("utf-8", "replace"), size)})
+              "sha": sha, "file_tokens": inv.services.file_tokens(sha, lambda: read_bytes(real, rel).decode("utf-8", "replace"), size)})
 
 
 def _read_lines_meaning(call: Call) -> Meaning:
@@ -230,13 +231,14 @@ def _read_lines_skip(call: Call) -> str | None:
 
 
 # --------------------------------------------------------------------------- replace_lines
-def _replace_lines(ctx: ToolContext, path: str, start: Any, end: Any, content: Any) -> ToolResult:
+def _replace_lines(inv: Invocation, path: str, start: Any, end: Any, content: Any) -> ToolResult:
     start, end = as_int("start", start), as_int("end", end)
-    done = replace_range(ctx.root, as_text("path", path), start, end, as_text("content", content), ctx.ledger,
-                         ctx.policy.protected, ctx.staging, ctx.intend)
+    services = inv.services
+    done = replace_range(inv.target(as_text("path", path)), start, end, as_text("content", content), services.ledger,
+                         services.policy.protected.root, services.staging, services.intend)
     rel, first, last = done.path, done.first, done.last
-    ctx.open_env(rel, (done.before or b"").decode("utf-8", "replace") + "\n" + done.after.decode("utf-8", "replace"))
-    ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
+    inv.turn.open_env(rel, (done.before or b"").decode("utf-8", "replace") + "\n" + done.after.decode("utf-8", "replace"))
+    inv.services.edited(rel)  # re-indexed before the map is read again (Services.reindex)
     removed = max(0, end - start + 1)
     added = last - first + 1
     shift = added - removed

@@ -25,10 +25,10 @@ from typing import Any, Callable
 
 from ...errors import WorkstationError
 from ...fsutil import confine
-
 from ...index.query import definitions, dependants
 from ...lsp import MARK, EditCheck, Location, ServerFailed, language_of
-from .base import COMMAND, DELEGATE, QUERY, WRITE, Tool, ToolContext, ToolResult
+from .base import COMMAND, DELEGATE, QUERY, WRITE, Tool, ToolResult
+from .invocation import Invocation, Services, ToolContext
 
 
 @dataclass
@@ -67,49 +67,51 @@ def batches(calls: Iterable[tuple[str, Tool | None, dict[str, Any] | None]]) -> 
     return out
 
 
-def around(tool: Tool, ctx: ToolContext, arguments: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
-    servers = ctx.lsp
+def around(inv: Invocation, run: Callable[[], ToolResult]) -> ToolResult:
+    """`run` the call, checked by the language servers (see the module docstring)."""
+    servers = inv.services.lsp
     if servers is None:
         return run()
-    if tool.effect == QUERY:
-        path = arguments.get("path")
+    if inv.tool.effect == QUERY:
+        path = inv.args.get("path")
         if isinstance(path, str) and path:
             servers.warm(path)
         return run()
-    if tool.effect != WRITE:
+    if inv.tool.effect != WRITE:
         return run()
-    batch = ctx.lsp_batches.get(ctx.call_id)
+    kmap, cancel = inv.services.kmap, inv.turn.cancel
+    batch = inv.turn.lsp_batches.get(inv.call_id)
     if batch is not None:  # checked with the others of its response: `settle`, after the last
         if not batch.begun:
             batch.begun = True
-            rels = _confined(ctx, batch.paths)
-            batch.check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited),
-                                             ctx.cancel) if rels else None
+            rels = _confined(inv.services, batch.paths)  # the later calls' paths: resolved when they run
+            batch.check = servers.begin_edit(rels, lambda edited: kmap.db.call(dependants, edited),
+                                             cancel) if rels else None
         result = run()
         if result.ok and result.data.get("edits"):
-            batch.changed += [rel for rel in _confined(ctx, tool.writes(arguments)) if rel not in batch.changed]
+            batch.changed += [rel for rel in inv.rels if rel not in batch.changed]
             batch.edits += 1
         return result
-    rels = _confined(ctx, tool.writes(arguments))
-    check = servers.begin_edit(rels, lambda edited: ctx.kmap.db.call(dependants, edited), ctx.cancel) if rels else None
+    rels = inv.rels
+    check = servers.begin_edit(rels, lambda edited: kmap.db.call(dependants, edited), cancel) if rels else None
     result = run()
     if check is None or not result.ok or not result.data.get("edits"):
         return result
-    return _reported(ctx, check, rels, result)
+    return _reported(inv.services, check, rels, result)
 
 
-def settle(ctx: ToolContext, result: ToolResult) -> ToolResult:
+def settle(ctx: ToolContext, call_id: str, result: ToolResult) -> ToolResult:
     """After any call: the last call of a batch carries the batch's check (whether or not it ran itself)."""
-    batch = ctx.lsp_batches.get(ctx.call_id)
-    if batch is None or ctx.call_id != batch.ids[-1] or batch.check is None or not batch.edits:
+    batch = ctx.turn.lsp_batches.get(call_id)
+    if batch is None or call_id != batch.ids[-1] or batch.check is None or not batch.edits:
         return result
-    return _reported(ctx, batch.check, batch.changed, result, batch.edits)
+    return _reported(ctx.services, batch.check, batch.changed, result, batch.edits)
 
 
-def _reported(ctx: ToolContext, check: "EditCheck | str", changed: list[str], result: ToolResult,
+def _reported(services: Services, check: "EditCheck | str", changed: list[str], result: ToolResult,
               edits: int = 1) -> ToolResult:
     """`result` with what the check found appended (and kept as its record's `diagnostics`)."""
-    servers = ctx.lsp
+    servers = services.lsp
     assert servers is not None
     if isinstance(check, str):  # no server for this language here: said once
         result.text += f"\n{MARK}{check}"
@@ -123,11 +125,11 @@ def _reported(ctx: ToolContext, check: "EditCheck | str", changed: list[str], re
     return result
 
 
-def _confined(ctx: ToolContext, paths: list[str]) -> list[str]:
+def _confined(services: Services, paths: list[str]) -> list[str]:
     out = []
     for path in paths:
         try:
-            out.append(confine(ctx.root, path, ctx.private)[1])
+            out.append(services.confine_write(path)[1])
         except WorkstationError:
             continue  # refused by the tool itself
     return out
@@ -137,24 +139,24 @@ MAX_DEFINITIONS = 5  # definitions of one name whose references are asked for
 MAX_OPENED = 50  # files the map saw a name in, opened in the server before it is asked for references
 
 
-def references(ctx: ToolContext, symbol: str, seen: Iterable[str] = ()) -> tuple[list[tuple[Location, str]], str, str]:
+def references(inv: Invocation, symbol: str, seen: Iterable[str] = ()) -> tuple[list[tuple[Location, str]], str, str]:
     """The server's references to the definitions `symbol` names in the map: ([(location, enclosing
     symbol)], the server's name, a note); ([], "", "") when no server runs for their language. `seen`:
     the files where the map found the name."""
-    servers = ctx.lsp
+    servers = inv.services.lsp
     if servers is None:
         return [], "", ""
     found: dict[Location, str] = {}
     name, note = "", ""
-    for path, _qualname, _kind, line in definitions(ctx.kmap, symbol)[:MAX_DEFINITIONS]:
+    for path, _qualname, _kind, line in definitions(inv.services.kmap, symbol)[:MAX_DEFINITIONS]:
         server = servers.running(path)
         if server is None:
             continue
-        column = _column(ctx, path, line, symbol.replace("::", ".").rsplit(":", 1)[-1].rsplit(".", 1)[-1])
+        column = _column(inv, path, line, symbol.replace("::", ".").rsplit(":", 1)[-1].rsplit(".", 1)[-1])
         try:
             also = [rel for rel in dict.fromkeys(seen) if language_of(rel) == language_of(path)][:MAX_OPENED]
             for loc in server.references(path, line, column, servers.config.timeout_s, also):
-                found.setdefault(loc, _enclosing(ctx, loc))
+                found.setdefault(loc, _enclosing(inv, loc))
         except ServerFailed as err:
             note = str(err)
             continue
@@ -162,29 +164,29 @@ def references(ctx: ToolContext, symbol: str, seen: Iterable[str] = ()) -> tuple
     return sorted(found.items(), key=lambda item: (item[0].path, item[0].line)), name, note
 
 
-def definition(ctx: ToolContext, name: str, at: str) -> tuple[list[Location], str, str]:
+def definition(inv: Invocation, name: str, at: str) -> tuple[list[Location], str, str]:
     """Where the server says `name`, as used at `at` ("path:line"), is defined: (locations, server, note)."""
     path, _, line = at.rpartition(":")
     if not path or not line.strip().isdigit():
         raise WorkstationError(f"at must be path:line, got {at!r}")
-    _, rel = confine(ctx.root, path, ctx.private)
-    servers = ctx.lsp
+    _, rel = confine(inv.services.root, path, inv.services.private)
+    servers = inv.services.lsp
     server = servers.running(rel) if servers is not None else None
     if servers is None or server is None:
         why = servers.absent_for(rel) if servers is not None else ""
         return [], "", why or "no language server runs for this file"
-    column = _column(ctx, rel, int(line), name.rsplit(".", 1)[-1])
+    column = _column(inv, rel, int(line), name.rsplit(".", 1)[-1])
     try:
         return server.definition(rel, int(line), column, servers.config.timeout_s), server.spec.name, ""
     except ServerFailed as err:
         return [], server.spec.name, str(err)
 
 
-def _column(ctx: ToolContext, rel: str, line: int, name: str) -> int:
+def _column(inv: Invocation, rel: str, line: int, name: str) -> int:
     """The 1-indexed column of `name` on a line: after `def`/`class` when it is defined there, else its
     first use as a whole word."""
     try:
-        text = (ctx.root / rel).read_text("utf-8", "replace").splitlines()[line - 1]
+        text = (inv.services.root / rel).read_text("utf-8", "replace").splitlines()[line - 1]
     except (OSError, IndexError):
         return 1
     found = re.search(rf"\b(?:def|class|function|interface|type|const|let|var)\s+({re.escape(name)})\b", text)
@@ -193,17 +195,17 @@ def _column(ctx: ToolContext, rel: str, line: int, name: str) -> int:
     return found.start(1) + 1 if found else 1
 
 
-def defined_as(ctx: ToolContext, loc: Location) -> str:
+def defined_as(inv: Invocation, loc: Location) -> str:
     """`path:start-end kind qualname` of the map's symbol defined at a location (else path:line)."""
-    here = [s for s in ctx.kmap.symbols(loc.path) if s.start_line <= loc.line <= s.end_line]
+    here = [s for s in inv.services.kmap.symbols(loc.path) if s.start_line <= loc.line <= s.end_line]
     if not here:
         return f"{loc.path}:{loc.line}"
     s = max(here, key=lambda s: s.start_line)
     return f"{loc.path}:{s.start_line}-{s.end_line} {s.kind} {s.qualname}"
 
 
-def _enclosing(ctx: ToolContext, loc: Location) -> str:
-    inside = [s for s in ctx.kmap.symbols(loc.path) if s.start_line <= loc.line <= s.end_line]
+def _enclosing(inv: Invocation, loc: Location) -> str:
+    inside = [s for s in inv.services.kmap.symbols(loc.path) if s.start_line <= loc.line <= s.end_line]
     return max(inside, key=lambda s: s.start_line).qualname if inside else "<module>"
 
 

@@ -8,7 +8,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...errors import WorkstationError
-from .base import (BOOL, INT, MEMORY, NOTHING, QUERY, STR, TIER, Call, Meaning, Tool, ToolContext, ToolResult,
+from .invocation import Invocation
+from .base import (BOOL, INT, MEMORY, NOTHING, QUERY, STR, TIER, Call, Meaning, Tool, ToolResult,
                    as_int, as_text, cap, params)
 
 if TYPE_CHECKING:
@@ -39,19 +40,19 @@ def render_decisions(rows) -> str:
                      + (f" (reused {d.reuse_count}x)" if d.reuse_count else "") for d in rows)
 
 
-def _memory(ctx: ToolContext) -> Memory:
+def _memory(inv: Invocation) -> Memory:
     """The agent's memory; a context without one (replay's verification) refuses the memory tools."""
-    if ctx.memory is None:
+    if inv.services.memory is None:
         raise WorkstationError("memory is not available here")
-    return ctx.memory
+    return inv.services.memory
 
 
-def _qmem(ctx: ToolContext, tier: str, key: str) -> ToolResult:
+def _qmem(inv: Invocation, tier: str, key: str) -> ToolResult:
     from ...memory import MemoryKeyError  # lazy: the memory stack, +25 ms on `replay` and `report`
 
     lookup = tier in ("stm", "ltm")  # the tiers whose reads count as memory lookups (episodic: by event id)
     try:
-        value = _memory(ctx).qmem(tier, key)
+        value = _memory(inv).qmem(tier, key)
     except MemoryKeyError as err:
         return ToolResult(f"error: {err}", ok=False,
                           data={"tier": tier, "key": key, **({"memory": "miss"} if lookup else {})})
@@ -59,8 +60,8 @@ def _qmem(ctx: ToolContext, tier: str, key: str) -> ToolResult:
                       data={"tier": tier, "key": key, **({"memory": "hit"} if lookup else {})})
 
 
-def _umem(ctx: ToolContext, tier: str, key: str, value: Any) -> ToolResult:
-    _memory(ctx).umem(tier, key, value)
+def _umem(inv: Invocation, tier: str, key: str, value: Any) -> ToolResult:
+    _memory(inv).umem(tier, key, value)
     return ToolResult(f"stored {tier}:{key}" + (" (durable after fence('ltm'))" if tier == "ltm" else ""),
                       data={"tier": tier, "key": key})
 
@@ -72,17 +73,17 @@ def _umem_meaning(call: Call) -> Meaning:
     return Meaning(memory_write=(str(tier), str(call.args.get("key") or ""), call.args.get("value")))
 
 
-def _fence(ctx: ToolContext, tier: str) -> ToolResult:
-    _memory(ctx).fence(tier)
+def _fence(inv: Invocation, tier: str) -> ToolResult:
+    _memory(inv).fence(tier)
     return ToolResult(f"fenced {tier}: earlier writes are durable and visible", data={"tier": tier})
 
 
-def _log_decision(ctx: ToolContext, decision: str, reasoning: str = "", files: Any = None) -> ToolResult:
+def _log_decision(inv: Invocation, decision: str, reasoning: str = "", files: Any = None) -> ToolResult:
     files = files or []
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         raise WorkstationError("files must be a list of paths")
-    decision_id = _memory(ctx).log_decision(as_text("decision", decision), as_text("reasoning", reasoning or ""),
-                                          files, step=ctx.step)
+    decision_id = _memory(inv).log_decision(as_text("decision", decision), as_text("reasoning", reasoning or ""),
+                                          files, step=inv.turn.step)
     return ToolResult(f"decision {decision_id} logged; it is shown in every later context: follow it and "
                       f"cite [D:{decision_id}] when you do", data={"decision_id": decision_id})
 
@@ -97,28 +98,28 @@ def _log_decision_meaning(call: Call) -> Meaning:
                              "files": list(files) if isinstance(files, list) else []})
 
 
-def _decisions(ctx: ToolContext) -> ToolResult:
-    rows = _memory(ctx).decisions(limit=200)
+def _decisions(inv: Invocation) -> ToolResult:
+    rows = _memory(inv).decisions(limit=200)
     if not rows:
         return ToolResult("no decisions logged yet", data={"count": 0})
     return ToolResult(cap(render_decisions(rows)), data={"count": len(rows)})
 
 
-def _reflect(ctx: ToolContext, name: str, all_sessions: Any = False) -> ToolResult:
-    session = None if all_sessions or not ctx.session else ctx.session
-    rows = _memory(ctx).reflect(as_text("name", name), session=session).records()
+def _reflect(inv: Invocation, name: str, all_sessions: Any = False) -> ToolResult:
+    session = None if all_sessions or not inv.services.session else inv.services.session
+    rows = _memory(inv).reflect(as_text("name", name), session=session).records()
     return ToolResult(cap(render_rows(rows)), data={"rows": len(rows)})
 
 
-def _recall(ctx: ToolContext, record_id: Any = None, turn: Any = None) -> ToolResult:
+def _recall(inv: Invocation, record_id: Any = None, turn: Any = None) -> ToolResult:
     """A record by id, or a whole turn by number (one a compaction replaced: its summary's `replaced` and the
     frontier name them)."""
     if (record_id is None) == (turn is None):
         raise WorkstationError("recall takes record_id or turn, one of them")
     if turn is not None:
         number = as_int("turn", turn)
-        return ToolResult(cap(ctx.recall(str(number))), data={"turn": number})
-    return ToolResult(cap(ctx.recall(as_text("record_id", record_id))), data={"record_id": record_id})
+        return ToolResult(cap(inv.services.recall(str(number))), data={"turn": number})
+    return ToolResult(cap(inv.services.recall(as_text("record_id", record_id))), data={"record_id": record_id})
 
 
 TOOLS = [

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 
 from ...errors import WorkstationError
 from ...sessions.plan import STATUSES, items_of, progress, render
-from .base import MEMORY, NOTHING, STR, Call, Meaning, Todo, Tool, ToolContext, ToolResult, params
+from .invocation import Invocation
+from .base import MEMORY, NOTHING, STR, Call, Meaning, Todo, Tool, ToolResult, params
 
 MAX_ITEMS = 50
 MAX_TEXT = 300
@@ -57,7 +58,7 @@ def parse_items(items: Any) -> list[dict]:
     return plan
 
 
-def _todo(ctx: ToolContext, items: Any) -> ToolResult:
+def _todo(inv: Invocation, items: Any) -> ToolResult:
     plan = parse_items(items)
     text = f"plan updated ({progress(plan)}):\n{render(plan)}" if plan else "plan cleared"
     return ToolResult(text, data={"plan": plan})

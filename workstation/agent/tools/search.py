@@ -10,7 +10,8 @@ from ...fsutil import confine
 from . import lspcheck
 from .fileio import grep
 from ...lsp.servers import SERVER_NAMES
-from .base import (BOOL, NOTHING, QUERY, RECOMPUTE, STR, Call, Lookup, Meaning, Tool, ToolContext, ToolResult,
+from .invocation import Invocation
+from .base import (BOOL, NOTHING, QUERY, RECOMPUTE, STR, Call, Lookup, Meaning, Tool, ToolResult,
                    as_text, cap, params)
 
 _NO_MODEL_NOTE = "(tier one only: no model configured for semantic search)"
@@ -42,12 +43,12 @@ def _lookup_meaning(key_arg: str, kind: str):
     return meaning
 
 
-def _impact(ctx: ToolContext, symbol: str) -> ToolResult:
+def _impact(inv: Invocation, symbol: str) -> ToolResult:
     """The language server's references first, when one runs for the definition's language (marked
     [lsp]); then the map's other matches, marked [map] (attributed) or [map, name-only]."""
-    ctx.reindex()
-    hits = ctx.kmap.impact(as_text("symbol", symbol))
-    served, server, note = lspcheck.references(ctx, symbol, [h.path for h in hits])
+    inv.services.reindex()
+    hits = inv.services.kmap.impact(as_text("symbol", symbol))
+    served, server, note = lspcheck.references(inv, symbol, [h.path for h in hits])
     lines = [f"{loc.path}:{loc.line} in {enclosing} [{server}]" for loc, enclosing in served]
     seen = {(loc.path, loc.line) for loc, _ in served}
     for h in hits:  # real references first (the map sorts them so too)
@@ -63,18 +64,18 @@ def _impact(ctx: ToolContext, symbol: str) -> ToolResult:
     return ToolResult(cap("\n".join(lines)), data={"hits": len(lines), "memory": "hit", "lsp": len(served)})
 
 
-def _find(ctx: ToolContext, query: str, at: Any = None) -> ToolResult:
-    ctx.reindex()
+def _find(inv: Invocation, query: str, at: Any = None) -> ToolResult:
+    inv.services.reindex()
     query = as_text("query", query)
     head, found = "", 0
     if at is not None:
-        locations, server, note = lspcheck.definition(ctx, query, as_text("at", at))
+        locations, server, note = lspcheck.definition(inv, query, as_text("at", at))
         found = len(locations)
-        head = "\n".join(f"definition: {lspcheck.defined_as(ctx, loc)} [{server}]" for loc in locations)
+        head = "\n".join(f"definition: {lspcheck.defined_as(inv, loc)} [{server}]" for loc in locations)
         if not locations:
             head = f"(no definition of {query} at {at} from the language server: {note or 'none found'})"
         head += "\n"
-    result = ctx.kmap.find(query)
+    result = inv.services.kmap.find(query)
     return ToolResult(cap(head + render_find(result)),
                       data={"hits": len(result.hits) + found, "memory": "hit" if result.hits or found else "miss"})
 
@@ -113,16 +114,16 @@ def _not_searched(skipped: list[tuple[str, str]]) -> str:
     return f"\n[{len(skipped)} file(s) not searched:\n" + "\n".join(rows) + "]"
 
 
-def _grep(ctx: ToolContext, pattern: str, path: str = "", ignore_case: Any = False) -> ToolResult:
+def _grep(inv: Invocation, pattern: str, path: str = "", ignore_case: Any = False) -> ToolResult:
     """The indexed files and those the map left out as too large (streamed, within grep's own limits);
     every other file the map skipped is named with its reason."""
-    ctx.reindex()
+    inv.services.reindex()
     scope = ""
     if path:
-        _, scope = confine(ctx.root, as_text("path", path), ctx.private)
-    files = [f.path for f in ctx.kmap.files() if _in_scope(f.path, scope)]
+        _, scope = confine(inv.services.root, as_text("path", path), inv.services.private)
+    files = [f.path for f in inv.services.kmap.files() if _in_scope(f.path, scope)]
     skipped = []
-    for row in ctx.kmap.skipped():
+    for row in inv.services.kmap.skipped():
         if not _in_scope(row["path"], scope):
             continue
         if row["reason"] == "too_large":
@@ -131,8 +132,8 @@ def _grep(ctx: ToolContext, pattern: str, path: str = "", ignore_case: Any = Fal
             outside = row["reason"] == "outside_root"  # named, but not where it leads
             detail = "a symlink out of the workspace" if outside else row["detail"]
             skipped.append((row["path"], f"{row['reason'].replace('_', ' ')} ({detail})"))
-    hits, truncated, unread = grep(ctx.root, as_text("pattern", pattern), sorted(files),
-                                   ignore_case=bool(ignore_case), private=ctx.private)
+    hits, truncated, unread = grep(inv.services.root, as_text("pattern", pattern), sorted(files),
+                                   ignore_case=bool(ignore_case), private=inv.services.private)
     skipped = sorted(skipped + unread)
     text = "\n".join(f"{h.path}:{h.line}: {h.text}" for h in hits) or f"no match for {pattern!r}"
     if truncated:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from ... import scrub
 from ...errors import WorkstationError
 from .shellrun import CommandCancelled, CommandDenied, run_command
-from .base import COMMAND, STR, Tool, ToolContext, ToolResult, as_text, command_outcome, params
+from .invocation import Invocation
+from .base import COMMAND, STR, Tool, ToolResult, as_text, command_outcome, params
 
 
-def _run_command(ctx: ToolContext, cmd: str) -> ToolResult:
-    verdict = ctx.permissions.decide(COMMAND, "run_command") if ctx.permissions is not None else None
+def _run_command(inv: Invocation, cmd: str) -> ToolResult:
+    verdict = inv.services.permissions.decide(COMMAND, "run_command") if inv.services.permissions is not None else None
     try:
-        res = run_command(as_text("cmd", cmd), ctx.root, allow=ctx.allow, approve=ctx.approve,
-                          timeout_s=ctx.command_timeout_s, max_output_chars=ctx.max_output_chars,
-                          cancel=ctx.cancel, sandbox=ctx.sandbox,
+        res = run_command(as_text("cmd", cmd), inv.services.root, allow=inv.services.allow, approve=inv.services.approve,
+                          timeout_s=inv.services.command_timeout_s, max_output_chars=inv.services.max_output_chars,
+                          cancel=inv.turn.cancel, sandbox=inv.services.policy,
                           unasked=verdict.reason if verdict is not None and verdict.unasked else "")
     except CommandDenied as err:
         return ToolResult(f"error: {err}", ok=False, data={"outcome": "denied"})

@@ -3,11 +3,12 @@ lists, loaded only when the model decides it fits the task; or one file of the s
 
 from __future__ import annotations
 
-from .base import NOTHING, QUERY, STR, Tool, ToolContext, ToolResult, params
+from .invocation import Invocation
+from .base import NOTHING, QUERY, STR, Tool, ToolResult, params
 
 
-def _skill(ctx: ToolContext, name: str, file: str = "") -> ToolResult:
-    catalog = ctx.skills
+def _skill(inv: Invocation, name: str, file: str = "") -> ToolResult:
+    catalog = inv.services.skills
     found = catalog.skills.get(name) if catalog is not None else None
     if found is None:
         known = ", ".join(catalog.skills) if catalog is not None and catalog.skills else "none"

@@ -12,13 +12,14 @@ import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, TypeVar
 
-from .base import BOOL, DELEGATE, NEVER, STR, Tool, ToolContext, ToolResult, as_text, params
+from .invocation import Invocation
+from .base import BOOL, DELEGATE, NEVER, STR, Tool, ToolResult, as_text, params
 
 MAX_PROMPT = 8_000  # characters of a task description
 T = TypeVar("T")
 
 
-def _task(ctx: ToolContext, prompt: str, write: bool = False) -> ToolResult:
+def _task(inv: Invocation, prompt: str, write: bool = False) -> ToolResult:
     prompt = as_text("prompt", prompt).strip()
     if not prompt:
         return ToolResult("error: prompt is empty: describe the task and what the summary must say", ok=False)
@@ -26,9 +27,9 @@ def _task(ctx: ToolContext, prompt: str, write: bool = False) -> ToolResult:
         return ToolResult(f"error: prompt is {len(prompt):,} characters; keep a task under {MAX_PROMPT:,}", ok=False)
     if not isinstance(write, bool):
         return ToolResult(f"error: write must be true or false, got {write!r}", ok=False)
-    if ctx.delegate is None:
+    if inv.services.delegate is None:
         return ToolResult("error: sub-agents are not available here", ok=False, data={"outcome": "denied"})
-    return ctx.delegate(prompt, write)
+    return inv.services.delegate(prompt, write)
 
 
 def _label(name: str, args: Mapping[str, Any]) -> str:

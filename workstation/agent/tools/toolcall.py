@@ -6,8 +6,9 @@ What `execute` does, in order:
 - the call is the episodic operation whose tool_call event names `record_id`, the session record its
   result becomes (with no memory, as in verify, nothing is logged); its arguments are logged masked
   and clipped;
-- the tool runs through `tools.call` (argument checks, time limit, checkpoint, errors as results) with
-  the caller's `ToolContext`, whose sandbox `Policy` is the one place that says what may be written
+- the tool runs through `tools.call` (argument checks, the call resolved once into an `Invocation`, time
+  limit, checkpoint, errors as results) in the caller's `ToolContext` (its services and turn), whose
+  sandbox `Policy` is the one place that says what may be written
   (its `protected` field: `.git` in any spelling and the state folders; every WRITE tool confines its
   paths through it, and run_command runs under it);
 - the result's text is masked (a file or an output may hold a configured key);
@@ -15,7 +16,9 @@ What `execute` does, in order:
   decisions: agent.tools) are recorded inside it, so the call is their parent. The meaning is read off
   the fields the session record keeps (`recorded`), through `sessions.derive.events`: what replay,
   `report` and the importer derive from a record, so live and recorded sessions agree.
-Arguments that are not one JSON object never reach a tool: the result asks for the call again.
+A model's call is parsed once (`parse`, an `Asked`): running it, registering what it would write into an
+.env file and batching its edit for the language server read that. Arguments that are not one JSON object
+never reach a tool: the result asks for the call again.
 What a call would write into an .env-style file is registered as secret before the call is even logged
 (`register_env_writes`).
 """
@@ -23,15 +26,16 @@ What a call would write into an .env-style file is registered as secret before t
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ... import scrub
-from ...llm import LLMError
+from ...llm import LLMError, ToolCall
 from ...memory.episodic import TOOL_CALL
 from .. import tools
 from . import lspcheck
-from .base import ToolContext, ToolResult
-from .base import ARG_CLIP
+from .base import ARG_CLIP, ToolResult
+from .invocation import ToolContext
 
 if TYPE_CHECKING:
     from ...memory.router import Memory
@@ -77,11 +81,11 @@ def _run(ctx: ToolContext, name: str, args: dict | None, available: "tools.Tools
         result = ToolResult(f"error: {problem or 'the arguments are not one JSON object'}; send the call again "
                             "with one valid JSON object as arguments", ok=False, data={"outcome": "malformed"})
     else:
-        ctx.call_id = call_id
+        ctx.turn.call_id = call_id  # what an approval asked from now on is about
         try:
             # a Toolset's own call: a sub-agent's refuses what it may not do (agent/subagent.py)
-            result = (available.call(ctx, name, args) if isinstance(available, tools.Toolset)
-                      else tools.call(ctx, name, args, available))
+            result = (available.call(ctx, name, args, call_id) if isinstance(available, tools.Toolset)
+                      else tools.call(ctx, name, args, available, call_id))
         except Exception as err:
             if not contain:
                 raise
@@ -107,32 +111,47 @@ def record(session: "Session", call_id: str, name: str, result: ToolResult, reco
     return session.tool(call_id, name, result.text, id=record_id, ok=result.ok, **recorded(result), **extra)
 
 
-def run(toolset: tools.Toolset, ctx: ToolContext, memory: "Memory", call_id: str, call, record_id: str,
-        on_activity: Callable[[str, str], None] | None = None,
-        before: Callable[[str, dict], ToolResult | None] | None = None) -> tuple[dict | None, ToolResult, tools.Meaning]:
-    """`execute` for `call`, an llm tool call the agent's model asked for. Returns its parsed arguments
-    (None: malformed), result and meaning. `before(name, args)` may refuse a well-formed call (the
-    PreToolUse hooks: its result stands instead of running the tool)."""
-    problem = ""  # why the arguments are malformed
+@dataclass(frozen=True)
+class Asked:
+    """A tool call the model asked for, its arguments parsed once (`parse`): what running it, registering
+    the secrets it would write and batching its edit for the language server all read."""
+
+    call: ToolCall
+    args: dict[str, Any] | None  # None: malformed
+    problem: str = ""  # why it is malformed
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+
+def parse(call: ToolCall) -> Asked:
     try:
-        args: dict | None = call.parsed_arguments()
+        return Asked(call, call.parsed_arguments())
     except LLMError as err:
-        args, problem = None, str(err)
+        return Asked(call, None, str(err))
+
+
+def run(toolset: tools.Toolset, ctx: ToolContext, memory: "Memory", call_id: str, asked: Asked, record_id: str,
+        on_activity: Callable[[str, str], None] | None = None,
+        before: Callable[[str, dict[str, Any]], ToolResult | None] | None = None
+        ) -> tuple[dict[str, Any] | None, ToolResult, tools.Meaning]:
+    """`execute` for a call the agent's model asked for. Returns its parsed arguments (None: malformed),
+    result and meaning. `before(name, args)` may refuse a well-formed call (the PreToolUse hooks: its result
+    stands instead of running the tool)."""
+    args, call = asked.args, asked.call
     logged = None if args is not None else {"raw": scrub.mask(call.arguments[:ARG_CLIP + 512])[:ARG_CLIP]}
     refused = before(call.name, args) if before is not None and args is not None else None
     result, meaning = execute(ctx, call.name, args, available=toolset, memory=memory, call_id=call_id,
-                              record_id=record_id, problem=problem, logged=logged, on_activity=on_activity,
+                              record_id=record_id, problem=asked.problem, logged=logged, on_activity=on_activity,
                               refused=refused)
     return args, result, meaning
 
 
-def register_env_writes(call) -> None:
+def register_env_writes(asked: Asked) -> None:
     """What a call would write into an .env-style file is a secret before the call is even logged."""
-    if call.oversized or ".env" not in (call.arguments or ""):
-        return
-    try:
-        args = call.parsed_arguments()
-    except Exception:  # malformed: the call fails and is logged masked like any other
+    args = asked.args
+    if args is None:  # malformed: the call fails and is logged masked like any other
         return
     if any(isinstance(args.get(k), str) and scrub.is_env_file(args[k]) for k in ("path", "dst")):
         for key in ("content", "old", "new"):
@@ -140,13 +159,7 @@ def register_env_writes(call) -> None:
                 scrub.register_env_values(args[key])
 
 
-def batches(toolset: tools.Toolset, ids: list[str], calls: list) -> dict:
+def batches(toolset: tools.Toolset, ids: list[str], asked: list[Asked]) -> dict[str, lspcheck.Batch]:
     """The edits among a response's calls that the language server checks as one, by call id
     (tools.lspcheck.batches); `ids`: the calls' ids as recorded."""
-    def parsed(call) -> dict | None:
-        try:
-            return call.parsed_arguments()
-        except LLMError:
-            return None  # malformed: it never runs
-
-    return lspcheck.batches((i, toolset.get(c.name), parsed(c)) for i, c in zip(ids, calls))
+    return lspcheck.batches((i, toolset.get(a.name), a.args) for i, a in zip(ids, asked))

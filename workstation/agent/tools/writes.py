@@ -2,7 +2,7 @@
 edit_file (replace an exact text), delete_file and move_file. replace_lines, the edit by line numbers,
 is in files.py.
 
-Every path goes through ToolContext.confine_write (the sandbox policy's `protected` field): the
+Every path is confined once, before the call runs (Invocation.target: the sandbox policy's `protected` field): the
 workspace only, never its state folder, never a `.git` folder, through symlinks too. An existing file is changed only if the agent read it and it has
 not changed since (the ReadLedger's hash guard), and always replaced atomically (fsutil.replace_beneath,
 its temporary file in the state folder), its path resolved from the workspace root with no link followed at
@@ -13,7 +13,7 @@ the model sends), its UTF-8 byte-order mark and its mode; nothing adds or drops 
 Every result carries the change as data (`edits`: per file its content hashes before and after and the
 full unified diff; sessions/README.md) and, for the model, the diff's hunks with one line of context
 (it sent the new text itself: the result shows where it landed) within DIFF_BUDGET characters;
-replace_lines shows only what it replaced, or what surrounds an insertion (shown_range). What the file held before is kept by the caller's checkpoint (ToolContext.checkpoint),
+replace_lines shows only what it replaced, or what surrounds an insertion (shown_range). What the file held before is kept by the caller's checkpoint (Services.checkpoint),
 before the tool runs.
 """
 
@@ -27,7 +27,8 @@ from ...errors import WorkstationError
 from ...fsutil import rename_beneath, replace_beneath, sha256_bytes, unlink_beneath
 from ...textdiff import clip, file_diff
 from .fileio import read_existing
-from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolContext, ToolResult, as_text,
+from .invocation import Invocation
+from .base import (BOOL, NOTHING, REAPPLY, STR, WRITE, Call, Edit, Meaning, Tool, ToolResult, as_text,
                    edit_outcome, params)
 
 DIFF_BUDGET = 1200  # characters of diff the model sees (about 300 tokens); the log keeps it whole
@@ -38,9 +39,9 @@ BOM = "\ufeff"
 
 
 # --------------------------------------------------------------------------- shared by the tools here
-def require_read(ctx: ToolContext, rel: str, data: bytes, doing: str) -> None:
+def require_read(inv: Invocation, rel: str, data: bytes, doing: str) -> None:
     """The hash guard: the agent saw exactly this content (read_lines, file_meta, or its own last edit)."""
-    seen = ctx.ledger.last(rel)
+    seen = inv.services.ledger.last(rel)
     if seen is None:
         raise WorkstationError(f"{rel}: read it before {doing} it (read_lines or file_meta)")
     if seen != sha256_bytes(data):
@@ -76,15 +77,15 @@ def change(rel: str, before: bytes | None, after: bytes | None, op: str, **extra
     return {k: v for k, v in entry.items() if v is not None}
 
 
-def replace_file(ctx: ToolContext, real: Path, rel: str, data: bytes) -> None:
+def replace_file(inv: Invocation, real: Path, rel: str, data: bytes) -> None:
     """Replace (or create, with its folders) one file atomically, its path resolved from the workspace root
     with no link followed (fsutil.replace_beneath); the agent has seen what it wrote."""
     digest = sha256_bytes(data)
-    if ctx.intend is not None:
-        ctx.intend(rel, digest)
-    replace_beneath(ctx.policy.protected.root, rel, data, staging=ctx.staging, create=True)
-    ctx.ledger.saw(rel, digest)
-    ctx.edited(rel)  # re-indexed before the map is read again (ToolContext.reindex)
+    if inv.services.intend is not None:
+        inv.services.intend(rel, digest)
+    replace_beneath(inv.services.policy.protected.root, rel, data, staging=inv.services.staging, create=True)
+    inv.services.ledger.saw(rel, digest)
+    inv.services.edited(rel)  # re-indexed before the map is read again (Services.reindex)
 
 
 def shown_diff(rel: str, before: bytes | None, after: bytes | None) -> str:
@@ -142,15 +143,15 @@ def _lines(count: int) -> str:
 
 
 # --------------------------------------------------------------------------- write_file
-def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
+def _write_file(inv: Invocation, path: str, content: Any) -> ToolResult:
     content = as_text("content", content)
-    real, rel = ctx.confine_write(as_text("path", path))
-    ctx.open_env(rel, content)
+    real, rel = inv.target(as_text("path", path))
+    inv.turn.open_env(rel, content)
     before = read_existing(real, rel)
     if before is not None:
-        require_read(ctx, rel, before, "overwriting")
+        require_read(inv, rel, before, "overwriting")
         old = before.decode("utf-8", "replace")
-        ctx.open_env(rel, old)  # the diff shows what it held
+        inv.turn.open_env(rel, old)  # the diff shows what it held
         content = with_newlines(content, newline_of(old))
         if old.startswith(BOM) and not content.startswith(BOM):
             content = BOM + content
@@ -160,7 +161,7 @@ def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
     if data == before:
         return ToolResult(f"{rel}: unchanged (it already holds exactly this content)",
                           data={"path": rel, "lines_changed": 0})
-    replace_file(ctx, real, rel, data)
+    replace_file(inv, real, rel, data)
     entry = change(rel, before, data, "create" if before is None else "write")
     count = len(content.splitlines())
     if before is None:  # the model knows what it wrote: no need to show it back
@@ -171,17 +172,17 @@ def _write_file(ctx: ToolContext, path: str, content: Any) -> ToolResult:
 
 
 # --------------------------------------------------------------------------- edit_file
-def _edit_file(ctx: ToolContext, path: str, old: Any, new: Any, replace_all: Any = False) -> ToolResult:
+def _edit_file(inv: Invocation, path: str, old: Any, new: Any, replace_all: Any = False) -> ToolResult:
     old, new = as_text("old", old), as_text("new", new)
     if not isinstance(replace_all, bool):
         raise WorkstationError(f"replace_all must be true or false, got {replace_all!r}")
-    real, rel = ctx.confine_write(as_text("path", path))
+    real, rel = inv.target(as_text("path", path))
     data = read_existing(real, rel)
     if data is None:
         raise WorkstationError(f"{rel}: no such file (write_file creates files)")
     text = as_text_file(data, rel)
-    ctx.open_env(rel, f"{text}\n{new}")
-    require_read(ctx, rel, data, "editing")
+    inv.turn.open_env(rel, f"{text}\n{new}")
+    require_read(inv, rel, data, "editing")
     if not old:
         raise WorkstationError("old is empty: give the exact text to replace (write_file creates a file)")
     newline = newline_of(text)
@@ -201,7 +202,7 @@ def _edit_file(ctx: ToolContext, path: str, old: Any, new: Any, replace_all: Any
     at = text.index(needle)
     updated = text.replace(needle, replacement) if replace_all else text[:at] + replacement + text[at + len(needle):]
     after = updated.encode("utf-8")
-    replace_file(ctx, real, rel, after)
+    replace_file(inv, real, rel, after)
     entry = change(rel, data, after, "edit")
     first = text.count("\n", 0, at) + 1
     span = replacement[:-1] if replacement.endswith("\n") else replacement
@@ -237,46 +238,46 @@ def _near_miss(text: str, old: str) -> str:
 
 
 # --------------------------------------------------------------------------- delete_file
-def _delete_file(ctx: ToolContext, path: str) -> ToolResult:
+def _delete_file(inv: Invocation, path: str) -> ToolResult:
     path = as_text("path", path)
-    real, rel = ctx.confine_write(path)
-    _not_a_link(ctx, path, rel, "delete_file removes")
+    real, rel = inv.target(path)
+    _not_a_link(inv, path, rel, "delete_file removes")
     data = read_existing(real, rel)
     if data is None:
         raise WorkstationError(f"{rel}: no such file")
-    if ctx.intend is not None:
-        ctx.intend(rel, None)
-    unlink_beneath(ctx.policy.protected.root, rel)
-    ctx.edited(rel)
+    if inv.services.intend is not None:
+        inv.services.intend(rel, None)
+    unlink_beneath(inv.services.policy.protected.root, rel)
+    inv.services.edited(rel)
     entry = change(rel, data, None, "delete")
     return edited_result(f"{rel}: deleted ({_lines(len(data.splitlines()))}, {len(data):,} bytes)", [entry])
 
 
 # --------------------------------------------------------------------------- move_file
-def _move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
+def _move_file(inv: Invocation, src: str, dst: str) -> ToolResult:
     src, dst = as_text("src", src), as_text("dst", dst)
-    s_real, s_rel = ctx.confine_write(src)
-    d_real, d_rel = ctx.confine_write(dst)
-    _not_a_link(ctx, src, s_rel, "move_file moves")
+    s_real, s_rel = inv.target(src)
+    d_real, d_rel = inv.target(dst)
+    _not_a_link(inv, src, s_rel, "move_file moves")
     data = read_existing(s_real, s_rel)
     if data is None:
         raise WorkstationError(f"{s_rel}: no such file")
     if s_real == d_real:
         raise WorkstationError(f"{s_rel} and {dst} are the same file")
     exists = f"{d_rel} exists: move_file never overwrites (delete it first, or pick another name)"
-    if os.path.lexists(d_real) or os.path.lexists(Path(dst) if Path(dst).is_absolute() else ctx.root / dst):
+    if os.path.lexists(d_real) or os.path.lexists(Path(dst) if Path(dst).is_absolute() else inv.services.root / dst):
         raise WorkstationError(exists)
-    if ctx.intend is not None:
-        ctx.intend(d_rel, sha256_bytes(data))
-        ctx.intend(s_rel, None)
+    if inv.services.intend is not None:
+        inv.services.intend(d_rel, sha256_bytes(data))
+        inv.services.intend(s_rel, None)
     try:  # both folders opened from the root with no link followed (another filesystem: copied, then removed)
-        rename_beneath(ctx.policy.protected.root, s_rel, d_rel, staging=ctx.staging)
+        rename_beneath(inv.services.policy.protected.root, s_rel, d_rel, staging=inv.services.staging)
     except FileExistsError:
         raise WorkstationError(exists) from None
-    if ctx.ledger.last(s_rel) == sha256_bytes(data):
-        ctx.ledger.saw(d_rel, sha256_bytes(data))  # what the agent read under the old name, it knows under the new
-    ctx.edited(s_rel)
-    ctx.edited(d_rel)
+    if inv.services.ledger.last(s_rel) == sha256_bytes(data):
+        inv.services.ledger.saw(d_rel, sha256_bytes(data))  # what the agent read under the old name, it knows under the new
+    inv.services.edited(s_rel)
+    inv.services.edited(d_rel)
     entries = [change(s_rel, data, None, "move", to=d_rel), change(d_rel, None, data, "move", **{"from": s_rel})]
     entries[0]["diff"] = f"rename from {s_rel}\nrename to {d_rel}"
     entries[1]["diff"], entries[1]["added"], entries[0]["removed"] = "", 0, 0
@@ -287,10 +288,10 @@ def _move_label(name: str, args: Mapping[str, Any]) -> str:
     return f"{name}({args.get('src')} → {args.get('dst')})"
 
 
-def _not_a_link(ctx: ToolContext, path: str, rel: str, what: str) -> None:
+def _not_a_link(inv: Invocation, path: str, rel: str, what: str) -> None:
     """Refuse a path that is itself a symbolic link: removing or moving one acts on the link, not on the
     file the agent read through it (its folders may be links: the real path is what is confined)."""
-    given = Path(path) if Path(path).is_absolute() else ctx.root / path
+    given = Path(path) if Path(path).is_absolute() else inv.services.root / path
     if given.is_symlink():
         raise WorkstationError(f"{path} is a symbolic link (to {rel}); {what} regular files only")
 
