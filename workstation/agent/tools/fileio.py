@@ -341,7 +341,7 @@ class GrepHit:
     text: str
 
 
-def compile_pattern(pattern: str, ignore_case: bool = False):
+def compile_pattern(pattern: str, ignore_case: bool = False) -> Any:  # re2._Regexp (re2 ships no types)
     """`pattern` compiled by RE2, which matches in time linear in the text: no pattern can backtrack
     catastrophically (`(a+)+$`). What RE2 does not do (backreferences, lookaround) is refused in one line."""
     options = re2.Options()

@@ -13,7 +13,10 @@ from .base import (BOOL, INT, MEMORY, NOTHING, QUERY, STR, TIER, Call, Meaning, 
                    as_int, as_text, cap, params)
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ...memory import Memory
+    from ...memory.decisions import Decision
 
 _DECISION_ID = re.compile(r"\bdecision (d[0-9a-f]+) logged")
 
@@ -32,7 +35,7 @@ def render_rows(rows: list[dict], limit: int = 40, width: int = 40) -> str:
     return "\n".join(lines)
 
 
-def render_decisions(rows) -> str:
+def render_decisions(rows: "Iterable[Decision]") -> str:
     """The decision log for the decisions tool; a teammate's accepted decision says whose it is."""
     return "\n".join(f"[D:{d.id}] " + (f"(teammate {d.author}, {d.origin}) " if d.author else "")
                      + f"step {d.step if d.step is not None else '-'}: {d.decision}"

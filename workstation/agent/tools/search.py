@@ -3,7 +3,7 @@ grep (regex over the workspace's text files, naming any it did not search). Each
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ... import scrub
 from ...fsutil import confine
@@ -14,10 +14,13 @@ from .invocation import Invocation
 from .base import (BOOL, NOTHING, QUERY, RECOMPUTE, STR, Call, Lookup, Meaning, Tool, ToolResult,
                    as_text, cap, params)
 
+if TYPE_CHECKING:
+    from ...index.query import FindResult
+
 _NO_MODEL_NOTE = "(tier one only: no model configured for semantic search)"
 
 
-def render_find(result) -> str:
+def render_find(result: "FindResult") -> str:
     if not result.hits:
         text = f"nothing matches {result.query!r}"
     else:
@@ -32,7 +35,7 @@ def render_find(result) -> str:
     return text
 
 
-def _lookup_meaning(key_arg: str, kind: str):
+def _lookup_meaning(key_arg: str, kind: str) -> Callable[[Call], Meaning]:
     def meaning(call: Call) -> Meaning:
         verdict = call.data.get("memory")
         if not call.ok or verdict not in ("hit", "miss"):

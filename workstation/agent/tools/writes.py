@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ...errors import WorkstationError
 from ...fsutil import rename_beneath, replace_beneath, sha256_bytes, unlink_beneath
@@ -125,7 +125,7 @@ def edits_meaning(call: Call) -> Meaning:
         .checked(call.data if i == 0 else {}) for i, e in enumerate(entries)))
 
 
-def path_args(*names: str):
+def path_args(*names: str) -> Callable[[Mapping[str, Any]], list[str]]:
     """`writes` of a tool whose arguments `names` are paths it changes."""
     def writes(args: Mapping[str, Any]) -> list[str]:
         return [args[n] for n in names if isinstance(args.get(n), str) and args[n]]
