@@ -223,7 +223,7 @@ class Checkpoints:
             self._taken.add((turn, rel))
 
     def intend(self, turn: str, rel: str, after: str | None) -> None:
-        """Say, just before a tool changes `rel`, what it will hold (ToolContext.intend)."""
+        """Say, just before a tool changes `rel`, what it will hold (Services.intend)."""
         fields: dict = {"after": after} if after is not None else {"exists": False}
         self.session.append("intent", sync=False, turn=turn, path=rel, tokens=0, **fields)
 

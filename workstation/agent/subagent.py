@@ -27,7 +27,7 @@ A sub-agent is the agent loop itself (`SubAgent` is an `Agent`), given:
   far; the parent gets that, with a first line saying the summary is partial.
 
 Several task calls in one answer run at once, at most agent.max_subagents of them (tools.task.at_once);
-their edits are serialized by the parent's write lock (ToolContext.write_lock), and each one's hash guard
+their edits are serialized by the parent's write lock (Services.write_lock), and each one's hash guard
 refuses an edit of a file another changed since it read it.
 """
 

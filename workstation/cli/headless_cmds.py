@@ -221,7 +221,7 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
     session = hosted.session
     before = len(session.read().records)
     toolset = hosted.agent.toolset
-    catalog = hosted.agent.ctx.skills
+    catalog = hosted.agent.ctx.services.skills
     servers = servers_of(getattr(toolset, "base", toolset))
     stream = Stream(session_id=hosted.slug, model=hosted.agent.model_name, cwd=str(ws.root),
                     tools=list(toolset.tools), permission_mode=hosted.mode,

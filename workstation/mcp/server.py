@@ -238,7 +238,7 @@ class Service:
         if _depth(arguments or {}) > MAX_DEPTH:
             return ToolResult(f"error: the arguments of {name} are nested deeper than {MAX_DEPTH} levels",
                               ok=False, data={"outcome": "malformed"})
-        return None  # paths (outside, the state folder, .git): the tools' own check, through ctx.sandbox
+        return None  # paths (outside, the state folder, .git): the tools' own check, through the services' policy
 
     # ------------------------------------------------------------------ the MCP side
     def tool_list(self) -> list[dict[str, Any]]:

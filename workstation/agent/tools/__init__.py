@@ -1,10 +1,15 @@
 """The agent's tools: every module of this package declares its tools in a `TOOLS` list (base.Tool:
 schema, implementation and what a call means), and this registry collects them. Adding a tool is
 adding it to one module here; the loop, replay, the report and the MCP server read the declaration.
+Beside the tools: what they are made of (fileio.py: confined reads and edits; shellrun.py: a command
+in the sandbox), what a call runs with (invocation.py) and the one function that runs and records a
+call (toolcall.py).
 
-`call(ctx, name, args)` runs one: a user-facing error or an OS error becomes a failed result the
-model can read and act on, a tool past its time limit or stopped by the user is abandoned with one
-line, and nothing raises.
+`call(ctx, name, args, call_id)` runs one: it resolves the call once (`invocation.resolve`: parsed
+arguments, write paths confined), then the permission mode, the .env guard, the checkpoint, the
+language-server check and the bounded run each read that resolution. A user-facing error or an OS
+error becomes a failed result the model can read and act on, a tool past its time limit or stopped
+by the user is abandoned with one line, and nothing raises.
 """
 
 from __future__ import annotations
@@ -122,8 +127,8 @@ def call(ctx: ToolContext, name: str, arguments: dict[str, Any],
     except TypeError as err:
         result = ToolResult(f"error: bad arguments for {name}: {err}", ok=False)
     else:  # one edit at a time: an agent's sub-agents share its lock (Services.write_lock)
-        inv = resolve(ctx, tool, arguments, call_id)
         with ctx.services.write_lock if tool.effect == WRITE else contextlib.nullcontext():
+            inv = resolve(ctx, tool, arguments, call_id)  # under the lock: no other edit moves a path meanwhile
             result = (_permitted(inv) or _env_guard(inv) or _checkpoint(inv)
                       or lspcheck.around(inv, lambda: _run_bounded(inv)))
     if tool.effect == WRITE and ctx.turn.lsp_batches:  # the last edit of a response's batch carries its check
