@@ -21,7 +21,7 @@ compacts first when that passes memory.compact_token_ratio of the window: on
 this thread when the request would not fit otherwise or the process exits
 after the turn ("sync"), else in the background. Only when no compaction can
 help are the oldest turns left out of the request (never out of the log), as a
-sticky cut (agent.context.Cut); if even the head and the latest message cannot
+sticky cut (agent.prompt.Cut); if even the head and the latest message cannot
 fit, the turn stops with one clear line and no request is sent. The head and its updates are kept in step
 with the log, and the request built from it, by contextsync.py.
 
@@ -51,7 +51,7 @@ from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
-from ..sessions.context import seen
+from ..sessions.modelview import seen
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, request_size
@@ -62,7 +62,7 @@ from ..hooks import tool_input as hook_input, tool_names as hook_names
 from .approval import ApprovalRequest, Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
-from .context import ContextOverflow, Request
+from .prompt import ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions

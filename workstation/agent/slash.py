@@ -20,7 +20,7 @@ from ..memory.episodic import TOOL_CALL
 from ..memory.ltm import parse_value
 from ..sessions.archive import archive
 from ..sessions.compaction import compact_now, describe_replaced, uncompact
-from ..sessions.context import seen
+from ..sessions.modelview import seen
 from ..sessions.frontier import frontier
 from ..sessions.plan import current, progress, render
 from ..sessions.recall import recall

@@ -20,7 +20,7 @@ from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
 from ..sessions.catalog import load as load_session, rewind_line, summary_span
-from ..sessions.context import ContextView, Redaction, assemble, update_line
+from ..sessions.modelview import ContextView, Redaction, assemble, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
 from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
 from .transcript import call_label, log_groups

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..agent import tools
 from ..sessions.catalog import summary_span
-from ..sessions.context import Redaction, summary_turn_text, update_line
+from ..sessions.modelview import Redaction, summary_turn_text, update_line
 from ..sessions.log import tool_call_arguments
 from ..sessions.turns import hit_turn, number, starts_turn, taken_back
 from ..textdiff import record_diff

@@ -318,7 +318,7 @@ class LiveBackend:
         from ..mcp.client import servers_of  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
         from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
 
-        from ..sessions.context import seen  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.modelview import seen  # lazy: the sessions stack, +32 ms; off the first paint
         from ..sessions.turns import count  # lazy: as above
 
         chat = self.app.chat
@@ -665,7 +665,7 @@ class LiveBackend:
             self._show_session()
 
     def on_chat_pane_original_requested(self, request: ChatPane.OriginalRequested) -> None:
-        from ..sessions.context import fetch_original  # lazy: the sessions stack, +36 ms; off the first paint
+        from ..sessions.modelview import fetch_original  # lazy: the sessions stack, +36 ms; off the first paint
 
         turn = request.turn
         original = fetch_original(self.agent.session, turn.id)

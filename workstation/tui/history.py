@@ -42,7 +42,7 @@ def show_taken_back(backend: LiveBackend) -> None:
     """After an undo or rewind: the turns it took back dimmed in place, with what took them back (the
     slash-command lines stay), and the plan the model now sees."""
     from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
-    from ..sessions.context import seen  # lazy: as above
+    from ..sessions.modelview import seen  # lazy: as above
     from ..sessions.turns import taken_back  # lazy: as above
 
     view = backend.agent.session.read()

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from ... import scrub
 from ...errors import WorkstationError
 from ...sandbox import Policy
-from ...sessions.context import key_context
+from ...sessions.modelview import key_context
 from ...sessions.derive import NOTHING, Edit, Lookup, MapRead, Meaning, Read, Todo, events  # noqa: F401 (the tools' vocabulary)
 from ...tokens import count
 from ..approval import Approver
