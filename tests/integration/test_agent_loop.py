@@ -321,7 +321,7 @@ def test_a_context_that_cannot_fit_gives_a_clear_message(tmp_path, server):
 
 
 def test_no_model_configured_says_how_to_set_one(tmp_path):
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     ws = workspace(tmp_path, None)
     a = agent(ws)
@@ -383,7 +383,7 @@ def test_a_key_in_a_workspace_file_never_lands_in_the_session_log(tmp_path, serv
 
 
 def test_pins_are_reinjected_after_compaction(tmp_path, server):
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     ws = workspace(tmp_path, server.url, memory={"compact_threshold": 10, "keep_recent": 4})
     a = agent(ws)
@@ -457,7 +457,7 @@ def test_closing_stops_a_background_compaction_mid_call(tmp_path, server):
 
 
 def test_a_failed_automatic_compaction_is_logged_not_announced(tmp_path, server):
-    from workstation.agent import slash
+    from workstation.commands import slash
     from workstation.agent.loop import AgentEvents
 
     ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
@@ -567,7 +567,7 @@ def test_a_compaction_that_lands_between_the_sync_and_the_request_gets_an_epoch(
 
         def _sync_context(self, window: int) -> bool:
             began = super()._sync_context(window)
-            cfg = self._compaction_config()
+            cfg = self.compaction_config()
             if not self.raced and self._auto.due(self.session, cfg, window):  # the step's sync (turn 4 is in)
                 self.raced = True  # the other thread's compaction, landing right after it
                 assert self._auto.run(self.session, cfg, window).ok

@@ -227,6 +227,11 @@ class Agent:
         self.model_name = name.strip()
 
     @property
+    def running(self) -> bool:
+        """A turn is running: what the session's log gains meanwhile is the turn's as much as anyone's."""
+        return self._running
+
+    @property
     def mode(self) -> str:
         """The permission mode (agent.modes)."""
         return self.permissions.mode
@@ -246,7 +251,7 @@ class Agent:
 
     def expand_command(self, line: str) -> str | None:
         """The message a custom slash command line (workstation.skills: `/NAME ARGS`) sends; None when the
-        line is no custom command (a built-in one goes to agent.slash)."""
+        line is no custom command (a built-in one goes to commands.slash)."""
         name, _, rest = line.strip().partition(" ")
         catalog = self.ctx.skills
         command = catalog.commands.get(name[1:]) if catalog is not None and name.startswith("/") else None
@@ -476,7 +481,7 @@ class Agent:
         return self.context_sync.instructions_in_effect(self.configured_window())
 
     # ------------------------------------------------------------------ compaction
-    def _compaction_config(self) -> Config | None:
+    def compaction_config(self) -> Config | None:
         """The config compaction runs with: memory.compact_model, else the chat model."""
         if self.config.memory.compact_model or not self.model_name:
             return self.config if self.config.memory.compact_model else None
@@ -507,7 +512,7 @@ class Agent:
         when a compaction may have landed (the context needs a sync)."""
         if self.compaction == "off":
             return False
-        cfg = self._compaction_config()
+        cfg = self.compaction_config()
         if cfg is None:
             return False
         fits = self._fits(window)
@@ -564,18 +569,21 @@ class Agent:
                 events.on_notice(outcome.describe())
             self.compacted("auto", outcome.record, events)
 
-    def refused_compaction(self, trigger: str, focus: str, events: AgentEvents) -> str:
-        """PreCompact (`trigger`: auto or manual): why a hook refused the compaction ("" when none did)."""
+    def refused_compaction(self, trigger: str, focus: str, events: AgentEvents | None = None) -> str:
+        """PreCompact (`trigger`: auto or manual): why a hook refused the compaction ("" when none did).
+        `events`: the callbacks to tell, by default the running turn's (none when idle)."""
         if not self.hooks:
             return ""
+        events = self._events if events is None else events
         pre = self._hook("PreCompact", events, match=(trigger,), trigger=trigger, custom_instructions=focus)
         return (pre.stop_reason or pre.reason or "refused by a PreCompact hook") if pre.blocked or pre.stop else ""
 
-    def compacted(self, trigger: str, record: dict | None, events: AgentEvents) -> None:
+    def compacted(self, trigger: str, record: dict | None, events: AgentEvents | None = None) -> None:
         """PostCompact, then SessionStart with source compact: what the latter adds reaches the next request, as
-        a context update after the summary."""
+        a context update after the summary. `events` as for refused_compaction."""
         if not self.hooks:
             return
+        events = self._events if events is None else events
         self._hook("PostCompact", events, match=(trigger,), trigger=trigger,
                    compact_summary=str((record or {}).get("summary") or ""))
         said = self._hook("SessionStart", events, match=("compact",), source="compact").context_text
@@ -704,15 +712,16 @@ class Agent:
 
     def undo(self) -> Restored:
         """Restore the files the newest turn that changed any changed (checkpoints.Checkpoints.undo)."""
-        self._idle("/undo")
+        self.require_idle("/undo")
         return self._after_restore(self.checkpoints.undo())
 
     def rewind(self, number: int, *, files: bool = True, conversation: bool = True) -> Restored:
         """Back to before user turn `number` (checkpoints.Checkpoints.rewind)."""
-        self._idle("/rewind")
+        self.require_idle("/rewind")
         return self._after_restore(self.checkpoints.rewind(number, files=files, conversation=conversation))
 
-    def _idle(self, what: str) -> None:
+    def require_idle(self, what: str) -> None:
+        """WorkstationError naming `what` while a turn runs (it would change what the turn works on)."""
         if self._running:
             raise WorkstationError(f"{what} waits for the turn to end: stop it first (Escape)")
 

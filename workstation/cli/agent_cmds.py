@@ -21,7 +21,7 @@ from .common import json_option, pass_workspace, print_json, print_table
 @pass_workspace
 def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
-    from ..agent import slash  # lazy: the agent stack (litellm's client, ~100 ms), not on --help or index
+    from ..commands import slash  # lazy: the agent stack (litellm's client, ~100 ms), not on --help or index
     from ..agent.loop import NO_MODEL, NoModel  # lazy: the agent stack, as above
     from ..sessions.log import Session  # lazy: the sessions package, ~20 ms on index
 

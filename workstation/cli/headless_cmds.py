@@ -118,7 +118,7 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
         hosted = host.session(session, approve=_nobody, toolset=toolset)
         try:
             if slash:
-                from ..agent import slash as slash_mod  # lazy: as above
+                from ..commands import slash as slash_mod  # lazy: as above
 
                 slash = not slash_mod.is_custom(hosted.agent, text)
             if not slash and ws.model_spec() is None:
@@ -258,7 +258,7 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
     if fmt == "stream-json":
         emit(stream.init())
     if slash:
-        from ..agent import slash as slash_mod  # lazy: as above
+        from ..commands import slash as slash_mod  # lazy: as above
 
         said = slash_mod.run(hosted.agent, text)
         interrupted = None

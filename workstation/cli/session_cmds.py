@@ -398,7 +398,7 @@ def fork_cmd(ws, slug: str, turn: int | None, new_slug: str | None, as_json: boo
 @pass_workspace
 def diff_cmd(ws, slug: str, path: str | None, as_json: bool) -> None:
     """The net change SLUG made to the files (against what they held before its first change)."""
-    from ..agent.slash import render_diff  # lazy: the agent stack, ~100 ms
+    from ..commands.slash import render_diff  # lazy: the agent stack, ~100 ms
 
     changes = _checkpoints(ws, slug).diff(path)
     if as_json:

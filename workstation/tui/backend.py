@@ -120,7 +120,7 @@ class LiveBackend:
 
     def start(self, app: WorkstationApp) -> None:
         from .. import llm  # lazy: the model client, +19 ms; start runs after the first paint
-        from ..agent import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
+        from ..commands import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
         from ..runtime import Workspace  # lazy: the config and its validation, ~60 ms; start runs after the first paint
         from ..sessions.log import Session, track_own_writes  # lazy: the sessions stack, +32 ms; off the first paint
         from .mapfeed import MapFeed  # lazy: the index and watchdog, +40 ms; off the first paint
@@ -602,7 +602,7 @@ class LiveBackend:
 
     def _run_command(self, name: str, args: str, text: str) -> None:
         """A slash command line (`text`: `name` and its `args`) as typed."""
-        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from ..commands import slash  # lazy: the agent stack, +170 ms; off the first paint
 
         if slash.is_custom(self.agent, text):  # a custom command: its body is the message
             self._send(text)
@@ -633,7 +633,7 @@ class LiveBackend:
             self._slash(name, text)
 
     def _slash(self, name: str, text: str) -> None:
-        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from ..commands import slash  # lazy: the agent stack, +170 ms; off the first paint
         from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
