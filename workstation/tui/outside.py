@@ -62,11 +62,10 @@ class Outside:
         turn lock (a turn about to start); otherwise nothing is done while a turn or session change holds it."""
         from ..replay.transcript import log_groups  # lazy: replay and the agent's tools; loaded by then
         from ..sessions.log import SessionError, wrote_here  # lazy: the sessions stack; loaded by then
-        from ..sessions.turns import count  # lazy: as above
 
         backend = self.backend
         with self._lock:
-            if self._commands or (not turn and backend._busy.locked()) or backend.agent is None:
+            if self._commands or (not turn and backend.busy) or backend.agent is None:
                 return
             session = backend.agent.session
             try:
@@ -83,11 +82,11 @@ class Outside:
             self._shown.clear()  # every id in it is below `_looked` now
             if not fresh:
                 return
-            backend._turn_count = count(records)  # a second app's user message is a turn too
-            if backend._closing.is_set():
+            backend.recount_turns(records)  # a second app's user message is a turn too
+            if backend.closing:
                 return
-            backend._ui(self._show, log_groups(records, ts=record_time), fresh)
-        if not backend._closing.is_set():
+            backend.ui(self._show, log_groups(records, ts=record_time), fresh)
+        if not backend.closing:
             backend.refresh_bill()
             backend.refresh_timeline()
 
