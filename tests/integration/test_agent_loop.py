@@ -13,9 +13,10 @@ from support.agent_support import (MODEL, agent, events, is_compaction, is_updat
                            tool_results, workspace)
 from support.conftest_llm import FAKE_API_KEY
 from support.fakellm import Reply
-from workstation.agent import report as report_mod
-from workstation.agent.loop import NoModel
+from workstation.agent import tools
+from workstation.agent.loop import NoModel, base_tokens
 from workstation.agent.tools import TOOLS
+from workstation.costs import report as report_mod
 
 server_module, server = module_server()
 
@@ -126,7 +127,7 @@ def test_multi_step_session_end_to_end(tmp_path, server):
     assert logged["step"] == 3
 
     # the report's agent figures agree with the episodic log
-    rep = report_mod.build(ws.paths, a.session.slug)
+    rep = report_mod.build(ws.paths, a.session.slug, tools.meaning_of, base_tokens)
     lookups = [e for e in evs if e["type"] in ("memory_hit", "memory_miss")]
     assert rep.agent.memory_queries == len(lookups)
     assert rep.agent.memory_hits == sum(e["type"] == "memory_hit" for e in lookups)

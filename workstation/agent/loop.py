@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import re
 import secrets
 import threading
@@ -56,13 +57,14 @@ from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, request_size
 from ..sessions.turns import starts_turn
+from ..tokens import count
 from . import budget, memoryfirst, toolcall, tools, updates
 from ..hooks import HOOK, Hooks, Outcome
 from ..hooks import tool_input as hook_input, tool_names as hook_names
 from .approval import ApprovalRequest, Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
-from .prompt import ContextOverflow, Request
+from .prompt import MESSAGE_OVERHEAD, ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
 from .instructions import ProjectInstructions
@@ -72,6 +74,8 @@ from .tools.base import RangeMemory
 from .tools.task import at_once, groups
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..config import Config
     from ..memory import Memory
     from ..runtime import Workspace
@@ -87,6 +91,12 @@ is shown in every context: follow it, and cite [D:<id>] in your reply whenever y
 - recall(record_id) fetches a redacted tool output back; recall(turn=N), a whole turn a summary stands for.
 - run_command needs the user's approval unless the allow-list covers the command.
 - Reply without tool calls when the task is done."""
+
+
+def base_tokens(root: Path | str) -> int:
+    """The head every request starts with as the code is now (the system prompt and the tool schemas): what
+    `workstation report` counts for a log that did not record `base_tokens` (costs.report.build)."""
+    return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(tools.schemas()))
 
 NO_MODEL = ("no model configured: set [model] name in ~/.config/workstation/config.toml, WORKSTATION_MODEL, or "
             "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")

@@ -163,7 +163,7 @@ def _budget(ws, session, usd: float) -> tuple[float, bool]:
     """agent.max_budget_usd for a run that may spend `usd` (that budget counts a session's whole bill): what
     the session cost so far plus `usd`, never more than a configured budget allows; and whether `usd` is the
     budget that holds."""
-    from ..sessions.billing import bill  # lazy: as above
+    from ..costs.billing import bill  # lazy: as above
 
     spent = bill(session.read().records).total.cost_usd if session is not None else 0.0
     configured = ws.config.agent.max_budget_usd

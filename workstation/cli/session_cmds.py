@@ -94,7 +94,7 @@ def list_cmd(ws, archived: bool, team: bool, as_json: bool) -> None:
 def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
-    from ..sessions import billing  # lazy: the sessions package, ~60 ms on --help
+    from ..costs import billing  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.modelview import assemble  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.turns import of_log, taken_back  # lazy: the sessions package, ~60 ms on --help
 

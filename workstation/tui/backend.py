@@ -78,7 +78,7 @@ class LiveBackend:
         self._changing = threading.Event()  # set while `_busy` is held for a session change, not a turn
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
-        self._bill = None  # sessions.billing.Bill of the chat's session (refresh_bill)
+        self._bill = None  # costs.billing.Bill of the chat's session (refresh_bill)
         self._turn_count = 0  # turns of the chat's session so far (sessions.turns): the next user message's is +1
         self.outside = Outside(self)  # what another process (the sidecar) appends to the session, shown as it lands
 
@@ -372,8 +372,8 @@ class LiveBackend:
         history.show_taken_back(self)
 
     def _billed(self, records: list[dict]) -> str:
-        """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
-        from ..sessions import billing  # lazy: the sessions stack and the price map, +100 ms; off the first paint
+        """The status line's bill of a session's records (costs.billing.Bill.line), kept for count_call."""
+        from ..costs import billing  # lazy: the sessions stack and the price map, +100 ms; off the first paint
 
         self._bill = billing.bill(records)
         return self._bill.line()
@@ -389,7 +389,7 @@ class LiveBackend:
 
     def count_call(self, record: dict) -> None:
         """A model call the running turn recorded: its cost and cache hit into the status line at once."""
-        from ..sessions import billing  # lazy: loaded by refresh_bill already
+        from ..costs import billing  # lazy: loaded by refresh_bill already
 
         if self._bill is not None:
             billing.add(self._bill, record)
