@@ -652,7 +652,8 @@ class LiveBackend:
 
     def _slash(self, name: str, text: str) -> None:
         from ..commands import slash  # lazy: the agent stack, +170 ms; off the first paint
-        from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
+        from ..agent import tools  # lazy: as above
+        from ..sessions.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         chat = self.app.chat
@@ -671,7 +672,7 @@ class LiveBackend:
         if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
             records = self.agent.session.read().records
             start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
-            shown = log_turns(records, start, ts=record_time)
+            shown = log_turns(records, start, tools=tools, ts=record_time)
             self.outside.shown(records[start:])
             self.ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
             self.ui(chat.add_turns, shown[1:])
