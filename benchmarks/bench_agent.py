@@ -24,7 +24,7 @@ Scenario shop:
 4. Prints `workstation report` for the session: the memory agent's figures
    beside a naive baseline replay of the same steps (full-file reads every time,
    no memory, no compaction, no redaction; exactly how it is computed is in
-   workstation/agent/report.py), and whether the targets are met:
+   workstation/costs/report.py), and whether the targets are met:
    >= 50% fewer file reads and >= 60% fewer tokens sent.
 5. In a second session on the same tree, a turn that creates files (write_file)
    and edits a 100 KB file (edit_file) is undone (Agent.undo), and the tree must
@@ -59,9 +59,10 @@ from support.scenario_common import is_compaction  # noqa: E402
 from support.trust_support import trust, user_config  # noqa: E402
 
 from workstation import llm  # noqa: E402
-from workstation.agent import report as report_mod  # noqa: E402
-from workstation.agent.billed import Billed  # noqa: E402
-from workstation.agent.loop import Agent, AgentEvents  # noqa: E402
+from workstation.agent import tools  # noqa: E402
+from workstation.costs import report as report_mod  # noqa: E402
+from workstation.costs.billed import Billed  # noqa: E402
+from workstation.agent.loop import Agent, AgentEvents, base_tokens  # noqa: E402
 from workstation.runtime import Workspace  # noqa: E402
 from workstation.sessions import Session  # noqa: E402
 
@@ -280,7 +281,7 @@ def print_report(rep, sc: Scenario) -> None:
     print()
     print("naive:  the same steps replayed with a full-file read at every file_meta/read_lines and the whole raw\n"
           "        history in every request: no memory, no compaction, no redaction "
-          "(exact method: workstation/agent/report.py)")
+          "(exact method: workstation/costs/report.py)")
     print("naive*: the same, but a file is read again only after it changed")
     if sc.name == "httpx":
         print()
@@ -326,7 +327,7 @@ def run_scenario(sc: Scenario, root: Path, args) -> bool:
     print(f"=== scenario {sc.name}: {sc.what}")
     ws, slug, problems, timings = run(root, sc, args.window, args.compaction, args.provider, args.cache_ttl)
     with ws:
-        rep = report_mod.build(ws.paths, slug)
+        rep = report_mod.build(ws.paths, slug, tools.meaning_of, base_tokens)
     print()
     print(f"edit check: {'OK, ' + sc.done if not problems else 'FAILED'}")
     for problem in problems[:10]:
@@ -354,7 +355,7 @@ def run_scenario(sc: Scenario, root: Path, args) -> bool:
 
 def print_billed(billing, sc: Scenario) -> None:
     """The session as billed: the agent (ideal prefix cache, and as the scripted provider reported its cache)
-    against naive and naive* with an ideal prefix cache (workstation/agent/billed.py)."""
+    against naive and naive* with an ideal prefix cache (workstation/costs/billed.py)."""
     print(f"billed, {billing.priced_by}:")
     rows = billing.rows()
     print(f"  {'':<16}{'agent':>14}{'naive':>14}{'naive*':>14}")

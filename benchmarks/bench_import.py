@@ -96,7 +96,7 @@ def main() -> None:
 
     from workstation.importers.bulk import import_many
     from workstation.importers.engine import Importer
-    from workstation.memory.usage import usage
+    from workstation.costs.usage import usage
     from workstation.paths import Paths
     from workstation.sessions.catalog import search
     from workstation.store import Database

@@ -284,9 +284,9 @@ def first_compaction_turn(records: list[dict]) -> int | None:
 
 
 def largest_turn(run: Run) -> int:
-    """Tokens of the largest turn, counted as the agent counts a request (agent/context.py: each message's
+    """Tokens of the largest turn, counted as the agent counts a request (agent/prompt.py: each message's
     text and tool calls plus its overhead), over the log's records of the turn."""
-    from workstation.agent.context import MESSAGE_OVERHEAD
+    from workstation.agent.prompt import MESSAGE_OVERHEAD
     from workstation.tokens import count
 
     sizes: list[int] = []

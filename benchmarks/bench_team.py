@@ -37,7 +37,7 @@ from bench_memory import synthesize_events  # noqa: E402
 
 from workstation.config import validate  # noqa: E402
 from workstation.memory import reflect  # noqa: E402
-from workstation.memory.usage import usage  # noqa: E402
+from workstation.costs.usage import usage  # noqa: E402
 from workstation.paths import Paths  # noqa: E402
 from workstation.store import Database  # noqa: E402
 from workstation.team import TeamError, sync  # noqa: E402

@@ -31,8 +31,9 @@ from support.agent_scenario import CHECK, TASK, RequestIdPolicy, check_repo, mak
 from support.fakellm import ScriptedLLM  # noqa: E402
 from support.trust_support import user_config  # noqa: E402
 
-from workstation.agent import report as report_mod  # noqa: E402
-from workstation.agent.loop import Agent  # noqa: E402
+from workstation.agent import tools  # noqa: E402
+from workstation.costs import report as report_mod  # noqa: E402
+from workstation.agent.loop import Agent, base_tokens  # noqa: E402
 from workstation.runtime import Workspace  # noqa: E402
 from workstation.sessions import Session  # noqa: E402
 
@@ -67,7 +68,7 @@ def main() -> None:
                 if problems:
                     raise SystemExit("the episode did not do its job: " + "; ".join(problems))
                 log = session.path.read_bytes()
-                rep = report_mod.build(ws.paths, SLUG)
+                rep = report_mod.build(ws.paths, SLUG, tools.meaning_of, base_tokens)
                 if tmp.encode() in log:
                     raise SystemExit("the log mentions the temporary folder; it would not replay elsewhere")
         target_repo = out_dir / "demo-repo"

@@ -10,7 +10,7 @@ the same (the `claude-agent-sdk` package parses them: tests/integration/test_hea
 * `{"type": "user", "message": {"content": [{"type": "tool_result", ...}]}}` for each tool result;
 * `{"type": "system", "subtype": "notice" | "compact_boundary", ...}` for what the user is told meanwhile;
 * `{"type": "result", "subtype": "success" | "error_max_turns" | "error_max_budget_usd" |
-  "error_during_execution", ...}` last: usage, the cost as billed (sessions.billing: sub-agents' and
+  "error_during_execution", ...}` last: usage, the cost as billed (costs.billing: sub-agents' and
   compactions' calls included), the model calls (`num_turns`), the duration, the session id.
 
 A sub-agent's own messages are not streamed (their cost is in the result). `--output-format json` writes
@@ -31,7 +31,7 @@ from .agent.tools import Tool, ToolContext, ToolResult, Toolset
 from .errors import WorkstationError
 from .hooks import tool_names
 from .host import Event, Notice, RecordWritten, TurnFinished
-from .sessions.billing import bill
+from .costs.billing import bill
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -151,7 +151,7 @@ class Stream:
     def result(self, finished: TurnFinished | None, records: list[dict], *, subtype: str = "",
                error: str = "", reply: str | None = None) -> dict:
         """The last message: `finished` the turn's end (None: it never began; `error` says why; `reply` what a
-        slash command said instead), `records` what the run wrote to the log (billed as sessions.billing bills
+        slash command said instead), `records` what the run wrote to the log (billed as costs.billing bills
         them)."""
         outcome = finished.result if finished is not None else None
         error = error or (outcome.error if outcome is not None and outcome.error else "")

@@ -1,5 +1,5 @@
 """How a workstation process ends: SIGTERM as a clean exit, and the last steps of an exit once litellm is
-loaded. Shared by the console script (workstation.launch) and the command line (workstation.cli)."""
+loaded. Shared by the console script (workstation.entry) and the command line (workstation.cli)."""
 
 from __future__ import annotations
 

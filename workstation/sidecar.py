@@ -30,7 +30,7 @@ from .process import alive
 from .providers import cache_ttl_seconds
 from .sessions.archive import recover
 from .sessions.compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
-from .sessions.context import as_sent, assemble, current_epoch, seen
+from .sessions.modelview import as_sent, assemble, current_epoch, seen
 from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
 from .sessions.turns import number as number_turns
 
@@ -79,7 +79,7 @@ def _unpersisted(view: LogView, config: Config, session: Session) -> list:
 
 
 def logged_conversation(session: Session, config: Config, *, now: float | None = None) -> Conversation | None:
-    """What the chat model was last sent, rebuilt from the log (sessions.context.as_sent: the epoch's head
+    """What the chat model was last sent, rebuilt from the log (sessions.modelview.as_sent: the epoch's head
     and tools, then the turns) and grown to now, so that a compaction by that model reads the history from
     the provider's prompt cache, as the agent's own does (compaction.Conversation), instead of a transcript
     sent cold. None when those bytes are not what was sent or their cache is likely gone: no request in the

@@ -155,7 +155,7 @@ def test_a_model_switch_is_named_as_the_cache_break(tmp_path, server):
 def test_a_compaction_between_turns_is_named_on_the_next_answer(tmp_path, server):
     """The app compacts in the background: the summary lands between turns, and the next message's epoch
     begins before its first request; that request's answer still names the compaction."""
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     ws = workspace(tmp_path, server.url, memory={"compact_threshold": 60, "keep_recent": 1})
     scripted(server, [Reply(text=f"answer {i}") for i in range(4)])

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from support.agent_scenario import summarize
 from support.agent_support import agent, is_compaction, is_update, module_server, records, workspace
 from support.fakellm import Reply
-from workstation.agent import slash
+from workstation.commands import slash
 from workstation.agent.loop import Agent
 from workstation.fsutil import sha256_bytes
 from workstation.sessions import Session
@@ -260,7 +260,7 @@ def test_undo_waits_for_a_running_turn(setup, server):
     turn.start()
     try:
         deadline = time.monotonic() + 10
-        while not a._running and time.monotonic() < deadline:
+        while not a.running and time.monotonic() < deadline:
             time.sleep(0.01)
         refused = slash.run(a, "/undo")
         assert not refused.ok and refused.text == "error: /undo waits for the turn to end: stop it first (Escape)"

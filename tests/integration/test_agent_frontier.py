@@ -8,7 +8,7 @@ import json
 from support.agent_support import (agent, is_compaction, is_update, module_server, records, requests_since, tool_results,
                            workspace)
 from support.fakellm import Reply
-from workstation.agent import slash
+from workstation.commands import slash
 from workstation.sessions import Session
 
 server_module, server = module_server()

@@ -13,7 +13,7 @@ from support.agent_support import agent, module_server, records, requests_since,
 from support.conftest_llm import FAKE_API_KEY
 from support.fakellm import Reply
 from support.git_support import committed_files, git, head_message, init_repo, isolated_git  # noqa: F401
-from workstation.agent import slash
+from workstation.commands import slash
 from workstation.agent.commit import edited_paths
 from workstation.agent.loop import AgentEvents
 

@@ -10,7 +10,7 @@ import os
 from support.agent_support import REPO, agent, is_update, module_server, records, requests_since, tool_results, workspace
 from support.conftest_llm import FAKE_API_KEY
 from support.fakellm import Reply
-from workstation.agent import slash
+from workstation.commands import slash
 from workstation.agent.instructions import MAX_FILE_CHARS, ProjectInstructions, folders_of
 
 server_module, server = module_server()

@@ -13,9 +13,10 @@ from support.agent_support import (MODEL, agent, events, is_compaction, is_updat
                            tool_results, workspace)
 from support.conftest_llm import FAKE_API_KEY
 from support.fakellm import Reply
-from workstation.agent import report as report_mod
-from workstation.agent.loop import NoModel
+from workstation.agent import tools
+from workstation.agent.loop import NoModel, base_tokens
 from workstation.agent.tools import TOOLS
+from workstation.costs import report as report_mod
 
 server_module, server = module_server()
 
@@ -126,7 +127,7 @@ def test_multi_step_session_end_to_end(tmp_path, server):
     assert logged["step"] == 3
 
     # the report's agent figures agree with the episodic log
-    rep = report_mod.build(ws.paths, a.session.slug)
+    rep = report_mod.build(ws.paths, a.session.slug, tools.meaning_of, base_tokens)
     lookups = [e for e in evs if e["type"] in ("memory_hit", "memory_miss")]
     assert rep.agent.memory_queries == len(lookups)
     assert rep.agent.memory_hits == sum(e["type"] == "memory_hit" for e in lookups)
@@ -321,7 +322,7 @@ def test_a_context_that_cannot_fit_gives_a_clear_message(tmp_path, server):
 
 
 def test_no_model_configured_says_how_to_set_one(tmp_path):
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     ws = workspace(tmp_path, None)
     a = agent(ws)
@@ -383,7 +384,7 @@ def test_a_key_in_a_workspace_file_never_lands_in_the_session_log(tmp_path, serv
 
 
 def test_pins_are_reinjected_after_compaction(tmp_path, server):
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     ws = workspace(tmp_path, server.url, memory={"compact_threshold": 10, "keep_recent": 4})
     a = agent(ws)
@@ -457,7 +458,7 @@ def test_closing_stops_a_background_compaction_mid_call(tmp_path, server):
 
 
 def test_a_failed_automatic_compaction_is_logged_not_announced(tmp_path, server):
-    from workstation.agent import slash
+    from workstation.commands import slash
     from workstation.agent.loop import AgentEvents
 
     ws = workspace(tmp_path, server.url, memory={"compact_threshold": 4, "keep_recent": 2})
@@ -567,7 +568,7 @@ def test_a_compaction_that_lands_between_the_sync_and_the_request_gets_an_epoch(
 
         def _sync_context(self, window: int) -> bool:
             began = super()._sync_context(window)
-            cfg = self._compaction_config()
+            cfg = self.compaction_config()
             if not self.raced and self._auto.due(self.session, cfg, window):  # the step's sync (turn 4 is in)
                 self.raced = True  # the other thread's compaction, landing right after it
                 assert self._auto.run(self.session, cfg, window).ok

@@ -22,7 +22,8 @@ import pytest
 from support import agent_support
 from support.agent_support import agent, events, module_server, records
 from support.fakellm import Reply
-from workstation.agent import slash, tools
+from workstation.agent import tools
+from workstation.commands import slash
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from support.agent_support import (agent, config_overrides, is_compaction, module_server, records, requests_since, tool_results,
                            workspace)
 from support.fakellm import Reply
-from workstation.agent import slash, tools
+from workstation.agent import tools
+from workstation.commands import slash
 from workstation.agent.loop import AgentEvents
 from workstation.sessions.plan import current
 from workstation.errors import WorkstationError

@@ -17,10 +17,12 @@ from support.agent_support import agent, config_overrides, module_server, record
 from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from support.fakellm import Reply
 from workstation import config as config_mod
-from workstation.agent import billed as billed_mod
-from workstation.agent import report as report_mod
-from workstation.agent.report import Figures, agent_figures, baseline_figures
+from workstation.agent import tools
+from workstation.agent.loop import base_tokens
 from workstation.cli import main
+from workstation.costs import billed as billed_mod
+from workstation.costs import report as report_mod
+from workstation.costs.report import Figures, agent_figures, baseline_figures
 from workstation.sessions import Session
 from workstation.sessions.log import parse_lines
 
@@ -65,15 +67,15 @@ def handmade_log(tmp_path) -> Session:
 
 def test_the_figures_worked_out_by_hand(tmp_path):
     view = handmade_log(tmp_path).read()
-    assert agent_figures(view) == Figures(model_calls=6, file_reads=2, memory_queries=4, memory_hits=3,
+    assert agent_figures(view, tools.meaning_of) == Figures(model_calls=6, file_reads=2, memory_queries=4, memory_hits=3,
                                           reads_avoided=2, tokens_sent=2950, peak_context=700,
                                           decisions_logged=1, decisions_reused=1)
     # naive: every request = its base tokens + the raw history so far; a file look = the whole file
     # (history before each call: 5, 1014, 2028, 2044, 2054, 3163; the two reads of a.py in one step count once)
-    assert baseline_figures(view, None, 999, one_token) == Figures(
+    assert baseline_figures(view, None, 999, one_token, tools.meaning_of) == Figures(
         model_calls=6, file_reads=3, tokens_sent=10608, peak_context=3213)
     # charitable naive: the read of a.py with the same content as its last full read is not repeated
-    assert baseline_figures(view, None, 999, one_token, reread_unchanged=False) == Figures(
+    assert baseline_figures(view, None, 999, one_token, tools.meaning_of, reread_unchanged=False) == Figures(
         model_calls=6, file_reads=2, tokens_sent=6608, peak_context=2213)
 
 
@@ -110,7 +112,7 @@ def test_the_scenario_through_the_real_loop(tmp_path, server):
     assert second.text.startswith("Verified: all 5 public functions take request_id, per [D:d")
     a.close()
     assert check_repo(ws.root, "small") == []
-    rep = report_mod.build(ws.paths, "scenario")
+    rep = report_mod.build(ws.paths, "scenario", tools.meaning_of, base_tokens)
     assert rep.agent.file_reads == 2  # only the two wrapped signatures were read
     assert rep.baseline.file_reads == 6 and rep.baseline_once.file_reads == 4
     assert rep.agent.decisions_logged == 1 and rep.agent.decisions_reused == 6
@@ -230,8 +232,8 @@ def test_billed_with_an_ideal_prefix_cache_worked_out_by_hand(tmp_path):
     """The handmade log in units (openai/test-model has no price): input 1, write 1.25, read 0.1, output 5."""
     view = handmade_log(tmp_path).read()
     naive, once = [], []
-    baseline_figures(view, None, 999, one_token, requests=naive)
-    baseline_figures(view, None, 999, one_token, reread_unchanged=False, requests=once)
+    baseline_figures(view, None, 999, one_token, tools.meaning_of, requests=naive)
+    baseline_figures(view, None, 999, one_token, tools.meaning_of, reread_unchanged=False, requests=once)
     bill = billed_mod.build(view, naive, once, lambda r: report_mod.output_tokens(r, one_token))
     assert bill.unit == "units" and "no price in litellm's price map" in bill.priced_by
     # output (one token a text or a call): 1, 2, 2, 1, 1, 1 = 8 tokens = 40 units in every column

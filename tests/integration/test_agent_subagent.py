@@ -88,8 +88,10 @@ def test_a_read_only_task_round_trip(tmp_path, server):
 
 
 def test_replay_usage_and_report_count_the_child(tmp_path, server):
-    from workstation.agent import report
-    from workstation.memory.usage import usage
+    from workstation.agent import tools
+    from workstation.agent.loop import base_tokens
+    from workstation.costs import report
+    from workstation.costs.usage import usage
     from workstation.replay import Episode
 
     ws, a, result, _ = run_find(tmp_path, server)
@@ -117,7 +119,7 @@ def test_replay_usage_and_report_count_the_child(tmp_path, server):
     assert any("ran a sub-agent" in note for note in checked.notes)
     (row,) = usage(ws.db, "session", session=slug).records()
     assert row["calls"] == 4
-    rep = report.build(ws.paths, slug)
+    rep = report.build(ws.paths, slug, tools.meaning_of, base_tokens)
     assert rep.agent.model_calls == 4 and rep.billing.steps.requests == 4
     assert rep.subagents["tasks"] == 1 and rep.subagents["model_calls"] == 2
     assert rep.subagent_line().startswith("sub-agents: 1 task(s), 2 of the 4 model calls")
@@ -127,7 +129,7 @@ def test_replay_usage_and_report_count_the_child(tmp_path, server):
 
     view = Session.open(ws.paths, slug).read()
     naive: list[tuple] = []
-    report.baseline_figures(view, ws.root, 999, count, requests=naive)
+    report.baseline_figures(view, ws.root, 999, count, tools.meaning_of, requests=naive)
     assert [len(r) for r in naive] == [3, 4, 4, 3] and naive[1][3] == naive[2][3] == flow
     call = next(r for r in view.records if r["type"] == "assistant" and not r.get("sidechain"))
     assert naive[3][0] == naive[0][0] + report._assistant_tokens(call, count) + count(SUMMARY) + 4

@@ -11,7 +11,8 @@ import pytest
 
 from support.agent_support import agent, module_server, records, workspace
 from support.fakellm import Reply
-from workstation.agent import slash, tools
+from workstation.agent import tools
+from workstation.commands import slash
 
 server_module, server = module_server()
 

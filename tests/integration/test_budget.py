@@ -1,5 +1,5 @@
 """A session's budget as billed (agent.max_budget_usd): the turn stops before the request that would pass it,
-with one line, sub-agents and compactions counted (from the log: sessions.billing); a workspace may lower the
+with one line, sub-agents and compactions counted (from the log: costs.billing); a workspace may lower the
 user's budget, never raise it or lift it."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 from support.agent_support import agent, events, module_server, records, workspace
 from support.fakellm import Reply
 from workstation.agent import tools
-from workstation.agent.report import agent_figures
+from workstation.costs.report import agent_figures
 from workstation.importers.engine import Importer
 from workstation.importers.events import event_lines
 from workstation.paths import Paths
@@ -76,7 +76,7 @@ def test_events_report_and_replay_agree_on_what_an_import_read_and_edited(tmp_pa
     view = Session(paths, slug).read()
     from_events, from_meanings = _events_and_meanings(view.records, slug)
     assert from_events == from_meanings == expected
-    assert agent_figures(view).file_reads == sum(kind == FILE_READ for kind, _ in expected)
+    assert agent_figures(view, tools.meaning_of).file_reads == sum(kind == FILE_READ for kind, _ in expected)
     episode = Episode.load(paths, slug)
     last = episode.state_at(len(episode) - 1)
     assert set(last.memory.files_read) == {p for kind, p in expected if kind == FILE_READ}

@@ -12,7 +12,7 @@ import sys
 from support.agent_support import agent, module_server, requests_since, workspace
 from support.fakellm import Reply
 from test_secrets_canary import _database_text
-from workstation.agent import slash
+from workstation.commands import slash
 
 server_module, server = module_server()
 

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from support.agent_support import agent, module_server, records, workspace
 from support.fakellm import Reply
-from workstation.agent import slash, tools
+from workstation.agent import tools
+from workstation.commands import slash
 from workstation.replay import Episode
 from workstation.sessions.catalog import list_sessions, search
 from workstation.sessions.turns import summaries, taken_back

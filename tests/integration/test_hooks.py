@@ -251,7 +251,7 @@ def test_precompact_blocks_and_sessionstart_on_compact_reaches_the_next_request(
     after = {"SessionStart": [{"matcher": "compact", "hooks": [
         {"type": "command", "command": script(hooks_dir, "sc.py", AFTER_COMPACT)}]}]}
     settings(user_dir() / "hooks.json", {**blocker, **after})
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     server.push(Reply("one"), Reply("two"))
     a = agent(ws)

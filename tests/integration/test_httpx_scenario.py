@@ -9,7 +9,9 @@ import pytest
 from support.agent_support import agent, module_server, workspace
 from support.httpx_scenario import (API, CHECK, CLIENT, SEED_REDUCTION, TASK, HttpxRequestIdPolicy, check_repo, make_repo,
                            passed_blind)
-from workstation.agent import report as report_mod
+from workstation.agent import tools
+from workstation.agent.loop import base_tokens
+from workstation.costs import report as report_mod
 
 server_module, server = module_server()
 
@@ -51,7 +53,7 @@ def test_the_httpx_scenario_through_the_real_loop(tmp_path, server, per_function
     assert len(broken) == first.steps + second.steps and not any(broken), [b for b in broken if b][:1]
     assert check_repo(ws.root) == []
 
-    rep = report_mod.build(ws.paths, "httpx")
+    rep = report_mod.build(ws.paths, "httpx", tools.meaning_of, base_tokens)
     assert rep.agent.file_reads == 1  # build_request's body: everything else came from maps and grep
     assert rep.agent.decisions_logged == 1 and rep.agent.decisions_reused >= 6
     reads = rep.reduction("file_reads")

@@ -16,7 +16,7 @@ from pathlib import Path
 import workstation
 
 ROOT = Path(__file__).resolve().parents[2]
-FRONT = {"workstation.tui", "workstation.cli", "workstation.launch", "workstation.__main__"}
+FRONT = {"workstation.tui", "workstation.cli", "workstation.entry", "workstation.__main__"}
 FORBIDDEN = ("textual", "rich", "click")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from workstation.importers.engine import Importer
-from workstation.memory.usage import usage
+from workstation.costs.usage import usage
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "transcripts"
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.pty_support import Terminal
-from workstation.launch import COMMANDS, app_arguments
+from workstation.entry import COMMANDS, app_arguments
 from workstation.paths import Paths
 
 
@@ -64,7 +64,7 @@ def test_bad_workspace_is_one_line(tmp_path):
     missing = tmp_path / "nope"
     main, terminal = pty.openpty()  # the app's output is a terminal: the workspace is what is wrong
     try:
-        proc = subprocess.run([sys.executable, "-c", "import sys; from workstation.launch import entry; "
+        proc = subprocess.run([sys.executable, "-c", "import sys; from workstation.entry import entry; "
                                f"sys.argv = ['workstation', {str(missing)!r}]; entry()"],
                               stdin=subprocess.DEVNULL, stdout=terminal, stderr=subprocess.PIPE, text=True,
                               timeout=60)
@@ -144,7 +144,7 @@ def test_sigterm_ends_the_app_even_when_its_shutdown_hangs(tmp_path):
 
     (tmp_path / "main.py").write_text("def main():\n    return 1\n")
     script = ("import sys, threading, time; threading.Thread(target=time.sleep, args=(3600,)).start(); "
-              "from workstation.launch import entry; sys.argv = ['workstation', sys.argv[1]]; entry()")
+              "from workstation.entry import entry; sys.argv = ['workstation', sys.argv[1]]; entry()")
     with Terminal([sys.executable, "-c", script, str(tmp_path)], tmp_path) as term:
         term.wait_for(b"Ask, or / for commands", b"session ")
         started = time.monotonic()

@@ -17,7 +17,7 @@ from support.agent_support import agent, events, module_server, requests_since, 
 from support.conftest_llm import FAKE_API_KEY, TEST_KEY_ENV
 from support.fakellm import Reply
 from support.trust_support import trust
-from workstation.agent import slash
+from workstation.commands import slash
 from workstation.mcp.client import open_toolset
 
 server_module, server = module_server()

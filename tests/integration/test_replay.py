@@ -391,7 +391,7 @@ def test_load_tolerates_bad_lines_and_refuses_nothing_to_replay(tmp_path, record
 
 
 def test_context_at_is_assemble_over_the_prefix(episode):
-    from workstation.sessions.context import assemble
+    from workstation.sessions.modelview import assemble
 
     for index in (0, len(episode) // 2, len(episode) - 1):
         view = assemble(LogView(episode.records[: index + 1]), episode.config)

@@ -103,7 +103,7 @@ def test_a_custom_command_sends_its_body_with_the_arguments(tmp_path, server):
     server.push(Reply("looks fine"))
     a = agent(ws)
     try:
-        from workstation.agent import slash
+        from workstation.commands import slash
 
         assert slash.is_custom(a, "/review pkg/core.py error handling")
         assert not slash.is_custom(a, "/help")

@@ -6,7 +6,7 @@ import pytest
 
 from workstation.pricing import rates
 from workstation.memory.episodic import COMPACTION, MODEL_CALL, Episodic
-from workstation.memory.usage import usage
+from workstation.costs.usage import usage
 
 
 def test_cache_prices_and_the_hit_column(db):

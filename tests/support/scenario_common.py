@@ -20,7 +20,7 @@ import json
 import re
 
 from support.fakellm import Reply
-from workstation.sessions.context import UPDATE_PREFIX
+from workstation.sessions.modelview import UPDATE_PREFIX
 
 DECISION = re.compile(r"\[D:(d[0-9a-f]{12})\] (.*)")
 COMPACT_MARK = "You compact the older part"

@@ -1,4 +1,4 @@
-"""The backend's threads touch Textual only through `app.call_from_thread` (backend._ui): over a long scripted
+"""The backend's threads touch Textual only through `app.call_from_thread` (backend.ui): over a long scripted
 session (automatic compactions, /frontier, /recall, /uncompact, /rewind with and without a number, more turns)
 no message or widget is made on a thread not the app's, and no backend worker ends in an error, which the app
 shows as a toast. A Textual object made on a worker thread is the bug class behind a toast once seen after a

@@ -1,5 +1,5 @@
 """A resumed session renders the transcript the live chat showed (issue 22): the same records become the
-same chat turns (replay.transcript), slash commands and their answers included, taken-back turns marked.
+same chat turns (sessions.transcript), slash commands and their answers included, taken-back turns marked.
 After a rewind, /plan, the plan panel and a fork no longer hold the rewound turn's plan. In the real app
 over the live backend and the scripted model (real litellm)."""
 

@@ -126,7 +126,7 @@ async def _pick(root, theme: str) -> None:
     from tui_support import settle, started
     from workstation.tui.app import WorkstationApp
     from workstation.tui.backend import LiveBackend
-    from workstation.tui.launch import configured_theme
+    from workstation.tui.run import configured_theme
 
     backend = LiveBackend(str(root), sidecar=False)
     app = WorkstationApp(backend, theme=configured_theme(str(root)))
@@ -145,7 +145,7 @@ async def test_a_theme_picked_in_the_app_is_kept_in_the_users_config_and_opens_n
     from workstation.paths import user_dir
     from workstation.runtime import Workspace
     from workstation.tui.app import WorkstationApp
-    from workstation.tui.launch import configured_theme
+    from workstation.tui.run import configured_theme
 
     for name in ("a", "b"):
         (tmp_path / name).mkdir()

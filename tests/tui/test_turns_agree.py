@@ -14,7 +14,7 @@ from support.fakellm import Reply
 from support.sessions_support import fill_turns
 from test_tui_screens import ScreenApp
 from tui_support import settle, started
-from workstation.agent import slash
+from workstation.commands import slash
 from workstation.agent.checkpoints import history
 from workstation.cli import main
 from workstation.replay import Episode

@@ -11,7 +11,7 @@ import pytest
 from workstation.config import Config
 from workstation.importers.engine import Importer
 from workstation.replay import Episode
-from workstation.sessions.context import assemble
+from workstation.sessions.modelview import assemble
 from workstation.sessions.log import LogView, Session
 
 FIX = Path(__file__).parents[1] / "fixtures" / "import"

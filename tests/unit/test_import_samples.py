@@ -15,7 +15,7 @@ from workstation.config import Config
 from workstation.importers.engine import Importer
 from workstation.paths import Paths
 from workstation.replay import Episode
-from workstation.sessions.context import assemble
+from workstation.sessions.modelview import assemble
 from workstation.sessions.log import Session
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "transcripts"

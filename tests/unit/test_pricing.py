@@ -1,11 +1,11 @@
-"""A call priced as billed (pricing.py) and a session's bill (sessions/billing.py), worked out by hand."""
+"""A call priced as billed (pricing.py) and a session's bill (costs/billing.py), worked out by hand."""
 
 from __future__ import annotations
 
 import pytest
 
 from workstation.pricing import UNIT, Rates, call_cost, cost, hit_share, price_map, rates
-from workstation.sessions import billing
+from workstation.costs import billing
 
 # per token: input, output, cache read, cache write 5 minutes, 1 hour (Claude Sonnet 4.5's list prices)
 SONNET = Rates(input=3e-6, output=15e-6, cache_read=0.3e-6, cache_write=3.75e-6, cache_write_1h=6e-6)

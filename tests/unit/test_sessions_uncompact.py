@@ -8,7 +8,7 @@ import pytest
 from support.sessions_support import fill_turns, make_config
 from workstation.sessions import Session, SessionError
 from workstation.sessions.compaction import compaction_marks, plan_compaction, replaced_by, uncompact
-from workstation.sessions.context import assemble, current_epoch, seen
+from workstation.sessions.modelview import assemble, current_epoch, seen
 
 
 def compacted(session: Session, upto: dict, previous: dict | None = None, **covers) -> dict:

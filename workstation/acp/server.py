@@ -19,7 +19,7 @@ What each request does:
     session/prompt   one agent turn, on a worker thread: text streams as agent_message_chunk, each tool
                      call is a tool_call, in_progress while it runs, then a tool_call_update with its
                      result and diffs; a prompt
-                     starting with `/` is a slash command (agent.slash), its answer one message
+                     starting with `/` is a slash command (commands.slash), its answer one message
     session/cancel   stops the turn as Escape does (the model call, a running command, a pending question)
     session/set_mode the permission modes (agent.modes; Claude Code's names accepted too): ask (an edit and a
                      command off agent.command_allow ask the editor), edits (edits apply; such commands ask),
@@ -236,12 +236,12 @@ class Live:
         return self.hosted.approve_plan(plan, heard, locked=True)
 
     def _custom(self, text: str) -> bool:
-        from ..agent import slash  # lazy: the agent stack, loaded already
+        from ..commands import slash  # lazy: the agent stack, loaded already
 
         return slash.is_custom(self.agent, text)
 
     def slash(self, line: str) -> StopReason:
-        from ..agent import slash  # lazy: the agent stack, loaded already
+        from ..commands import slash  # lazy: the agent stack, loaded already
 
         name = line.split()[0]
         if name in ELSEWHERE:
@@ -566,7 +566,7 @@ def editor_servers(place: Place, servers: list) -> tuple[Toolset, McpClients | N
 
 def commands_update(agent: "Agent | None" = None) -> Any:
     """The slash commands an editor offers: the built-in ones served here, and the custom ones (skills)."""
-    from ..agent import slash  # lazy: the agent stack
+    from ..commands import slash  # lazy: the agent stack
 
     offered = []
     custom = slash.custom_help(agent.ctx.services.skills) if agent is not None else []

@@ -1,1 +1,1 @@
-"""The coding agent: tools confined to the workspace, the tool-calling loop, slash commands."""
+"""The coding agent: tools confined to the workspace, the tool-calling loop."""

@@ -1,5 +1,5 @@
 """A session's budget as billed (agent.max_budget_usd): what it has cost so far, from its log alone
-(sessions.billing: every model call, sub-agents' and compactions' included), and whether the next request
+(costs.billing: every model call, sub-agents' and compactions' included), and whether the next request
 would pass the budget.
 
 The next request is priced before it is sent, as the provider will bill it: the prefix it shares with the
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..pricing import rates
-from ..sessions.billing import bill
+from ..costs.billing import bill
 
 REPLY_TOKENS = 1024  # the answer a request is priced with before it is sent
 

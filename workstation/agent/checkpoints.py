@@ -25,7 +25,7 @@ Everything else is derived from the log alone (so the CLI does it with no agent 
   record's fsync covers it, and a killed process loses no written line), so a file killed between the
   tool's write and its tool record holds bytes the trail knows, and undo takes them back too.
 
-A conversation rewind appends a `rewind` record with `conversation`; sessions.context.seen takes those
+A conversation rewind appends a `rewind` record with `conversation`; sessions.modelview.seen takes those
 turns out of every later request (and a summary that covers them), never out of the log.
 """
 

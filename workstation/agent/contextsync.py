@@ -3,7 +3,7 @@
 Before each request the loop syncs (`ContextSync.sync`): what the model should know (agent.updates.State:
 the decision log, pins, the project instruction files in effect and the map excerpt of the user's message)
 is compared with what the log says it was told, and a new epoch or an update is written (agent.updates.sync).
-The request is then built from the log alone (`ContextSync.request`, agent.context.build), and when its
+The request is then built from the log alone (`ContextSync.request`, agent.prompt.build), and when its
 prefix cannot be in the provider's cache, `cache_break` says why. Token counts of texts and of the tool
 schemas are cached here for the agent's lifetime; the map excerpt once per user message (`new_turn`).
 """
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import scrub
 from ..errors import WorkstationError
-from ..sessions.context import seen
+from ..sessions.modelview import seen
 from ..sessions.frontier import frontier, frontier_budget
 from ..tokens import count
-from . import context, memoryfirst, tools, updates
-from .context import Cut, Request
+from . import memoryfirst, prompt, tools, updates
+from .prompt import Cut, Request
 from .instructions import ProjectInstructions, budget_for, section_of
 from .tools import ToolContext
 
@@ -56,7 +56,7 @@ class ContextSync:
         self._decisions_omitted = 0
         self._token_cache: dict[tuple[int, int], int] = {}
         self._tools_tokens: int | None = None
-        self.cut: Cut | None = None  # what a trim left out of this epoch's requests (agent.context.Cut)
+        self.cut: Cut | None = None  # what a trim left out of this epoch's requests (agent.prompt.Cut)
 
     def new_turn(self, turn: memoryfirst.TurnMemory) -> None:
         """A user message: its lookups, and a map excerpt made afresh for it."""
@@ -65,7 +65,7 @@ class ContextSync:
 
     def request(self, window: int, model: str, *, for_compaction: bool = False) -> Request:
         """The next request, from the log alone: the current epoch's head and the turns after it.
-        `for_compaction`: the conversation a compaction summarizes instead (context.build's `newest_out`):
+        `for_compaction`: the conversation a compaction summarizes instead (prompt.build's `newest_out`):
         the epoch's requests grown at the end, cut from the end if need be; the epoch's cut is left as is."""
         view = self.session.read()
         epoch = updates.current_epoch(model_view := seen(view))
@@ -76,7 +76,7 @@ class ContextSync:
             at = next(i for i, r in enumerate(model_view.records) if r is epoch)
             self.cut = next((found for r in reversed(model_view.records[at:]) if r["type"] == "assistant"
                              and (found := Cut.of(r.get("left_out"))) is not None), None)
-        request = context.build(view, self.config, epoch=epoch, base=self.base, window=window, model=model,
+        request = prompt.build(view, self.config, epoch=epoch, base=self.base, window=window, model=model,
                                 tools_tokens=self.tool_schema_tokens(), count=self.count,
                                 counter=self.session.counter, cut=self.cut, newest_out=for_compaction)
         if not for_compaction:
@@ -86,7 +86,7 @@ class ContextSync:
     def sync(self, window: int, model: str) -> bool:
         """Bring the log's context up to date before a request (agent.updates.sync): a new epoch when the session
         has none for the summary in force, else an update with whatever changed; True when an epoch began."""
-        budget = window - context.reply_reserve(window)
+        budget = window - prompt.reply_reserve(window)
         view = self.session.read()
         now, blocks = self.state(view, budget)
 
@@ -94,12 +94,12 @@ class ContextSync:
             sections = []
             if state.pins:
                 sections.append("Pinned instructions (always follow):\n" + "\n".join(f"- {p}" for p in state.pins))
-            sections.append(context.decision_section(state.decisions, self._decisions_omitted))
+            sections.append(prompt.decision_section(state.decisions, self._decisions_omitted))
             sections.append(section_of(blocks))
             if self.ctx.services.skills is not None:  # names and descriptions only: the skill tool loads the rest
                 sections.append(self.ctx.services.skills.head_section())
             sections.append(self.frontier_section(view, budget))
-            return context.head_text(self.base, sections, state.excerpt)
+            return prompt.head_text(self.base, sections, state.excerpt)
 
         return updates.sync(self.session, view, self.config, now, blocks, head, tools=self.tools_digest(),
                             model=model, window=window, wrote=self.wrote,
@@ -115,11 +115,11 @@ class ContextSync:
 
     def state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""
-        decisions, self._decisions_omitted = context.decision_lines(self.memory.decisions(limit=1000),
+        decisions, self._decisions_omitted = prompt.decision_lines(self.memory.decisions(limit=1000),
                                                                    budget // 10, self.count)
         blocks = self.instructions.blocks(self.worked_on(view), budget_for(budget), self.count)
         state = updates.State(decisions={k: scrub.mask(v) for k, v in decisions.items()},
-                              pins=context.pins_of(view),
+                              pins=prompt.pins_of(view),
                               instructions={p: updates.digest(b) for p, b in blocks.items()},
                               excerpt=self._map_excerpt(min(1024, max(128, budget // 10))))
         return state, blocks
@@ -149,7 +149,7 @@ class ContextSync:
 
     def instructions_in_effect(self, window: int) -> list:
         """The project instruction files the next request carries for a `window` (0: unknown, no budget)."""
-        budget = budget_for(window - context.reply_reserve(window)) if window else budget_for(10 ** 9)
+        budget = budget_for(window - prompt.reply_reserve(window)) if window else budget_for(10 ** 9)
         return self.instructions.fitted(self.worked_on(self.session.read()), budget, self.count)
 
     def tool_schema_tokens(self) -> int:

@@ -21,7 +21,7 @@ compacts first when that passes memory.compact_token_ratio of the window: on
 this thread when the request would not fit otherwise or the process exits
 after the turn ("sync"), else in the background. Only when no compaction can
 help are the oldest turns left out of the request (never out of the log), as a
-sticky cut (agent.context.Cut); if even the head and the latest message cannot
+sticky cut (agent.prompt.Cut); if even the head and the latest message cannot
 fit, the turn stops with one clear line and no request is sent. The head and its updates are kept in step
 with the log, and the request built from it, by contextsync.py.
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import re
 import secrets
 import threading
@@ -51,18 +52,19 @@ from ..memory.decisions import decision_exists
 from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
-from ..sessions.context import seen
+from ..sessions.modelview import seen
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, request_size
 from ..sessions.turns import starts_turn
+from ..tokens import count
 from . import budget, memoryfirst, tools, updates
 from ..hooks import HOOK, Hooks, Outcome
 from ..hooks import tool_input as hook_input, tool_names as hook_names
 from .approval import ApprovalRequest, Approver
 from .checkpoints import Checkpoints, Restored
 from .commit import auto_commit
-from .context import ContextOverflow, Request
+from .prompt import MESSAGE_OVERHEAD, ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .tools import toolcall
 from .tools.fileio import ReadLedger
@@ -73,6 +75,8 @@ from .tools.base import RangeMemory
 from .tools.task import at_once, groups
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..config import Config
     from ..memory import Memory
     from ..runtime import Workspace
@@ -88,6 +92,12 @@ is shown in every context: follow it, and cite [D:<id>] in your reply whenever y
 - recall(record_id) fetches a redacted tool output back; recall(turn=N), a whole turn a summary stands for.
 - run_command needs the user's approval unless the allow-list covers the command.
 - Reply without tool calls when the task is done."""
+
+
+def base_tokens(root: Path | str) -> int:
+    """The head every request starts with as the code is now (the system prompt and the tool schemas): what
+    `workstation report` counts for a log that did not record `base_tokens` (costs.report.build)."""
+    return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(tools.schemas()))
 
 NO_MODEL = ("no model configured: set [model] name in ~/.config/workstation/config.toml, WORKSTATION_MODEL, or "
             "--model (e.g. openai/gpt-4o-mini); slash commands work without one (/help)")
@@ -221,6 +231,11 @@ class Agent:
         self.model_name = name.strip()
 
     @property
+    def running(self) -> bool:
+        """A turn is running: what the session's log gains meanwhile is the turn's as much as anyone's."""
+        return self._running
+
+    @property
     def mode(self) -> str:
         """The permission mode (agent.modes)."""
         return self.permissions.mode
@@ -240,7 +255,7 @@ class Agent:
 
     def expand_command(self, line: str) -> str | None:
         """The message a custom slash command line (workstation.skills: `/NAME ARGS`) sends; None when the
-        line is no custom command (a built-in one goes to agent.slash)."""
+        line is no custom command (a built-in one goes to commands.slash)."""
         name, _, rest = line.strip().partition(" ")
         catalog = self.ctx.services.skills
         command = catalog.commands.get(name[1:]) if catalog is not None and name.startswith("/") else None
@@ -471,7 +486,7 @@ class Agent:
         return self.context_sync.instructions_in_effect(self.configured_window())
 
     # ------------------------------------------------------------------ compaction
-    def _compaction_config(self) -> Config | None:
+    def compaction_config(self) -> Config | None:
         """The config compaction runs with: memory.compact_model, else the chat model."""
         if self.config.memory.compact_model or not self.model_name:
             return self.config if self.config.memory.compact_model else None
@@ -502,7 +517,7 @@ class Agent:
         when a compaction may have landed (the context needs a sync)."""
         if self.compaction == "off":
             return False
-        cfg = self._compaction_config()
+        cfg = self.compaction_config()
         if cfg is None:
             return False
         fits = self._fits(window)
@@ -559,18 +574,21 @@ class Agent:
                 events.on_notice(outcome.describe())
             self.compacted("auto", outcome.record, events)
 
-    def refused_compaction(self, trigger: str, focus: str, events: AgentEvents) -> str:
-        """PreCompact (`trigger`: auto or manual): why a hook refused the compaction ("" when none did)."""
+    def refused_compaction(self, trigger: str, focus: str, events: AgentEvents | None = None) -> str:
+        """PreCompact (`trigger`: auto or manual): why a hook refused the compaction ("" when none did).
+        `events`: the callbacks to tell, by default the running turn's (none when idle)."""
         if not self.hooks:
             return ""
+        events = self._events if events is None else events
         pre = self._hook("PreCompact", events, match=(trigger,), trigger=trigger, custom_instructions=focus)
         return (pre.stop_reason or pre.reason or "refused by a PreCompact hook") if pre.blocked or pre.stop else ""
 
-    def compacted(self, trigger: str, record: dict | None, events: AgentEvents) -> None:
+    def compacted(self, trigger: str, record: dict | None, events: AgentEvents | None = None) -> None:
         """PostCompact, then SessionStart with source compact: what the latter adds reaches the next request, as
-        a context update after the summary."""
+        a context update after the summary. `events` as for refused_compaction."""
         if not self.hooks:
             return
+        events = self._events if events is None else events
         self._hook("PostCompact", events, match=(trigger,), trigger=trigger,
                    compact_summary=str((record or {}).get("summary") or ""))
         said = self._hook("SessionStart", events, match=("compact",), source="compact").context_text
@@ -699,15 +717,16 @@ class Agent:
 
     def undo(self) -> Restored:
         """Restore the files the newest turn that changed any changed (checkpoints.Checkpoints.undo)."""
-        self._idle("/undo")
+        self.require_idle("/undo")
         return self._after_restore(self.checkpoints.undo())
 
     def rewind(self, number: int, *, files: bool = True, conversation: bool = True) -> Restored:
         """Back to before user turn `number` (checkpoints.Checkpoints.rewind)."""
-        self._idle("/rewind")
+        self.require_idle("/rewind")
         return self._after_restore(self.checkpoints.rewind(number, files=files, conversation=conversation))
 
-    def _idle(self, what: str) -> None:
+    def require_idle(self, what: str) -> None:
+        """WorkstationError naming `what` while a turn runs (it would change what the turn works on)."""
         if self._running:
             raise WorkstationError(f"{what} waits for the turn to end: stop it first (Escape)")
 

@@ -39,16 +39,16 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkstationError
-from ..sessions.context import seen, summary_turn_text
+from ..sessions.modelview import seen, summary_turn_text
 from ..sessions.log import LogView, Session
-from . import context, tools, updates
+from . import prompt, tools, updates
 from .approval import ApprovalRequest
 from .loop import Agent, AgentEvents, TurnResult
 from .tools import DELEGATE, QUERY, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from .approval import Approver
-    from .context import Request
+    from .prompt import Request
 
 ROLE = """You are a sub-agent: the main agent handed you the task in the next message, with a context of your \
 own. {access} Budget: {steps} model calls and {tokens:,} tokens. Work only on this task; when it is done, reply \
@@ -211,7 +211,7 @@ class SubAgent(Agent):
     def _sync_context(self, window: int) -> bool:
         """No epoch of its own: the parent's head, then one update (its role, and what changed since the head
         was written), then anything that changes while it works."""
-        budget = window - context.reply_reserve(window)
+        budget = window - prompt.reply_reserve(window)
         view = self.session.read()
         now, blocks = self.context_sync.state(view, budget)
         update = updates.difference(updates.known(LogView([self.epoch, *view.records]), self.epoch), now, blocks)
@@ -228,13 +228,13 @@ class SubAgent(Agent):
     def _request(self, window: int, model: str) -> "Request":
         told = self.context_sync
         # no compaction of its own (a sidechain): a trim is a sticky cut, as the parent's would be
-        request = context.build(self.session.read(), self.config, epoch=self.epoch, base=told.base, window=window,
+        request = prompt.build(self.session.read(), self.config, epoch=self.epoch, base=told.base, window=window,
                                 model=model, tools_tokens=told.tool_schema_tokens(), count=told.count,
                                 counter=self.session.counter, cut=told.cut)
         told.cut = request.cut or told.cut
         if self.summary:  # the parent's head is its system message and the summary in force
             request.messages.insert(1, {"role": "system", "content": self.summary})
-            request.tokens += told.count(self.summary) + context.MESSAGE_OVERHEAD
+            request.tokens += told.count(self.summary) + prompt.MESSAGE_OVERHEAD
         return request
 
     def _unique_call_id(self, call_id: str) -> str:

@@ -7,7 +7,7 @@ record of the session log: at the session's first request, and again after each 
 summary changes the head anyway). Anything that changes meanwhile (a decision logged here or by
 another session, a pin, an instruction file changed on disk or newly in effect, the map excerpt of a
 new user message, an undo) reaches the model as an *update*: a `system` record with `update`, sent
-as a user message at its place in the log (sessions.context.assemble), never as an edit of what was
+as a user message at its place in the log (sessions.modelview.assemble), never as an edit of what was
 sent before.
 
 `State` is what the model has been told; `known(view, epoch)` folds the epoch's state and every
@@ -25,7 +25,7 @@ from typing import Callable
 
 from ..config import Config
 from ..providers import cache_ttl_seconds
-from ..sessions.context import current_epoch, due_redactions, epoch_redactions, redaction_targets, seen
+from ..sessions.modelview import current_epoch, due_redactions, epoch_redactions, redaction_targets, seen
 from ..sessions.log import LogView, Session, ts_seconds
 from ..sessions.turns import count as count_turns
 
@@ -171,7 +171,7 @@ def sync(session: Session, view: LogView, config: Config, now: State, blocks: di
     in force, else the update that tells the model what changed since (and a redaction, if it pays). `view` is
     the whole log, `now` what the model should know; `wrote` hears of every record written; `schemas`, the
     tools sent (`tools` is their digest), go on the epoch record, so any process can rebuild the request's
-    cached prefix from the log (sessions.context.as_sent). True when an epoch began."""
+    cached prefix from the log (sessions.modelview.as_sent). True when an epoch began."""
     model_view = seen(view)
     epoch = current_epoch(model_view)
     if epoch is None:

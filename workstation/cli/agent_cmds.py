@@ -21,7 +21,7 @@ from .common import json_option, pass_workspace, print_json, print_table
 @pass_workspace
 def chat(ws, task: str, slug: str | None, model: str | None, approve_all: bool, as_json: bool) -> None:
     """Run one agent turn on TASK headlessly and print the reply; TASK may also be a slash command."""
-    from ..agent import slash  # lazy: the agent stack (litellm's client, ~100 ms), not on --help or index
+    from ..commands import slash  # lazy: the agent stack (litellm's client, ~100 ms), not on --help or index
     from ..agent.loop import NO_MODEL, NoModel  # lazy: the agent stack, as above
     from ..sessions.log import Session  # lazy: the sessions package, ~20 ms on index
 
@@ -105,16 +105,18 @@ def _printed(event) -> None:
 @pass_workspace
 def report(ws, session: str, as_json: bool) -> None:
     """Efficiency report of SESSION (a slug, or a session .jsonl file) beside a naive baseline replay."""
-    from ..agent import report as report_mod  # lazy: the agent stack, ~100 ms
+    from ..agent import tools  # lazy: the agent stack, ~100 ms
+    from ..agent.loop import base_tokens  # lazy: as above
+    from ..costs import report as report_mod  # lazy: as above
 
-    rep = report_mod.build(ws.paths, session)
+    rep = report_mod.build(ws.paths, session, tools.meaning_of, base_tokens)
     if as_json:
         print_json(rep.to_dict())
         return
     print_table(rep.rows(), title=f"session {rep.session}: memory agent vs naive baseline")
     click.echo("naive: the same steps with a full-file read at every file_meta/read_lines and the whole raw history "
                "in every request (no memory, no compaction, no redaction); naive*: the same, re-reading a file only "
-               "after it changed. Method: workstation/agent/report.py")
+               "after it changed. Method: workstation/costs/report.py")
     if rep.subagent_line():
         click.echo(rep.subagent_line())
     if rep.billing is not None:
@@ -124,7 +126,7 @@ def report(ws, session: str, as_json: bool) -> None:
         for line in [bill.priced_by, *bill.lines()]:
             click.echo(line)
         click.echo("An ideal prefix cache serves what an earlier request sent before; naive and naive* are "
-                   "append-only. Method: workstation/agent/billed.py")
+                   "append-only. Method: workstation/costs/billed.py")
 
 
 @click.command("sandbox")

@@ -1,4 +1,4 @@
-"""`workstation [PATH]`: the Textual app on a workspace (also reached without click: workstation.launch)."""
+"""`workstation [PATH]`: the Textual app on a workspace (also reached without click: workstation.entry)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .common import pass_workspace
 @pass_workspace
 def ui(ws, path: str | None, slug: str | None, no_sidecar: bool) -> int:
     """Open the workstation app on PATH (default: the -C workspace)."""
-    from ..tui.launch import run_app  # lazy: textual, keeps the command line free of it
+    from ..tui.run import run_app  # lazy: textual, keeps the command line free of it
 
     return run_app(path or ws.requested_root, model=ws.requested_model, session=slug, sidecar=not no_sidecar)
 

@@ -118,7 +118,7 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
         hosted = host.session(session, approve=_nobody, toolset=toolset)
         try:
             if slash:
-                from ..agent import slash as slash_mod  # lazy: as above
+                from ..commands import slash as slash_mod  # lazy: as above
 
                 slash = not slash_mod.is_custom(hosted.agent, text)
             if not slash and ws.model_spec() is None:
@@ -163,7 +163,7 @@ def _budget(ws, session, usd: float) -> tuple[float, bool]:
     """agent.max_budget_usd for a run that may spend `usd` (that budget counts a session's whole bill): what
     the session cost so far plus `usd`, never more than a configured budget allows; and whether `usd` is the
     budget that holds."""
-    from ..sessions.billing import bill  # lazy: as above
+    from ..costs.billing import bill  # lazy: as above
 
     spent = bill(session.read().records).total.cost_usd if session is not None else 0.0
     configured = ws.config.agent.max_budget_usd
@@ -258,7 +258,7 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
     if fmt == "stream-json":
         emit(stream.init())
     if slash:
-        from ..agent import slash as slash_mod  # lazy: as above
+        from ..commands import slash as slash_mod  # lazy: as above
 
         said = slash_mod.run(hosted.agent, text)
         interrupted = None

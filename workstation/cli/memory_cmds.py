@@ -230,7 +230,7 @@ def reflect_cmd(ws: Workspace, name: str | None, sql: str | None, list_names: bo
 
 def _usage(ws: Workspace, by: str, session: str | None, like_ccusage: bool, limit: int | None,
            as_json: bool, team: bool = False) -> None:
-    from ..memory.usage import usage  # lazy: the memory package, ~80 ms on --help
+    from ..costs.usage import usage  # lazy: the memory package, ~80 ms on --help
 
     result = usage(ws.db, by, session=session, like_ccusage=like_ccusage, team=team)
     records = result.records()[:limit] if limit else result.records()

@@ -94,8 +94,8 @@ def list_cmd(ws, archived: bool, team: bool, as_json: bool) -> None:
 def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     """What the model sees of SLUG (summary, recent turns, markers), or with --raw every turn."""
     from ..sessions.catalog import export_markdown, load  # lazy: the sessions package, ~60 ms on --help
-    from ..sessions import billing  # lazy: the sessions package, ~60 ms on --help
-    from ..sessions.context import assemble  # lazy: the sessions package, ~60 ms on --help
+    from ..costs import billing  # lazy: the sessions package, ~60 ms on --help
+    from ..sessions.modelview import assemble  # lazy: the sessions package, ~60 ms on --help
     from ..sessions.turns import of_log, taken_back  # lazy: the sessions package, ~60 ms on --help
 
     view, where = load(ws.paths, slug)
@@ -398,7 +398,7 @@ def fork_cmd(ws, slug: str, turn: int | None, new_slug: str | None, as_json: boo
 @pass_workspace
 def diff_cmd(ws, slug: str, path: str | None, as_json: bool) -> None:
     """The net change SLUG made to the files (against what they held before its first change)."""
-    from ..agent.slash import render_diff  # lazy: the agent stack, ~100 ms
+    from ..commands.slash import render_diff  # lazy: the agent stack, ~100 ms
 
     changes = _checkpoints(ws, slug).diff(path)
     if as_json:

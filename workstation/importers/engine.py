@@ -41,7 +41,7 @@ from ..fsutil import open_regular
 from ..paths import Paths
 from ..sessions import textindex
 from ..sessions.compaction import touched_paths
-from ..sessions.context import covered_count
+from ..sessions.modelview import covered_count
 from ..sessions.turns import number as number_turns
 from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
                             fsync_paths, new_record_id, record_text)

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..agent import tools
+from ..agent.tools import call_label
 from ..config import Config
 from ..errors import WorkstationError
 from ..paths import Paths
 from ..sessions.catalog import load as load_session, rewind_line, summary_span
-from ..sessions.context import ContextView, Redaction, assemble, update_line
+from ..sessions.modelview import ContextView, Redaction, assemble, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
+from ..sessions.transcript import log_groups
 from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
-from .transcript import call_label, log_groups
 
 MAX_PAUSE_S = 2.0  # longer gaps between records (the user thinking, a night) play as this long
 UNTIMED_STEP_S = 1.0  # a record whose time was not recorded (SWE-agent's, an unreadable ts) plays this long
@@ -219,7 +220,8 @@ class Episode:
         self.records: list[dict] = list(view.records)
         self.problems: list[LogProblem] = list(view.problems)
         self.steps: list[Step] = _make_steps(self.records, max_pause_s)
-        self._turns = log_groups(self.records, ts=lambda record: _epoch(record.get("ts")))  # each step's chat turns
+        # each step's chat turns
+        self._turns = log_groups(self.records, tools=tools, ts=lambda record: _epoch(record.get("ts")))
         self._events = [_timeline_events(s, name) for s in self.steps]
         self._counter: Callable[[str], int] | None = None
         self._token_cache: dict[str, int] = {}

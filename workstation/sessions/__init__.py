@@ -3,7 +3,7 @@
 Light to import (no litellm, no watchdog); the submodules that need them import them inside functions.
 
     log         Session (create/open/append/read), LogView, the record format
-    context     SessionContext.build: the model's view (summary + recent turns, redaction markers)
+    modelview   SessionContext.build: the model's view (summary + recent turns, redaction markers)
     compaction  the two knobs and the token guard: compact_now (asked for), AutoCompactor (when due)
     archive     archive / restore / recover (finishing moves a crash cut short)
     catalog     list_sessions, load, search, export
@@ -17,7 +17,7 @@ from typing import Any
 _EXPORTS = {
     "AutoCompactor": "compaction", "CompactResult": "compaction", "compact": "compaction",
     "compact_now": "compaction", "needs_compaction": "compaction",
-    "ContextView": "context", "SessionContext": "context", "fetch_original": "context",
+    "ContextView": "modelview", "SessionContext": "modelview", "fetch_original": "modelview",
     "FORMAT_VERSION": "log", "LogProblem": "log", "LogView": "log", "Session": "log",
     "SessionArchived": "log", "SessionError": "log",
 }

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .. import llm
 from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
-from .context import assemble, covered_count, memory_of, seen, uncompact_held, update_text
+from .modelview import assemble, covered_count, memory_of, seen, uncompact_held, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, tool_call_arguments
 from .frontier import frontier_budget
 from .requestsize import budget, limit, request_size
@@ -735,7 +735,7 @@ def compaction_marks(records: list[dict]) -> dict[str, dict]:
 
 def uncompact(session: Session) -> dict:
     """Undo the compaction in force (`/uncompact`, `session uncompact`): an `uncompact` record naming it puts
-    the epoch before it back (sessions.context.seen), and holds compaction nobody asked for until the request
+    the epoch before it back (sessions.modelview.seen), and holds compaction nobody asked for until the request
     would no longer fit the window. Raises SessionError when no compaction is in force."""
     problem: list[str] = []
 

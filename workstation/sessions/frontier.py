@@ -20,7 +20,7 @@ It holds:
 * the questions the model asked that are still open: its reply ending the newest turn ends with a question
   and the user has not written since.
 
-Turns a rewind took back from the conversation are not in it (sessions.context.seen); files are, as they
+Turns a rewind took back from the conversation are not in it (sessions.modelview.seen); files are, as they
 are now. Sub-agents' records count for files (their edits are the session's) and for nothing else.
 """
 
@@ -31,7 +31,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .context import seen
+from .modelview import seen
 from .log import TURN_TYPES, LogView, TokenCounter, conversation_turns, default_counter, tool_call_arguments
 from .plan import current as current_plan, progress, render as render_plan
 from .turns import number as number_turns, starts_turn

@@ -5,7 +5,7 @@ names it), or a whole turn by its number (a compaction replaced it by a summary;
 from __future__ import annotations
 
 from ..errors import WorkstationError
-from .context import fetch_original
+from .modelview import fetch_original
 from .log import LogView, Session
 from .turns import number as number_turns
 

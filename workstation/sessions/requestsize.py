@@ -1,7 +1,7 @@
 """The one size rule of compaction: how big the next request will be as sent, before anything is trimmed.
 
 The agent (before every request), its sub-agents and the sidecar (between passes) decide with the same
-numbers. A request is what agent.context.build sends: the tool schemas, the epoch's head (its system
+numbers. A request is what agent.prompt.build sends: the tool schemas, the epoch's head (its system
 message, then the summary in force) and the turns since, each message counted as its text plus
 MESSAGE_OVERHEAD. From the log alone (the epoch record holds the head and the tool schemas as sent), so a
 process that never sent the request, the sidecar, measures it as the agent would.
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .context import as_sent, assemble, current_epoch, seen
+from .modelview import as_sent, assemble, current_epoch, seen
 from .log import LogView, TokenCounter, default_counter
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def reply_reserve(window: int) -> int:
 
 
 def budget(window: int) -> int:
-    """The most a request may hold in a `window`: beyond it, turns are trimmed (agent.context.build)."""
+    """The most a request may hold in a `window`: beyond it, turns are trimmed (agent.prompt.build)."""
     return window - reply_reserve(window)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .context import covered_count, seen
+from .modelview import covered_count, seen
 from .log import conversation_turns
 from .logview import TURN_TYPES, LogView
 
@@ -152,7 +152,7 @@ def coverage(turns: Turns, live: list[dict], compact: dict | None, covered: int)
 
 def of_log(view: LogView) -> tuple[Turns, Coverage]:
     """A whole log's turns, and how far the summary the model is given reaches (turns a rewind took
-    back keep their numbers; a summary that covered them no longer stands, as sessions.context.seen says)."""
+    back keep their numbers; a summary that covered them no longer stands, as sessions.modelview.seen says)."""
     turns = number(view.records)
     model = seen(view)
     live = model.turns

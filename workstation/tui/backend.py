@@ -78,7 +78,7 @@ class LiveBackend:
         self._changing = threading.Event()  # set while `_busy` is held for a session change, not a turn
         self._ready = threading.Event()
         self.fatal: Exception | None = None  # set when the workspace cannot be opened at all
-        self._bill = None  # sessions.billing.Bill of the chat's session (refresh_bill)
+        self._bill = None  # costs.billing.Bill of the chat's session (refresh_bill)
         self._turn_count = 0  # turns of the chat's session so far (sessions.turns): the next user message's is +1
         self.outside = Outside(self)  # what another process (the sidecar) appends to the session, shown as it lands
 
@@ -101,11 +101,28 @@ class LiveBackend:
         agent = self.agent
         return agent.session.slug if agent is not None else None
 
+    @property
+    def busy(self) -> bool:
+        """A turn or a session change holds the chat's session."""
+        return self._busy.locked()
+
+    @property
+    def closing(self) -> bool:
+        """The app is closing: every background job stops."""
+        return self._closing.is_set()
+
+    def recount_turns(self, records: list[dict]) -> None:
+        """The chat session's turns counted again from its records (another app's user message is a turn too)."""
+        from ..sessions.turns import count  # lazy: the sessions stack; loaded by then
+
+        self._turn_count = count(records)
+
     # ------------------------------------------------------------------ lifecycle
-    def _ui(self, fn, *args, **kwargs):
+    def ui(self, fn, *args, **kwargs):
+        """Run `fn` on the UI thread (from a worker: every widget is touched there) and return what it returns."""
         return self.app.call_from_thread(fn, *args, **kwargs)
 
-    def _push(self, make, answered=None):
+    def show_screen(self, make, answered=None):
         """Show the screen `make()` builds, built on the UI thread as every widget is (a message pump made on
         a worker thread takes that thread for its own); returns the screen."""
         def push():
@@ -113,14 +130,15 @@ class LiveBackend:
             self.app.push_screen(screen, answered)
             return screen
 
-        return self._ui(push)
+        return self.ui(push)
 
-    def _warn(self, text: str) -> None:
-        self._ui(self.app.notify, text, severity="warning", timeout=10)
+    def warn(self, text: str) -> None:
+        """One line for the user, from any thread."""
+        self.ui(self.app.notify, text, severity="warning", timeout=10)
 
     def start(self, app: WorkstationApp) -> None:
         from .. import llm  # lazy: the model client, +19 ms; start runs after the first paint
-        from ..agent import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
+        from ..commands import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
         from ..runtime import Workspace  # lazy: the config and its validation, ~60 ms; start runs after the first paint
         from ..sessions.log import Session, track_own_writes  # lazy: the sessions stack, +32 ms; off the first paint
         from .mapfeed import MapFeed  # lazy: the index and watchdog, +40 ms; off the first paint
@@ -133,17 +151,17 @@ class LiveBackend:
             self.ws = ws = Workspace(self.root, model=self.model, on_warning=config_notices.append)
         except WorkstationError as err:  # bad config, unreadable store: the CLI prints it after exit
             self.fatal = err
-            self._ui(app.exit)
+            self.ui(app.exit)
             return
         custom = slash.custom_help(ws.skills)
-        self._ui(app.chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
+        self.ui(app.chat.set_commands, [SlashCommand(u.split()[0], " ".join(u.split()[1:]), h)
                                          for u, h in [*slash.HELP.items(), *custom]])
         mcp_notices: list[str] = []
         opened: list = []
         mcp = threading.Thread(target=self._open_mcp, args=(opened, mcp_notices), name="mcp-start", daemon=True)
         mcp.start()  # servers start while the sidecar and the session open
         if ws.config.mcp.servers:
-            self._ui(app.chat.set_status, f"starting MCP servers: {', '.join(ws.config.mcp.servers)} …")
+            self.ui(app.chat.set_status, f"starting MCP servers: {', '.join(ws.config.mcp.servers)} …")
         try:
             if self.with_sidecar:
                 from ..sidecar import start_sidecar  # lazy: the sessions stack, +40 ms; off the first paint
@@ -172,11 +190,11 @@ class LiveBackend:
         if not self.resume_slug:
             self._offer_last()
         for line in config_notices:
-            self._warn(line)
+            self.warn(line)
         self._offer_trust()
         self.refresh_git()
-        self.map_feed = MapFeed(ws.kmap, app.map, self._ui, self._warn, self._closing,
-                                job=lambda text: self._ui(app.chat.set_job, text), paths=app.chat.set_files)
+        self.map_feed = MapFeed(ws.kmap, app.map, self.ui, self.warn, self._closing,
+                                job=lambda text: self.ui(app.chat.set_job, text), paths=app.chat.set_files)
         self.map_feed.start()
         self.map_feed.describe()
         threading.Thread(target=self._say_sandbox, name="sandbox-probe", daemon=True).start()
@@ -217,7 +235,7 @@ class LiveBackend:
                 return
             self.app.notify(f"trusted {verdict.root}: its settings apply when you open it again", timeout=10)
 
-        self._push(lambda: ConfirmScreen(question, yes="Trust", no="Not now"), answered)
+        self.show_screen(lambda: ConfirmScreen(question, yes="Trust", no="Not now"), answered)
 
     def _open_mcp(self, opened: list, notices: list[str]) -> None:
         """Start the configured MCP servers (each that fails is a line in `notices`); on a thread of its own,
@@ -244,11 +262,11 @@ class LiveBackend:
 
         found = git.status(self.ws.root)
         if not self._closing.is_set():
-            self._ui(self.app.chat.set_git, found.label if found is not None else "")
+            self.ui(self.app.chat.set_git, found.label if found is not None else "")
         if self.ws.config.team.enabled and not self._closing.is_set():  # the state the sidecar's push noted
             from ..team.sync import state_label  # lazy: the team package, only with [team]
 
-            self._ui(self.app.chat.set_team, state_label(self.ws.db))
+            self.ui(self.app.chat.set_team, state_label(self.ws.db))
 
     def _follow_team(self) -> None:
         """The status line's team badge follows the sync state the sidecar's pushes note (a server back: `team ↑`
@@ -261,10 +279,10 @@ class LiveBackend:
                 label = state_label(self.ws.db)
             except Exception as err:  # the store closing under the app (then nothing to say), or broken: say it
                 if not self._closing.is_set():
-                    self._warn(f"the team badge stopped following the sync state: {type(err).__name__}: {err}")
+                    self.warn(f"the team badge stopped following the sync state: {type(err).__name__}: {err}")
                 return
             if label != shown:
-                self._ui(self.app.chat.set_team, label)
+                self.ui(self.app.chat.set_team, label)
                 shown = label
 
     def _say_sandbox(self) -> None:
@@ -274,7 +292,7 @@ class LiveBackend:
 
         found = sandbox.status(sandbox.Policy.for_workspace(self.ws.paths, self.ws.config.agent))
         if not self._closing.is_set():
-            self._ui(self.app.notify, found.line, title="sandbox",
+            self.ui(self.app.notify, found.line, title="sandbox",
                      severity="information" if found.full else "warning", timeout=8)
 
     def stop(self) -> None:
@@ -318,7 +336,7 @@ class LiveBackend:
         from ..mcp.client import servers_of  # lazy: the agent's tools and pydantic, +300 ms; off the first paint
         from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
 
-        from ..sessions.context import seen  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.modelview import seen  # lazy: the sessions stack, +32 ms; off the first paint
         from ..sessions.turns import count  # lazy: as above
 
         chat = self.app.chat
@@ -326,9 +344,9 @@ class LiveBackend:
         records = view.records
         self._turn_count = count(records)
         self.outside.reset(len(records))
-        self._ui(chat.set_turns, self._transcript(view) + (turns or []))
+        self.ui(chat.set_turns, self._transcript(view) + (turns or []))
         items = plan.current(seen(view).records) or []  # a rewound turn's plan is not the plan in force
-        self._ui(chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
+        self.ui(chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
         agent = self.agent
         model = agent.model_name
         servers = servers_of(self.toolset)
@@ -340,7 +358,7 @@ class LiveBackend:
                   "config.toml or WORKSTATION_MODEL (slash commands work without one)")
         budget = self._budget_left()
         mode = self.hosted.mode
-        self._ui(lambda: (chat.set_bill(line), chat.set_budget(budget), chat.set_status(status),
+        self.ui(lambda: (chat.set_bill(line), chat.set_budget(budget), chat.set_status(status),
                           chat.set_mode(mode)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
@@ -354,8 +372,8 @@ class LiveBackend:
         history.show_taken_back(self)
 
     def _billed(self, records: list[dict]) -> str:
-        """The status line's bill of a session's records (sessions.billing.Bill.line), kept for count_call."""
-        from ..sessions import billing  # lazy: the sessions stack and the price map, +100 ms; off the first paint
+        """The status line's bill of a session's records (costs.billing.Bill.line), kept for count_call."""
+        from ..costs import billing  # lazy: the sessions stack and the price map, +100 ms; off the first paint
 
         self._bill = billing.bill(records)
         return self._bill.line()
@@ -367,16 +385,16 @@ class LiveBackend:
         line = self._billed(self.agent.session.read().records)
         if line != before:
             budget = self._budget_left()
-            self._ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
+            self.ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
 
     def count_call(self, record: dict) -> None:
         """A model call the running turn recorded: its cost and cache hit into the status line at once."""
-        from ..sessions import billing  # lazy: loaded by refresh_bill already
+        from ..costs import billing  # lazy: loaded by refresh_bill already
 
         if self._bill is not None:
             billing.add(self._bill, record)
             line, budget = self._bill.line(), self._budget_left()
-            self._ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
+            self.ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
 
     def _budget_left(self) -> str:
         """What is left of agent.max_budget_usd as billed ("$4.21 of $5.00 left"); "" with no budget."""
@@ -401,7 +419,7 @@ class LiveBackend:
         if self._busy.acquire(blocking=False):
             self._changing.set()
             return True
-        self._warn(f"{WORKING}, then try again")
+        self.warn(f"{WORKING}, then try again")
         return False
 
     def _give_back(self) -> None:
@@ -435,11 +453,11 @@ class LiveBackend:
     # ------------------------------------------------------------------ knowledge map
     def on_map_pane_children_requested(self, request: MapPane.ChildrenRequested) -> None:
         self._ready.wait()
-        self._ui(self.app.map.set_children, request.path, self.map_feed.children(request.path))
+        self.ui(self.app.map.set_children, request.path, self.map_feed.children(request.path))
 
     def on_map_pane_symbols_requested(self, request: MapPane.SymbolsRequested) -> None:
         self._ready.wait()
-        self._ui(self.app.map.set_symbols, request.path, self.map_feed.symbols(request.path))
+        self.ui(self.app.map.set_symbols, request.path, self.map_feed.symbols(request.path))
 
     def on_map_pane_file_selected(self, request: MapPane.FileSelected) -> None:
         from ..agent.tools.fileio import read_lines  # lazy: re2, +17 ms; off the first paint
@@ -447,14 +465,14 @@ class LiveBackend:
         self._ready.wait()
         purpose = next((f.purpose for f in self.ws.kmap.files() if f.path == request.path), "")
         head = read_lines(self.ws.root, request.path, 1, PREVIEW_LINES)
-        self._ui(self.app.map.show_preview, request.path, 1, head.end, head.text, purpose=purpose)
+        self.ui(self.app.map.show_preview, request.path, 1, head.end, head.text, purpose=purpose)
 
     def on_map_pane_symbol_selected(self, request: MapPane.SymbolSelected) -> None:
         from ..agent.tools.fileio import read_lines  # lazy: re2, +17 ms; off the first paint
 
         self._ready.wait()
         lines = read_lines(self.ws.root, request.path, request.start, request.end)
-        self._ui(self.app.map.show_preview, request.path, request.start, request.end, lines.text)
+        self.ui(self.app.map.show_preview, request.path, request.start, request.end, lines.text)
 
     # ------------------------------------------------------------------ chat
     def _approve(self, request: ApprovalRequest) -> bool:
@@ -471,18 +489,18 @@ class LiveBackend:
 
         pattern = self._always_pattern(request)
         question = request.question()
-        self._ui(self.app.ring, f"workstation needs your approval: {request.subject}")
-        doing = self._ui(lambda: chat.activity)
-        self._ui(chat.set_activity, "approval", request.subject)
-        screen = self._push(lambda: ConfirmScreen(question, always="Always" if pattern else None), done)
+        self.ui(self.app.ring, f"workstation needs your approval: {request.subject}")
+        doing = self.ui(lambda: chat.activity)
+        self.ui(chat.set_activity, "approval", request.subject)
+        screen = self.show_screen(lambda: ConfirmScreen(question, always="Always" if pattern else None), done)
         while not answer.wait(0.05):
             if self._closing.is_set():
                 return False  # the app is gone: nobody can answer
             if self._cancel.is_set():  # escape reached the chat before the dialog had the focus
-                self._ui(self._withdraw, screen)
+                self.ui(self._withdraw, screen)
                 return False
         if doing is not None:
-            self._ui(chat.set_activity, *doing)
+            self.ui(chat.set_activity, *doing)
         if verdict[0] == "always" and pattern:
             self._allow_always(pattern)
         return bool(verdict[0])
@@ -512,35 +530,35 @@ class LiveBackend:
         if request.verdict == "approve":
             self._turn(request.plan, lambda sink: self.hosted.approve_plan(request.plan, sink,
                                                                             edited=request.edited),
-                       before=lambda: self._ui(self.app.chat.set_mode, "edits" if self.hosted.mode == "plan"
+                       before=lambda: self.ui(self.app.chat.set_mode, "edits" if self.hosted.mode == "plan"
                                                else self.hosted.mode))
             return
         if not self._busy.acquire(blocking=False):
-            self._warn(f"{WORKING}, then answer the plan again")
+            self.warn(f"{WORKING}, then answer the plan again")
             return
         try:
             mode = self.hosted.reject_plan()
         finally:
             self._busy.release()
-        self._ui(self.app.chat.add_turn, Turn("notice", "plan rejected: nothing changed; the mode stays "
+        self.ui(self.app.chat.add_turn, Turn("notice", "plan rejected: nothing changed; the mode stays "
                                               f"{mode} (say what to do instead, or shift+tab to switch)"))
 
     def on_mode_cycle_requested(self, request: ModeCycleRequested) -> None:
         """Shift+Tab: the next permission mode; it holds from the agent's next tool call."""
         self._ready.wait()
         mode = self.hosted.cycle_mode()
-        self._ui(self.app.chat.set_mode, mode)
+        self.ui(self.app.chat.set_mode, mode)
 
     def _turn(self, text: str, run, before=None) -> None:
         """One agent turn (`run(sink)` -> TurnResult) under the one-turn lock, shown as it goes; then the
         terminal rings, and a plan the turn ended with goes to the user."""
         chat = self.app.chat
         if self.app.resume_offer is not None:  # the user goes on in the new session: the offer lapses
-            self._ui(self.app.offer_resume, None)
+            self.ui(self.app.offer_resume, None)
         # what is typed while the session changes (the user just saw "a new session") waits for the new one
         if not (self._busy.acquire(blocking=False) or
                 (self._changing.is_set() and self._busy.acquire(timeout=SESSION_CHANGE_WAIT_S))):
-            self._ui(chat.add_turn, Turn("notice", f"{WORKING} (or wait for its answer)"))
+            self.ui(chat.add_turn, Turn("notice", f"{WORKING} (or wait for its answer)"))
             return
         result = None
         try:
@@ -548,26 +566,26 @@ class LiveBackend:
             self._cancel.clear()
             if before is not None:
                 before()
-            self._ui(chat.set_activity, "busy", "")
+            self.ui(chat.set_activity, "busy", "")
             turn = LiveTurn(self, chat)
             try:
                 result = run(turn.heard)
             except WorkstationError as err:  # refused before it began (no model, empty message)
-                self._ui(chat.discard_reply)
+                self.ui(chat.discard_reply)
                 if not turn.wrote_user:
-                    self._ui(chat.add_turn, Turn("user", text, ts=time.time()))
-                self._ui(chat.add_turn, Turn("error", str(err)))
+                    self.ui(chat.add_turn, Turn("user", text, ts=time.time()))
+                self.ui(chat.add_turn, Turn("error", str(err)))
         finally:
             self._busy.release()
-            self._ui(chat.set_activity, "idle", "")
-            items = self._ui(lambda: chat.plan)
+            self.ui(chat.set_activity, "idle", "")
+            items = self.ui(lambda: chat.plan)
             if items and all(item["status"] == "done" for item in items):
-                self._ui(chat.set_plan, [])  # the plan is carried out: its todo calls stay in the transcript
+                self.ui(chat.set_plan, [])  # the plan is carried out: its todo calls stay in the transcript
             self.refresh_bill()
             self.refresh_memory()
             self.refresh_timeline()
             self.refresh_git()
-        self._ui(chat.set_mode, self.hosted.mode)
+        self.ui(chat.set_mode, self.hosted.mode)
         if result is not None:
             self._turn_over(result)
 
@@ -579,18 +597,18 @@ class LiveBackend:
             from .screens.plan import PlanScreen  # lazy: the backend loads no widget (module docstring)
 
             message = "workstation: a plan waits for your approval"
-            self._ui(self.app.ring, message)
+            self.ui(self.app.ring, message)
             self.hosted.notify(message, "permission_prompt")
 
             def answered(answer) -> None:
                 if answer is not None:
                     self.app.post_message(PlanAnswered(*answer))
 
-            self._push(lambda: PlanScreen(result.plan), answered)
+            self.show_screen(lambda: PlanScreen(result.plan), answered)
             return
         message = ("workstation: the turn stopped: " + result.error) if result.error else \
             "workstation: the agent finished; it waits for your input"
-        self._ui(self.app.ring, message)
+        self.ui(self.app.ring, message)
         self.hosted.notify(message, "idle_prompt")
 
     def on_chat_pane_cancel_requested(self, request: ChatPane.CancelRequested) -> None:
@@ -602,7 +620,7 @@ class LiveBackend:
 
     def _run_command(self, name: str, args: str, text: str) -> None:
         """A slash command line (`text`: `name` and its `args`) as typed."""
-        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from ..commands import slash  # lazy: the agent stack, +170 ms; off the first paint
 
         if slash.is_custom(self.agent, text):  # a custom command: its body is the message
             self._send(text)
@@ -613,7 +631,7 @@ class LiveBackend:
         if name not in SESSION_COMMANDS:
             self._command(name, text)
         elif not self._busy.acquire(blocking=False):
-            self._ui(self.app.chat.add_turn, Turn("error", f"{WORKING}, then {name} again"))
+            self.ui(self.app.chat.add_turn, Turn("error", f"{WORKING}, then {name} again"))
         else:
             self._changing.set()
             try:
@@ -633,13 +651,14 @@ class LiveBackend:
             self._slash(name, text)
 
     def _slash(self, name: str, text: str) -> None:
-        from ..agent import slash  # lazy: the agent stack, +170 ms; off the first paint
-        from ..replay.transcript import command_asked, command_said, log_turns  # lazy: as above
+        from ..commands import slash  # lazy: the agent stack, +170 ms; off the first paint
+        from ..agent import tools  # lazy: as above
+        from ..sessions.transcript import command_asked, command_said, log_turns  # lazy: as above
         from ..sessions.log import Session  # lazy: the sessions stack, +32 ms; off the first paint
 
         chat = self.app.chat
         asked = command_asked(text, ts=time.time())  # shown at once; the answer when it comes
-        at = self._ui(chat.add_turn, asked)
+        at = self.ui(chat.add_turn, asked)
         alone = self._busy.locked() and name not in SESSION_COMMANDS  # a turn writes beside it
         before = len(self.agent.session.read().records)
         out = slash.run(self.agent, text)
@@ -653,23 +672,23 @@ class LiveBackend:
         if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
             records = self.agent.session.read().records
             start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
-            shown = log_turns(records, start, ts=record_time)
+            shown = log_turns(records, start, tools=tools, ts=record_time)
             self.outside.shown(records[start:])
-            self._ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
-            self._ui(chat.add_turns, shown[1:])
+            self.ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
+            self.ui(chat.add_turns, shown[1:])
         else:
-            self._ui(chat.add_turn, command_said(out.text, out.ok, ts=time.time()))
+            self.ui(chat.add_turn, command_said(out.text, out.ok, ts=time.time()))
         if out.action in ("rewound", "files"):  # what it took back is marked where it stands
             self._show_taken_back()
         if out.action == "model":
             self._show_session()
 
     def on_chat_pane_original_requested(self, request: ChatPane.OriginalRequested) -> None:
-        from ..sessions.context import fetch_original  # lazy: the sessions stack, +36 ms; off the first paint
+        from ..sessions.modelview import fetch_original  # lazy: the sessions stack, +36 ms; off the first paint
 
         turn = request.turn
         original = fetch_original(self.agent.session, turn.id)
-        self._ui(self.app.chat.update_turn, turn.id,
+        self.ui(self.app.chat.update_turn, turn.id,
                  Turn(turn.role, turn.text, id=turn.id, ts=turn.ts, result=str(original.get("content") or "")))
 
     # ------------------------------------------------------------------ memory and timeline
@@ -678,9 +697,9 @@ class LiveBackend:
         pane = self.app.memory
         stm = [MemoryEntry(row["key"], row["value"]) for row in memory.list("stm", limit=1000)]
         ltm = [_ltm_entry(row) for row in memory.list("ltm", limit=1000)]
-        self._ui(pane.set_entries, "stm", stm)
-        self._ui(pane.set_entries, "ltm", ltm)
-        self._ui(pane.set_frontier, self.frontier_text())
+        self.ui(pane.set_entries, "stm", stm)
+        self.ui(pane.set_entries, "ltm", ltm)
+        self.ui(pane.set_frontier, self.frontier_text())
 
     def frontier_text(self) -> str:
         """Where the session's work stands (sessions.frontier), "" before its first turn: the memory pane's tab."""
@@ -699,8 +718,8 @@ class LiveBackend:
         marks = taken_back(records)
         compactions = compaction_marks(records)
         rows = [timeline_row(e, marks, compactions) for e in reversed(events) if e["type"] != "op_start"]
-        self._ui(self.app.timeline.set_events, rows)
-        self._ui(self.app.memory.set_events, rows)
+        self.ui(self.app.timeline.set_events, rows)
+        self.ui(self.app.memory.set_events, rows)
 
     def on_memory_pane_edit_requested(self, request: MemoryPane.EditRequested) -> None:
         memory = self.agent.memory
@@ -713,7 +732,7 @@ class LiveBackend:
                       if row["key"] == request.key]
             entry = _ltm_entry(stored[0]) if stored else MemoryEntry(request.key, request.value,
                                                                      request.namespace)
-        self._ui(self.app.memory.upsert, request.tier, entry)
+        self.ui(self.app.memory.upsert, request.tier, entry)
 
     def on_theme_changed(self, request: ThemeChanged) -> None:
         """Remember the chosen theme where the theme in force was set: the workspace's config when it sets

@@ -1,7 +1,7 @@
 """The chat's history features, for the live backend: the /rewind picker, marking what an undo or rewind
 took back, the launch's offer to continue the last session, and an approval's "Always".
 
-Each runs on a backend worker thread (never the UI's) and reaches the panes through `backend._ui`.
+Each runs on a backend worker thread (never the UI's) and reaches the panes through `backend.ui`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def pick_rewind(backend: LiveBackend) -> None:
 
     turns = summaries(backend.agent.session.read().records)
     if not turns:
-        backend._ui(backend.app.chat.add_turn, Turn("error", "/rewind: this session has no turn to go back to yet"))
+        backend.ui(backend.app.chat.add_turn, Turn("error", "/rewind: this session has no turn to go back to yet"))
         return
 
     def chosen(choice: tuple[int, str] | None) -> None:
@@ -35,21 +35,21 @@ def pick_rewind(backend: LiveBackend) -> None:
         args = f"{number}" + ("" if what == "both" else f" {what}")
         backend.app.post_message(ChatPane.CommandSubmitted("/rewind", args, f"/rewind {args}"))
 
-    backend._push(lambda: RewindScreen(turns), chosen)
+    backend.show_screen(lambda: RewindScreen(turns), chosen)
 
 
 def show_taken_back(backend: LiveBackend) -> None:
     """After an undo or rewind: the turns it took back dimmed in place, with what took them back (the
     slash-command lines stay), and the plan the model now sees."""
     from ..sessions import plan  # lazy: the sessions stack, +35 ms; off the first paint
-    from ..sessions.context import seen  # lazy: as above
+    from ..sessions.modelview import seen  # lazy: as above
     from ..sessions.turns import taken_back  # lazy: as above
 
     view = backend.agent.session.read()
     marks = {rid: mark.describe() for rid, mark in taken_back(view.records).items()}
-    backend._ui(backend.app.chat.mark_taken_back, marks)
+    backend.ui(backend.app.chat.mark_taken_back, marks)
     items = plan.current(seen(view).records) or []
-    backend._ui(backend.app.chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
+    backend.ui(backend.app.chat.set_plan, items if any(item["status"] != "done" for item in items) else [])
 
 
 def offer_last(backend: LiveBackend) -> None:
@@ -61,10 +61,10 @@ def offer_last(backend: LiveBackend) -> None:
         return
     when = (last.last_activity or "")[:16].replace("T", " ")
     title = f" “{last.title[:60]}”" if last.title else ""
-    backend._ui(backend.app.chat.add_turn, Turn("notice", f"ctrl+r continues your last session, {last.slug}{title} "
+    backend.ui(backend.app.chat.add_turn, Turn("notice", f"ctrl+r continues your last session, {last.slug}{title} "
                                           f"({last.turns} turn{'s' if last.turns != 1 else ''}, {when} UTC); "
                                           "F6 lists them all"))
-    backend._ui(backend.app.offer_resume, last.slug)
+    backend.ui(backend.app.offer_resume, last.slug)
 
 
 def always_pattern(root: str, request: ApprovalRequest) -> str | None:
@@ -96,10 +96,10 @@ def allow_always(backend: LiveBackend, entry: str) -> None:
     try:
         trust.allow_always(config_mod.inspect(backend.root)[0].root, entry)
     except WorkstationError as err:
-        backend._warn(str(err))
+        backend.warn(str(err))
         return
     allow = backend.agent.ctx.services.allow
     if entry not in allow:
         allow.append(entry)
-    backend._ui(backend.app.notify, f"always allowed here: {entry} (`workstation trust --revoke` forgets it)",
+    backend.ui(backend.app.notify, f"always allowed here: {entry} (`workstation trust --revoke` forgets it)",
              timeout=8)

@@ -1,10 +1,10 @@
 """One agent turn as the live chat shows it: every record the agent writes becomes the chat's turns as a
-resumed chat derives them (replay.transcript), with their ids, as it is written (`host.RecordWritten`).
+resumed chat derives them (sessions.transcript), with their ids, as it is written (`host.RecordWritten`).
 
 The streamed reply becomes the recorded assistant turn; a step's last tool result brings the memory and
 timeline panes up to date; a compaction (from the agent's compactor thread) shows the line the log gives
 it. Every callback runs on the agent's thread (or the compactor's) and reaches the panes through
-`backend._ui`.
+`backend.ui`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class LiveTurn:
         """One event of the turn (a host.Event), as the chat shows it."""
         from .. import host  # lazy: the agent stack, +150 ms; off the first paint
 
-        ui, chat = self.backend._ui, self.chat
+        ui, chat = self.backend.ui, self.chat
         # what streamed is void: the retry streams again. Its notice, as every notice of the turn (a trimmed
         # context, a cache break, an auto-commit), is a record: the chat shows it from the record
         if isinstance(event, host.TextFragment):
@@ -66,20 +66,22 @@ class LiveTurn:
 
     def compacted(self, record: dict) -> None:
         """A compaction's line, as `log_turns` makes it from the log (the turns it summarized, by number)."""
-        from ..replay.transcript import log_turns  # lazy: loaded by the turn already
+        from ..agent import tools  # lazy: loaded by the turn already
+        from ..sessions.transcript import log_turns  # lazy: as above
 
         records = self.backend.agent.session.read().records
         at = next((i for i, r in enumerate(records) if r["id"] == record["id"]), None)
         if at is not None:
-            self.backend._ui(self.chat.add_turns, log_turns(records[: at + 1], at, ts=record_time))
+            self.backend.ui(self.chat.add_turns, log_turns(records[: at + 1], at, tools=tools, ts=record_time))
 
     def recorded(self, record: dict) -> None:
-        """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (replay.transcript)."""
-        from ..replay.transcript import record_turns  # lazy: replay and the agent's tools, +100 ms; off the first paint
+        """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (sessions.transcript)."""
+        from ..agent import tools  # lazy: the agent's tools, +100 ms; off the first paint
+        from ..sessions.transcript import record_turns  # lazy: as above
         from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
         from ..sessions.turns import starts_turn  # lazy: as above
 
-        ui, chat = self.backend._ui, self.chat
+        ui, chat = self.backend.ui, self.chat
         if record.get("sidechain"):  # a sub-agent's: its cost counts; the chat shows its task and summary only
             if record["type"] == "assistant":
                 self.backend.count_call(record)
@@ -90,7 +92,7 @@ class LiveTurn:
             return
         call = self.calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
         number = self.backend.turn_started() if starts_turn(record) else None
-        turns = record_turns(record, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
+        turns = record_turns(record, tools=tools, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
         if kind == "user":
             self.wrote_user = True
         elif kind == "assistant":

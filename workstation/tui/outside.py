@@ -4,7 +4,7 @@ app on the same session): the live chat shows it where a resumed chat does, as i
 `watch` runs on a thread of its own: every POLL_S it compares the log's size with the last it saw (one stat)
 and, when it grew and nothing of this app is writing (no turn, no slash command: each shows its own records as
 it writes them), reads what was appended. A record this process did not write (sessions.log.wrote_here)
-becomes the turns the one derivation gives it (replay.transcript.log_groups), put before the turns of the
+becomes the turns the one derivation gives it (sessions.transcript.log_groups), put before the turns of the
 records that follow it in the log, so the live chat is the resumed one. A turn catches up before it starts.
 """
 
@@ -60,13 +60,13 @@ class Outside:
     def catch_up(self, *, turn: bool) -> None:
         """Show what another process appended since the last look. `turn`: the caller holds the backend's
         turn lock (a turn about to start); otherwise nothing is done while a turn or session change holds it."""
-        from ..replay.transcript import log_groups  # lazy: replay and the agent's tools; loaded by then
+        from ..agent import tools  # lazy: the agent's tools; loaded by then
+        from ..sessions.transcript import log_groups  # lazy: as above
         from ..sessions.log import SessionError, wrote_here  # lazy: the sessions stack; loaded by then
-        from ..sessions.turns import count  # lazy: as above
 
         backend = self.backend
         with self._lock:
-            if self._commands or (not turn and backend._busy.locked()) or backend.agent is None:
+            if self._commands or (not turn and backend.busy) or backend.agent is None:
                 return
             session = backend.agent.session
             try:
@@ -83,11 +83,11 @@ class Outside:
             self._shown.clear()  # every id in it is below `_looked` now
             if not fresh:
                 return
-            backend._turn_count = count(records)  # a second app's user message is a turn too
-            if backend._closing.is_set():
+            backend.recount_turns(records)  # a second app's user message is a turn too
+            if backend.closing:
                 return
-            backend._ui(self._show, log_groups(records, ts=record_time), fresh)
-        if not backend._closing.is_set():
+            backend.ui(self._show, log_groups(records, tools=tools, ts=record_time), fresh)
+        if not backend.closing:
             backend.refresh_bill()
             backend.refresh_timeline()
 

@@ -38,7 +38,7 @@ from .search import render_find
 
 __all__ = ["TOOLS", "RECORDED_FIELDS", "Call", "Invocation", "Meaning", "Services", "Tool", "ToolContext",
            "ToolResult", "Turn", "activity_label", "resolve", "tool_context",
-           "call", "cap", "default_label", "events", "get", "logged_args", "DELEGATE",
+           "call", "call_label", "cap", "default_label", "events", "get", "logged_args", "DELEGATE",
            "meaning_of", "outcome_of", "render_decisions", "render_find", "render_rows", "schemas", "Toolset", "COMMAND", "MEMORY", "QUERY", "WRITE",
            "RECOMPUTE", "REAPPLY", "NEVER"]
 
@@ -83,6 +83,12 @@ def meaning_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any],
     if tool is not None and "source" not in record:
         return tool.meaning(Call.from_record(record, args))
     return foreign_meaning(name, args, record, call)
+
+
+def call_label(name: str, args: Mapping[str, Any]) -> str:
+    """`read_lines(shop/api.py 59-67)`: a tool call in one short line, as its tool declares."""
+    tool = TOOLS.get(name)
+    return (tool.label if tool is not None else default_label)(name, args)
 
 
 def outcome_of(name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> str:

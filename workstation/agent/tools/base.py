@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 
 from ... import scrub
 from ...errors import WorkstationError
-from ...sessions.context import key_context
+from ...sessions.modelview import key_context
 from ...sessions.derive import NOTHING, Edit, Lookup, MapRead, Meaning, Read, Todo, events  # noqa: F401 (the tools' vocabulary)
 
 MAX_RESULT_CHARS = 12_000

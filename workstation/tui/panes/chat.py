@@ -351,7 +351,7 @@ class ChatPane(Vertical):
 
     def set_bill(self, text: str) -> None:
         """The session's cost as billed and the last request's cache hit share, with why it dropped
-        ("cache 12% (compaction) · $0.051"; sessions.billing.Bill.line), after the session's line; "" for none."""
+        ("cache 12% (compaction) · $0.051"; costs.billing.Bill.line), after the session's line; "" for none."""
         self._bill = text
         if self._activity is None:
             self.status_bar.set(left=self._idle_line())

@@ -14,24 +14,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from .. import scrub
+from ..agent.checkpoints import fork
+from ..agent.commit import commit_session, describe
+from ..agent.instructions import NAMES, USER_FILE
+from ..agent.tools import call as call_tool, render_rows
 from ..errors import WorkstationError
 from ..memory import reflect
 from ..memory.episodic import TOOL_CALL
 from ..memory.ltm import parse_value
 from ..sessions.archive import archive
 from ..sessions.compaction import compact_now, describe_replaced, uncompact
-from ..sessions.context import seen
+from ..sessions.modelview import seen
 from ..sessions.frontier import frontier
 from ..sessions.plan import current, progress, render
 from ..sessions.recall import recall
-from .checkpoints import fork
-from .commit import commit_session, describe
-from .instructions import NAMES, USER_FILE
-from .tools import call as call_tool, render_rows
 
 if TYPE_CHECKING:
+    from ..agent.loop import Agent
     from ..config import Config
-    from .loop import Agent
 
 HELP = {
     "/map [FILE [TOKENS]]": "knowledge map of a file (within TOKENS), or the ranked repository map",
@@ -98,7 +98,7 @@ def run(agent, line: str, *, set_model: Callable[[str], None] | None = None) -> 
     session's log (a `command` record, never shown to the model) so a resumed chat shows them too; an
     archived session is gone from where the log was. The record names the first record the command
     wrote itself (`wrote_from`: an undo's note to the model), which a chat shows after the command's lines."""
-    idle = not agent._running  # else a turn writes beside the command: what it wrote is not the command's
+    idle = not agent.running  # else a turn writes beside the command: what it wrote is not the command's
     before = len(agent.session.read().records) if idle else 0
     out = _run(agent, line, set_model)
     if out.action != "archived":
@@ -222,7 +222,7 @@ def _reflect(agent: Agent, rest: str) -> SlashResult:
 
 
 def _compaction_config(agent: Agent) -> Config:
-    cfg = agent._compaction_config()
+    cfg = agent.compaction_config()
     if cfg is None:
         raise WorkstationError("compaction needs a model: set memory.compact_model or a chat model (/model NAME)")
     return cfg
@@ -248,12 +248,12 @@ def parse_compact(rest: str, default_keep: int) -> tuple[int, str]:
 
 def _compact(agent: Agent, rest: str) -> SlashResult:
     keep, focus = parse_compact(rest, agent.config.memory.keep_recent)
-    if refused := agent.refused_compaction("manual", focus, agent._events):
+    if refused := agent.refused_compaction("manual", focus):
         return SlashResult(f"not compacted: a PreCompact hook refused: {refused}", ok=False)
     outcome = compact_now(agent.session, _compaction_config(agent), agent.memory.episodic, keep=keep, focus=focus,
                           conversation=agent.conversation)
     if outcome.ok:
-        agent.compacted("manual", outcome.record, agent._events)
+        agent.compacted("manual", outcome.record)
     if outcome.ok and outcome.record is not None:  # what the model sees instead of those turns from now on
         return SlashResult(f"{outcome.describe()}; the model sees this summary instead of them:\n\n"
                            f"{outcome.record.get('summary', '')}")
@@ -263,7 +263,7 @@ def _compact(agent: Agent, rest: str) -> SlashResult:
 def _uncompact(agent: Agent, rest: str) -> SlashResult:
     if rest:
         raise WorkstationError("usage: /uncompact (no arguments: undoes the compaction in force)")
-    agent._idle("/uncompact")
+    agent.require_idle("/uncompact")
     record = uncompact(agent.session)
     first, last = record["turns"]
     span = f"turn {last}" if first == last else f"turns {first}–{last}"
@@ -325,7 +325,7 @@ def _plan(agent, rest: str) -> SlashResult:
 
 
 def _archive(agent: Agent, rest: str) -> SlashResult:
-    cfg = agent._compaction_config() or agent.config  # no model: archived without a fresh summary
+    cfg = agent.compaction_config() or agent.config  # no model: archived without a fresh summary
     result = archive(agent.ws.paths, agent.session.slug, cfg, episodic=agent.memory.episodic)
     text = f"archived {agent.session.slug}"
     if result.compaction is not None and not result.compaction.ok:

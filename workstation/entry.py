@@ -55,7 +55,7 @@ def _open_app_or_command_line() -> None:
 
         run_main(main)
         return
-    from .tui.launch import run_app  # lazy: textual, ~250 ms the command line does not need
+    from .tui.run import run_app  # lazy: textual, ~250 ms the command line does not need
 
     root = args.pop("root")
     try:

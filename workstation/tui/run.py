@@ -1,4 +1,4 @@
-"""Open the app on a workspace: shared by `workstation [PATH]` and its fast path (workstation.launch)."""
+"""Open the app on a workspace: shared by `workstation [PATH]` and its fast path (workstation.entry)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 from .. import scrub
 from ..errors import WorkstationError
-from ..sessions.context import as_sent
+from ..sessions.modelview import as_sent
 from ..sessions.log import LogView
 from ..sessions.requestsize import MESSAGE_OVERHEAD, budget as budget_of, message_tokens, reply_reserve
 
@@ -127,7 +127,7 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
           newest_out: bool = False) -> Request:
     """The request for one model call (see the module docstring): the head of `epoch` (an `epoch` record,
     agent.updates), then the turns, leaving out at least what `cut` (of the same epoch) left out. `count`
-    counts message texts, `counter` is the session's record counter (sessions.context.assemble uses it).
+    counts message texts, `counter` is the session's record counter (sessions.modelview.assemble uses it).
     `newest_out`: what does not fit leaves from the end, newest first, down to the budget (the latest user
     message too): the conversation a compaction summarizes, whose prefix must stay the bytes the epoch's
     requests sent (the provider's cache holds them); what leaves is what the compaction keeps verbatim."""

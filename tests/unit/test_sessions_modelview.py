@@ -8,7 +8,7 @@ import pytest
 
 from support.sessions_support import fill, make_config
 from workstation.sessions import Session, SessionContext, SessionError, fetch_original
-from workstation.sessions.context import redaction_start
+from workstation.sessions.modelview import redaction_start
 from workstation.sessions.log import new_record_id
 from workstation.sidecar import persist_redactions
 

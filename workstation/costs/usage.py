@@ -31,8 +31,8 @@ from typing import Any
 
 from ..pricing import TIER_TOKENS, output_price, rates
 from ..store.broker import Database, readonly
-from .errors import ReflectError
-from .reflect import Result, in_schema
+from ..memory.errors import ReflectError
+from ..memory.reflect import Result, in_schema
 
 BY = ("session", "day", "month", "model", "person")  # person: the team's rows (team=True), by author
 _KEYS = {"session": "session", "day": "strftime(ts, '%Y-%m-%d')", "month": "strftime(ts, '%Y-%m')",

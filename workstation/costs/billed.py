@@ -30,7 +30,7 @@ their own model's prices when the map has them (and the session's are in USD too
 
 "As reported": the same prices over the tokens the provider reported on the records (tokens_in,
 cache_read_tokens, cache_creation_tokens, cache_creation_1h_tokens), per request kind
-(sessions/billing.py), beside the session's cost as billed in USD.
+(costs/billing.py), beside the session's cost as billed in USD.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from ..pricing import UNIT, Rates, hit_share, rates
-from ..sessions import billing
 from ..sessions.log import LogView
+from . import billing
 
 # records after which the history is not the same ("epoch": a head written anew, the layout's own record)
 REWRITES = frozenset({"compact", "redaction", "rewind", "epoch", "uncompact"})
@@ -94,7 +94,7 @@ class Billing:
     naive: Billed
     naive_once: Billed
     reported: dict[str, Billed] = field(default_factory=dict)  # step / compaction, at the same prices
-    reported_usd: float | None = None  # the session's cost as billed in USD (sessions.billing), if priced
+    reported_usd: float | None = None  # the session's cost as billed in USD (costs.billing), if priced
     reported_unpriced: int = 0  # its calls with no price
 
     @property

@@ -6,7 +6,8 @@ import pytest
 
 from support.agent_support import agent, module_server, records, requests_since, workspace
 from support.fakellm import Reply
-from workstation.agent import slash, tools
+from workstation.agent import tools
+from workstation.commands import slash
 from workstation.memory.reflect import QUERIES
 
 server_module, server = module_server()
@@ -216,7 +217,7 @@ def test_unknown_command(ag):
 
 
 def test_new_and_clear_ask_the_ui_for_a_new_session(tmp_path):
-    from workstation.agent import slash
+    from workstation.commands import slash
 
     ws = workspace(tmp_path, None)
     a = agent(ws)

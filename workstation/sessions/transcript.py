@@ -7,27 +7,29 @@ session and the replay screen from the log (replay.episode). So a resumed transc
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol
 
-from ..agent import tools
 from ..sessions.catalog import summary_span
-from ..sessions.context import Redaction, summary_turn_text, update_line
+from ..sessions.modelview import Redaction, summary_turn_text, update_line
 from ..sessions.log import tool_call_arguments
 from ..sessions.turns import hit_turn, number, starts_turn, taken_back
 from ..textdiff import record_diff
 
 
-def call_label(name: str, args: dict) -> str:
-    """`read_lines(shop/api.py 59-67)`: a tool call in one short line, as its tool declares."""
-    tool = tools.get(name)
-    return (tool.label if tool is not None else tools.default_label)(name, args)
+class ToolShow(Protocol):
+    """How the agent's tools show a recorded call, each as it declares beside its implementation: the module
+    workstation.agent.tools, handed in by the caller (the sessions sit below the agent in the layers)."""
+
+    def call_label(self, name: str, args: dict) -> str: ...
+
+    def outcome_of(self, name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> str: ...
 
 
-def tool_turn(record: dict, args: dict, base: dict) -> dict:
+def tool_turn(record: dict, args: dict, base: dict, tools: ToolShow) -> dict:
     """A tool record as a chat turn: the call in one line as its tool labels it, what it came to
     (`agent.tools.outcome_of`), its result and its diff."""
     name = str(record.get("name") or "tool")
-    return {**base, "role": "tool", "text": call_label(name, args), "tool": name, "args": args,
+    return {**base, "role": "tool", "text": tools.call_label(name, args), "tool": name, "args": args,
             "result": str(record.get("content") or ""), "ok": bool(record.get("ok", True)),
             "diff": record_diff(record), "outcome": tools.outcome_of(name, args, record)}
 
@@ -49,7 +51,7 @@ def command_said(text: str, ok: bool, **base: Any) -> dict:
     return {**base, "role": "command" if ok else "error", "text": text}
 
 
-def record_turns(record: dict, *, ts: float, args: dict | None = None, number: int | None = None,
+def record_turns(record: dict, *, tools: ToolShow, ts: float, args: dict | None = None, number: int | None = None,
                  span: str = "", taken: str = "", earlier: dict[str, dict] | None = None) -> list[dict]:
     """The chat turns of one record. `args`: a tool record's call arguments; `number`: a turn-opening user
     message's turn (sessions.turns); `span`: a compact record's turns; `taken`: what took it back
@@ -68,7 +70,7 @@ def record_turns(record: dict, *, ts: float, args: dict | None = None, number: i
     if kind == "assistant":
         return [{**base, "role": "assistant", "text": assistant_text(record)}]
     if kind == "tool":
-        return [tool_turn(record, args or {}, base)]
+        return [tool_turn(record, args or {}, base, tools)]
     if kind == "system":
         if record.get("pin"):
             return [{**base, "role": "system", "text": f"Pinned: {text}"}]
@@ -96,7 +98,8 @@ def record_turns(record: dict, *, ts: float, args: dict | None = None, number: i
     return []
 
 
-def log_groups(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[list[dict]]:
+def log_groups(records: list[dict], start: int = 0, *, tools: ToolShow,
+               ts: Callable[[dict], float | None]) -> list[list[dict]]:
     """The chat turns of each record of `records[start:]`, a whole log in file order (what went before
     gives the calls' arguments, turn numbers, compaction spans and the taken-back marks), except that a
     slash command's lines come with the first record it wrote itself (`wrote_from`: the note an `/undo`
@@ -119,11 +122,11 @@ def log_groups(records: list[dict], start: int = 0, *, ts: Callable[[dict], floa
         if index >= start:
             group = []
             if record["id"] in ahead:  # the command that wrote it comes first
-                group += record_turns(ahead[record["id"]], ts=ts(ahead[record["id"]]) or last)
+                group += record_turns(ahead[record["id"]], tools=tools, ts=ts(ahead[record["id"]]) or last)
             if record["id"] not in moved:
                 call = calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
                 mark = marks.get(record["id"])
-                group += record_turns(record, ts=last, args=tool_call_arguments(call) if call else {},
+                group += record_turns(record, tools=tools, ts=last, args=tool_call_arguments(call) if call else {},
                                       number=hit_turn(record, turns.of(record)),
                                       span=summary_span(turns, record) if kind == "compact" else "",
                                       taken=mark.describe() if mark is not None else "",
@@ -134,6 +137,7 @@ def log_groups(records: list[dict], start: int = 0, *, ts: Callable[[dict], floa
     return groups
 
 
-def log_turns(records: list[dict], start: int = 0, *, ts: Callable[[dict], float | None]) -> list[dict]:
+def log_turns(records: list[dict], start: int = 0, *, tools: ToolShow,
+              ts: Callable[[dict], float | None]) -> list[dict]:
     """The chat turns of `records[start:]` in the order a chat shows them (`log_groups`)."""
-    return [turn for group in log_groups(records, start, ts=ts) for turn in group]
+    return [turn for group in log_groups(records, start, tools=tools, ts=ts) for turn in group]

@@ -35,24 +35,27 @@ edit in between, or another content hash); otherwise the copy already in its
 raw history serves.
 
 Billed: the three priced as providers bill them with an ideal prefix cache, and
-the agent as its provider reported it, per request kind (agent/billed.py).
+the agent as its provider reported it, per request kind (costs/billed.py).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from ..errors import WorkstationError
 from ..sessions.catalog import load as load_session
+from ..sessions.derive import Meaning
 from ..sessions.log import LogView, parse_lines, tool_call_arguments
 from ..tokens import count
-from . import billed, tools
+from . import billed
 
 MESSAGE_OVERHEAD = 4  # the same per-message cost loop.py counts
 REDUCED = ("file_reads", "tokens_sent", "peak_context")
+# What a recorded tool call did, as its tool declares (agent.tools.meaning_of: name, arguments, record, call).
+# The caller hands the agent's tools in: this package sits below the agent, whose budget reads its bill.
+MeaningOf = Callable[[str, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any] | None], Meaning]
 
 
 @dataclass
@@ -74,7 +77,7 @@ class Report:
     agent: Figures
     baseline: Figures  # the naive policy as the issue defines it: a full read at every look
     baseline_once: Figures  # the same, re-reading a file only after it changed
-    billing: billed.Billing | None = None  # what each costs as billed (agent/billed.py)
+    billing: billed.Billing | None = None  # what each costs as billed (costs/billed.py)
     subagents: dict | None = None  # {tasks, model_calls, tokens_sent} of its sub-agents (subagent_figures)
 
     def reduction(self, name: str, baseline: Figures | None = None) -> float | None:
@@ -124,7 +127,7 @@ def output_tokens(record: dict, count: Callable[[str], int]) -> int:
         _assistant_tokens(record, count) - MESSAGE_OVERHEAD
 
 
-def _meanings(view: LogView):
+def _meanings(view: LogView, meaning_of: MeaningOf):
     """(record, meaning) of every tool record: what each call did, as its tool declares (agent.tools)."""
     calls: dict[str, dict] = {}
     for record in view.records:
@@ -132,12 +135,12 @@ def _meanings(view: LogView):
             calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
         elif record["type"] == "tool":
             call = calls.get(record.get("tool_call_id", ""))
-            yield record, tools.meaning_of(str(record.get("name") or ""), tool_call_arguments(call or {}), record, call)
+            yield record, meaning_of(str(record.get("name") or ""), tool_call_arguments(call or {}), record, call)
 
 
-def agent_figures(view: LogView) -> Figures:
+def agent_figures(view: LogView, meaning_of: MeaningOf) -> Figures:
     fig = Figures()
-    meanings = {id(record): meaning for record, meaning in _meanings(view)}
+    meanings = {id(record): meaning for record, meaning in _meanings(view, meaning_of)}
     for record in view.records:
         kind = record["type"]
         if kind == "user":
@@ -172,7 +175,7 @@ def subagent_figures(view: LogView) -> dict | None:
 
 
 def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
-                     count: Callable[[str], int], *, reread_unchanged: bool = True,
+                     count: Callable[[str], int], meaning_of: MeaningOf, *, reread_unchanged: bool = True,
                      requests: list[tuple[int, int, int]] | None = None) -> Figures:
     """Replay the session's steps under the naive policy (see the module docstring).
 
@@ -193,7 +196,7 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
                 sizes[path] = -1
         return sizes[path] if sizes[path] >= 0 else count(str(record.get("content") or ""))
 
-    meanings = {id(record): meaning for record, meaning in _meanings(view)}
+    meanings = {id(record): meaning for record, meaning in _meanings(view, meaning_of)}
     chains: dict[str, _Chain] = {}  # "": the agent's own history; else a sub-agent's, by flow
     for record in view.records:
         kind = record["type"]
@@ -256,21 +259,19 @@ def load(paths, target: str) -> tuple[LogView, str]:
     return view, target
 
 
-def default_base_tokens(root: Path) -> int:
-    """Base system prompt + tool schemas as the code is now (for logs that did not record them)."""
-    from .loop import SYSTEM_PROMPT  # lazy: the agent loop and the memory stack, +50 ms on `workstation report`
-    return count(SYSTEM_PROMPT.format(root=root)) + MESSAGE_OVERHEAD + count(json.dumps(tools.schemas()))
-
-
-def build(paths, target: str) -> Report:
-    """The report of a session (slug, live or archived) or of a session log file (path) of a workspace."""
+def build(paths, target: str, meaning_of: MeaningOf, base_tokens: Callable[[Path], int]) -> Report:
+    """The report of a session (slug, live or archived) or of a session log file (path) of a workspace, with the
+    agent's tools (`meaning_of`) and the head its requests start with (`base_tokens` of a root: the system prompt
+    and the tool schemas as the code is now, for logs that did not record them): agent.tools.meaning_of and
+    agent.loop.base_tokens."""
     view, name = load(paths, target)
     if not any(r["type"] == "assistant" for r in view.records):
         raise WorkstationError(f"session {name} has no model calls to report on")
-    base = default_base_tokens(paths.root)
+    base = base_tokens(paths.root)
     naive: list[tuple[int, int, int]] = []
     once: list[tuple[int, int, int]] = []
-    return Report(name, agent_figures(view), baseline_figures(view, paths.root, base, count, requests=naive),
-                  baseline_figures(view, paths.root, base, count, reread_unchanged=False, requests=once),
+    return Report(name, agent_figures(view, meaning_of),
+                  baseline_figures(view, paths.root, base, count, meaning_of, requests=naive),
+                  baseline_figures(view, paths.root, base, count, meaning_of, reread_unchanged=False, requests=once),
                   billed.build(view, naive, once, lambda record: output_tokens(record, count)),
                   subagent_figures(view))
