@@ -680,14 +680,14 @@ class LiveBackend:
         ltm = [_ltm_entry(row) for row in memory.list("ltm", limit=1000)]
         self._ui(pane.set_entries, "stm", stm)
         self._ui(pane.set_entries, "ltm", ltm)
-        self._ui(pane.set_frontier, self.frontier_text())
+        self._ui(pane.set_frontier, self.frontier_data())
 
-    def frontier_text(self) -> str:
-        """Where the session's work stands (sessions.frontier), "" before its first turn: the memory pane's tab."""
+    def frontier_data(self) -> dict:
+        """Where the session's work stands (sessions.frontier), {} before its first turn: the memory pane's tab."""
         from ..sessions.frontier import frontier  # lazy: the sessions stack; off the first paint
 
         found = frontier(self.agent.session.read(), counter=self.agent.session.counter)
-        return found.render() if found.turn else ""
+        return found.as_dict() if found.turn else {}
 
     def refresh_timeline(self) -> None:
         from ..sessions.turns import taken_back  # lazy: the sessions stack, +32 ms; off the first paint
