@@ -72,6 +72,8 @@ class LiveTurn:
         at = next((i for i, r in enumerate(records) if r["id"] == record["id"]), None)
         if at is not None:
             self.backend._ui(self.chat.add_turns, log_turns(records[: at + 1], at, ts=record_time))
+        if not self.backend._busy.locked():  # landed after the turn: the gauge shows the smaller next request
+            self.backend.refresh_context()
 
     def recorded(self, record: dict) -> None:
         """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (replay.transcript)."""
