@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -131,6 +131,23 @@ class PromptInput(Input):
         super().__init__(**kwargs)
         self.history: list[str] = []
         self._position = 0
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":  # here, in the order the keys came: a binding's action runs after the
+            event.stop()  # keys queued behind it are typed in (the next line, typed ahead while the app was
+            event.prevent_default()  # busy, joined this one)
+            self.action_submit()
+            return
+        await super()._on_key(event)
+
+    def action_submit(self) -> None:
+        """Enter: the line is taken at once, cleared and kept in the history before the next key is read (the
+        chat clearing it when the Submitted reached it wiped the keys typed after it)."""
+        value = self.value
+        if value.strip():
+            self.remember(value.strip())
+            self.value = ""
+        self.post_message(self.Submitted(self, value))
 
     def remember(self, text: str) -> None:
         if not self.history or self.history[-1] != text:
@@ -544,17 +561,13 @@ class ChatPane(Vertical):
             name, _, args = text.partition(" ")
             known = {c.name.lower(): c.name for c in self._commands}
             if name.lower() not in known:
-                # said in the chat, and the prompt is cleared for what comes next: up brings the line back
-                self.prompt.remember(text)
-                self.prompt.value = ""
+                # said in the chat; the prompt was cleared for what comes next: up brings the line back
                 self.add_turn(Turn("error", f"unknown command {name}: /help lists them (up brings the line "
                                             "back to fix it)", ts=time.time()))
                 return
             message: BackendRequest = self.CommandSubmitted(known[name.lower()], args.strip(), text)
         else:
             message = self.Submitted(text)
-        self.prompt.remember(text)
-        self.prompt.value = ""
         self.transcript.action_last()  # what was sent, and the answer to it, are what matter now
         self.post_message(message)
 
@@ -595,4 +608,4 @@ class ChatPane(Vertical):
             self.prompt.remember(self.prompt.value)
         self.prompt.value = name
         self.prompt.focus()
-        self.prompt.post_message(Input.Submitted(self.prompt, name))
+        self.prompt.action_submit()
