@@ -226,12 +226,15 @@ async def test_a_plan_carried_out_leaves_the_screen_when_the_turn_ends(tmp_path)
         backend = LiveBackend(str(tmp_path), sidecar=False)
         app = WorkstationApp(backend)
         async with started(app) as pilot:
-            await wait_for(pilot, lambda: backend._ready.is_set())
+            # the start is over (the session shown, its empty plan set): only the turn's plans are seen
+            await wait_for(pilot, lambda: backend._ready.is_set() and backend.map_feed is not None)
             seen: list = []
             app.chat.set_plan = lambda items, real=app.chat.set_plan: seen.append(list(items or ())) or real(items)
             app.chat.prompt.value = "add a test"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: "all done" in texts(app, "assistant") and not app.chat.busy)
+            # the plan leaves after the turn's end is shown (the chat is idle first): wait for that too
+            await wait_for(pilot, lambda: "all done" in texts(app, "assistant") and not app.chat.busy
+                           and seen[-1:] == [[]])
             assert seen == [PLAN_1, PLAN_3, []]
             assert not app.chat.has_class("-plan")
             assert [t.tool for t in app.chat.transcript.turns if t.role == "tool"] == ["todo", "todo"]

@@ -162,9 +162,9 @@ async def test_an_edited_ltm_value_shows_whole_with_its_time(tmp_path):
 async def test_the_frontier_tab_appears_once_given_and_shows_where_the_work_stands():
     from workstation.tui.panes.memory import TierBar
 
-    text = ("## Where the work stands (from the session log after turn 3, not from a summary)\n"
-            "### The user's messages, in their words\n- turn 1: stream the loader\n- turn 3: go on\n"
-            "### Files this session changed (net, as they are now)\n- created pkg/loader.py (+12 -0), turn 1")
+    text = {"turn": 3, "messages": [{"turn": 1, "text": "stream the loader", "cut_tokens": 0},
+                                    {"turn": 3, "text": "go on", "cut_tokens": 0}],
+            "files": [{"path": "pkg/loader.py", "state": "created", "added": 12, "removed": 0, "turns": [1]}]}
     app = WorkstationApp()
     async with started(app) as pilot:
         pane = await loaded(pilot)
@@ -181,8 +181,64 @@ async def test_the_frontier_tab_appears_once_given_and_shows_where_the_work_stan
         pane.set_filter("loader")  # headings stay, lines narrow
         await pilot.pause()
         shown = pane.query_one("#memory-frontier-text").render().plain
-        assert "turn 1: stream the loader" in shown and "turn 3: go on" not in shown
+        assert "turn 1: stream the loader" in shown and "turn 3: go on" not in shown and "Goal · turn 1" in shown
         pane.set_filter("")
         pane.show_tier("stm")
         await pilot.pause()
         assert pane.table.display and [row[0] for row in table_rows(pane)] == ["plan", "step"]
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as a user sees it, one string a row."""
+    update = app.screen._compositor.render_full_update(simplify=True)
+    return ["".join(strip.text for strip in row) for row in update.strips]
+
+
+def long_frontier() -> dict:
+    """A 60-turn session's frontier: the goal first, a plan with a step in progress, a failure, many files."""
+    messages = [{"turn": 1, "text": "Goal: stream the loader so large files never sit in memory", "cut_tokens": 0}]
+    messages += [{"turn": n, "text": f"go on with part {n}", "cut_tokens": 0} for n in range(2, 61)]
+    return {"turn": 60, "messages": messages, "left_out": [],
+            "plan": [{"text": "read the loader", "status": "done"},
+                     {"text": "stream the chunks", "status": "in_progress"},
+                     {"text": "test a 2 GB file", "status": "pending"}],
+            "step_in_progress": "stream the chunks",
+            "decisions": {"d1": "- d1: chunks of 64 KiB"}, "pins": [], "instructions": [],
+            "files": [{"path": f"pkg/part{n}.py", "state": "changed", "added": n, "removed": 1, "turns": [n]}
+                      for n in range(2, 32)], "more_files": 0,
+            "failure": {"turn": 58, "command": "pytest -q tests/test_loader.py",
+                        "output": "F\nE   MemoryError\n1 failed", "record_id": "r1"},
+            "questions": []}
+
+
+async def test_the_frontier_tab_at_80x24_shows_the_goal_and_the_step_first_and_scrolls_to_the_rest():
+    """At 80x24 the memory pane is 20 cells wide: its tabs wrap (the Frontier tab was cut off), the goal and
+    the step in progress are the first lines in view, and the rest scrolls."""
+    from workstation.tui.panes.memory import FRONTIER, TierBar
+
+    app = WorkstationApp()
+    async with started(app, size=(80, 24)) as pilot:
+        pane = await loaded(pilot)
+        pane.set_frontier(long_frontier())
+        await pilot.pause()
+        bar = pane.query_one(TierBar)
+        assert bar.region.height == 2 and "[ ] switch" not in bar.render().plain  # wrapped, the hint left out
+        assert any("Frontier" in line for line in screen_lines(app))
+        app.action_focus_pane("memory")
+        await pilot.press("right_square_bracket", "right_square_bracket", "right_square_bracket")
+        await pilot.pause()
+        assert pane.active_tier == FRONTIER
+        body = pane.query_one("#memory-frontier")
+        seen = "\n".join(line[body.region.x:body.region.right]
+                         for line in screen_lines(app)[body.region.y:body.region.bottom])
+        squeezed = " ".join(seen.split())
+        assert "Goal · turn 1" in squeezed and "stream the loader" in squeezed, seen
+        assert "▸ stream the chunks" in squeezed, seen  # the step in progress: in view without a scroll
+        status = pane.query_one("#memory-status").render().plain
+        assert status == "f11 full · ↑↓ scroll · turn 60: 60 messages, 30 files"
+        assert app.screen.focused is body and body.max_scroll_y > 0
+        await pilot.press("end")  # the rest: the files, the plan, every message, the failure's output
+        await pilot.pause()
+        seen = " ".join(" ".join(line[body.region.x:body.region.right]
+                                 for line in screen_lines(app)[body.region.y:body.region.bottom]).split())
+        assert body.scroll_y == body.max_scroll_y and "1 failed" in seen, seen

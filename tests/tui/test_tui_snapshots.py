@@ -55,3 +55,17 @@ def test_the_agents_plan_and_the_branch_in_the_chat(snap_compare, theme, size):
         await settle(pilot)
 
     assert snap_compare(SnapshotApp(theme), terminal_size=size, run_before=plan_and_branch)
+
+
+def test_the_frontier_tab_at_80x24(snap_compare):
+    """The memory pane's tabs wrap at 80x24 (the Frontier tab was cut off); the goal and the step in progress
+    are the first lines of the tab, the status line says what it holds and how to see it all."""
+    from test_tui_memory import long_frontier
+
+    async def frontier(pilot):
+        await settle(pilot)
+        pilot.app.memory.set_frontier(long_frontier())
+        pilot.app.memory.show_tier("frontier")
+        await settle(pilot)
+
+    assert snap_compare(SnapshotApp(), terminal_size=(80, 24), run_before=frontier)

@@ -55,7 +55,7 @@ from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.modelview import seen
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
-from ..sessions.requestsize import budget as window_budget, request_size
+from ..sessions.requestsize import budget as window_budget, epoch_for, request_size
 from ..sessions.turns import starts_turn
 from ..tokens import count
 from . import budget, memoryfirst, tools, updates
@@ -545,6 +545,16 @@ class Agent:
         """Whether the next request, as it will be sent, fits the window untrimmed (sessions.requestsize)."""
         size = request_size(self.session.read(), self.config, counter=self.session.counter)
         return size.total <= window_budget(window)
+
+    def next_request_size(self) -> tuple[int, bool]:
+        """(tokens, measured) of the next request as the guard measures it (sessions.requestsize), for a front
+        end's gauge before anything is sent. Before the session's first request (no epoch: its head is not
+        built yet) the tool schemas and the system prompt are counted with the turns, `measured` False."""
+        view = self.session.read()
+        size = request_size(view, self.config, counter=self.session.counter).total
+        if epoch_for(view) is not None:
+            return size, True
+        return size + self.context_sync.tool_schema_tokens() + self.context_sync.count(self.context_sync.base), False
 
     def conversation(self) -> Conversation | None:
         """What the chat model was last sent, grown to now (the same bytes with what followed at the end): a

@@ -362,6 +362,8 @@ class LiveBackend:
                           chat.set_mode(mode)))  # one trip to the UI thread
         self.refresh_memory()
         self.refresh_timeline()
+        # the window may ask litellm (seconds, the first time): the rest of start does not wait for the gauge
+        threading.Thread(target=self.refresh_context, name="context-gauge", daemon=True).start()
 
     def turn_started(self) -> int:
         """The number of the turn whose user message was just recorded (sessions.turns)."""
@@ -386,6 +388,16 @@ class LiveBackend:
         if line != before:
             budget = self._budget_left()
             self.ui(lambda: (self.app.chat.set_bill(line), self.app.chat.set_budget(budget)))
+
+    def refresh_context(self) -> None:
+        """The gauge: the next request's size as the agent's guard measures it (an estimate before the session's
+        first request) against the model's window; worker threads only (the window may ask litellm)."""
+        agent = self.agent
+        if agent is None or self._closing.is_set():
+            return
+        window = agent.context_window(agent.model_name) if agent.model_name else 0
+        tokens, measured = agent.next_request_size()
+        self.ui(self.app.chat.set_context, tokens, window, estimated=not measured)
 
     def count_call(self, record: dict) -> None:
         """A model call the running turn recorded: its cost and cache hit into the status line at once."""
@@ -582,6 +594,7 @@ class LiveBackend:
             if items and all(item["status"] == "done" for item in items):
                 self.ui(chat.set_plan, [])  # the plan is carried out: its todo calls stay in the transcript
             self.refresh_bill()
+            self.refresh_context()
             self.refresh_memory()
             self.refresh_timeline()
             self.refresh_git()
@@ -639,6 +652,7 @@ class LiveBackend:
             finally:
                 self._give_back()
         self.refresh_bill()
+        self.refresh_context()  # /compact, /uncompact, /rewind... change what the next request holds
         self.refresh_memory()
         self.refresh_timeline()
         self.refresh_git()
@@ -699,14 +713,14 @@ class LiveBackend:
         ltm = [_ltm_entry(row) for row in memory.list("ltm", limit=1000)]
         self.ui(pane.set_entries, "stm", stm)
         self.ui(pane.set_entries, "ltm", ltm)
-        self.ui(pane.set_frontier, self.frontier_text())
+        self.ui(pane.set_frontier, self.frontier_data())
 
-    def frontier_text(self) -> str:
-        """Where the session's work stands (sessions.frontier), "" before its first turn: the memory pane's tab."""
+    def frontier_data(self) -> dict:
+        """Where the session's work stands (sessions.frontier), {} before its first turn: the memory pane's tab."""
         from ..sessions.frontier import frontier  # lazy: the sessions stack; off the first paint
 
         found = frontier(self.agent.session.read(), counter=self.agent.session.counter)
-        return found.render() if found.turn else ""
+        return found.as_dict() if found.turn else {}
 
     def refresh_timeline(self) -> None:
         from ..sessions.turns import taken_back  # lazy: the sessions stack, +32 ms; off the first paint

@@ -73,6 +73,8 @@ class LiveTurn:
         at = next((i for i, r in enumerate(records) if r["id"] == record["id"]), None)
         if at is not None:
             self.backend.ui(self.chat.add_turns, log_turns(records[: at + 1], at, tools=tools, ts=record_time))
+        if not self.backend.busy:  # landed after the turn: the gauge shows the smaller next request
+            self.backend.refresh_context()
 
     def recorded(self, record: dict) -> None:
         """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (sessions.transcript)."""

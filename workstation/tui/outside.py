@@ -89,6 +89,7 @@ class Outside:
             backend.ui(self._show, log_groups(records, tools=tools, ts=record_time), fresh)
         if not backend.closing:
             backend.refresh_bill()
+            backend.refresh_context()  # the sidecar's compaction makes the next request smaller
             backend.refresh_timeline()
 
     def _show(self, groups: list[list[dict]], fresh: list[int]) -> None:

@@ -3,7 +3,7 @@
 Data down: `set_turns`/`add_turn(s)`/`update_turn`/`insert_turns` (before a turn: what another process wrote),
 `mark_taken_back(marks)`, `begin_reply`/`stream_fragment`/`end_reply`/`discard_reply` (async: a thread worker calls them through
 `app.call_from_thread`), `set_activity(kind, what)` (the agent's state, shown
-with the time it has taken so far), `set_context(used, window)`,
+with the time it has taken so far), `set_context(used, window, estimated=False)`,
 `set_commands`, `set_files(paths)` (what `@` completes), `set_status`, `set_bill(text)` (what the session cost as billed and the last
 request's cache hit, after the session's line: "cache 97% · $0.042"), `set_job(text)` (a background
 job's one line after those: file descriptions), `set_git(label)` (beside the gauge: "main ±3"),
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -81,14 +81,15 @@ def activity_text(kind: str, what: str, seconds: float) -> str:
     return f"⧗ {elapsed} {label}" + ("" if kind == "stopping" else " · escape stops")
 
 
-def gauge_text(used: int, window: int, bar: int = 12) -> str:
-    """'ctx 61k/128k ██████░░░░░░  48%': tokens in the context against the window."""
+def gauge_text(used: int, window: int, bar: int = 12, estimated: bool = False) -> str:
+    """'ctx 61k/128k ██████░░░░░░  48%': tokens of the next request against the window; '~' when they are an
+    estimate (before the session's first request); 'ctx –' when no window is known (no model)."""
     if not window:
-        return f"ctx {human_count(used)} / ?"
+        return f"ctx {'~' if estimated else ''}{human_count(used)}" if used else "ctx –"
     ratio = min(1.0, used / window)
     filled = round(ratio * bar)
     gauge = f"{'█' * filled}{'░' * (bar - filled)} " if bar else ""
-    return f"ctx {human_count(used)}/{human_count(window)} {gauge}{ratio:4.0%}"
+    return f"ctx {'~' if estimated else ''}{human_count(used)}/{human_count(window)} {gauge}{ratio:4.0%}"
 
 
 PLAN_ITEMS = 6  # checklist lines shown at most; the rest are counted
@@ -130,6 +131,23 @@ class PromptInput(Input):
         super().__init__(**kwargs)
         self.history: list[str] = []
         self._position = 0
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":  # here, in the order the keys came: a binding's action runs after the
+            event.stop()  # keys queued behind it are typed in (the next line, typed ahead while the app was
+            event.prevent_default()  # busy, joined this one)
+            self.action_submit()
+            return
+        await super()._on_key(event)
+
+    def action_submit(self) -> None:
+        """Enter: the line is taken at once, cleared and kept in the history before the next key is read (the
+        chat clearing it when the Submitted reached it wiped the keys typed after it)."""
+        value = self.value
+        if value.strip():
+            self.remember(value.strip())
+            self.value = ""
+        self.post_message(self.Submitted(self, value))
 
     def remember(self, text: str) -> None:
         if not self.history or self.history[-1] != text:
@@ -212,6 +230,7 @@ class ChatPane(Vertical):
         self._stream: MarkdownStream | None = None
         self._reply_parts: list[str] = []
         self._context_tokens = (0, 0)
+        self._context_estimated = False  # the tokens are an estimate (no request built yet: set_context)
         self._status = ""  # the session's line, shown while the agent is idle
         self._bill = ""  # the session's cost as billed and the last request's cache hit, after it
         self._job = ""  # a background job's line, after the session's
@@ -233,7 +252,7 @@ class ChatPane(Vertical):
         yield Static("", id="command-hints", markup=False)
 
     def on_mount(self) -> None:
-        self.set_context(*self._context_tokens)
+        self.set_context(*self._context_tokens, estimated=self._context_estimated)
 
     @property
     def transcript(self) -> Transcript:
@@ -294,9 +313,11 @@ class ChatPane(Vertical):
         """Select a turn (index or id) and bring it to the top: the timeline's jump."""
         self.transcript.select(key, top=True)
 
-    def set_context(self, used: int, window: int) -> None:
-        """Tokens of the assembled context and the model's window (0: unknown)."""
+    def set_context(self, used: int, window: int, *, estimated: bool = False) -> None:
+        """Tokens of the context (the request being sent, or the next one as measured) and the model's window
+        (0: unknown); `estimated`: a count before the session's first request, shown with '~'."""
         self._context_tokens = (max(0, int(used)), max(0, int(window)))
+        self._context_estimated = estimated
         self._show_gauge()
 
     def set_git(self, label: str) -> None:
@@ -327,7 +348,8 @@ class ChatPane(Vertical):
             self.status_bar.set(right="")
             return
         style = {"ok": "", "warn": "$text-warning", "full": "bold $text-error"}[self.context_level]
-        gauge = Content.styled(gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR), style)
+        gauge = Content.styled(gauge_text(*self._context_tokens, bar=0 if narrow else GAUGE_BAR,
+                                          estimated=self._context_estimated), style)
         room = self.size.width - 2  # the bar's padding
         for text, style in ((self._git and f"⎇ {self._git}", "$text-secondary"),
                             (self._team, "$text-error" if "✗" in self._team else "$text-secondary")):
@@ -539,17 +561,13 @@ class ChatPane(Vertical):
             name, _, args = text.partition(" ")
             known = {c.name.lower(): c.name for c in self._commands}
             if name.lower() not in known:
-                # said in the chat, and the prompt is cleared for what comes next: up brings the line back
-                self.prompt.remember(text)
-                self.prompt.value = ""
+                # said in the chat; the prompt was cleared for what comes next: up brings the line back
                 self.add_turn(Turn("error", f"unknown command {name}: /help lists them (up brings the line "
                                             "back to fix it)", ts=time.time()))
                 return
             message: BackendRequest = self.CommandSubmitted(known[name.lower()], args.strip(), text)
         else:
             message = self.Submitted(text)
-        self.prompt.remember(text)
-        self.prompt.value = ""
         self.transcript.action_last()  # what was sent, and the answer to it, are what matter now
         self.post_message(message)
 
@@ -590,4 +608,4 @@ class ChatPane(Vertical):
             self.prompt.remember(self.prompt.value)
         self.prompt.value = name
         self.prompt.focus()
-        self.prompt.post_message(Input.Submitted(self.prompt, name))
+        self.prompt.action_submit()

@@ -3,8 +3,8 @@
 Data down: `set_entries(tier, entries)`, `upsert(tier, entry)` and
 `delete_entry(tier, key, namespace)` for "stm" and "ltm" (MemoryEntry);
 `set_events(events)` / `append_events(events)` for "episodic" (TimelineEvent);
-`set_frontier(text)`: where the session's work stands (sessions.frontier), a fourth tab that appears once
-given; `set_filter(text)`, `show_tier(tier)`.
+`set_frontier(data)`: where the session's work stands (sessions.frontier.Frontier.as_dict()), a fourth tab
+that appears once given, the user's goal and what is in progress first; `set_filter(text)`, `show_tier(tier)`.
 Messages up: `EditRequested(tier, key, value, namespace)` after the edit modal
 (enter on an STM/LTM row, or `n` for a new entry). The pane does not change its
 own rows: the backend writes, then calls `upsert`.
@@ -59,7 +59,7 @@ class TierBar(Static):
 
     DEFAULT_CSS = """
     TierBar {
-        height: 1;
+        height: auto;  /* a narrow pane wraps the tabs: every one stays in view */
         padding: 0 1;
         color: $text-muted;
         link-color: $text-muted;
@@ -75,7 +75,7 @@ class TierBar(Static):
             super().__init__()
             self.tier = tier
 
-    frontier: reactive[bool] = reactive(False)  # the Frontier tab shows once the backend gave one
+    frontier: reactive[bool] = reactive(False, layout=True)  # the Frontier tab shows once the backend gave one
 
     def render(self) -> Content:
         parts = []
@@ -84,10 +84,28 @@ class TierBar(Static):
                 parts.append(Content.styled(title, "bold underline $text-primary"))
             else:
                 parts.append(Content.from_markup(f"[@click=choose('{tier}')]{title}[/]"))
-        return Content("  ").join(parts) + Content.styled("   [ ] switch", "$text-muted 60%")
+        tabs = Content("  ").join(parts)
+        hint = Content.styled("   [ ] switch", "$text-muted 60%")
+        # the hint only where the tabs and it fit on one line (a narrow pane wraps the tabs alone)
+        return tabs + hint if tabs.cell_length + hint.cell_length <= self.content_region.width else tabs
+
+    def on_resize(self) -> None:
+        self.refresh(layout=True)  # the hint comes or goes with the width
 
     def action_choose(self, tier: str) -> None:
         self.post_message(self.Selected(tier))
+
+
+class FrontierText(Static):
+    """The Frontier tab's text: the goal is cut to the rows it has at the width shown, so a new width draws it
+    again."""
+
+    drawn_width = 0  # the width the text was cut for
+
+    def on_resize(self) -> None:
+        pane = next((node for node in self.ancestors if isinstance(node, MemoryPane)), None)
+        if pane is not None and pane.active_tier == FRONTIER and self.content_region.width != self.drawn_width:
+            pane._show_frontier()
 
 
 class MemoryPane(DeferredPane):
@@ -104,7 +122,7 @@ class MemoryPane(DeferredPane):
         #memory-filter { border: none; height: 1; padding: 0 1; background: $panel; }
         #memory-filter:focus { background: $surface; }
         #memory-table { height: 1fr; background: $surface; }
-        #memory-frontier { height: 1fr; background: $surface; display: none; }
+        #memory-frontier { height: 1fr; background: $surface; display: none; scrollbar-size-vertical: 1; }
         #memory-frontier-text { padding: 0 1; }
         #memory-status { height: 1; color: $text-muted; padding: 0 1; }
     }
@@ -129,7 +147,7 @@ class MemoryPane(DeferredPane):
         self._filter_text = ""  # as typed
         self._tier = "stm"
         self._cursor = {tier: 0 for tier in MEMORY_TIERS}
-        self._frontier = ""  # the session's frontier as text ("": none given: no tab)
+        self._frontier: dict[str, Any] = {}  # the session's frontier (Frontier.as_dict(); {}: none given, no tab)
 
     def compose_body(self) -> ComposeResult:
         yield Input(self._filter_text, placeholder="/ filter keys and values", id="memory-filter")
@@ -138,7 +156,7 @@ class MemoryPane(DeferredPane):
         yield tabs
         yield DataTable(id="memory-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="memory-frontier"):
-            yield Static("", id="memory-frontier-text", markup=False)
+            yield FrontierText("", id="memory-frontier-text", markup=False)
         yield Static("", id="memory-status", markup=False)
 
     def on_built(self) -> None:
@@ -157,12 +175,16 @@ class MemoryPane(DeferredPane):
         tier = tier if tier == FRONTIER and self._frontier else _tier(tier)
         if tier == self._tier:
             return
+        body_focused = False
         if self.built:
+            body_focused = self.screen.focused is self.focus_target()
             if self._tier != FRONTIER:
                 self._cursor[self._tier] = self.table.cursor_row
             self.query_one(TierBar).active = tier
         self._tier = tier
         self._redraw()
+        if body_focused:  # the keys go on to the body shown (the hidden one would hand the focus to the filter)
+            self.focus_target().focus()
 
     def entries(self, tier: str) -> list[MemoryEntry]:
         return list(self._entries[_kv_tier(tier)].values())
@@ -222,20 +244,24 @@ class MemoryPane(DeferredPane):
                     self.table.add_row(*self._cells("episodic", event))
         self._update_status()
 
-    def set_frontier(self, text: str) -> None:
-        """Where the session's work stands (sessions.frontier.Frontier.render); its tab shows from now on."""
-        self._frontier = text
+    def set_frontier(self, frontier: dict[str, Any]) -> None:
+        """Where the session's work stands (sessions.frontier.Frontier.as_dict(); {} for none); its tab shows
+        from now on."""
+        self._frontier = dict(frontier or {})
         if self.built:
-            self.query_one(TierBar).frontier = bool(text)
+            self.query_one(TierBar).frontier = bool(self._frontier)
             if self._tier == FRONTIER:
                 self._redraw()
 
-    def frontier_text(self) -> str:
-        """The frontier's lines that pass the filter (all of them without one)."""
+    def frontier_lines(self) -> list[tuple[str, str]]:
+        """The frontier as the tab shows it, (style, line), headings kept and items narrowed by the filter."""
+        lines = frontier_lines(self._frontier, self.query_one(FrontierText).content_region.width if self.built else 0)
         if not self._filter:
-            return self._frontier
-        return "\n".join(line for line in self._frontier.splitlines()
-                         if line.startswith("#") or self._filter in line.lower())
+            return lines
+        return [(style, line) for style, line in lines if style == HEADING or self._filter in line.lower()]
+
+    def frontier_text(self) -> str:
+        return "\n".join(line for _, line in self.frontier_lines())
 
     def set_filter(self, text: str) -> None:
         if self.built:
@@ -259,7 +285,7 @@ class MemoryPane(DeferredPane):
         table.display = not showing
         self.query_one("#memory-frontier").display = showing
         if showing:
-            self.query_one("#memory-frontier-text", Static).update(self.frontier_text())
+            self._show_frontier()
             self._update_status()
             return
         table.clear(columns=True)
@@ -276,6 +302,11 @@ class MemoryPane(DeferredPane):
         if table.row_count:
             table.move_cursor(row=min(self._cursor[tier], table.row_count - 1), animate=False)
         self._update_status()
+
+    def _show_frontier(self) -> None:
+        text = self.query_one(FrontierText)
+        text.drawn_width = text.content_region.width
+        text.update(Content("\n").join(Content.styled(line, style) for style, line in self.frontier_lines()))
 
     def _cells(self, tier: str, item) -> tuple:
         if tier == "stm":
@@ -296,6 +327,14 @@ class MemoryPane(DeferredPane):
 
     def _update_status(self) -> None:
         if not self.built:
+            return
+        if self._tier == FRONTIER:  # what the tab holds, and how to see more of it than a short pane shows
+            data = self._frontier
+            said = len(data.get("messages") or ()) + len(data.get("left_out") or ())
+            files = len(data.get("files") or ()) + int(data.get("more_files") or 0)
+            self.query_one("#memory-status", Static).update(  # the keys first: a narrow pane cuts the end
+                f"f11 full · ↑↓ scroll · turn {data.get('turn', 0)}: {said} message{'s' if said != 1 else ''}, "
+                f"{files} file{'s' if files != 1 else ''}")
             return
         parts = []
         for tier in MEMORY_TIERS:
@@ -366,6 +405,105 @@ class MemoryPane(DeferredPane):
             yield ("Memory: show the frontier", "Where the work stands: the user's words, plan, files, last failure",
                    lambda: (self.show_tier(FRONTIER), self.focus_body()))
         yield "Memory: new entry", "Add a key to STM or LTM", self.action_new_entry
+
+
+HEADING = "bold $text-primary"
+NOW = "bold $text-accent"
+FAILED = "$text-error"
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _rows(text: str, width: int, rows: int) -> str:
+    """`text` cut to what `rows` rows of `width` cells show when wrapped, ending in … when cut (0: whole)."""
+    if width <= 0:
+        return text
+    lines = Content(text).wrap(width)
+    if len(lines) <= rows:
+        return text
+    words = " ".join(line.plain.strip() for line in lines[:rows]).split(" ")
+    while len(words) > 1 and len(Content(" ".join(words) + " …").wrap(width)) > rows:
+        words.pop()  # room for the mark, a word at a time
+    return " ".join(words) + " …"
+
+
+def frontier_lines(data: dict[str, Any], width: int = 0) -> list[tuple[str, str]]:
+    """(style, line) of the Frontier tab, for people (the model's copy, Frontier.render, goes oldest first):
+    the goal (the session's first message, cut to two rows of `width` here, whole among the messages) and the
+    step in progress first, so that a short pane shows them; then the failure, the open questions, the
+    newest message, decisions and pins, the files, the whole plan, the user's messages newest first, the
+    failure's output."""
+    if not data:
+        return []
+    out: list[tuple[str, str]] = []
+    messages = list(data.get("messages") or ())
+    left_out = list(data.get("left_out") or ())
+    plan = data.get("plan")
+    failure = data.get("failure")
+    questions = list(data.get("questions") or ())
+    if messages:
+        goal = messages[0]
+        out.append((HEADING, f"Goal · turn {goal['turn']}"))
+        out.append(("", _rows(_one_line(goal["text"]) + (" …" if goal.get("cut_tokens") else ""), width, 2)))
+    now: list[tuple[str, str]] = []
+    if plan:
+        done = sum(1 for item in plan if item.get("status") == "done")
+        step = data.get("step_in_progress")
+        now.append((NOW, f"▸ {step}" if step else "▸ no step in progress"))
+        now.append(("$text-muted", f"  plan: {done} of {len(plan)} done"))
+    if failure:
+        now.append((FAILED, f"✗ failing since turn {failure['turn']}: {_one_line(failure['command'], 120)}"))
+    for question in questions:
+        now.append(("$text-warning", f"? turn {question['turn']} asks you: {_one_line(question['text'], 200)}"))
+    if len(messages) > 1:
+        last = messages[-1]
+        now.append(("", f"last message · turn {last['turn']}: {_one_line(last['text'], 200)}"))
+    out.extend(now)  # no heading: a short pane has a row for the step, not for a title above it
+    decisions = list((data.get("decisions") or {}).values())
+    if decisions:
+        out.append((HEADING, f"Decisions in force ({len(decisions)})"))
+        out.extend(("", line if line.startswith("- ") else f"- {line}") for line in decisions)
+    pins = list(data.get("pins") or ())
+    if pins:
+        out.append((HEADING, f"Pinned ({len(pins)})"))
+        out.extend(("", f"- {pin}") for pin in pins)
+    if data.get("instructions"):
+        out.append((HEADING, "Project instructions"))
+        out.append(("", ", ".join(data["instructions"])))
+    files = list(data.get("files") or ())
+    if files:
+        more = int(data.get("more_files") or 0)
+        out.append((HEADING, f"Files changed ({len(files) + more}, as they are now)"))
+        for f in files:
+            turns = f.get("turns") or []
+            where = f" · turn {turns[-1]}" if turns else ""
+            counts = f" +{f.get('added', 0)} -{f.get('removed', 0)}" if f.get("added") or f.get("removed") else ""
+            name = f"{f['moved_from']} → {f['path']}" if f.get("state") == "moved" else f["path"]
+            out.append(("", f"{f.get('state', '')} {name}{counts}{where}"))
+        if more:
+            out.append(("$text-muted", f"… and {more} more"))
+    if plan:
+        marks = {"done": "✓", "in_progress": "▸", "pending": "○"}
+        out.append((HEADING, "Plan"))
+        out.extend((NOW if item.get("status") == "in_progress" else "",
+                    f"{marks.get(item.get('status'), '?')} {item.get('text', '')}") for item in plan)
+    if messages:
+        cut = sum(1 for m in messages if m.get("cut_tokens")) + len(left_out)
+        out.append((HEADING, f"Your messages ({len(messages) + len(left_out)}, newest first"
+                    + (f"; {cut} cut, /recall N shows one whole)" if cut else ")")))
+        for m in reversed(messages):
+            out.append(("", f"turn {m['turn']}: {_one_line(m['text'])}" + (" …" if m.get("cut_tokens") else "")))
+        if left_out:
+            out.append(("$text-muted", f"turns {', '.join(map(str, left_out[:20]))}"
+                        f"{' …' if len(left_out) > 20 else ''}: left out to fit (/recall N)"))
+    if failure and failure.get("output"):
+        out.append((HEADING, f"Last failure · turn {failure['turn']}"))
+        out.append((FAILED, f"$ {failure['command']}"))
+        out.extend(("", line) for line in str(failure["output"]).splitlines()[-30:])
+    return out
 
 
 def _tier(tier: str) -> str:
