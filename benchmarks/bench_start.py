@@ -11,6 +11,12 @@ The peers are installed from the npm registry, pinned, into the venv's npm-tools
 and run with the venv's Node. Runs are interleaved, so a busy moment hits both alike; the CPU time (user + sys)
 each process used until its answer is printed beside the wall time, and the load average with the figures.
 Targets (issue 31): ACP `initialize` <= claude-agent-acp's; MCP `tools/list` <= 1.2x server-everything's.
+
+--memory TURNS: the app's memory, resumed on a session of TURNS turns (`workstation PATH --session SLUG` on a
+160x48 pseudo-terminal, the model a scripted server on 127.0.0.1), once the app is idle (no CPU used for 2 s)
+after the session shows, then again after one prompt answered through the real litellm path: the resident
+memory (VmRSS) of the app and of its sidecar, each; a bare Textual app's beside them. Targets (issue 31):
+app <= 120 MB before its first model call, <= 200 MB after; sidecar <= 60 MB.
 Prints figures; asserts nothing.
 """
 
@@ -20,6 +26,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -154,13 +161,113 @@ def _table(title: str, rounds: list[dict[str, tuple]]) -> dict[str, float]:
     return medians
 
 
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _idle(pids: list[int], quiet_s: float = 2.0, within: float = 180.0) -> None:
+    """Until none of pids used CPU for quiet_s (polled every 0.5 s), at most `within` seconds."""
+    deadline = time.monotonic() + within
+    last, still = None, 0.0
+    while time.monotonic() < deadline:
+        now = sum(_cpu(p) for p in pids if Path(f"/proc/{p}").exists())
+        still = still + 0.5 if now == last else 0.0
+        if still >= quiet_s:
+            return
+        last = now
+        time.sleep(0.5)
+
+
+def memory_after_resume(turns: int) -> None:
+    from support.fakellm import Reply, ScriptedLLM
+    from support.pty_support import Terminal
+    from support.sessions_support import fill_turns
+    from workstation.paths import Paths
+    from workstation.sessions import Session
+
+    script = str(Path(sys.executable).with_name("workstation"))
+    bare_app = "from textual.app import App\nfrom textual.widgets import Footer, Static\nclass Bare(App):\n" \
+               "    def compose(self):\n        yield Static('bare ready')\n        yield Footer()\nBare().run()\n"
+    with tempfile.TemporaryDirectory() as tmp, ScriptedLLM(lambda body: Reply(text="probe-reply-ok")) as llm:
+        home, repo, user = Path(tmp) / "home", Path(tmp) / "repo", Path(tmp) / "user"
+        for folder in (home, repo, user):
+            folder.mkdir()
+        (repo / "main.py").write_text("def main():\n    return 1\n")
+        (home / "config.toml").write_text(f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\n'
+                                          'api_key_env = "WS_BENCH_KEY"\n'
+                                          '[lsp]\nenabled = false\n')
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(WORKSTATION_HOME=str(home), HOME=str(user), WS_BENCH_KEY="sk-bench-not-a-key",
+                   LITELLM_LOCAL_MODEL_COST_MAP="True")
+        env.pop("WORKSTATION_MODEL", None)
+        os.environ["WORKSTATION_HOME"] = str(home)
+        # the session is written once per machine (20,000 records take a minute or two), then copied
+        template = Path(tempfile.gettempdir()) / f"workstation-bench-start-{turns}-turns"
+        if not (template / "slug").exists():
+            started = time.perf_counter()
+            shutil.rmtree(template, ignore_errors=True)
+            (template / "repo").mkdir(parents=True)
+            session = Session.create(Paths.for_root(template / "repo"), title="long")
+            fill_turns(session, turns)
+            (template / "slug").write_text(session.slug)
+            print(f"memory: a session of {turns:,} turns written in {time.perf_counter() - started:.1f} s "
+                  f"(kept in {template})")
+        slug = (template / "slug").read_text()
+        shutil.copytree(template / "repo" / ".workstation", repo / ".workstation")
+        with Terminal([script, str(repo), "--session", slug], repo, env=env) as term:
+            term.wait_for(b"turn " + str(turns).encode() + b": done", timeout=180)
+            pids = [term.pid, *_children(term.pid)]
+            _idle(pids)
+            before = {"app": _rss_mb(term.pid), "sidecar": sum(_rss_mb(c) for c in _children(term.pid))}
+            mark = term.mark()
+            term.send(b"say hello\r")
+            term.wait_for(b"probe-reply-ok", timeout=300, since=mark)
+            _idle([term.pid, *_children(term.pid)])
+            after = {"app": _rss_mb(term.pid), "sidecar": sum(_rss_mb(c) for c in _children(term.pid))}
+            term.send(b"\x11")
+            term.wait_exit(30)
+        with Terminal([sys.executable, "-c", bare_app], repo, env=env) as term:
+            term.wait_for(b"bare ready")
+            _idle([term.pid])
+            bare = _rss_mb(term.pid)
+            term.send(b"\x11")
+            term.wait_exit(15)
+    print(f"memory (VmRSS) after resuming {turns:,} turns; load average {os.getloadavg()[0]:.1f}:")
+    for label, figures, target in (("before the first model call", before, 120), ("after it", after, 200)):
+        print(f"  app {label:<28} {figures['app']:6.0f} MB   (target <= {target} MB)"
+              f"   sidecar {figures['sidecar']:5.0f} MB   (target <= 60 MB)")
+        results.add(f"memory: app {label}", figures["app"], "MB")
+        results.add(f"memory: sidecar, app {label}", figures["sidecar"], "MB")
+    print(f"  bare Textual app                     {bare:6.0f} MB")
+    results.add("memory: bare Textual app", bare, "MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--memory", type=int, metavar="TURNS", default=0,
+                        help="measure the app's memory resumed on TURNS turns (10000 for issue 31) instead")
     args = parser.parse_args()
     from support.npm_support import bin_of, node_env
 
     run = results.Run("bench_start", vars(args))
+    if args.memory:
+        memory_after_resume(args.memory)
+        run.save()
+        return
     claude_acp = bin_of(*CLAUDE_ACP)
     everything = bin_of(*EVERYTHING)
     with tempfile.TemporaryDirectory() as tmp:

@@ -60,7 +60,7 @@ def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
         log = paths.state / "sidecar.log"
         try:
             deadline = time.monotonic() + 90
-            while not log.exists() or log.read_text().count("model client loaded") < 2:
+            while not log.exists() or log.read_text().count("watching ") < 2:
                 assert time.monotonic() < deadline and all(p.poll() is None for p in sidecars), log.read_text()
                 time.sleep(0.1)
             appended = []
