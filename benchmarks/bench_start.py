@@ -201,12 +201,12 @@ def memory_after_resume(turns: int) -> None:
     script = str(Path(sys.executable).with_name("workstation"))
     bare_app = "from textual.app import App\nfrom textual.widgets import Footer, Static\nclass Bare(App):\n" \
                "    def compose(self):\n        yield Static('bare ready')\n        yield Footer()\nBare().run()\n"
-    with tempfile.TemporaryDirectory() as tmp, ScriptedLLM(lambda body: Reply(text="probe-reply-ok")) as llm:
+    with tempfile.TemporaryDirectory() as tmp, ScriptedLLM(lambda body: Reply(text="probe-reply-ok"), model_ids=("gpt-4o-mini",)) as llm:
         home, repo, user = Path(tmp) / "home", Path(tmp) / "repo", Path(tmp) / "user"
         for folder in (home, repo, user):
             folder.mkdir()
         (repo / "main.py").write_text("def main():\n    return 1\n")
-        (home / "config.toml").write_text(f'[model]\nname = "openai/test-model"\napi_base = "{llm.url}"\n'
+        (home / "config.toml").write_text(f'[model]\nname = "openai/gpt-4o-mini"\napi_base = "{llm.url}"\n'
                                           'api_key_env = "WS_BENCH_KEY"\n'
                                           '[lsp]\nenabled = false\n')
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
