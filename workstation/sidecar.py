@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import llm
 from .paths import Paths
 from .process import alive
 from .providers import cache_ttl_seconds
 from .sessions.archive import recover
-from .sessions.compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
+from .sessions.compaction import AutoCompactor, CompactResult, Conversation, context_window_of
 from .sessions.modelview import as_sent, assemble, current_epoch, seen
 from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
 from .sessions.turns import number as number_turns
@@ -167,10 +166,6 @@ class Sidecar:
             self._warned.add(line)
             self.report(f"warning: {line}")
 
-    def _warm(self) -> None:
-        llm.warm_import()  # seconds of import paid now, not by the first compaction
-        self.report("model client loaded")
-
     def run(self, stop: threading.Event, *, parent_pid: int | None = None) -> None:
         """Watch until `stop` is set (or the parent process is gone)."""
         from watchdog.events import FileSystemEventHandler  # lazy: watchdog, +10 ms; the app only spawns the sidecar
@@ -192,8 +187,6 @@ class Sidecar:
                 if getattr(event, "dest_path", ""):
                     note(event.dest_path)
 
-        if compact_models(self.config):
-            threading.Thread(target=self._warm, name="sidecar-warm", daemon=True).start()
         importing = self._start_import(stop)
         for job in self.jobs:
             threading.Thread(target=self._every, args=(job, stop), name=f"sidecar-{job[0]}", daemon=True).start()

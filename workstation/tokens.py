@@ -62,8 +62,12 @@ def encoding():
         if line:
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
-    return tiktoken.Encoding(name="cl100k_base", pat_str=_CL100K_PATTERN,
-                             mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL)
+    built = tiktoken.Encoding(name="cl100k_base", pat_str=_CL100K_PATTERN,
+                              mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL)
+    # the encoder (tiktoken's Rust core) holds its own copy of the ranks; the Python one, kept only to pickle
+    # an Encoding (never done here), is 15 MB of the process for nothing
+    built._mergeable_ranks = {}
+    return built
 
 
 def count(text: str) -> int:

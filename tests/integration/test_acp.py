@@ -403,6 +403,83 @@ def test_a_line_that_is_not_json_rpc_gets_one_error_and_serving_goes_on(repo, ho
     assert sum("not a JSON-RPC message" in line for line in err.splitlines()) == 2
 
 
+def test_initialize_is_answered_while_the_sdk_loads_as_the_sdk_answers_it(repo, home, tmp_path):
+    """The first `initialize` is answered by acp.start before the SDK has loaded; a second one, and one the
+    start would not vouch for (Zed's date as the version), by the SDK: the same result, the start's a copy."""
+    import acp
+    from acp.schema import InitializeRequest
+    from workstation.acp import start
+
+    assert start.PROTOCOL_VERSION == acp.PROTOCOL_VERSION
+
+    async def session():
+        env = {**os.environ, "WORKSTATION_HOME": str(home)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "workstation", "-C", str(repo), "acp", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        answers = []
+        for ident, version in ((1, 1), (2, 1), (3, "2024-11-05")):
+            proc.stdin.write(_request(ident, "initialize", protocolVersion=version,
+                                      clientInfo={"name": "zed", "version": "1"}))
+            await proc.stdin.drain()
+            answers.append(json.loads(await proc.stdout.readline()))
+        proc.stdin.write(_request(4, "session/new", cwd=str(repo), mcpServers=[]))
+        await proc.stdin.drain()
+        new = json.loads(await proc.stdout.readline())
+        proc.stdin.close()
+        await proc.wait()
+        return answers, new, (await proc.stderr.read()).decode(), proc.returncode
+
+    answers, new, err, code = run(session())
+    assert [a["id"] for a in answers] == [1, 2, 3]
+    assert answers[0]["result"] == answers[1]["result"] == answers[2]["result"] == start.initialize_result()
+    assert new["id"] == 4 and new["result"]["sessionId"]
+    assert code == 0 and "Traceback" not in err
+    # which requests the start answers itself: only what the SDK takes as it is
+    for params, early in (({"protocolVersion": 1}, True), ({"protocolVersion": 1, "clientCapabilities": None}, True),
+                          ({"protocolVersion": "1"}, False), ({"protocolVersion": True}, False),
+                          ({"protocolVersion": 70000}, False), ({"protocolVersion": 1, "clientInfo": {}}, False),
+                          ({"protocolVersion": 1, "clientCapabilities": []}, False)):
+        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+        assert start.ordinary_initialize(message) is early, params
+        if early:
+            InitializeRequest.model_validate(params)  # what the start answers, the SDK accepts
+
+
+async def _never() -> None:
+    await asyncio.Event().wait()
+
+
+def test_the_start_answers_initialize_alone_and_holds_the_rest_in_order():
+    """With the SDK still loading (it never finishes here), `initialize` is answered and what follows is
+    held, in order, for the SDK: nothing else is answered early."""
+    from workstation.acp import start
+
+    class Pipe:
+        def __init__(self, messages):
+            self.messages, self.sent = list(messages), []
+
+        async def receive(self):
+            return self.messages.pop(0) if self.messages else await _never()
+
+        async def send(self, message):
+            self.sent.append(message)
+
+    async def handshake():
+        pipe = Pipe([{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+                     {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}},
+                     {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}}])
+        early = start.EarlyTransport(pipe)
+        loading = asyncio.ensure_future(_never())
+        await early.handshake(loading)
+        loading.cancel()
+        return pipe.sent, [await early.receive(), await early.receive()]
+
+    sent, then = run(handshake())
+    assert sent == [{"jsonrpc": "2.0", "id": 1, "result": start.initialize_result()}]
+    assert [m["id"] for m in then] == [2, 3]
+
+
 def _request(ident: int, method: str, **params) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}).encode() + b"\n"
 

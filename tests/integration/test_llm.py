@@ -267,6 +267,38 @@ def test_context_window() -> None:
     assert llm.context_window("openai/test-model") == 32768
 
 
+def test_a_models_figures_read_without_litellm_are_litellms() -> None:
+    """context_window and output_limit read litellm's bundled map without importing litellm; where litellm
+    itself has figures for a model, they are the same (models as users name them, and a sample of the map)."""
+    from workstation.llm.usage import bundled_model_info
+
+    from workstation.llm.client import load_litellm
+
+    lit = load_litellm()
+    named = ["gpt-4o", "openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5", "claude-haiku-4-5",
+             "gemini/gemini-2.5-pro", "deepseek/deepseek-chat", "mistral/mistral-large-latest"]
+    sample = list(lit.model_cost)[::40]
+    compared = 0
+    for model in named + sample + [f"openai/{m}" for m in sample if "/" not in m]:
+        ours = bundled_model_info(model)
+        if model in named:
+            assert ours is not None, model
+        try:
+            theirs = lit.get_model_info(model)
+        except Exception:  # litellm has no figures for it (a provider it cannot resolve from the name)
+            continue
+        if ours is None:
+            continue  # not in the map as named: litellm decides, as before
+        compared += 1
+        # as context_window and output_limit read them
+        assert (ours.get("max_input_tokens") or ours.get("max_tokens")) == \
+            (theirs.get("max_input_tokens") or theirs.get("max_tokens")), model
+        assert ours.get("max_output_tokens") == theirs.get("max_output_tokens"), model
+    assert compared > 100
+    assert bundled_model_info("openai/test-model") is None
+    assert bundled_model_info("openai/claude-sonnet-4-5") is None  # in the map, but not as an OpenAI model
+
+
 def test_fake_server_models_and_responder() -> None:
     import json
     import urllib.request

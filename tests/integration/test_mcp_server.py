@@ -339,3 +339,72 @@ def test_what_the_wire_allows_but_a_file_cannot_hold_is_refused_or_replaced(repo
         (records,) = session_records(repo).values()
         assert records[0]["content"] == "[MCP client client\ufffd 1 over stdio]"
         assert [r["ok"] for r in records if r["type"] == "tool"] == [False, True, False, False, False]
+
+
+# --------------------------------------------------------------------------- the start
+def _lines(proc, count: int) -> list[dict]:
+    return [json.loads(proc.stdout.readline()) for _ in range(count)]
+
+
+def test_the_handshake_is_answered_while_the_sdk_loads_as_the_sdk_answers_it(repo, tmp_path):
+    """mcp.start answers initialize, tools/list and ping before the SDK has loaded; the SDK, given the same
+    lines, answers the same (checked by the start: a difference is a warning on stderr), and later requests
+    (resources/list, only the SDK's; tools/list again) are the SDK's: the same list."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+    from workstation.mcp import start
+
+    assert start.HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
+    proc = subprocess.Popen([WORKSTATION, "-C", str(repo), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **server_env(tmp_path)})
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+        for message in ({"id": 0, "method": "initialize", "params": hello}, {"method": "notifications/initialized"},
+                        {"id": 1, "method": "tools/list"}, {"id": 2, "method": "ping"}):
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+        first = _lines(proc, 3)
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}) + "\n")
+        proc.stdin.flush()
+        resources = _lines(proc, 1)[0]  # the SDK is serving now
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}) + "\n")
+        proc.stdin.flush()
+        again = _lines(proc, 1)[0]
+    finally:
+        proc.stdin.close()
+        err = proc.stderr.read()
+        proc.wait(30)
+    assert [m["id"] for m in first] == [0, 1, 2]
+    assert first[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert first[0]["result"]["serverInfo"]["name"] == "workstation"
+    assert resources["id"] == 3 and resources["result"]["resources"][0]["uri"] == "workstation://frontier"
+    assert again["id"] == 4 and again["result"] == first[1]["result"]
+    assert {t["name"] for t in first[1]["result"]["tools"]} == served_by_effect(False)
+    assert first[2]["result"] == {}
+    assert "differs" not in err and "Traceback" not in err, err
+    assert proc.returncode == 0
+
+
+def test_an_early_answer_unlike_the_sdks_is_reported_and_never_sent_twice(tmp_path, caplog):
+    from workstation.mcp import start
+
+    out = tmp_path / "out"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o600)
+    checked = start._Checked(fd, {7: {"tools": []}, 8: {}})
+
+    async def write():
+        await checked.write(json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "x"}]}}) + "\n")
+        await checked.write(json.dumps({"jsonrpc": "2.0", "id": 8, "result": {}}) + "\n")
+        await checked.write(json.dumps({"jsonrpc": "2.0", "id": 8, "result": {}}) + "\n")
+
+    asyncio.run(write())
+    os.close(fd)
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [8]  # the third line only
+    assert [r.getMessage()[:45] for r in caplog.records] == ["the early answer to request 7 differs from th"]
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    base = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+    assert start.early_answer(None, {**base, "params": hello}, False) is not None
+    for params in ({**hello, "protocolVersion": "1999-01-01"}, {**hello, "capabilities": None},
+                   {k: v for k, v in hello.items() if k != "clientInfo"}):
+        assert start.early_answer(None, {**base, "params": params}, False) is None, params
+    assert start.early_answer(None, {**base, "params": hello}, True) is None  # a second initialize: the SDK's
+    assert start.early_answer(None, {"jsonrpc": "2.0", "id": 2, "method": "ping"}, False) is None  # before init

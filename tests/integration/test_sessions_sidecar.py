@@ -42,8 +42,9 @@ def test_sidecar_once_compacts_what_is_due_and_records_why(tmp_path):
 
 
 def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
-    """Two real sidecars watch while this process appends 120 turns: every turn survives, in order,
-    each range is compacted exactly once, and the compact records chain without gaps."""
+    """Two real sidecars watch while this process appends 120 turns (waiting, after 40, for the first
+    compaction: a sidecar loads the model client with it): every turn survives, in order, each range is
+    compacted exactly once, and the compact records chain without gaps."""
     answer = summarizer()
 
     def slowish(body):
@@ -60,13 +61,18 @@ def test_watching_sidecars_compact_a_session_being_appended_to(tmp_path):
         log = paths.state / "sidecar.log"
         try:
             deadline = time.monotonic() + 90
-            while not log.exists() or log.read_text().count("model client loaded") < 2:
+            while not log.exists() or log.read_text().count("watching ") < 2:
                 assert time.monotonic() < deadline and all(p.poll() is None for p in sidecars), log.read_text()
                 time.sleep(0.1)
             appended = []
             for n in range(120):
                 appended += fill_turns(session, 1, start=n)
                 time.sleep(0.02)
+                if n == 40:  # a sidecar loads the model client with its first compaction (seconds): let it land
+                    deadline = time.monotonic() + 120
+                    while not Session(paths, "busy").read().compacts():
+                        assert time.monotonic() < deadline, log.read_text()
+                        time.sleep(0.2)
             deadline = time.monotonic() + 90
             while plan_compaction(session.read(), config) is not None:
                 assert time.monotonic() < deadline, "the sidecars did not catch up"

@@ -47,18 +47,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
 
-from acp import PROTOCOL_VERSION, RequestError, helpers, run_agent
-from acp.schema import (AgentCapabilities, AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock,
-                        Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
-                        McpServerStdio, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
-                        ResourceContentBlock, SessionCapabilities, SessionInfo, SessionListCapabilities, SessionMode,
+from acp import RequestError, helpers, run_agent
+from acp.schema import (AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock, InitializeResponse,
+                        ListSessionsResponse, LoadSessionResponse, McpServerStdio, NewSessionResponse,
+                        PermissionOption, PromptResponse, ResourceContentBlock, SessionInfo, SessionMode,
                         SessionModeState, SetSessionModeResponse, TextContentBlock, TextResourceContents,
                         StopReason, ToolCallUpdate, UnstructuredCommandInput)
 
-from .. import __version__
 from ..errors import ConfigError, WorkstationError
 from .records import Mapper
-from .wire import StdioTransport
+from .start import STDIO_LIMIT, initialize_result  # noqa: F401  (STDIO_LIMIT: tests)
 
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
@@ -269,6 +267,7 @@ class Server:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._opening = threading.Lock()
         self._tasks: set[asyncio.Task] = set()
+        self._warming = False
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -402,16 +401,22 @@ class Server:
         task = asyncio.create_task(announce())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._warm(live.place.ws)
+
+    def _warm(self, ws: "Workspace") -> None:
+        """litellm (~4-5 s) loads on a thread once the first session is answered, while the user writes the first
+        prompt: not before, where it would slow `initialize` and `session/new` (one interpreter lock)."""
+        if self._warming or not ws.config.model.name:
+            return
+        self._warming = True
+        from .. import llm  # lazy: the model client
+
+        threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
 
     # ------------------------------------------------------------------ the protocol
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse(  # the one version this SDK speaks, whatever the client asked (the spec's rule)
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True, prompt_capabilities=PromptCapabilities(embedded_context=True),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
-            agent_info=Implementation(name="workstation", title="workstation", version=__version__))
+        return InitializeResponse.model_validate(initialize_result())  # acp.start answers the first one early
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         place = await asyncio.to_thread(self._place, cwd)
@@ -609,35 +614,9 @@ def _where(uri: str, root: Path) -> str:
 
 
 # ---------------------------------------------------------------------- serving
-STDIO_LIMIT = 50 * 1024 * 1024  # bytes of one message (the SDK's default: prompts may embed files)
-
-
-class _OneLine(logging.Formatter):
-    """A log record in one line: an exception by its type and message, never a traceback."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = f"workstation acp: {record.getMessage()}"
-        if record.exc_info and record.exc_info[1] is not None:
-            err = record.exc_info[1]
-            text += f" ({type(err).__name__}: {err})"
-        return " ".join(text.split())
-
-
-def serve_stdio(ws: "Workspace") -> None:
-    """Serve ACP on stdin/stdout until the editor closes stdin; every line of stderr is one line."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(_OneLine())
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    if ws.config.model.name:  # litellm loads (~4-5 s) while the editor starts its thread, not at the first prompt
-        from .. import llm  # lazy: the model client
-
-        threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
-    asyncio.run(_serve(ws))
-
-
-async def _serve(ws: "Workspace") -> None:
-    transport = await StdioTransport(
-        STDIO_LIMIT, lambda why: log.warning("ignored a line that is not a JSON-RPC message: %s", why)).start()
+async def serve(ws: "Workspace", transport: Any) -> None:
+    """Serve ACP over `transport` (acp.start's, which may have answered `initialize` already) until the editor
+    closes it."""
     server = Server(ws)
     try:
         # the SDK's Agent protocol lists every method of the protocol; its router looks each up with getattr

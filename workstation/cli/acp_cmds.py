@@ -14,7 +14,7 @@ def acp_command(ws) -> None:
     editors (see the README's "Editors (ACP)"). Each editor thread is a session of ours (`workstation session
     list`); the editor loads any of them, imported ones too. Logs go to stderr, one line each."""
     ws.load()  # a bad config is one line here, before the editor connects
-    from ..acp.server import serve_stdio  # lazy: the ACP SDK and pydantic, not for --help
+    from ..acp.start import serve_stdio  # lazy: asyncio; the ACP SDK loads while `initialize` is answered
 
     click.echo(f"workstation: serving ACP for {ws.root} over stdio", err=True)
     serve_stdio(ws)

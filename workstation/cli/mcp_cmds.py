@@ -29,7 +29,8 @@ def mcp_command(ws, port: int | None, read_only: bool, check: bool, as_json: boo
         return
     if as_json:
         raise click.UsageError("--json goes with --check")
-    from ..mcp.server import Service, serve_http, serve_stdio  # lazy: the MCP SDK, ~200 ms
+    from ..mcp.server import Service, serve_http  # lazy: the tools; the MCP SDK loads when serving starts
+    from ..mcp.start import serve_stdio  # lazy: as above
 
     service = Service(ws.load(), read_only=read_only, transport="stdio" if port is None else "http")
     what = f"{len(service.tools)} tools" + (" (read-only)" if read_only else "")

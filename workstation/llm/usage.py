@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
+import os
+import re
 import threading
 from typing import Any, Optional
 
@@ -51,6 +55,45 @@ def count_tokens(model: str, messages: Optional[list[dict]] = None, text: Option
         return (len(_flatten_for_estimate(messages)) + len(text or "")) // 4
 
 
+@functools.lru_cache(maxsize=1)
+def _bundled_map_text() -> str:
+    spec = importlib.util.find_spec("litellm")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    path = os.path.join(list(spec.submodule_search_locations)[0], "model_prices_and_context_window_backup.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def bundled_model_info(model: str, _hops: int = 3) -> dict[str, Any] | None:
+    """The entry of `model` in litellm's bundled model map, read from its file without importing litellm (200 MB
+    and seconds: a model's window must not cost that before its first call): the model's own key, else, for
+    `provider/name`, the key `name` when the entry is that provider's. None when neither is there: then
+    litellm's get_model_info decides (its aliases, provider rules and local servers)."""
+    text = _bundled_map_text()
+    names: list[tuple[str, str | None]] = [(model, None)]
+    if "/" in model:
+        provider, name = model.split("/", 1)
+        names.append((name, provider))
+    for name, provider in names:
+        found = re.search(r"\n\s*" + re.escape(json.dumps(name)) + r":\s*\{", text)
+        if found is None:
+            continue
+        try:
+            entry, _end = json.JSONDecoder().raw_decode(text, found.end() - 1)
+        except ValueError:
+            return None
+        if isinstance(entry, dict) and (provider is None or entry.get("litellm_provider") == provider):
+            alias = entry.get("alias_of")  # the entry is another's name: that one's figures
+            if alias is not None:
+                return bundled_model_info(alias, _hops - 1) if isinstance(alias, str) and _hops > 0 else None
+            return entry
+    return None
+
+
 _ctx_overrides: dict[str, int] = {}
 _ctx_cache: dict[str, int] = {}
 _ctx_lock = threading.Lock()
@@ -75,7 +118,7 @@ def context_window(model: str) -> int:
             return _ctx_cache[model]
     n: Optional[int] = None
     try:
-        info = load_litellm().get_model_info(model)
+        info = bundled_model_info(model) or load_litellm().get_model_info(model)
         n = info.get("max_input_tokens") or info.get("max_tokens")
     except Exception:
         n = None
@@ -95,7 +138,7 @@ def output_limit(model: str) -> int:
         if model in _out_cache:
             return _out_cache[model]
     try:
-        n = load_litellm().get_model_info(model).get("max_output_tokens")
+        n = (bundled_model_info(model) or load_litellm().get_model_info(model)).get("max_output_tokens")
     except Exception:  # a model litellm has no figures for
         n = None
     result = int(n) if n else DEFAULT_OUTPUT_LIMIT

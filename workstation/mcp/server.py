@@ -360,19 +360,6 @@ def _arguments_json(args: dict, logged: dict) -> str:
 
 
 # --------------------------------------------------------------------------- transports
-def serve_stdio(service: Service) -> None:
-    """Serve one client on stdin/stdout until it disconnects."""
-    from mcp.server.stdio import stdio_server  # lazy: the mcp SDK, ~0.9 s, and it loads click
-
-    server = service.mcp_server()
-
-    async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(main)
-
-
 class BearerAuth:
     """ASGI middleware: an HTTP request without `Authorization: Bearer <token>` gets 401."""
 

@@ -137,7 +137,6 @@ class LiveBackend:
         self.ui(self.app.notify, text, severity="warning", timeout=10)
 
     def start(self, app: WorkstationApp) -> None:
-        from .. import llm  # lazy: the model client, +19 ms; start runs after the first paint
         from ..commands import slash  # lazy: the agent stack, +170 ms; start runs after the first paint
         from ..runtime import Workspace  # lazy: the config and its validation, ~60 ms; start runs after the first paint
         from ..sessions.log import Session, track_own_writes  # lazy: the sessions stack, +32 ms; off the first paint
@@ -145,7 +144,6 @@ class LiveBackend:
 
         self.app = app
         track_own_writes()  # before any: what this app did not write is what the chat must be told of
-        threading.Thread(target=llm.warm_import, name="litellm-import", daemon=True).start()
         config_notices: list[str] = []  # an untrusted workspace's ignored settings (workstation.trust), ...
         try:
             self.ws = ws = Workspace(self.root, model=self.model, on_warning=config_notices.append)
