@@ -76,8 +76,8 @@ def bundled_model_info(model: str, _hops: int = 3) -> dict[str, Any] | None:
     text = _bundled_map_text()
     names: list[tuple[str, str | None]] = [(model, None)]
     if "/" in model:
-        provider, name = model.split("/", 1)
-        names.append((name, provider))
+        prefix, bare = model.split("/", 1)
+        names.append((bare, prefix))
     for name, provider in names:
         found = re.search(r"\n\s*" + re.escape(json.dumps(name)) + r":\s*\{", text)
         if found is None:

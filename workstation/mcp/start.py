@@ -20,11 +20,13 @@ import json
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import __version__
 
 if TYPE_CHECKING:
+    from anyio import AsyncFile
+
     from .server import Service
 
 log = logging.getLogger(__name__)
@@ -126,7 +128,10 @@ async def _serve(service: "Service", wire_in: int, wire_out: int) -> None:
     from mcp.server.stdio import stdio_server  # lazy: loaded above, on the thread
 
     server = service.mcp_server()
-    async with stdio_server(stdin=_Lines(held, pending, lines), stdout=_Checked(wire_out, answered)) as (read, write):
+    # the two stand in for anyio's AsyncFile: the SDK reads lines and writes text, nothing more
+    stdin = cast("AsyncFile[str]", _Lines(held, pending, lines))
+    stdout = cast("AsyncFile[str]", _Checked(wire_out, answered))
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 
