@@ -32,11 +32,13 @@ from .sessions.archive import recover
 from .sessions.compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
 from .sessions.context import as_sent, assemble, current_epoch, seen
 from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
+from .sessions.records import Redaction, Target
 from .sessions.turns import number as number_turns
 
 if TYPE_CHECKING:
     from .config import Config
     from .memory.episodic import Episodic
+    from .sessions.records import Record
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
@@ -45,7 +47,7 @@ IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before 
 CACHE_MARGIN_S = 30.0  # a prefix cached this close to its TTL may be gone by the time the request lands
 
 
-def persist_redactions(session: Session, config: Config, episodic: Episodic | None = None) -> dict | None:
+def persist_redactions(session: Session, config: Config, episodic: Episodic | None = None) -> Record | None:
     """Append a `redaction` record for tool outputs that rolling redaction newly hides, if any.
 
     The context builder redacts by rule anyway; the record makes each decision
@@ -56,8 +58,8 @@ def persist_redactions(session: Session, config: Config, episodic: Episodic | No
     new = _unpersisted(view, config, session)
     if not new:
         return None
-    targets = [{"id": r.record_id, "name": r.name, "chars": r.chars, "key": r.key} for r in new]
-    wanted = {t["id"] for t in targets}
+    targets = [Target(id=r.record_id, name=r.name, chars=r.chars, key=r.key) for r in new]
+    wanted = {t.id for t in targets}
     turns = number_turns(view.records)
     record = session.append_if(lambda v: wanted.isdisjoint(_persisted(v)), "redaction",
                                targets=targets, at_turn=turns.count)
@@ -70,7 +72,7 @@ def persist_redactions(session: Session, config: Config, episodic: Episodic | No
 
 
 def _persisted(view: LogView) -> set[str]:
-    return {t.get("id") for r in view.records if r["type"] == "redaction" for t in r.get("targets") or ()}
+    return {t.id for r in view.records if isinstance(r, Redaction) for t in r.targets or ()}
 
 
 def _unpersisted(view: LogView, config: Config, session: Session) -> list:

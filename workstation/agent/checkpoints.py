@@ -356,7 +356,7 @@ def fork(paths: "Paths", session: "Session", number: int | None = None, slug: st
                     raise
         else:
             raise WorkstationError(f"no free name for a fork of {session.slug}")
-    new.append_records([dict(r) for r in records])
+    new.append_records(records)
     new.system(f"[forked from {session.slug}" + (f" before user turn {number}]" if number else "]"),
                notice="fork", forked_from=session.slug)
     return new

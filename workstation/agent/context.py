@@ -28,6 +28,7 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.context import as_sent
 from ..sessions.log import LogView
+from ..sessions.records import Epoch
 from ..sessions.requestsize import MESSAGE_OVERHEAD, budget as budget_of, message_tokens, reply_reserve
 
 __all__ = ["MESSAGE_OVERHEAD", "ContextOverflow", "Cut", "Request", "build", "reply_reserve"]
@@ -122,7 +123,7 @@ def head_text(base: str, sections: list[str], excerpt: str) -> str:
     return scrub.mask("\n\n".join([base, *[s for s in sections if s]])) + (f"\n\n{excerpt}" if excerpt else "")
 
 
-def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: str, tools_tokens: int,
+def build(view: LogView, config, *, epoch: Epoch, base: str, window: int, model: str, tools_tokens: int,
           count: Callable[[str], int], counter: Callable[[str], int], cut: Cut | None = None,
           newest_out: bool = False) -> Request:
     """The request for one model call (see the module docstring): the head of `epoch` (an `epoch` record,
@@ -132,8 +133,8 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
     message too): the conversation a compaction summarizes, whose prefix must stay the bytes the epoch's
     requests sent (the provider's cache holds them); what leaves is what the compaction keeps verbatim."""
     budget = budget_of(window)
-    system = str(epoch.get("system") or "")
-    excerpt = str(epoch.get("excerpt") or "")
+    system = epoch.system
+    excerpt = epoch.excerpt or ""
     system_without_map = system.removesuffix(f"\n\n{excerpt}") if excerpt else system
     ctxview, head, body = as_sent(view, config, epoch=epoch, counter=counter)
 

@@ -52,6 +52,7 @@ from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import seen
+from ..sessions.records import Compact, Record
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, request_size
@@ -123,7 +124,7 @@ class AgentEvents:
     on_tool: Callable[[str, dict, ToolResult], None] | None = None
     on_step: Callable[[int, int, int], None] | None = None  # (step, context tokens, window)
     on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction), logged too
-    on_record: Callable[[dict], None] | None = None  # every record the turn (or its compaction) wrote, as written
+    on_record: Callable[[Record], None] | None = None  # every record the turn (or its compaction) wrote, as written
     # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
     # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
     on_activity: Callable[[str, str], None] | None = None
@@ -333,7 +334,7 @@ class Agent:
         if line:
             self._tell(line, "commit", events)
 
-    def _wrote(self, record: dict) -> dict:
+    def _wrote(self, record: Record) -> Record:
         """Tell the UI about a record the turn wrote (it needs the ids to jump to turns); returns it."""
         if self._events.on_record:
             self._events.on_record(record)
@@ -571,13 +572,13 @@ class Agent:
         pre = self._hook("PreCompact", events, match=(trigger,), trigger=trigger, custom_instructions=focus)
         return (pre.stop_reason or pre.reason or "refused by a PreCompact hook") if pre.blocked or pre.stop else ""
 
-    def compacted(self, trigger: str, record: dict | None, events: AgentEvents) -> None:
+    def compacted(self, trigger: str, record: Record | None, events: AgentEvents) -> None:
         """PostCompact, then SessionStart with source compact: what the latter adds reaches the next request, as
         a context update after the summary."""
         if not self.hooks:
             return
         self._hook("PostCompact", events, match=(trigger,), trigger=trigger,
-                   compact_summary=str((record or {}).get("summary") or ""))
+                   compact_summary=record.summary if isinstance(record, Compact) else "")
         said = self._hook("SessionStart", events, match=("compact",), source="compact").context_text
         if said:
             self._wrote(self.session.system(f"[SessionStart hook]\n{said}", update={"hook": "SessionStart"}))

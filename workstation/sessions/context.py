@@ -74,7 +74,7 @@ def covered_count(turns: list[Record], compact: Compact | None) -> int:
     return opens[last_turn] if last_turn < len(opens) else len(turns)
 
 
-def key_context(call: ToolCall | None, output: str) -> str:
+def key_context(call: ToolCall | dict | None, output: str) -> str:
     if call is not None:
         args = tool_call_arguments(call)
         for name in _KEY_ARGS:

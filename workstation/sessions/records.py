@@ -325,20 +325,46 @@ def to_builtins(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- documentation
-def fields_of(cls: type[msgspec.Struct]) -> Iterator[tuple[str, str]]:
-    """(name, JSON type) of each field a record type adds to its base (for the README check)."""
-    base = cls.__mro__[1]
-    inherited = set(getattr(base, "__struct_fields__", ()))
-    hints = msgspec.structs.fields(cls)
-    for info in hints:
-        if info.name not in inherited:
-            yield info.encode_name, json_type(info.type)
+README_BEGIN = "<!-- records: generated from workstation/sessions/records.py; regenerate with " \
+               "`python -m workstation.sessions.records sessions/README.md` -->"
+README_END = "<!-- records: end -->"
 
 
-def json_type(hint: Any) -> str:
-    """A field's type as the README names JSON types."""
-    text = re.sub(r"typing\.|builtins\.|workstation\.sessions\.records\.", "", repr(hint))
-    return text
+def readme_table() -> str:
+    """The table of sessions/README.md's "Record types": each record type's fields and their JSON types, made
+    from the Structs (the test of the README fails when the two disagree)."""
+    import msgspec.inspect as mi  # lazy: only the README check and its regeneration ask
+
+    def shape(t: Any) -> str:
+        if isinstance(t, mi.UnionType):
+            kinds = [k for k in t.types if not isinstance(k, mi.NoneType)]
+            if len(kinds) == 2 and {type(k) for k in kinds} == {mi.IntType, mi.FloatType}:
+                return "number"
+            return " or ".join(shape(k) for k in kinds)
+        if isinstance(t, mi.ListType):
+            item = shape(t.item_type)
+            return "list" if item == "any" else f"list of {item}"
+        if isinstance(t, mi.StructType):
+            return "{" + ", ".join(f.encode_name + ("" if f.required else "?") for f in t.fields) + "}"
+        return {mi.StrType: "string", mi.IntType: "integer", mi.FloatType: "number", mi.BoolType: "boolean",
+                mi.DictType: "object", mi.AnyType: "any"}.get(type(t), type(t).__name__)
+
+    def fields(cls: type[msgspec.Struct], skip: frozenset[str] = frozenset()) -> str:
+        info = mi.type_info(cls)
+        assert isinstance(info, mi.StructType)
+        return ", ".join(f"`{f.encode_name}` {shape(f.type)}" for f in info.fields if f.encode_name not in skip)
+
+    common = frozenset(Record.__struct_fields__)
+    rows = ["| type | fields (every record: `type` and the common ones) |", "|------|------|",
+            f"| (every) | {fields(Record)} |"]
+    rows += [f"| `{cls.__struct_config__.tag}` | {fields(cls, common)} |" for cls in RECORD_CLASSES]
+    return "\n".join([README_BEGIN, *rows, README_END])
+
+
+def with_table(readme: str) -> str:
+    """`readme` with its generated table replaced by the one the Structs give now."""
+    start, end = readme.index(README_BEGIN), readme.index(README_END) + len(README_END)
+    return readme[:start] + readme_table() + readme[end:]
 
 
 # --------------------------------------------------------------------------- reasons
@@ -374,3 +400,11 @@ def _where(path: str, *, field: bool = True) -> str:
     if field and parts and parts[-1][0]:
         words[-1] = repr(words[-1])
     return " ".join(words)
+
+
+if __name__ == "__main__":  # python -m workstation.sessions.records sessions/README.md: regenerate the table
+    import sys
+    from pathlib import Path
+
+    target = Path(sys.argv[1])
+    target.write_text(with_table(target.read_text(encoding="utf-8")), encoding="utf-8")

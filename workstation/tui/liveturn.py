@@ -13,6 +13,8 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..sessions.records import Assistant
+
 if TYPE_CHECKING:
     from .backend import LiveBackend
     from .panes.chat import ChatPane
@@ -95,9 +97,9 @@ class LiveTurn:
             self.wrote_user = True
         elif kind == "assistant":
             self.backend.count_call(record)
-            calls = record.get("tool_calls") or ()
-            self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
-            self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
+            calls = record.tool_calls or () if isinstance(record, Assistant) else ()
+            self.calls.update((c.id, c) for c in calls)
+            self.waiting = {c.id for c in calls}
             said = turns[0]
             # the streamed reply becomes the turn, with the text as recorded (secrets masked)
             if ui(chat.end_reply, id=said["id"], tokens=said["tokens"], ts=ts, text=said["text"]) is not None \
