@@ -73,7 +73,7 @@ class Bill:
         return " · ".join(parts)
 
 
-def _int(value) -> int:
+def _int(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 

@@ -35,7 +35,7 @@ from .context import seen
 from .log import LogView, TokenCounter, conversation_turns, default_counter, tool_call_arguments
 from .plan import current as current_plan, progress, render as render_plan
 from .records import TURN_CLASSES, Assistant, Epoch, Record, Rewind, System, Tool, ToolCall, User
-from .turns import number as number_turns, starts_turn
+from .turns import Turns, number as number_turns, starts_turn
 
 USER_BUDGET = 2000  # tokens of user messages, unless the caller gives another
 FLOOR_TOKENS = 40  # a cut message keeps at least this much of its opening
@@ -182,7 +182,7 @@ def frontier(view: LogView, *, budget: int = USER_BUDGET, counter: TokenCounter 
 
 
 # --------------------------------------------------------------------------- the user's words
-def _user_words(records: list[Record], numbers, budget: int, counter: TokenCounter
+def _user_words(records: list[Record], numbers: Turns, budget: int, counter: TokenCounter
                 ) -> tuple[list[UserWords], list[int]]:
     users = [r for r in records if isinstance(r, User) and starts_turn(r) and not (r.source and r.source.meta)]
     if not users:
@@ -268,7 +268,7 @@ def _told(records: list[Record]) -> tuple[dict[str, str], list[str], list[str]]:
 
 
 # --------------------------------------------------------------------------- files
-def _files(records: list[Record], numbers) -> list[FileState]:
+def _files(records: list[Record], numbers: Turns) -> list[FileState]:
     """Each changed file's net state: its edits (tool records' `edits`) that no rewind of files took back."""
     entries: list[tuple[int, dict]] = []  # (turn, edit entry), in order
     for record in records:
@@ -326,7 +326,7 @@ def _files(records: list[Record], numbers) -> list[FileState]:
     return sorted((s for s in out if s.state != "unchanged"), key=lambda s: order[s.path])
 
 
-def _turn_number(numbers, record: Rewind) -> int:
+def _turn_number(numbers: Turns, record: Rewind) -> int:
     value = record.turn
     if isinstance(value, int) and value > 0:
         return value
@@ -365,7 +365,7 @@ def _command_of(record: Tool, calls: dict[str, ToolCall]) -> str:
     return first[2:] if first.startswith("$ ") else first
 
 
-def _failure(records: list[Record], numbers) -> Failure | None:
+def _failure(records: list[Record], numbers: Turns) -> Failure | None:
     calls: dict[str, ToolCall] = {}
     failure: Failure | None = None
     for record in records:
@@ -392,7 +392,7 @@ def _failure(records: list[Record], numbers) -> Failure | None:
 
 
 # --------------------------------------------------------------------------- open questions
-def _questions(records: list[Record], numbers) -> list[Question]:
+def _questions(records: list[Record], numbers: Turns) -> list[Question]:
     """The questions of the reply that ended the newest turn, when it ends with one; a user message since
     answers them (there is none: it would be the newest turn)."""
     last_user = max((i for i, r in enumerate(records) if starts_turn(r)), default=None)

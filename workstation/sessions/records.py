@@ -20,7 +20,7 @@ after decoding (`problem`), since a line must say both.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator, Union
+from typing import Any, Union
 
 import msgspec
 
@@ -346,8 +346,9 @@ def readme_table() -> str:
             return "list" if item == "any" else f"list of {item}"
         if isinstance(t, mi.StructType):
             return "{" + ", ".join(f.encode_name + ("" if f.required else "?") for f in t.fields) + "}"
-        return {mi.StrType: "string", mi.IntType: "integer", mi.FloatType: "number", mi.BoolType: "boolean",
-                mi.DictType: "object", mi.AnyType: "any"}.get(type(t), type(t).__name__)
+        names: dict[type, str] = {mi.StrType: "string", mi.IntType: "integer", mi.FloatType: "number",
+                                  mi.BoolType: "boolean", mi.DictType: "object", mi.AnyType: "any"}
+        return names.get(type(t), type(t).__name__)
 
     def fields(cls: type[msgspec.Struct], skip: frozenset[str] = frozenset()) -> str:
         info = mi.type_info(cls)
