@@ -32,7 +32,7 @@ from .sessions.archive import recover
 from .sessions.compaction import AutoCompactor, CompactResult, Conversation, compact_models, context_window_of
 from .sessions.context import as_sent, assemble, current_epoch, seen
 from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
-from .sessions.records import Redaction, Target
+from .sessions.records import Assistant, Redaction, Target
 from .sessions.turns import number as number_turns
 
 if TYPE_CHECKING:
@@ -90,18 +90,18 @@ def logged_conversation(session: Session, config: Config, *, now: float | None =
     view = session.read()
     model_view = seen(view)
     epoch = current_epoch(model_view)
-    if epoch is None or not isinstance(epoch.get("tool_schemas"), list):
+    if epoch is None or not isinstance(epoch.tool_schemas, list):
         return None
     at = next(i for i, r in enumerate(model_view.records) if r is epoch)
-    answers = [r for r in model_view.records[at:] if r["type"] == "assistant"]
-    if not answers or any(a.get("cache_break") == "tools changed" for a in answers) or answers[-1].get("trimmed"):
+    answers = [r for r in model_view.records[at:] if isinstance(r, Assistant)]
+    if not answers or any(a.cache_break == "tools changed" for a in answers) or answers[-1].trimmed:
         return None
-    sent = ts_seconds(answers[-1].get("ts"))
+    sent = ts_seconds(answers[-1].ts)
     ttl = cache_ttl_seconds(getattr(getattr(config, "agent", None), "cache_ttl", "5m"))
     if sent is None or (time.time() if now is None else now) - sent > ttl - CACHE_MARGIN_S:
         return None
     _, head, body = as_sent(view, config, epoch=epoch, counter=session.counter)
-    return Conversation(str(answers[-1].get("model") or ""), head + body, epoch["tool_schemas"], session.slug)
+    return Conversation(answers[-1].model or "", head + body, epoch.tool_schemas, session.slug)
 
 
 class Sidecar:

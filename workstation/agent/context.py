@@ -28,7 +28,7 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.context import as_sent
 from ..sessions.log import LogView
-from ..sessions.records import Epoch
+from ..sessions.records import Epoch, System, Tool
 from ..sessions.requestsize import MESSAGE_OVERHEAD, budget as budget_of, message_tokens, reply_reserve
 
 __all__ = ["MESSAGE_OVERHEAD", "ContextOverflow", "Cut", "Request", "build", "reply_reserve"]
@@ -82,7 +82,7 @@ class Request:
 
 
 def pins_of(view: LogView) -> list[str]:
-    return [str(r.get("content") or "") for r in view.records if r.get("type") == "system" and r.get("pin")]
+    return [r.content for r in view.records if isinstance(r, System) and r.pin]
 
 
 def decision_lines(rows, budget: int, count: Callable[[str], int]) -> tuple[dict[str, str], int]:
@@ -143,7 +143,7 @@ def build(view: LogView, config, *, epoch: Epoch, base: str, window: int, model:
     total = tools_tokens + sum(message_tokens(m, count) for m in head) + sum(cost)
     keep = [True] * len(units)
     last_user = max((i for i, u in enumerate(units) if u[0]["role"] == "user"), default=0)
-    epoch_id = str(epoch.get("id") or "")
+    epoch_id = epoch.id
     given = cut if cut is not None and cut.epoch == epoch_id else Cut(epoch_id)
     map_out = False
 
@@ -182,7 +182,7 @@ def build(view: LogView, config, *, epoch: Epoch, base: str, window: int, model:
     out = frozenset(i for i, kept in enumerate(keep) if not kept)
     trimmed = sum(len(units[i]) for i in out)
     newly = sum(len(units[i]) for i in out if i not in given.units) if keep.count(False) > before else 0
-    call_of = {r["id"]: r.get("tool_call_id") for r in view.records if r.get("type") == "tool"}
+    call_of = {r.id: r.tool_call_id for r in view.records if isinstance(r, Tool)}
     redacted = {call_of.get(r.record_id) for r in ctxview.redactions}
     visible = {m["tool_call_id"] for m in messages if m["role"] == "tool"} - redacted
     base_tokens = tools_tokens + count(base) + MESSAGE_OVERHEAD

@@ -52,7 +52,7 @@ from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.context import seen
-from ..sessions.records import Compact, Record
+from ..sessions.records import Assistant, Compact, Record, System
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, request_size
@@ -179,7 +179,7 @@ class Agent:
         self.user_ctx = dataclasses.replace(self.ctx, ledger=ReadLedger(), approve=None, ranges=None, checkpoint=None,
                                             intend=None, env_files=None, delegate=None, permissions=None)
         records = session.read().records
-        self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
+        self._turn_id = next((r.id for r in reversed(records) if starts_turn(r)), "")
         # the mode the user last chose in this session goes on (an editor's next agent process loads it)
         if (chosen := last_noted(records)) is not None:
             self.permissions.set(chosen)
@@ -187,8 +187,8 @@ class Agent:
             self._notice(noted(mode), "mode")
 
         self.permissions.on_change = mode_changed
-        self.step = sum(1 for r in records if r.get("type") == "assistant")
-        self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
+        self.step = sum(1 for r in records if isinstance(r, Assistant))
+        self._call_ids = {c.id for r in records if isinstance(r, Assistant) for c in r.tool_calls or ()}
         self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)
         self._compactor: threading.Thread | None = None
         self._closing = threading.Event()  # stops a background compaction's model call at close()
@@ -254,8 +254,7 @@ class Agent:
         return command.expand(rest) if command is not None else None
 
     def pins(self) -> list[str]:
-        return [str(r.get("content") or "") for r in self.session.read().records
-                if r.get("type") == "system" and r.get("pin")]
+        return [r.content for r in self.session.read().records if isinstance(r, System) and r.pin]
 
     def pin(self, text: str) -> None:
         """An instruction re-injected into every later context (the log keeps it; compaction cannot drop it)."""
@@ -287,14 +286,14 @@ class Agent:
         # what this message's lookups found reaches the model before the message (or in a new epoch's head)
         self._new_epoch = self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
-        self._turn_id = user["id"]
+        self._turn_id = user.id
         # the mode changed since the model last heard (a sub-agent's parent heard it: its own is in its role)
         if self.lifecycle_hooks and (mode := self.permissions.untold()) is not None:
             self._wrote(self.session.system(briefing(mode), update={"mode": mode}))
         for event, said in (("SessionStart", started), ("UserPromptSubmit", prompt.context_text)):
             if said:  # what the hooks add reaches the model after the message, as a context update
                 self._wrote(self.session.system(f"[{event} hook]\n{said}", update={"hook": event}))
-        self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
+        self.memory.record(TURN, "user", chars=len(text), turn_id=user.id)
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
@@ -317,7 +316,7 @@ class Agent:
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
             if self.config.agent.auto_commit and result.error is None:
-                self._auto_commit(user["id"], text, events, cancel)
+                self._auto_commit(user.id, text, events, cancel)
         finally:
             self._running = False
             self.ctx.cancel = None
@@ -426,7 +425,7 @@ class Agent:
             cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None,
             cache_break=cache_break, left_out=request.cut.record() if request.cut else None))
-        self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
+        self.memory.record(TURN, "assistant", chars=len(text), turn_id=record.id)
         if not calls:
             result.text = text
             if self.permissions.mode == "plan" and text.strip():  # the plan the user approves, edits or rejects

@@ -27,7 +27,7 @@ from ..config import Config
 from ..providers import cache_ttl_seconds
 from ..sessions.context import current_epoch, due_redactions, epoch_redactions, redaction_targets, seen
 from ..sessions.log import LogView, Session, ts_seconds
-from ..sessions.records import Assistant, Epoch, Record, System
+from ..sessions.records import Assistant, Epoch, Record, Rewind, System
 from ..sessions.turns import count as count_turns
 
 REDACTION_MARKER_TOKENS = 40  # about what a "[REDACTED: ...]" marker costs in place of the output
@@ -220,24 +220,24 @@ def cache_break(view: LogView, messages: list[dict], last: list[dict] | None, mo
     """Why a request's prefix is not (all) in the provider's cache, for the status line and the figures; None
     when it extends the previous request within the cache's lifetime. `last` and `last_model`: the previous
     request's messages and model in this process (None after a restart: not compared)."""
-    previous = next((r for r in reversed(view.records)
-                     if r["type"] == "assistant" and r.get("model") and not r.get("sidechain")), None)
+    at, previous = next(((i, r) for i, r in reversed(list(enumerate(view.records)))
+                         if isinstance(r, Assistant) and r.model and not r.sidechain), (0, None))
     if previous is None:
         return "first request"
-    since = view.records[view.records.index(previous) + 1:]
-    if any(r["type"] == "rewind" and r.get("conversation") for r in since):
+    since = view.records[at + 1:]
+    if any(isinstance(r, Rewind) and r.conversation for r in since):
         return "rewind"
     if started_epoch:  # a new summary (a compaction, maybe landed during the previous request), or a new head
-        epochs = [r for r in view.records if r["type"] == "epoch"]
-        before = epochs[-2].get("summary") if len(epochs) > 1 else None
-        return "compaction" if epochs and epochs[-1].get("summary") != before else "system changed"
+        epochs = [r for r in view.records if isinstance(r, Epoch)]
+        before = epochs[-2].summary if len(epochs) > 1 else None
+        return "compaction" if epochs and epochs[-1].summary != before else "system changed"
     if last_model is not None and model != last_model:
         return "model switch"
     epoch = current_epoch(seen(view))
-    if epoch is not None and epoch.get("tools") != tools:
+    if epoch is not None and epoch.tools != tools:
         return "tools changed"
     if last is not None and last != messages[: len(last)]:
         return "history changed"
-    if time.time() - (ts_seconds(previous.get("ts")) or time.time()) > ttl_s:
+    if time.time() - (ts_seconds(previous.ts) or time.time()) > ttl_s:
         return "idle past TTL"
     return None

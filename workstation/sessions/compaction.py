@@ -734,7 +734,7 @@ def compaction_marks(records: list[Record]) -> dict[str, dict]:
     return marks
 
 
-def uncompact(session: Session) -> Record:
+def uncompact(session: Session) -> Uncompact:
     """Undo the compaction in force (`/uncompact`, `session uncompact`): an `uncompact` record naming it puts
     the epoch before it back (sessions.context.seen), and holds compaction nobody asked for until the request
     would no longer fit the window. Raises SessionError when no compaction is in force."""
@@ -754,7 +754,7 @@ def uncompact(session: Session) -> Record:
             held="automatic compaction waits until the request would no longer fit the window"), {})]
 
     written = session.append_from(make)[1]
-    if not written:
+    if not written or not isinstance(written[0], Uncompact):
         raise SessionError(problem[0] if problem else f"nothing to uncompact in {session.slug}")
     return written[0]
 
