@@ -158,7 +158,7 @@ def _int(value) -> int:
 
 def session_rates(view: LogView) -> tuple[str, Rates, str, str]:
     """(model, rates, unit, one line on whose prices) of a session: its first answer's model."""
-    model = next((str(r["model"]) for r in view.records if r["type"] == "assistant" and r.get("model")), "")
+    model = next((r.model for r in view.records if isinstance(r, Assistant) and r.model), "")
     found = rates(model) if model else None
     if found is not None:
         return model, found, "USD", f"USD at {model}'s prices in litellm's price map (5-minute cache writes)"
