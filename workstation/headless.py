@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from . import __version__
 from .agent.modes import CLAUDE_NAMES
@@ -32,6 +32,7 @@ from .errors import WorkstationError
 from .hooks import tool_names
 from .host import Event, Notice, RecordWritten, TurnFinished
 from .costs.billing import bill
+from .sessions.records import Assistant, Compact, Record, Tool as ToolRecord
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -108,47 +109,44 @@ class Stream:
                      "text": event.line}]
         return []
 
-    def _record(self, record: Mapping[str, Any]) -> list[dict]:
-        if record.get("sidechain"):  # a sub-agent's: its task call's result says what it found
+    def _record(self, record: Record) -> list[dict]:
+        if record.sidechain:  # a sub-agent's: its task call's result says what it found
             return []
-        kind = record.get("type")
-        if kind == "assistant":
+        if isinstance(record, Assistant):
             return [self._assistant(record)]
-        if kind == "tool":
-            call_id = str(record.get("tool_call_id") or "")
-            content = str(record.get("content") or "")
-            return [{"type": "user", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
+        if isinstance(record, ToolRecord):
+            return [{"type": "user", "uuid": record.id or _uuid(), "session_id": self.session_id,
                      "parent_tool_use_id": None,
                      "message": {"role": "user", "content": [
-                         {"type": "tool_result", "tool_use_id": call_id, "content": content,
-                          "is_error": not record.get("ok", True)}]},
-                     "tool_use_result": {"tool": record.get("name"), "ok": bool(record.get("ok", True)),
-                                         **({"outcome": record["outcome"]} if record.get("outcome") else {})}}]
-        if kind == "compact":
+                         {"type": "tool_result", "tool_use_id": record.tool_call_id, "content": record.content,
+                          "is_error": not record.ok}]},
+                     "tool_use_result": {"tool": record.name, "ok": record.ok,
+                                         **({"outcome": record.outcome} if record.outcome else {})}}]
+        if isinstance(record, Compact):
             return [{"type": "system", "subtype": "compact_boundary", "uuid": _uuid(), "session_id": self.session_id,
-                     "compact_metadata": {"trigger": "manual" if record.get("focus") else "auto"}}]
+                     "compact_metadata": {"trigger": "manual" if record.focus else "auto"}}]
         return []
 
-    def _assistant(self, record: Mapping[str, Any]) -> dict:
+    def _assistant(self, record: Assistant) -> dict:
         content: list[dict] = []
-        if record.get("content"):
-            content.append({"type": "text", "text": str(record["content"])})
-        for call in record.get("tool_calls") or ():
+        if record.content:
+            content.append({"type": "text", "text": record.content})
+        for call in record.tool_calls or ():
             try:
-                args = json.loads(call.get("arguments") or "{}")
+                args = json.loads(call.arguments or "{}")
             except ValueError:
-                args = {"raw": call.get("arguments")}
+                args = {"raw": call.arguments}
             args = args if isinstance(args, dict) else {"value": args}
-            self._calls[str(call["id"])] = {"name": call["name"], "input": args}
-            content.append({"type": "tool_use", "id": str(call["id"]), "name": str(call["name"]), "input": args})
-        return {"type": "assistant", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
+            self._calls[call.id] = {"name": call.name, "input": args}
+            content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": args})
+        return {"type": "assistant", "uuid": record.id or _uuid(), "session_id": self.session_id,
                 "parent_tool_use_id": None,
-                "message": {"id": str(record.get("id") or ""), "type": "message", "role": "assistant",
-                            "model": str(record.get("model") or self.model), "content": content,
-                            "stop_reason": "tool_use" if record.get("tool_calls") else "end_turn",
-                            "stop_sequence": None, "usage": usage([dict(record)])}}
+                "message": {"id": record.id, "type": "message", "role": "assistant",
+                            "model": record.model or self.model, "content": content,
+                            "stop_reason": "tool_use" if record.tool_calls else "end_turn",
+                            "stop_sequence": None, "usage": usage([record])}}
 
-    def result(self, finished: TurnFinished | None, records: list[dict], *, subtype: str = "",
+    def result(self, finished: TurnFinished | None, records: list[Record], *, subtype: str = "",
                error: str = "", reply: str | None = None) -> dict:
         """The last message: `finished` the turn's end (None: it never began; `error` says why; `reply` what a
         slash command said instead), `records` what the run wrote to the log (billed as costs.billing bills
@@ -157,11 +155,11 @@ class Stream:
         error = error or (outcome.error if outcome is not None and outcome.error else "")
         subtype = subtype or STOPPED.get(outcome.stopped or "" if outcome is not None else "", "") or \
             ("error_during_execution" if error else "success")
-        steps = [r for r in records if r.get("type") == "assistant" and not r.get("sidechain")]
+        answers = [r for r in records if isinstance(r, Assistant)]
+        steps = [r for r in answers if not r.sidechain]
         message = {"type": "result", "subtype": subtype, "is_error": subtype != "success",
                    "duration_ms": round((time.monotonic() - self.started) * 1000),
-                   "duration_api_ms": round(sum(float(r.get("latency_ms") or 0) for r in records
-                                                if r.get("type") == "assistant")),
+                   "duration_api_ms": round(sum(float(r.latency_ms or 0) for r in answers)),
                    "num_turns": len(steps),
                    "result": reply if reply is not None else outcome.text if outcome is not None else "",
                    "session_id": self.session_id, "stop_reason": "end_turn" if subtype == "success" else None,
@@ -172,11 +170,10 @@ class Stream:
             message["errors"] = [error]
         return message
 
-    def _denials(self, records: list[dict]) -> list[dict]:
-        return [{"tool_name": str(r.get("name")), "tool_use_id": str(r.get("tool_call_id")),
-                 "tool_input": self._calls.get(str(r.get("tool_call_id")), {}).get("input", {})}
-                for r in records if r.get("type") == "tool" and r.get("outcome") == "denied"
-                and not r.get("sidechain")]
+    def _denials(self, records: list[Record]) -> list[dict]:
+        return [{"tool_name": r.name, "tool_use_id": r.tool_call_id,
+                 "tool_input": self._calls.get(r.tool_call_id, {}).get("input", {})}
+                for r in records if isinstance(r, ToolRecord) and r.outcome == "denied" and not r.sidechain]
 
 
 STOPPED = {"max_steps": "error_max_turns", "budget": "error_max_budget_usd"}  # TurnResult.stopped -> subtype
@@ -184,7 +181,7 @@ TERMINAL = {"success": "completed", "error_max_turns": "max_turns", "error_max_b
             "error_during_execution": "error"}
 
 
-def usage(records: list[dict]) -> dict:
+def usage(records: list[Record]) -> dict:
     """Anthropic's usage of the billed records (assistant and compact): input tokens not read from or written
     to the cache, cache reads and writes, output tokens."""
     total = bill(records).total

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .mcp.client import McpToolset
     from .runtime import Workspace
     from .sessions.log import Session
+    from .sessions.records import Record
 
 
 # --------------------------------------------------------------------------- events
@@ -73,7 +74,7 @@ class ToolFinished:
 class RecordWritten:
     """A record the turn (or its compaction) wrote to the session log, as written."""
 
-    record: dict
+    record: "Record"
 
 
 @dataclass(frozen=True)

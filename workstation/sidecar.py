@@ -31,11 +31,13 @@ from .sessions.archive import recover
 from .sessions.compaction import AutoCompactor, CompactResult, Conversation, context_window_of
 from .sessions.modelview import as_sent, assemble, current_epoch, seen
 from .sessions.log import SUFFIX, LogView, Session, SessionError, live_slugs, ts_seconds
+from .sessions.records import Assistant, Redaction, Target
 from .sessions.turns import number as number_turns
 
 if TYPE_CHECKING:
     from .config import Config
     from .memory.episodic import Episodic
+    from .sessions.records import Record
 
 DEBOUNCE_S = 0.2  # let a burst of appends settle before looking
 RESCAN_S = 30.0  # full pass now and then: retries after failures, missed events
@@ -44,7 +46,7 @@ IMPORT_RETRY_S = 30.0  # after the import watcher failed, wait this long before 
 CACHE_MARGIN_S = 30.0  # a prefix cached this close to its TTL may be gone by the time the request lands
 
 
-def persist_redactions(session: Session, config: Config, episodic: Episodic | None = None) -> dict | None:
+def persist_redactions(session: Session, config: Config, episodic: Episodic | None = None) -> Record | None:
     """Append a `redaction` record for tool outputs that rolling redaction newly hides, if any.
 
     The context builder redacts by rule anyway; the record makes each decision
@@ -55,8 +57,8 @@ def persist_redactions(session: Session, config: Config, episodic: Episodic | No
     new = _unpersisted(view, config, session)
     if not new:
         return None
-    targets = [{"id": r.record_id, "name": r.name, "chars": r.chars, "key": r.key} for r in new]
-    wanted = {t["id"] for t in targets}
+    targets = [Target(id=r.record_id, name=r.name, chars=r.chars, key=r.key) for r in new]
+    wanted = {t.id for t in targets}
     turns = number_turns(view.records)
     record = session.append_if(lambda v: wanted.isdisjoint(_persisted(v)), "redaction",
                                targets=targets, at_turn=turns.count)
@@ -69,7 +71,7 @@ def persist_redactions(session: Session, config: Config, episodic: Episodic | No
 
 
 def _persisted(view: LogView) -> set[str]:
-    return {t.get("id") for r in view.records if r["type"] == "redaction" for t in r.get("targets") or ()}
+    return {t.id for r in view.records if isinstance(r, Redaction) for t in r.targets or ()}
 
 
 def _unpersisted(view: LogView, config: Config, session: Session) -> list:
@@ -87,18 +89,18 @@ def logged_conversation(session: Session, config: Config, *, now: float | None =
     view = session.read()
     model_view = seen(view)
     epoch = current_epoch(model_view)
-    if epoch is None or not isinstance(epoch.get("tool_schemas"), list):
+    if epoch is None or not isinstance(epoch.tool_schemas, list):
         return None
     at = next(i for i, r in enumerate(model_view.records) if r is epoch)
-    answers = [r for r in model_view.records[at:] if r["type"] == "assistant"]
-    if not answers or any(a.get("cache_break") == "tools changed" for a in answers) or answers[-1].get("trimmed"):
+    answers = [r for r in model_view.records[at:] if isinstance(r, Assistant)]
+    if not answers or any(a.cache_break == "tools changed" for a in answers) or answers[-1].trimmed:
         return None
-    sent = ts_seconds(answers[-1].get("ts"))
+    sent = ts_seconds(answers[-1].ts)
     ttl = cache_ttl_seconds(getattr(getattr(config, "agent", None), "cache_ttl", "5m"))
     if sent is None or (time.time() if now is None else now) - sent > ttl - CACHE_MARGIN_S:
         return None
     _, head, body = as_sent(view, config, epoch=epoch, counter=session.counter)
-    return Conversation(str(answers[-1].get("model") or ""), head + body, epoch["tool_schemas"], session.slug)
+    return Conversation(answers[-1].model or "", head + body, epoch.tool_schemas, session.slug)
 
 
 class Sidecar:

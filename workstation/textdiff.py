@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import Any
 
 MATCH_LIMIT = 20_000  # lines of the changed middle matched line by line
 NO_NEWLINE = "\\ No newline at end of file"
@@ -109,9 +110,9 @@ def _body(mark: str, lines: list[str]) -> list[str]:
     return out
 
 
-def record_diff(record: dict) -> str:
+def record_diff(record: Any) -> str:
     """The unified diff of everything a tool record changed (its `edits`), one file after another."""
-    edits = record.get("edits") if isinstance(record, dict) else None
+    edits = getattr(record, "edits", None)  # a sessions.records.Tool (textdiff sits below sessions)
     return "\n".join(e["diff"] for e in edits or () if isinstance(e, dict) and isinstance(e.get("diff"), str)
                      and e["diff"])
 

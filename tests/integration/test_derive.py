@@ -15,6 +15,7 @@ import pytest
 from support.agent_support import agent, events, module_server, records, workspace
 from support.fakellm import Reply
 from workstation.agent import tools
+from workstation.sessions.records import Assistant, Record, Tool, ToolCall, from_dict
 from workstation.costs.report import agent_figures
 from workstation.importers.engine import Importer
 from workstation.importers.events import event_lines
@@ -43,20 +44,20 @@ def test_the_table_of_other_agents_tools():
     assert foreign_files("Read", {"file_path": 3}, None) == []
 
 
-def _events_and_meanings(records: list[dict], slug: str) -> tuple[list, list]:
-    calls: dict[str, dict] = {}
+def _events_and_meanings(records: list[Record], slug: str) -> tuple[list, list]:
+    calls: dict[str, ToolCall] = {}
     from_events, from_meanings = [], []
     for record in records:
-        if record["type"] == "assistant":
-            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
-        if record["type"] != "tool":
+        if isinstance(record, Assistant):
+            calls.update({c.id: c for c in record.tool_calls or ()})
+        if not isinstance(record, Tool):
             continue
         for line in event_lines(record, slug, "test", calls, "import:test"):
             event = json.loads(line)
             if event["y"] in (FILE_READ, FILE_EDIT):
                 from_events.append((event["y"], event["n"]))
-        call = calls.get(record.get("tool_call_id", ""))
-        meaning = tools.meaning_of(str(record.get("name") or ""), tool_call_arguments(call or {}), record, call)
+        call = calls.get(record.tool_call_id)
+        meaning = tools.meaning_of(record.name, tool_call_arguments(call or {}), record, call)
         from_meanings += [(FILE_READ, r.path) for r in meaning.reads] + [(FILE_EDIT, e.path) for e in meaning.edits]
     return from_events, from_meanings
 
@@ -90,12 +91,13 @@ def test_an_imported_tool_named_like_ours_means_what_the_importer_counted():
     and the meaning `report` reads come from one derivation (sessions.derive.events of foreign_meaning)."""
     call = {"id": "c1", "name": "write_file", "arguments": json.dumps({"path": "a.py", "content": "x = 1\n"})}
     read = {"id": "c2", "name": "read_file", "arguments": json.dumps({"path": "b.py"})}
-    records = [{"v": 1, "id": "r0", "ts": "2026-01-01T00:00:00Z", "type": "assistant", "content": "",
-                "tool_calls": [call, read], "source": {"format": "test"}},
-               {"v": 1, "id": "r1", "ts": "2026-01-01T00:00:01Z", "type": "tool", "tool_call_id": "c1",
-                "name": "write_file", "content": "wrote a.py", "ok": True, "source": {"format": "test"}},
-               {"v": 1, "id": "r2", "ts": "2026-01-01T00:00:02Z", "type": "tool", "tool_call_id": "c2",
-                "name": "read_file", "content": "y = 2\n", "ok": True, "source": {"format": "test"}}]
+    records = [from_dict(r) for r in [
+        {"v": 1, "id": "r0", "ts": "2026-01-01T00:00:00Z", "type": "assistant", "content": "",
+         "tool_calls": [call, read], "source": {"format": "test", "id": "s0"}},
+        {"v": 1, "id": "r1", "ts": "2026-01-01T00:00:01Z", "type": "tool", "tool_call_id": "c1",
+         "name": "write_file", "content": "wrote a.py", "ok": True, "source": {"format": "test", "id": "s1"}},
+        {"v": 1, "id": "r2", "ts": "2026-01-01T00:00:02Z", "type": "tool", "tool_call_id": "c2",
+         "name": "read_file", "content": "y = 2\n", "ok": True, "source": {"format": "test", "id": "s2"}}]]
     from_events, from_meanings = _events_and_meanings(records, "s")
     assert from_events == from_meanings == [(FILE_EDIT, "a.py"), (FILE_READ, "b.py")]
     chars = [json.loads(line)["x"].get("chars") for line in event_lines(records[2], "s", "test", {"c2": read}, "f")

@@ -13,6 +13,7 @@ from support.fakellm import Reply, ScriptedLLM
 from support.sessions_support import (KEY, KEY_ENV, claim_held_elsewhere, compaction_events, fill_turns, make_config,
                               real_episodic, summarizer, turns_in_prompt, write_config_file)
 from workstation import config as config_mod
+from workstation.sessions.records import Covers
 from workstation import llm
 from workstation.cli import main
 from workstation.cli.common import run_main
@@ -54,8 +55,8 @@ def test_threshold_boundary(tmp_path, server):
     assert turns_in_prompt(server.requests[0]) == [1, 2, 3, 4, 5, 6]
     record = result.record
     # turns 1-6 are records 0-11 (a user message and its answer each)
-    assert record["covers"] == {"first_id": turns[0]["id"], "last_id": turns[11]["id"], "first_turn": 1,
-                                "last_turn": 6, "new_first_turn": 1, "new_first_id": turns[0]["id"]}
+    assert record.covers == Covers(first_id=turns[0].id, last_id=turns[11].id, first_turn=1, last_turn=6,
+                                   new_first_turn=1, new_first_id=turns[0].id)
     assert record["model"] == "openai/compact" and record["type"] == "compact"
     # the model sees the summary instead of turns 1-6, then exactly the newest keep_recent turns verbatim
     view = SessionContext.build(session, config)

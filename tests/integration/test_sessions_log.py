@@ -16,6 +16,7 @@ from support.sessions_support import fill, make_config
 from workstation.cli import main
 from workstation.sessions import Session, SessionArchived, SessionError
 from workstation.sessions.log import FORMAT_VERSION, live_slugs, parse_lines, slugify
+from workstation.sessions.records import ToolCall
 
 DEMO = Path(__file__).resolve().parents[2] / "sessions" / "demo-request-id.jsonl"
 
@@ -39,8 +40,8 @@ def test_records_carry_id_timestamp_tokens_and_version(paths):
         assert record["v"] == FORMAT_VERSION and record["id"] and record["ts"].endswith("Z")
         assert isinstance(record["tokens"], int)
     assert view.records[0] == user and user["tokens"] > 3
-    assert view.records[1]["tool_calls"] == [{"id": "call_1", "name": "read_file",
-                                              "arguments": '{"path": "src/loader.py"}'}]
+    assert view.records[1].tool_calls == [ToolCall(id="call_1", name="read_file",
+                                                   arguments='{"path": "src/loader.py"}')]
     assert view.records[1]["tokens_in"] == 120 and assistant["model"] == "openai/chat"
     assert view.records[2]["tool_call_id"] == "call_1" and tool["ok"] is True
     assert len({r["id"] for r in view.records}) == 4
@@ -146,7 +147,7 @@ def test_the_recorded_demo_episode_passes_the_field_checks():
 def test_complete_record_without_its_newline_is_kept(paths):
     session = Session.create(paths, "nonl")
     fill(session, 2)
-    record = dict(session.read().records[0], id="nonl-1")
+    record = dict(session.read().records[0].as_dict(), id="nonl-1")
     with open(session.path, "ab") as fh:
         fh.write(json.dumps(record).encode())  # killed between the JSON and the newline
     assert Session(paths, "nonl").read().records[-1]["id"] == "nonl-1"

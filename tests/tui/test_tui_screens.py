@@ -14,6 +14,7 @@ from tui_support import SIZE, RecordingBackend, settle, started
 from workstation.memory import reflect
 from workstation.memory.episodic import MODEL_CALL, TOOL_CALL
 from workstation.runtime import Workspace
+from workstation.sessions.records import from_dict
 from workstation.sessions import archive as archive_mod
 from workstation.sessions import catalog
 from workstation.sessions.log import Session
@@ -402,13 +403,14 @@ def record_history(ws) -> None:
 
 
 def test_context_series_marks_compactions_at_their_turn():
-    records = [{"type": "user"}, {"type": "assistant", "context_tokens": 100}, {"type": "tool"},
-               {"type": "assistant", "context_tokens": 300}, {"type": "redaction"},
-               {"type": "compact", "covers": {"last_turn": 3}}, {"type": "assistant"},
-               {"type": "assistant", "context_tokens": 120}]
+    records = [from_dict({"v": 1, "id": f"r{i}", **r}) for i, r in enumerate([
+        {"type": "user"}, {"type": "assistant", "context_tokens": 100}, {"type": "tool"},
+        {"type": "assistant", "context_tokens": 300}, {"type": "redaction"},
+        {"type": "compact", "covers": {"last_turn": 3}}, {"type": "assistant"},
+        {"type": "assistant", "context_tokens": 120}])]
     series = context_series("x", records)
-    # the model calls of turn 1 share its number; the compaction came in turn 1 (records without ids: the
-    # number it was written with)
+    # the model calls of turn 1 share its number; the compaction came in turn 1 (its last_id names no
+    # record: the number it was written with)
     assert (series.turns, series.tokens, series.compactions) == ([1, 1, 1], [100, 300, 120], [(1, 3)])
     usage = tool_usage(["tool", "calls", "errors"], [["grep", 2, 0], ["read_lines", 5, 1], ["find", 2, 2]])
     assert (usage.tools, usage.ok, usage.failed) == (["read_lines", "find", "grep"], [4, 0, 2], [1, 2, 0])

@@ -8,6 +8,7 @@ import json
 from acp.schema import AgentMessageChunk, AgentPlanUpdate, FileEditToolCallContent, ToolCallProgress, ToolCallStart
 
 from workstation.acp import wire
+from workstation.sessions.records import from_dict
 from workstation.acp.records import Mapper, hunks
 from workstation.textdiff import unified
 
@@ -26,11 +27,16 @@ def test_each_hunk_is_a_piece_of_the_old_file_and_its_replacement_in_the_new():
     assert rebuilt == AFTER
 
 
+def _updates(mapper, data: dict, **kw):
+    """The updates of a record given as its JSON object."""
+    return mapper.updates(from_dict({"v": 1, "id": "r1", **data}), **kw)
+
+
 def test_a_tool_record_carries_its_diffs_its_result_and_the_plan(tmp_path):
     (tmp_path / "pkg").mkdir()
     mapper = Mapper(tmp_path)
     call = {"id": "c1", "name": "edit_file", "arguments": json.dumps({"path": "pkg/a.py", "old": "x", "new": "y"})}
-    (start,) = mapper.updates({"type": "assistant", "content": "Editing.", "tool_calls": [call]}, streamed=True)
+    (start,) = _updates(mapper, {"type": "assistant", "content": "Editing.", "tool_calls": [call]}, streamed=True)
     assert isinstance(start, ToolCallStart) and start.kind == "edit" and start.status == "pending"
     assert start.locations[0].path == str(tmp_path / "pkg/a.py")
     diff = unified("x = 1\n", "y = 1\n", "a/pkg/a.py", "b/pkg/a.py").text
@@ -39,7 +45,7 @@ def test_a_tool_record_carries_its_diffs_its_result_and_the_plan(tmp_path):
               "edits": [{"path": "pkg/a.py", "before": "h1", "after": "h2", "diff": diff},
                         {"path": "pkg/b.py", "after": "h3", "diff": made}],
               "plan": [{"text": "edit", "status": "done"}, {"text": "test", "status": "pending"}]}
-    end, plan = mapper.updates(record)
+    end, plan = _updates(mapper, record)
     assert isinstance(end, ToolCallProgress) and end.status == "completed"
     changed = [c for c in end.content if isinstance(c, FileEditToolCallContent)]
     assert [(c.path, c.old_text, c.new_text) for c in changed] == [
@@ -52,13 +58,13 @@ def test_a_tool_record_carries_its_diffs_its_result_and_the_plan(tmp_path):
 def test_what_the_conversation_is_not_maps_to_nothing_and_a_path_outside_is_no_location(tmp_path):
     (tmp_path / "out").symlink_to("/etc")
     mapper = Mapper(tmp_path / ".")
-    assert mapper.updates({"type": "epoch", "content": "system prompt"}) == []
-    assert mapper.updates({"type": "system", "content": "pinned", "pin": True}) == []
-    (notice,) = mapper.updates({"type": "system", "content": "[cancelled]", "notice": "cancelled"})
+    assert _updates(mapper, {"type": "epoch", "content": "system prompt"}) == []
+    assert _updates(mapper, {"type": "system", "content": "pinned", "pin": True}) == []
+    (notice,) = _updates(mapper, {"type": "system", "content": "[cancelled]", "notice": "cancelled"})
     assert isinstance(notice, AgentMessageChunk) and notice.content.text.strip() == "[cancelled]"
     for path in ("../secret", "/etc/passwd", "out/passwd"):
         call = {"id": path, "name": "read_lines", "arguments": json.dumps({"path": path, "start": 1, "end": 2})}
-        (start,) = mapper.updates({"type": "assistant", "tool_calls": [call]})
+        (start,) = _updates(mapper, {"type": "assistant", "tool_calls": [call]})
         assert start.locations is None, path
 
 

@@ -4,11 +4,12 @@ its updates, the difference, and when a redaction within an epoch pays."""
 from __future__ import annotations
 
 from workstation.agent.updates import State, current_epoch, difference, excerpt_update, known, redaction_pays
+from workstation.sessions.records import Record, from_dict
 from workstation.sessions.log import LogView
 
 
-def record(kind: str, rid: str, **fields) -> dict:
-    return {"v": 1, "id": rid, "type": kind, **fields}
+def record(kind: str, rid: str, **fields) -> Record:
+    return from_dict({"v": 1, "id": rid, "type": kind, **fields})
 
 
 def test_known_folds_the_epoch_and_every_update_after_it():

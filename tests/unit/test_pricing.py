@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workstation.pricing import UNIT, Rates, call_cost, cost, hit_share, price_map, rates
+from workstation.sessions.records import from_dict
 from workstation.costs import billing
 
 # per token: input, output, cache read, cache write 5 minutes, 1 hour (Claude Sonnet 4.5's list prices)
@@ -82,6 +83,7 @@ def test_a_sessions_bill():
          "cache_read_tokens": 240, "cache_creation_tokens": 1_760, "cache_break": "compaction"},
         {"type": "assistant", "model": "openai/test-model", "tokens_in": 100, "tokens_out": 1},  # no price
     ]
+    records = [from_dict({"v": 1, "id": f"r{i}", **r}) for i, r in enumerate(records)]
     bill = billing.bill(records)
     haiku = rates("claude-haiku-4-5")
     step, compaction = bill.kinds["step"], bill.kinds["compaction"]

@@ -7,6 +7,7 @@ import json
 
 from workstation.sessions.frontier import command_key, frontier
 from workstation.sessions.logview import LogView
+from workstation.sessions.records import from_dict
 
 _ids = itertools.count(1)
 
@@ -18,8 +19,8 @@ class Log:
         self.records: list[dict] = []
 
     def add(self, type: str, **fields) -> dict:
-        record = {"v": 1, "id": f"{next(_ids):011x}-000000", "ts": "2026-01-01T00:00:00.000Z", "type": type,
-                  **fields}
+        record = from_dict({"v": 1, "id": f"{next(_ids):011x}-000000", "ts": "2026-01-01T00:00:00.000Z",
+                            "type": type, **fields})
         self.records.append(record)
         return record
 

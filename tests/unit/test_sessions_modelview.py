@@ -8,6 +8,7 @@ import pytest
 
 from support.sessions_support import fill, make_config
 from workstation.sessions import Session, SessionContext, SessionError, fetch_original
+from workstation.sessions.records import Target
 from workstation.sessions.modelview import redaction_start
 from workstation.sessions.log import new_record_id
 from workstation.sidecar import persist_redactions
@@ -65,8 +66,7 @@ def test_persisted_redaction_records_are_idempotent_and_durable(tmp_path):
     record = persist_redactions(session, config)
     assert record["type"] == "redaction" and record["at_turn"] == 5  # 20 records, 5 of them user messages
     assert [t["id"] for t in record["targets"]] == [turns[2]["id"], turns[6]["id"]]
-    assert record["targets"][0] == {"id": turns[2]["id"], "name": "read_file", "chars": 3000,
-                                    "key": "src/mod_2.py"}
+    assert record.targets[0] == Target(id=turns[2].id, name="read_file", chars=3000, key="src/mod_2.py")
     assert persist_redactions(session, config) is None  # nothing new
     # a later, more lenient setting does not bring a redacted output back
     lenient = make_config(tmp_path, redact_min_chars=10**6)[0]

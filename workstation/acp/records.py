@@ -31,6 +31,7 @@ from acp.schema import PlanEntry, PlanEntryStatus, ToolCallLocation, ToolKind
 from ..agent import tools
 from ..sessions import plan as plan_mod
 from ..sessions.log import tool_call_arguments
+from ..sessions.records import Assistant, Command, Compact, Record, System, Tool, ToolCall, User
 
 PLAN_STATUS: dict[str, PlanEntryStatus] = {"pending": "pending", "in_progress": "in_progress", "done": "completed"}
 # what a built-in tool does, as ACP names it (anything else by its declared effect)
@@ -47,37 +48,35 @@ class Mapper:
     def __init__(self, root: Path, toolset: "tools.Toolset | None" = None):
         self.root = root
         self.toolset = toolset or tools.Toolset()
-        self.calls: dict[str, dict] = {}  # tool call id -> the call the assistant made
+        self.calls: dict[str, ToolCall] = {}  # tool call id -> the call the assistant made
 
-    def updates(self, record: dict, *, streamed: bool = False) -> list[Any]:
-        kind = record.get("type")
-        content = str(record.get("content") or "")
-        if kind == "user":
-            return [helpers.update_user_message_text(content)]
-        if kind == "assistant":
+    def updates(self, record: Record, *, streamed: bool = False) -> list[Any]:
+        if isinstance(record, User):
+            return [helpers.update_user_message_text(record.content)]
+        if isinstance(record, Assistant):
+            content = record.content
             out: list[Any] = [helpers.update_agent_message_text(content)] if content and not streamed else []
-            for call in record.get("tool_calls") or ():
-                if isinstance(call, dict) and call.get("id"):
-                    self.calls[call["id"]] = call
+            for call in record.tool_calls or ():
+                if call.id:
+                    self.calls[call.id] = call
                     out.append(self.started(call))
             return out
-        if kind == "tool":
+        if isinstance(record, Tool):
             return self.finished(record)
-        if kind == "system" and record.get("notice"):
-            return [helpers.update_agent_message_text(f"\n\n{content}\n")]
-        if kind == "command" and not streamed:  # a slash command the user ran, as the live session answered it
-            said = content if record.get("ok", True) else f"error: {content}"
-            return [helpers.update_user_message_text(str(record.get("line") or "")),
-                    helpers.update_agent_message_text(said)]
-        if kind == "compact":
+        if isinstance(record, System) and record.notice:
+            return [helpers.update_agent_message_text(f"\n\n{record.content}\n")]
+        if isinstance(record, Command) and not streamed:  # a slash command the user ran, as the live session answered
+            said = record.content if record.ok else f"error: {record.content}"
+            return [helpers.update_user_message_text(record.line), helpers.update_agent_message_text(said)]
+        if isinstance(record, Compact):
             return [helpers.update_agent_message_text("\n\n[compaction: earlier turns were summarized for the model; "
                                                       "the log keeps them]\n")]
         return []
 
-    def history(self, records: Iterable[dict]) -> list[Any]:
+    def history(self, records: Iterable[Record]) -> list[Any]:
         """Every update of a session's records, in order (session/load replays them to the client); a
         sub-agent's own steps (marked sidechain) are left out, as they are while a turn runs."""
-        return [update for record in records if not record.get("sidechain") for update in self.updates(record)]
+        return [update for record in records if not record.sidechain for update in self.updates(record)]
 
     # ------------------------------------------------------------------ tool calls
     def _tool(self, name: str) -> "tools.Tool | None":
@@ -113,39 +112,39 @@ class Mapper:
                                               and line > 0 else None))
         return found or None
 
-    def started(self, call: dict) -> Any:
-        name = str(call.get("name") or "tool")
+    def started(self, call: ToolCall) -> Any:
+        name = call.name or "tool"
         args = tool_call_arguments(call)
-        return helpers.start_tool_call(call["id"], self.title(name, args), kind=self.kind(name), status="pending",
+        return helpers.start_tool_call(call.id, self.title(name, args), kind=self.kind(name), status="pending",
                                        locations=self.locations(args), raw_input=args)
 
-    def finished(self, record: dict) -> list[Any]:
-        call_id = str(record.get("tool_call_id") or "")
+    def finished(self, record: Tool) -> list[Any]:
+        call_id = record.tool_call_id
         if not call_id:  # a result that answers no call (an imported log's quirk): nothing to update
             return []
         content: list[Any] = []
-        for edit in record.get("edits") or ():
+        for edit in record.edits or ():
             if isinstance(edit, dict):
                 content += self.diffs(edit)
-        text = str(record.get("content") or "")
+        text = record.content
         if text:
             content.append(helpers.tool_content(helpers.text_block(text)))
         call = self.calls.get(call_id)
         args = tool_call_arguments(call) if call else {}
         out: list[Any] = [helpers.update_tool_call(
-            call_id, status="completed" if record.get("ok", True) else "failed", content=content,
+            call_id, status="completed" if record.ok else "failed", content=content,
             locations=self._edited(record) or self.locations(args))]
-        if record.get("ok", True) and "plan" in record:
-            items = plan_mod.items_of(record.get("plan"))
+        if record.ok and record.plan is not None:
+            items = plan_mod.items_of(record.plan)
             if items is not None:
                 out.append(plan_update(items))
         return out
 
-    def _edited(self, record: dict) -> list[ToolCallLocation] | None:
-        lines = record.get("lines")
+    def _edited(self, record: Tool) -> list[ToolCallLocation] | None:
+        lines = record.lines
         first = lines[0] if isinstance(lines, list) and lines and isinstance(lines[0], int) else None
         found = [ToolCallLocation(path=where, line=first if i == 0 else None)
-                 for i, e in enumerate(record.get("edits") or ())
+                 for i, e in enumerate(record.edits or ())
                  if isinstance(e, dict) and e.get("after") and (where := self.inside(e.get("path"))) is not None]
         return found or None
 

@@ -55,6 +55,7 @@ from acp.schema import (AvailableCommand, AvailableCommandInput, EmbeddedResourc
                         StopReason, ToolCallUpdate, UnstructuredCommandInput)
 
 from ..errors import ConfigError, WorkstationError
+from ..sessions.records import Assistant, Record, Tool
 from .records import Mapper
 from .start import STDIO_LIMIT, initialize_result  # noqa: F401  (STDIO_LIMIT: tests)
 
@@ -180,16 +181,15 @@ class Live:
             waiting: list[tuple[str, str]] = []  # the step's calls not yet run: the loop runs them in order
             tasks: set[str] = set()  # task calls running: the activity heard meanwhile is their sub-agents'
 
-            def recorded(record: dict) -> None:
-                if record.get("sidechain"):  # a sub-agent's own steps: the editor sees its task and summary
+            def recorded(record: Record) -> None:
+                if record.sidechain:  # a sub-agent's own steps: the editor sees its task and summary
                     return
                 for update in self.mapper.updates(record, streamed=True):
                     self.send(update)
-                if record.get("type") == "assistant":
-                    waiting[:] = [(c["id"], c.get("name", "")) for c in record.get("tool_calls") or ()
-                                  if isinstance(c, dict)]
-                elif record.get("type") == "tool":
-                    tasks.discard(record.get("tool_call_id"))
+                if isinstance(record, Assistant):
+                    waiting[:] = [(c.id, c.name) for c in record.tool_calls or ()]
+                elif isinstance(record, Tool):
+                    tasks.discard(record.tool_call_id)
 
             # a notice (retrying, a trimmed context, a compaction...) is a record: `recorded` says it, as a load does
             def heard(event: "Event") -> None:

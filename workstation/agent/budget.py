@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..pricing import rates
 from ..costs.billing import bill
+from ..sessions.records import Record
 
 REPLY_TOKENS = 1024  # the answer a request is priced with before it is sent
 
@@ -37,7 +38,7 @@ class Verdict:
                 f"${self.limit:.2f} (${self.spent:.4f} spent); raise agent.max_budget_usd to go on")
 
 
-def check(records: Iterable[dict], limit: float, model: str, tokens: int, cached: int) -> Verdict | None:
+def check(records: Iterable[Record], limit: float, model: str, tokens: int, cached: int) -> Verdict | None:
     """The verdict on the next request of `tokens` tokens (`cached` of them a prefix the provider has), or None
     without a budget (`limit` 0)."""
     if not limit:

@@ -42,6 +42,7 @@ from ..fsutil import (LinkOnTheWay, atomic_write, open_beneath, open_state, read
 from ..sandbox.protect import Protected
 from ..paths import check_entry
 from ..sessions.log import LogView, Session, SessionError
+from ..sessions.records import Checkpoint as CheckpointRecord, Intent, Rewind, Tool
 from ..sessions.turns import starts_turn
 from ..textdiff import file_diff
 
@@ -91,32 +92,30 @@ class History:
 def history(view: "LogView") -> History:
     h = History()
     for record in view.records:
-        kind = record["type"]
         if starts_turn(record):  # user turn N is turn N as sessions.turns numbers them
-            h.users.append(record["id"])
-        elif kind == "checkpoint":
-            path = record.get("path")
-            if not isinstance(path, str):
+            h.users.append(record.id)
+        elif isinstance(record, CheckpointRecord):
+            path = record.path
+            if not path:
                 continue
-            before = record.get("before") if record.get("existed", True) else None
+            before = record.before if record.existed is not False else None
             drift = path in h.expected and h.expected[path] != before
-            cp = Checkpoint(str(record.get("turn")), _number(h, record.get("turn")), path, before,
-                            record.get("mode"), drift)
+            cp = Checkpoint(record.turn, _number(h, record.turn), path, before, record.mode, drift)
             h.active.append(cp)
             if drift:
                 h.drifts.setdefault(path, []).append(cp.number)
             h.expected[path] = before
             h.known.setdefault(path, set()).add(before)
-        elif kind == "intent" and isinstance(record.get("path"), str):
-            after = record.get("after") if record.get("exists", True) else None
-            h.known.setdefault(record["path"], set()).add(after)
-        elif kind == "tool" and record.get("ok", True):
-            for entry in record.get("edits") or ():
+        elif isinstance(record, Intent) and record.path:
+            after = record.after if record.exists is not False else None
+            h.known.setdefault(record.path, set()).add(after)
+        elif isinstance(record, Tool) and record.ok:
+            for entry in record.edits or ():
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
                     h.expected[entry["path"]] = entry.get("after")
                     h.known.setdefault(entry["path"], set()).add(entry.get("after"))
-        elif kind == "rewind" and record.get("files") is not None:
-            number = _number(h, record.get("to"))
+        elif isinstance(record, Rewind) and record.files is not None:
+            number = _number(h, record.to)
             gone = [c for c in h.active if c.number >= number]
             h.active = [c for c in h.active if c.number < number]
             for cp in _earliest(gone).values():
@@ -230,7 +229,7 @@ class Checkpoints:
     def _rewound_elsewhere(self) -> bool:
         """Whether another process (`workstation session undo`) took changes back since this one last
         looked: its files then hold restored bytes, which a change in this turn must checkpoint again."""
-        rewinds = sum(1 for r in self.session.read().records if r["type"] == "rewind")
+        rewinds = sum(1 for r in self.session.read().records if isinstance(r, Rewind))
         if rewinds == self._rewinds:
             return False
         self._rewinds = rewinds
@@ -313,7 +312,7 @@ class Checkpoints:
         done = Restored(to, number, restored, conversation, how)
         if restored:  # the model learns of it at the end of its next request, not by an edit of what it saw
             self.session.system(done.update_text(), update={"restored": restored, "turn": number, "how": how})
-        self._rewinds = sum(1 for r in self.session.read().records if r["type"] == "rewind")
+        self._rewinds = sum(1 for r in self.session.read().records if isinstance(r, Rewind))
         return done
 
     # ------------------------------------------------------------------ looking
@@ -345,7 +344,7 @@ def fork(paths: "Paths", session: "Session", number: int | None = None, slug: st
     records = view.records
     if number is not None:
         to = history(view).turn_of(number)
-        records = records[: next(i for i, r in enumerate(records) if r["id"] == to)]
+        records = records[: next(i for i, r in enumerate(records) if r.id == to)]
     if slug is not None:
         new = Session.create(paths, slug)
     else:
@@ -358,7 +357,7 @@ def fork(paths: "Paths", session: "Session", number: int | None = None, slug: st
                     raise
         else:
             raise WorkstationError(f"no free name for a fork of {session.slug}")
-    new.append_records([dict(r) for r in records])
+    new.append_records(records)
     new.system(f"[forked from {session.slug}" + (f" before user turn {number}]" if number else "]"),
                notice="fork", forked_from=session.slug)
     return new

@@ -19,6 +19,7 @@ from .. import git, llm, scrub
 from ..errors import WorkstationError
 from ..fsutil import confine
 from ..sessions.log import tool_call_arguments
+from ..sessions.records import Assistant, Record, Tool, ToolCall, User
 from . import tools
 
 if TYPE_CHECKING:
@@ -41,23 +42,23 @@ class NoMessage(WorkstationError):
     """No message was given and the model could not write one."""
 
 
-def edited_paths(records: list[dict], *, since: str | None = None) -> list[str]:
+def edited_paths(records: list[Record], *, since: str | None = None) -> list[str]:
     """Workspace paths the session's tool calls changed (as their tools declare), first change first;
     with `since`, only the calls after the record with that id (a turn's user record)."""
-    calls: dict[str, dict] = {}
+    calls: dict[str, ToolCall] = {}
     started = since is None
     found: dict[str, None] = {}
     for record in records:
-        if record.get("type") == "assistant":
-            for call in record.get("tool_calls") or ():
-                calls[str(call.get("id"))] = call
+        if isinstance(record, Assistant):
+            calls.update((call.id, call) for call in record.tool_calls or ())
         if not started:
-            started = record.get("id") == since
+            started = record.id == since
             continue
-        if record.get("type") != "tool":
+        if not isinstance(record, Tool):
             continue
-        call = calls.get(str(record.get("tool_call_id")))
-        meaning = tools.meaning_of(str(record.get("name") or ""), tool_call_arguments(call) if call else {}, record)
+        call = calls.get(record.tool_call_id)
+        # the tools read a record through Fields' mapping access until their reads are typed (issue 32, 2)
+        meaning = tools.meaning_of(record.name, tool_call_arguments(call) if call else {}, record)  # type: ignore[arg-type]
         for edit in meaning.edits:
             found.setdefault(edit.path, None)
     return list(found)
@@ -76,11 +77,9 @@ def _committable(ws: "Workspace", paths: list[str]) -> list[str]:
     return out
 
 
-def _requests(records: list[dict], since: str | None) -> str:
+def _requests(records: list[Record], since: str | None) -> str:
     """The user's requests (newest last) that led to the changes, within REQUEST_CHARS."""
-    texts = [str(r.get("content") or "") for r in records if r.get("type") == "user"]
-    if since is not None:
-        texts = [str(r.get("content") or "") for r in records if r.get("type") == "user" and r.get("id") == since]
+    texts = [r.content for r in records if isinstance(r, User) and (since is None or r.id == since)]
     out: list[str] = []
     used = 0
     for text in reversed(texts):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.modelview import seen
+from ..sessions.records import Assistant, Record
 from ..sessions.frontier import frontier, frontier_budget
 from ..tokens import count
 from . import memoryfirst, prompt, tools, updates
@@ -39,7 +40,7 @@ class ContextSync:
 
     def __init__(self, session: "Session", config: "Config", *, base: str, toolset: tools.Toolset,
                  memory: "Memory", kmap: "KnowledgeMap", instructions: ProjectInstructions, ctx: ToolContext,
-                 wrote: Callable[[dict], dict]):
+                 wrote: Callable[[Record], Record]):
         self.session = session
         self.config = config
         self.base = base
@@ -72,10 +73,10 @@ class ContextSync:
         if epoch is None:
             raise NoEpoch("no epoch in force: _sync_context comes first")  # or a compaction came since
         self.ctx.turn.head_map = updates.known(model_view, epoch).excerpt  # the map file_meta need not repeat
-        if self.cut is None or self.cut.epoch != epoch.get("id"):  # another process's cut, from its reply
+        if self.cut is None or self.cut.epoch != epoch.id:  # another process's cut, from its reply
             at = next(i for i, r in enumerate(model_view.records) if r is epoch)
-            self.cut = next((found for r in reversed(model_view.records[at:]) if r["type"] == "assistant"
-                             and (found := Cut.of(r.get("left_out"))) is not None), None)
+            self.cut = next((found for r in reversed(model_view.records[at:]) if isinstance(r, Assistant)
+                             and (found := Cut.of(r.left_out)) is not None), None)
         request = prompt.build(view, self.config, epoch=epoch, base=self.base, window=window, model=model,
                                 tools_tokens=self.tool_schema_tokens(), count=self.count,
                                 counter=self.session.counter, cut=self.cut, newest_out=for_compaction)

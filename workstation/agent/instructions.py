@@ -36,6 +36,7 @@ from ..errors import WorkstationError
 from ..fsutil import confine, sha256_bytes
 from ..paths import STATE_DIRNAME
 from ..sessions.log import LogView, tool_call_arguments
+from ..sessions.records import Assistant, Tool, ToolCall
 from . import tools
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class ProjectInstructions:
         self._cache: dict[str, tuple[tuple, Instruction | None, str]] = {}  # rel -> (signature, file, sha)
         self._worked: dict[str, None] = {}  # files the session's tools touched, oldest first
         self._seen = 0  # records of the session log already looked at
-        self._calls: dict[str, dict] = {}
+        self._calls: dict[str, ToolCall] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ which folders
@@ -103,14 +104,13 @@ class ProjectInstructions:
             if len(records) < self._seen:  # another session's view: start over
                 self._seen, self._worked, self._calls = 0, {}, {}
             for record in records[self._seen:]:
-                kind = record.get("type")
-                if kind == "assistant":
-                    for call in record.get("tool_calls") or ():
-                        self._calls[str(call.get("id"))] = call
-                elif kind == "tool":
-                    call = self._calls.pop(str(record.get("tool_call_id")), None)
-                    meaning = tools.meaning_of(str(record.get("name") or ""),
-                                               tool_call_arguments(call) if call else {}, record)
+                if isinstance(record, Assistant):
+                    self._calls.update((call.id, call) for call in record.tool_calls or ())
+                elif isinstance(record, Tool):
+                    call = self._calls.pop(record.tool_call_id, None)
+                    # the tools read a record through Fields' mapping access until their reads are typed
+                    meaning = tools.meaning_of(record.name, tool_call_arguments(call) if call else {},
+                                               record)  # type: ignore[arg-type]
                     for path in [*meaning.looked_at, *(e.path for e in meaning.edits)]:
                         self._worked.pop(path, None)
                         self._worked[path] = None

@@ -53,6 +53,7 @@ from ..memory.episodic import ERROR, MEMORY_HIT, MEMORY_MISS, MODEL_CALL, TURN
 from ..sandbox import Policy
 from ..sessions.compaction import AutoCompactor, Conversation
 from ..sessions.modelview import seen
+from ..sessions.records import Assistant, Compact, Record, System
 from ..sessions.log import new_record_id
 from ..sessions.recall import recall
 from ..sessions.requestsize import budget as window_budget, epoch_for, request_size
@@ -134,7 +135,7 @@ class AgentEvents:
     on_tool: Callable[[str, dict, ToolResult], None] | None = None
     on_step: Callable[[int, int, int], None] | None = None  # (step, context tokens, window)
     on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction), logged too
-    on_record: Callable[[dict], None] | None = None  # every record the turn (or its compaction) wrote, as written
+    on_record: Callable[[Record], None] | None = None  # every record the turn (or its compaction) wrote, as written
     # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
     # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
     on_activity: Callable[[str, str], None] | None = None
@@ -182,7 +183,7 @@ class Agent:
         self.ctx.services.intend = lambda rel, after: self.checkpoints.intend(self._turn_id, rel, after)
         self.user_ctx = self.ctx.for_user()  # slash commands: the user's reads, not the model's
         records = session.read().records
-        self._turn_id = next((r["id"] for r in reversed(records) if starts_turn(r)), "")
+        self._turn_id = next((r.id for r in reversed(records) if starts_turn(r)), "")
         # the mode the user last chose in this session goes on (an editor's next agent process loads it)
         if (chosen := last_noted(records)) is not None:
             self.permissions.set(chosen)
@@ -190,8 +191,8 @@ class Agent:
             self._notice(noted(mode), "mode")
 
         self.permissions.on_change = mode_changed
-        self.step = sum(1 for r in records if r.get("type") == "assistant")
-        self._call_ids = {c.get("id") for r in records for c in r.get("tool_calls") or ()}
+        self.step = sum(1 for r in records if isinstance(r, Assistant))
+        self._call_ids = {c.id for r in records if isinstance(r, Assistant) for c in r.tool_calls or ()}
         self._new_epoch = False  # an epoch began since the previous request (its cause goes on the next answer)
         self._compactor: threading.Thread | None = None
         self._closing = threading.Event()  # stops a background compaction's model call at close()
@@ -262,8 +263,7 @@ class Agent:
         return command.expand(rest) if command is not None else None
 
     def pins(self) -> list[str]:
-        return [str(r.get("content") or "") for r in self.session.read().records
-                if r.get("type") == "system" and r.get("pin")]
+        return [r.content for r in self.session.read().records if isinstance(r, System) and r.pin]
 
     def pin(self, text: str) -> None:
         """An instruction re-injected into every later context (the log keeps it; compaction cannot drop it)."""
@@ -295,14 +295,14 @@ class Agent:
         # what this message's lookups found reaches the model before the message (or in a new epoch's head)
         self._new_epoch = self._sync_context(self.context_window(spec.model))
         user = self._wrote(self.session.user(text, memory=turn.summary()))
-        self._turn_id = user["id"]
+        self._turn_id = user.id
         # the mode changed since the model last heard (a sub-agent's parent heard it: its own is in its role)
         if self.lifecycle_hooks and (mode := self.permissions.untold()) is not None:
             self._wrote(self.session.system(briefing(mode), update={"mode": mode}))
         for event, said in (("SessionStart", started), ("UserPromptSubmit", prompt.context_text)):
             if said:  # what the hooks add reaches the model after the message, as a context update
                 self._wrote(self.session.system(f"[{event} hook]\n{said}", update={"hook": event}))
-        self.memory.record(TURN, "user", chars=len(text), turn_id=user["id"])
+        self.memory.record(TURN, "user", chars=len(text), turn_id=user.id)
         for lookup in turn.lookups:
             self.memory.record(MEMORY_HIT if lookup.hit else MEMORY_MISS, lookup.key, tier="kmap",
                                kind=lookup.kind, files=lookup.files, reason=lookup.reason or None)
@@ -325,7 +325,7 @@ class Agent:
                     f"stopped after {self.config.agent.max_steps} steps (agent.max_steps); "
                     "send 'continue' to go on", "error")
             if self.config.agent.auto_commit and result.error is None:
-                self._auto_commit(user["id"], text, events, cancel)
+                self._auto_commit(user.id, text, events, cancel)
         finally:
             self._running = False
             self.ctx.turn.cancel = None
@@ -342,7 +342,7 @@ class Agent:
         if line:
             self._tell(line, "commit", events)
 
-    def _wrote(self, record: dict) -> dict:
+    def _wrote(self, record: Record) -> Record:
         """Tell the UI about a record the turn wrote (it needs the ids to jump to turns); returns it."""
         if self._events.on_record:
             self._events.on_record(record)
@@ -435,7 +435,7 @@ class Agent:
             cache_creation_1h_tokens=completion.cache_creation_1h_tokens or None,
             base_tokens=request.base_tokens, trimmed=request.trimmed or None, reused=reused or None,
             cache_break=cache_break, left_out=request.cut.record() if request.cut else None))
-        self.memory.record(TURN, "assistant", chars=len(text), turn_id=record["id"])
+        self.memory.record(TURN, "assistant", chars=len(text), turn_id=record.id)
         if not calls:
             result.text = text
             if self.permissions.mode == "plan" and text.strip():  # the plan the user approves, edits or rejects
@@ -593,14 +593,14 @@ class Agent:
         pre = self._hook("PreCompact", events, match=(trigger,), trigger=trigger, custom_instructions=focus)
         return (pre.stop_reason or pre.reason or "refused by a PreCompact hook") if pre.blocked or pre.stop else ""
 
-    def compacted(self, trigger: str, record: dict | None, events: AgentEvents | None = None) -> None:
+    def compacted(self, trigger: str, record: Record | None, events: AgentEvents | None = None) -> None:
         """PostCompact, then SessionStart with source compact: what the latter adds reaches the next request, as
         a context update after the summary. `events` as for refused_compaction."""
         if not self.hooks:
             return
         events = self._events if events is None else events
         self._hook("PostCompact", events, match=(trigger,), trigger=trigger,
-                   compact_summary=str((record or {}).get("summary") or ""))
+                   compact_summary=record.summary if isinstance(record, Compact) else "")
         said = self._hook("SessionStart", events, match=("compact",), source="compact").context_text
         if said:
             self._wrote(self.session.system(f"[SessionStart hook]\n{said}", update={"hook": "SessionStart"}))

@@ -28,6 +28,7 @@ from typing import Callable
 
 from ..config import PERMISSION_MODES
 from ..errors import WorkstationError
+from ..sessions.records import Record, System
 from .tools.base import COMMAND, WRITE
 
 MODES = ("ask", "edits", "plan", "auto")  # the order Shift+Tab cycles them
@@ -162,11 +163,11 @@ def noted(mode: str) -> str:
     return f"permission mode: {mode}"
 
 
-def last_noted(records: list[dict]) -> str | None:
+def last_noted(records: list[Record]) -> str | None:
     """The mode the session's log says the user chose last (None: none)."""
     for record in reversed(records):
-        if record.get("type") == "system" and record.get("notice") == "mode" and not record.get("sidechain"):
-            found = _NOTED.match(str(record.get("content") or ""))
+        if isinstance(record, System) and record.notice == "mode" and not record.sidechain:
+            found = _NOTED.match(record.content)
             if found:
                 return found.group(1)
     return None

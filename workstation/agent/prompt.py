@@ -28,6 +28,7 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.modelview import as_sent
 from ..sessions.log import LogView
+from ..sessions.records import Epoch, System, Tool
 from ..sessions.requestsize import MESSAGE_OVERHEAD, budget as budget_of, message_tokens, reply_reserve
 
 __all__ = ["MESSAGE_OVERHEAD", "ContextOverflow", "Cut", "Request", "build", "reply_reserve"]
@@ -81,7 +82,7 @@ class Request:
 
 
 def pins_of(view: LogView) -> list[str]:
-    return [str(r.get("content") or "") for r in view.records if r.get("type") == "system" and r.get("pin")]
+    return [r.content for r in view.records if isinstance(r, System) and r.pin]
 
 
 def decision_lines(rows, budget: int, count: Callable[[str], int]) -> tuple[dict[str, str], int]:
@@ -122,7 +123,7 @@ def head_text(base: str, sections: list[str], excerpt: str) -> str:
     return scrub.mask("\n\n".join([base, *[s for s in sections if s]])) + (f"\n\n{excerpt}" if excerpt else "")
 
 
-def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: str, tools_tokens: int,
+def build(view: LogView, config, *, epoch: Epoch, base: str, window: int, model: str, tools_tokens: int,
           count: Callable[[str], int], counter: Callable[[str], int], cut: Cut | None = None,
           newest_out: bool = False) -> Request:
     """The request for one model call (see the module docstring): the head of `epoch` (an `epoch` record,
@@ -132,8 +133,8 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
     message too): the conversation a compaction summarizes, whose prefix must stay the bytes the epoch's
     requests sent (the provider's cache holds them); what leaves is what the compaction keeps verbatim."""
     budget = budget_of(window)
-    system = str(epoch.get("system") or "")
-    excerpt = str(epoch.get("excerpt") or "")
+    system = epoch.system
+    excerpt = epoch.excerpt or ""
     system_without_map = system.removesuffix(f"\n\n{excerpt}") if excerpt else system
     ctxview, head, body = as_sent(view, config, epoch=epoch, counter=counter)
 
@@ -142,7 +143,7 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
     total = tools_tokens + sum(message_tokens(m, count) for m in head) + sum(cost)
     keep = [True] * len(units)
     last_user = max((i for i, u in enumerate(units) if u[0]["role"] == "user"), default=0)
-    epoch_id = str(epoch.get("id") or "")
+    epoch_id = epoch.id
     given = cut if cut is not None and cut.epoch == epoch_id else Cut(epoch_id)
     map_out = False
 
@@ -181,7 +182,7 @@ def build(view: LogView, config, *, epoch: dict, base: str, window: int, model: 
     out = frozenset(i for i, kept in enumerate(keep) if not kept)
     trimmed = sum(len(units[i]) for i in out)
     newly = sum(len(units[i]) for i in out if i not in given.units) if keep.count(False) > before else 0
-    call_of = {r["id"]: r.get("tool_call_id") for r in view.records if r.get("type") == "tool"}
+    call_of = {r.id: r.tool_call_id for r in view.records if isinstance(r, Tool)}
     redacted = {call_of.get(r.record_id) for r in ctxview.redactions}
     visible = {m["tool_call_id"] for m in messages if m["role"] == "tool"} - redacted
     base_tokens = tools_tokens + count(base) + MESSAGE_OVERHEAD

@@ -38,9 +38,12 @@ import secrets
 import threading
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..errors import WorkstationError
 from ..sessions.modelview import seen, summary_turn_text
 from ..sessions.log import LogView, Session
+from ..sessions.records import Assistant, Epoch, Record, System
 from . import prompt, tools, updates
 from .approval import ApprovalRequest
 from .loop import Agent, AgentEvents, TurnResult
@@ -84,25 +87,24 @@ class Sidechain:
     def counter(self):
         return self.base.counter
 
-    def append(self, type: str, **fields: Any) -> dict:
+    def append(self, type: str, **fields: Any) -> Record:
         return self.base.append(type, sidechain=self.flow, **fields)
 
-    def user(self, content: str, **extra: Any) -> dict:
+    def user(self, content: str, **extra: Any) -> Record:
         return self.base.user(content, sidechain=self.flow, **extra)
 
-    def system(self, content: str, **extra: Any) -> dict:
+    def system(self, content: str, **extra: Any) -> Record:
         return self.base.system(content, sidechain=self.flow, **extra)
 
-    def assistant(self, content: str = "", tool_calls=(), **extra: Any) -> dict:
+    def assistant(self, content: str = "", tool_calls=(), **extra: Any) -> Record:
         return self.base.assistant(content, tool_calls, sidechain=self.flow, **extra)
 
-    def tool(self, tool_call_id: str, name: str, content: str, *, ok: bool = True, **extra: Any) -> dict:
+    def tool(self, tool_call_id: str, name: str, content: str, *, ok: bool = True, **extra: Any) -> Record:
         return self.base.tool(tool_call_id, name, content, ok=ok, sidechain=self.flow, **extra)
 
     def read(self) -> LogView:
         view = self.base.read()
-        own = [{k: v for k, v in r.items() if k != "sidechain"} for r in view.records
-               if r.get("sidechain") == self.flow]
+        own = [msgspec.structs.replace(r, sidechain=None) for r in view.records if r.sidechain == self.flow]
         return LogView(own, [], view.size)
 
 
@@ -124,7 +126,7 @@ class _Guarded(tools.Toolset):
 class SubAgent(Agent):
     """The agent loop on a sidechain of the parent's log; see the module docstring."""
 
-    def __init__(self, parent: Agent, flow: str, *, write: bool, head: tuple[dict, str | None]):
+    def __init__(self, parent: Agent, flow: str, *, write: bool, head: tuple[Epoch, str | None]):
         base = parent.session.base if isinstance(parent.session, Sidechain) else parent.session
         # a Sidechain is the part of a Session the loop uses with compaction off (append, user, system, assistant,
         # tool, read, slug, paths, counter): a duck, not a subclass, so that it shares its base's one log
@@ -193,8 +195,8 @@ class SubAgent(Agent):
         return ToolResult(tools.cap(summary or NO_SUMMARY), data={"outcome": "ok", "subagent": data})
 
     def _last_words(self) -> str:
-        return next((str(r.get("content") or "") for r in reversed(self.session.read().records)
-                     if r["type"] == "assistant" and str(r.get("content") or "").strip()), "")
+        return next((r.content for r in reversed(self.session.read().records)
+                     if isinstance(r, Assistant) and r.content.strip()), "")
 
     # ------------------------------------------------------------------ the loop's hooks
     def _step(self, spec, result: TurnResult, events: AgentEvents, cancel, llm) -> bool:
@@ -215,7 +217,7 @@ class SubAgent(Agent):
         view = self.session.read()
         now, blocks = self.context_sync.state(view, budget)
         update = updates.difference(updates.known(LogView([self.epoch, *view.records]), self.epoch), now, blocks)
-        first = not any(r["type"] == "system" and r.get("update") is not None for r in view.records)
+        first = not any(isinstance(r, System) and r.update is not None for r in view.records)
         if first:
             access = WRITER if self.write else READ_ONLY
             role = ROLE.format(access=access, steps=self.max_steps, tokens=self.max_tokens)
@@ -261,7 +263,7 @@ def depth_of(agent: Agent) -> int:
     return agent.depth if isinstance(agent, SubAgent) else 0
 
 
-def head_of(agent: Agent) -> tuple[dict, str | None] | None:
+def head_of(agent: Agent) -> tuple[Epoch, str | None] | None:
     """The head a sub-agent of `agent` starts with: the epoch record and the summary text in force (None: no
     request was sent yet)."""
     if isinstance(agent, SubAgent):
@@ -271,7 +273,7 @@ def head_of(agent: Agent) -> tuple[dict, str | None] | None:
     if epoch is None:
         return None
     compact = view.last_compact()
-    return epoch, summary_turn_text(compact) if compact and epoch.get("summary") == compact["id"] else None
+    return epoch, summary_turn_text(compact) if compact and epoch.summary == compact.id else None
 
 
 def delegate(parent: Agent, prompt: str, write: bool) -> ToolResult:

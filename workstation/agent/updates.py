@@ -27,6 +27,7 @@ from ..config import Config
 from ..providers import cache_ttl_seconds
 from ..sessions.modelview import current_epoch, due_redactions, epoch_redactions, redaction_targets, seen
 from ..sessions.log import LogView, Session, ts_seconds
+from ..sessions.records import Assistant, Epoch, Record, Rewind, System
 from ..sessions.turns import count as count_turns
 
 REDACTION_MARKER_TOKENS = 40  # about what a "[REDACTED: ...]" marker costs in place of the output
@@ -62,17 +63,17 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def known(view: LogView, epoch: dict) -> State:
+def known(view: LogView, epoch: Epoch) -> State:
     """What the model has been told in this epoch: the epoch's state, then every update after it."""
-    state = State.from_record(epoch.get("state"))
+    state = State.from_record(epoch.state)
     after = False
     for record in view.records:
-        if record is epoch or record.get("id") == epoch.get("id"):
+        if record is epoch or record.id == epoch.id:
             after = True
             continue
-        if after and record["type"] == "system" and isinstance(record.get("update"), dict) and \
-                not record.get("sidechain"):  # what a sub-agent was told (agent/subagent.py) is its own
-            told = record["update"]
+        if after and isinstance(record, System) and record.update is not None and \
+                not record.sidechain:  # what a sub-agent was told (agent/subagent.py) is its own
+            told = record.update
             state.decisions.update({str(k): str(v) for k, v in (told.get("decisions") or {}).items()})
             for pin in told.get("pins_added") or ():
                 state.pins.append(str(pin))
@@ -166,7 +167,7 @@ def redaction_pays(freed: int, after: int, horizon: float, model: str) -> bool:
 
 def sync(session: Session, view: LogView, config: Config, now: State, blocks: dict[str, str],
          head: Callable[[State], str], *, tools: str, model: str, window: int,
-         wrote: Callable[[dict], dict], schemas: list[dict] | None = None) -> bool:
+         wrote: Callable[[Record], Record], schemas: list[dict] | None = None) -> bool:
     """Before a request: write a new epoch (its head, `head(now)`, once) when the log has none for the summary
     in force, else the update that tells the model what changed since (and a redaction, if it pays). `view` is
     the whole log, `now` what the model should know; `wrote` hears of every record written; `schemas`, the
@@ -178,31 +179,31 @@ def sync(session: Session, view: LogView, config: Config, now: State, blocks: di
         now.redacted = due_redactions(view, config)
         compact = model_view.last_compact()
         wrote(session.append("epoch", system=head(now), excerpt=now.excerpt, state=now.as_record(), tools=tools,
-                             tool_schemas=schemas, summary=compact["id"] if compact else None, model=model))
+                             tool_schemas=schemas, summary=compact.id if compact else None, model=model))
         return True
     if due := paying_redactions(model_view, epoch, config, window, model):
         session.append("redaction", targets=redaction_targets(model_view, due), at_turn=count_turns(view.records),
-                       epoch=epoch["id"])
+                       epoch=epoch.id)
     update = difference(known(model_view, epoch), now, blocks)
     if update is not None:
         wrote(session.system(update.text, update=update.data))
     return False
 
 
-def paying_redactions(view: LogView, epoch: dict, config: Config, window: int, model: str) -> list[str]:
+def paying_redactions(view: LogView, epoch: Epoch, config: Config, window: int, model: str) -> list[str]:
     """Rolling redaction within an epoch: the outputs now due, but only when hiding them pays
     (redaction_pays), the horizon being the requests until the token guard compacts at this epoch's
     growth per request; otherwise they wait for the next epoch. `view` is the model's view."""
     hidden = epoch_redactions(view, epoch)
     turns = view.turns
-    at = {t["id"]: n for n, t in enumerate(turns)}
+    at = {t.id: n for n, t in enumerate(turns)}
     due = [i for i in due_redactions(view, config) if i not in hidden and i in at]
-    start = view.records.index(epoch) if epoch in view.records else 0
-    sizes = [int(r.get("context_tokens") or 0) for r in view.records[start:] if r["type"] == "assistant"]
+    start = next((n for n, r in enumerate(view.records) if r is epoch), 0)
+    sizes = [int(r.context_tokens or 0) for r in view.records[start:] if isinstance(r, Assistant)]
     if not due or not sizes:  # nothing sent in this epoch yet: nothing cached to lose
         return []
-    freed = sum(int(turns[at[i]].get("tokens") or 0) - REDACTION_MARKER_TOKENS for i in due)
-    after = sum(int(t.get("tokens") or 0) for t in turns[min(at[i] for i in due):])
+    freed = sum(int(turns[at[i]].tokens or 0) - REDACTION_MARKER_TOKENS for i in due)
+    after = sum(int(t.tokens or 0) for t in turns[min(at[i] for i in due):])
     growth = (sizes[-1] - sizes[0]) / (len(sizes) - 1) if len(sizes) > 1 else 0
     guard = config.memory.compact_token_ratio * window
     horizon = max(1.0, (guard - sizes[-1]) / growth) if growth > 0 else 1.0
@@ -219,24 +220,24 @@ def cache_break(view: LogView, messages: list[dict], last: list[dict] | None, mo
     """Why a request's prefix is not (all) in the provider's cache, for the status line and the figures; None
     when it extends the previous request within the cache's lifetime. `last` and `last_model`: the previous
     request's messages and model in this process (None after a restart: not compared)."""
-    previous = next((r for r in reversed(view.records)
-                     if r["type"] == "assistant" and r.get("model") and not r.get("sidechain")), None)
+    at, previous = next(((i, r) for i, r in reversed(list(enumerate(view.records)))
+                         if isinstance(r, Assistant) and r.model and not r.sidechain), (0, None))
     if previous is None:
         return "first request"
-    since = view.records[view.records.index(previous) + 1:]
-    if any(r["type"] == "rewind" and r.get("conversation") for r in since):
+    since = view.records[at + 1:]
+    if any(isinstance(r, Rewind) and r.conversation for r in since):
         return "rewind"
     if started_epoch:  # a new summary (a compaction, maybe landed during the previous request), or a new head
-        epochs = [r for r in view.records if r["type"] == "epoch"]
-        before = epochs[-2].get("summary") if len(epochs) > 1 else None
-        return "compaction" if epochs and epochs[-1].get("summary") != before else "system changed"
+        epochs = [r for r in view.records if isinstance(r, Epoch)]
+        before = epochs[-2].summary if len(epochs) > 1 else None
+        return "compaction" if epochs and epochs[-1].summary != before else "system changed"
     if last_model is not None and model != last_model:
         return "model switch"
     epoch = current_epoch(seen(view))
-    if epoch is not None and epoch.get("tools") != tools:
+    if epoch is not None and epoch.tools != tools:
         return "tools changed"
     if last is not None and last != messages[: len(last)]:
         return "history changed"
-    if time.time() - (ts_seconds(previous.get("ts")) or time.time()) > ttl_s:
+    if time.time() - (ts_seconds(previous.ts) or time.time()) > ttl_s:
         return "idle past TTL"
     return None

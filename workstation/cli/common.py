@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
+import msgspec
 import orjson
 
 from ..errors import ConfigError, WorkstationError
+from ..sessions.records import Fields, Record
 from ..terminal import escape_unencodable, safe
 
 
@@ -89,6 +91,8 @@ def _default(obj: Any) -> Any:
         return str(obj)
     if isinstance(obj, (set, tuple, frozenset)):
         return list(obj)
+    if isinstance(obj, Fields):  # a session record, or a part of one
+        return obj.as_dict() if isinstance(obj, Record) else msgspec.to_builtins(obj)
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 

@@ -111,8 +111,8 @@ def show_cmd(ws, slug: str, raw: bool, as_json: bool) -> None:
     bill = billing.bill(view.records)
     turns, covered = of_log(view)
     marks = taken_back(view.records)
-    taken = [{"id": r["id"], "type": r["type"], "turn": turns.of(r), **marks[r["id"]].to_dict()}
-             for r in view.records if r["id"] in marks]
+    taken = [{"id": r.id, "type": r.kind, "turn": turns.of(r), **marks[r.id].to_dict()}
+             for r in view.records if r.id in marks]
     if as_json:
         print_json({"slug": slug, "state": where, "turns": turns.count,
                     "covered_turns": covered.last_turn, "partial": covered.partial, "summary_id": context.summary_id,
@@ -190,11 +190,11 @@ def compact_cmd(ws, slug: str, keep: int | None, focus: str, as_json: bool) -> N
     if as_json:
         print_json({"slug": slug, "status": result.status, "first_turn": result.first_turn,
                     "last_turn": result.last_turn, "partial": result.partial, "model": result.model,
-                    "record_id": result.record["id"],
+                    "record_id": result.record.id if result.record else None,
                     "duration_s": round(result.duration_s, 3)})
         return
     click.echo(f"compacted {result.span()} of {slug} with {result.model} "
-               f"in {result.duration_s:.1f}s (record {result.record['id']})")
+               f"in {result.duration_s:.1f}s (record {result.record.id if result.record else '?'})")
 
 
 @session_group.command("uncompact")
@@ -208,12 +208,12 @@ def uncompact_cmd(ws, slug: str, as_json: bool) -> None:
 
     record = uncompact(Session.open(ws.paths, slug))
     if as_json:
-        print_json({"slug": slug, "record_id": record["id"], "compact": record["compact"], "turns": record["turns"],
-                    "held": record["held"]})
+        print_json({"slug": slug, "record_id": record.id, "compact": record.compact, "turns": record.turns,
+                    "held": record.held})
         return
-    first, last = record["turns"]
-    click.echo(f"undid the compaction of turns {first}–{last} of {slug} (record {record['compact']}): the model "
-               f"sees them again as before it; {record['held']}")
+    first, last = record.turns or (0, 0)
+    click.echo(f"undid the compaction of turns {first}–{last} of {slug} (record {record.compact}): the model "
+               f"sees them again as before it; {record.held}")
 
 
 @session_group.command("frontier")

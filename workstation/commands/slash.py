@@ -265,11 +265,11 @@ def _uncompact(agent: Agent, rest: str) -> SlashResult:
         raise WorkstationError("usage: /uncompact (no arguments: undoes the compaction in force)")
     agent.require_idle("/uncompact")
     record = uncompact(agent.session)
-    first, last = record["turns"]
+    first, last = record.turns or (0, 0)
     span = f"turn {last}" if first == last else f"turns {first}–{last}"
     return SlashResult(f"undid the compaction of {span}: the model sees them again as it did before it, and the next "
                        f"request continues the last one sent before it (a warm prompt cache still serves it); "
-                       f"{record['held']} (/compact still runs when asked)", action="rewound")
+                       f"{record.held} (/compact still runs when asked)", action="rewound")
 
 
 def _frontier(agent: Agent, rest: str) -> SlashResult:
@@ -278,8 +278,8 @@ def _frontier(agent: Agent, rest: str) -> SlashResult:
     view = agent.session.read()
     text = frontier(view, counter=agent.session.counter).render()
     compact = seen(view).last_compact()
-    if compact is not None and compact.get("replaced"):
-        text += f"\n### The newest compaction replaced\n{describe_replaced(compact['replaced'])} (/recall N shows one)"
+    if compact is not None and compact.replaced:
+        text += f"\n### The newest compaction replaced\n{describe_replaced(compact.replaced)} (/recall N shows one)"
     return SlashResult(text)
 
 

@@ -41,6 +41,7 @@ from typing import Callable
 from ..pricing import UNIT, Rates, hit_share, rates
 from ..sessions.log import LogView
 from . import billing
+from ..sessions.records import Assistant, Compact
 
 # records after which the history is not the same ("epoch": a head written anew, the layout's own record)
 REWRITES = frozenset({"compact", "redaction", "rewind", "epoch", "uncompact"})
@@ -157,7 +158,7 @@ def _int(value) -> int:
 
 def session_rates(view: LogView) -> tuple[str, Rates, str, str]:
     """(model, rates, unit, one line on whose prices) of a session: its first answer's model."""
-    model = next((str(r["model"]) for r in view.records if r["type"] == "assistant" and r.get("model")), "")
+    model = next((r.model for r in view.records if isinstance(r, Assistant) and r.model), "")
     found = rates(model) if model else None
     if found is not None:
         return model, found, "USD", f"USD at {model}'s prices in litellm's price map (5-minute cache writes)"
@@ -183,32 +184,31 @@ def appended(requests: list[tuple], rates_: Rates) -> Billed:
     return out
 
 
-def agent_steps(view: LogView, rates_: Rates, output_of: Callable[[dict], int]) -> Billed:
+def agent_steps(view: LogView, rates_: Rates, output_of: Callable[[Assistant], int]) -> Billed:
     """The agent's steps with an ideal prefix cache (the module docstring's rules)."""
     out = Billed()
     last: dict[str, dict] = {}  # flow ("": the agent's own steps) -> its previous request
     rewritten = False
     for record in view.records:
-        kind = record["type"]
-        if kind in REWRITES:
+        if record.kind in REWRITES:
             rewritten = True
-        if kind != "assistant":
+        if not isinstance(record, Assistant):
             continue
-        prompt, base = _int(record.get("context_tokens")), _int(record.get("base_tokens"))
-        cause = record.get("cache_break")
-        flow = str(record.get("sidechain") or "")
+        prompt, base = _int(record.context_tokens), _int(record.base_tokens)
+        cause = record.cache_break
+        flow = record.sidechain or ""
         previous = last.get(flow)
         if flow and previous is None:  # a sub-agent's first request starts with its parent's head
             read = base if base and last.get("", {}).get("base") == base else 0
         elif previous is None or cause in COLD:
             read = 0
         elif (rewritten and not flow) or cause in RESTARTS or prompt < previous["prompt"] or \
-                record.get("trimmed") != previous["trimmed"]:
+                record.trimmed != previous["trimmed"]:
             read = base if base and base == previous["base"] else 0
         else:
             read = previous["prompt"]
         out.add(rates_, prompt, output_of(record), read=read)
-        last[flow] = {"prompt": prompt, "base": base, "trimmed": record.get("trimmed")}
+        last[flow] = {"prompt": prompt, "base": base, "trimmed": record.trimmed}
         rewritten = rewritten and bool(flow)  # a rewrite of the agent's history waits for its next step
     return out
 
@@ -216,11 +216,11 @@ def agent_steps(view: LogView, rates_: Rates, output_of: Callable[[dict], int]) 
 def agent_compactions(view: LogView, rates_: Rates, unit: str) -> Billed:
     out = Billed()
     for record in view.records:
-        if record["type"] != "compact" or not (_int(record.get("tokens_in")) or _int(record.get("tokens_out"))):
+        if not isinstance(record, Compact) or not (_int(record.tokens_in) or _int(record.tokens_out)):
             continue
-        own = rates(str(record.get("model") or "")) if unit == "USD" else None
-        out.add(own or rates_, _int(record.get("tokens_in")), _int(record.get("tokens_out")),
-                read=_int(record.get("cache_read_tokens")), requests=max(1, _int(record.get("calls"))))
+        own = rates(record.model or "") if unit == "USD" else None
+        out.add(own or rates_, _int(record.tokens_in), _int(record.tokens_out),
+                read=_int(record.cache_read_tokens), requests=max(1, _int(record.calls)))
     return out
 
 
@@ -228,18 +228,18 @@ def reported(view: LogView, rates_: Rates) -> dict[str, Billed]:
     """The agent's requests at `rates_` over what its provider reported, per request kind."""
     out = {kind: Billed() for kind in billing.KINDS.values()}
     for record in view.records:
-        kind = billing.KINDS.get(record["type"])
-        if kind is None or not (_int(record.get("tokens_in")) or _int(record.get("tokens_out"))):
+        if not isinstance(record, (Assistant, Compact)) or not (_int(record.tokens_in) or _int(record.tokens_out)):
             continue
-        out[kind].add(rates_, _int(record.get("tokens_in")), _int(record.get("tokens_out")),
-                      read=_int(record.get("cache_read_tokens")), written=_int(record.get("cache_creation_tokens")),
-                      long_writes=_int(record.get("cache_creation_1h_tokens")),
-                      requests=max(1, _int(record.get("calls"))) if kind == "compaction" else 1)
+        kind = billing.KINDS[record.kind]
+        out[kind].add(rates_, _int(record.tokens_in), _int(record.tokens_out),
+                      read=_int(record.cache_read_tokens), written=_int(record.cache_creation_tokens),
+                      long_writes=_int(record.cache_creation_1h_tokens),
+                      requests=max(1, _int(record.calls)) if kind == "compaction" else 1)
     return out
 
 
 def build(view: LogView, naive: list[tuple[int, int, int]], naive_once: list[tuple[int, int, int]],
-          output_of: Callable[[dict], int]) -> Billing:
+          output_of: Callable[[Assistant], int]) -> Billing:
     model, rates_, unit, priced_by = session_rates(view)
     bill = billing.bill(view.records)
     total = bill.total

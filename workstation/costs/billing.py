@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from ..pricing import call_cost, hit_share
+from .records import Assistant, Compact, Record
 
 KINDS = {"assistant": "step", "compact": "compaction"}  # request kind of each billed record type
 
@@ -72,42 +73,43 @@ class Bill:
         return " · ".join(parts)
 
 
-def _int(value) -> int:
+def _int(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def add(bill: Bill, record: dict) -> None:
+def add(bill: Bill, record: Record) -> None:
     """Count one record into `bill` (a billed call when it is an assistant or compact record with tokens)."""
-    kind = KINDS.get(record.get("type", ""))
-    if kind is None:
+    if not isinstance(record, (Assistant, Compact)):
         return
-    tokens_in, tokens_out = _int(record.get("tokens_in")), _int(record.get("tokens_out"))
-    recorded = record.get("cost_usd") if isinstance(record.get("cost_usd"), (int, float)) else None
+    kind = KINDS[record.kind]
+    tokens_in, tokens_out = _int(record.tokens_in), _int(record.tokens_out)
+    recorded = record.cost_usd
     if not (tokens_in or tokens_out or recorded):
         return
-    read, written = _int(record.get("cache_read_tokens")), _int(record.get("cache_creation_tokens"))
-    long = _int(record.get("cache_creation_1h_tokens"))
+    read, written = _int(record.cache_read_tokens), _int(record.cache_creation_tokens)
+    long = _int(record.cache_creation_1h_tokens)
     tally = bill.kinds[kind]
     # a compaction's record sums its calls; an imported answer's later part is the same call as the first
-    calls = (_int(record.get("calls")) or 1) if kind == "compaction" else 0 if record.get("continues") else 1
+    continues = isinstance(record, Assistant) and record.continues
+    calls = (_int(record.calls) or 1) if kind == "compaction" else 0 if continues else 1
     tally.calls += calls
     tally.tokens_in += tokens_in
     tally.tokens_out += tokens_out
     tally.cache_read += read
     tally.cache_creation += written
     tally.cache_creation_1h += long
-    price = call_cost(str(record.get("model") or ""), tokens_in, tokens_out, read, written, long,
-                      recorded=recorded, imported="source" in record)
+    price = call_cost(record.model or "", tokens_in, tokens_out, read, written, long,
+                      recorded=recorded, imported=record.source is not None)
     if price is None:
         tally.unpriced += calls
     else:
         tally.cost_usd += price
-    if kind == "step":
+    if isinstance(record, Assistant):
         bill.last_hit = hit_share(tokens_in, read)
-        bill.last_break = str(record["cache_break"]) if record.get("cache_break") else None
+        bill.last_break = record.cache_break or None
 
 
-def bill(records: Iterable[dict]) -> Bill:
+def bill(records: Iterable[Record]) -> Bill:
     """The bill of a session's records (LogView.records: every record, the ones a rewind took back too)."""
     out = Bill()
     for record in records:

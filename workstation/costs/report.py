@@ -48,6 +48,7 @@ from ..errors import WorkstationError
 from ..sessions.catalog import load as load_session
 from ..sessions.derive import Meaning
 from ..sessions.log import LogView, parse_lines, tool_call_arguments
+from ..sessions.records import Assistant, System, Tool, ToolCall, User
 from ..tokens import count
 from . import billed
 
@@ -113,50 +114,50 @@ class Report:
         return out
 
 
-def _assistant_tokens(record: dict, count: Callable[[str], int]) -> int:
-    total = count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
-    for call in record.get("tool_calls") or ():
-        total += count(str(call.get("name", "")) + str(call.get("arguments", "")))
+def _assistant_tokens(record: Assistant, count: Callable[[str], int]) -> int:
+    total = count(record.content) + MESSAGE_OVERHEAD
+    for call in record.tool_calls or ():
+        total += count(call.name + call.arguments)
     return total
 
 
-def output_tokens(record: dict, count: Callable[[str], int]) -> int:
+def output_tokens(record: Assistant, count: Callable[[str], int]) -> int:
     """An answer's output tokens: as its provider reported them, else counted."""
-    out = record.get("tokens_out")
-    return int(out) if isinstance(out, (int, float)) and not isinstance(out, bool) else \
-        _assistant_tokens(record, count) - MESSAGE_OVERHEAD
+    out = record.tokens_out
+    return int(out) if out is not None else _assistant_tokens(record, count) - MESSAGE_OVERHEAD
 
 
 def _meanings(view: LogView, meaning_of: MeaningOf):
     """(record, meaning) of every tool record: what each call did, as its tool declares (agent.tools)."""
-    calls: dict[str, dict] = {}
+    calls: dict[str, ToolCall] = {}
     for record in view.records:
-        if record["type"] == "assistant":
-            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
-        elif record["type"] == "tool":
-            call = calls.get(record.get("tool_call_id", ""))
-            yield record, meaning_of(str(record.get("name") or ""), tool_call_arguments(call or {}), record, call)
+        if isinstance(record, Assistant):
+            calls.update({c.id: c for c in record.tool_calls or ()})
+        elif isinstance(record, Tool):
+            call = calls.get(record.tool_call_id)
+            # the tools read a record through Fields' mapping access until their reads are typed (issue 32, 2)
+            yield record, meaning_of(record.name, tool_call_arguments(call or {}), record,  # type: ignore[arg-type]
+                                     call)  # type: ignore[arg-type]
 
 
 def agent_figures(view: LogView, meaning_of: MeaningOf) -> Figures:
     fig = Figures()
     meanings = {id(record): meaning for record, meaning in _meanings(view, meaning_of)}
     for record in view.records:
-        kind = record["type"]
-        if kind == "user":
-            memory = record.get("memory") or {}
+        if isinstance(record, User):
+            memory = record.memory or {}
             fig.memory_queries += int(memory.get("lookups") or 0)
             fig.memory_hits += int(memory.get("hits") or 0)
-        elif kind == "assistant":
+        elif isinstance(record, Assistant):
             fig.model_calls += 1
-            sent = int(record.get("context_tokens") or 0)
+            sent = int(record.context_tokens or 0)
             fig.tokens_sent += sent
             fig.peak_context = max(fig.peak_context, sent)
-            fig.decisions_reused += len(record.get("reused") or ())
-        elif kind == "tool":
-            if record.get("memory") in ("hit", "miss"):
+            fig.decisions_reused += len(record.reused or ())
+        elif isinstance(record, Tool):
+            if record.memory in ("hit", "miss"):
                 fig.memory_queries += 1
-                fig.memory_hits += record["memory"] == "hit"
+                fig.memory_hits += record.memory == "hit"
             meaning = meanings[id(record)]
             fig.reads_avoided += len(meaning.map_reads) + sum(r.served_from == "memory" for r in meaning.reads)
             fig.file_reads += sum(r.served_from == "disk" for r in meaning.reads)
@@ -166,12 +167,11 @@ def agent_figures(view: LogView, meaning_of: MeaningOf) -> Figures:
 
 def subagent_figures(view: LogView) -> dict | None:
     """The sub-agents' part of a session (agent/subagent.py): task calls, and their model calls and tokens sent."""
-    tasks = sum(1 for r in view.records if r["type"] == "tool" and isinstance(r.get("subagent"), dict))
-    calls = [r for r in view.records if r["type"] == "assistant" and r.get("sidechain")]
+    tasks = sum(1 for r in view.records if isinstance(r, Tool) and r.subagent is not None)
+    calls = [r for r in view.records if isinstance(r, Assistant) and r.sidechain]
     if not tasks and not calls:
         return None
-    return {"tasks": tasks, "model_calls": len(calls),
-            "tokens_sent": sum(int(r.get("context_tokens") or 0) for r in calls)}
+    return {"tasks": tasks, "model_calls": len(calls), "tokens_sent": sum(int(r.context_tokens or 0) for r in calls)}
 
 
 def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
@@ -186,28 +186,27 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
     fig = Figures()
     sizes: dict[str, int] = {}
 
-    def whole_file(record: dict, path: str) -> int:
-        if isinstance(record.get("file_tokens"), int) and record.get("path") in (None, path):
-            return record["file_tokens"]
+    def whole_file(record: Tool, path: str) -> int:
+        if isinstance(record.file_tokens, int) and record.path in (None, path):
+            return record.file_tokens
         if path not in sizes:  # a log written without file_tokens: the file as it is now
             try:
                 sizes[path] = count((root / path).read_text(encoding="utf-8", errors="replace")) if root else -1
             except OSError:
                 sizes[path] = -1
-        return sizes[path] if sizes[path] >= 0 else count(str(record.get("content") or ""))
+        return sizes[path] if sizes[path] >= 0 else count(record.content)
 
     meanings = {id(record): meaning for record, meaning in _meanings(view, meaning_of)}
     chains: dict[str, _Chain] = {}  # "": the agent's own history; else a sub-agent's, by flow
     for record in view.records:
-        kind = record["type"]
-        flow = str(record.get("sidechain") or "")
+        flow = record.sidechain or ""
         chain = chains.setdefault(flow, _Chain())
         read_this_step, last_read = chain.read_this_step, chain.last_read
-        if kind == "user" or (kind == "system" and not record.get("notice")):
-            chain.history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
-        elif kind == "assistant":
+        if isinstance(record, User) or (isinstance(record, System) and not record.notice):
+            chain.history += count(record.content) + MESSAGE_OVERHEAD
+        elif isinstance(record, Assistant):
             fig.model_calls += 1
-            base = int(record.get("base_tokens") or default_base_tokens)
+            base = int(record.base_tokens or default_base_tokens)
             sent = base + chain.history
             if requests is not None:
                 requests.append((sent, base, output_tokens(record, count), *((flow,) if flow else ())))
@@ -215,22 +214,22 @@ def baseline_figures(view: LogView, root: Path | None, default_base_tokens: int,
             fig.peak_context = max(fig.peak_context, sent)
             chain.history += _assistant_tokens(record, count)
             chain.read_this_step = set()
-        elif kind == "tool":
+        elif isinstance(record, Tool):
             meaning = meanings[id(record)]
             looked = meaning.looked_at
             for path in looked:  # every look at a file is a full read of it for the naive agent
-                unchanged = path in last_read and last_read[path] == record.get("sha") is not None
+                unchanged = path in last_read and last_read[path] == record.sha is not None
                 if path in read_this_step or (not reread_unchanged and unchanged):
                     chain.history += MESSAGE_OVERHEAD  # the whole file is in the history already
                 else:
                     read_this_step.add(path)
-                    last_read[path] = record.get("sha")
+                    last_read[path] = record.sha
                     fig.file_reads += 1
                     chain.history += whole_file(record, path) + MESSAGE_OVERHEAD
             for edit in meaning.edits:
                 last_read.pop(edit.path, None)  # its copy in the history is out of date
             if not looked:
-                chain.history += count(str(record.get("content") or "")) + MESSAGE_OVERHEAD
+                chain.history += count(record.content) + MESSAGE_OVERHEAD
     return fig
 
 
@@ -265,7 +264,7 @@ def build(paths, target: str, meaning_of: MeaningOf, base_tokens: Callable[[Path
     and the tool schemas as the code is now, for logs that did not record them): agent.tools.meaning_of and
     agent.loop.base_tokens."""
     view, name = load(paths, target)
-    if not any(r["type"] == "assistant" for r in view.records):
+    if not any(isinstance(r, Assistant) for r in view.records):
         raise WorkstationError(f"session {name} has no model calls to report on")
     base = base_tokens(paths.root)
     naive: list[tuple[int, int, int]] = []

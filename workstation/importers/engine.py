@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import msgspec
+
 from .. import scrub
 from ..fsutil import open_regular
 from ..paths import Paths
@@ -43,8 +45,9 @@ from ..sessions import textindex
 from ..sessions.compaction import touched_paths
 from ..sessions.modelview import covered_count
 from ..sessions.turns import number as number_turns
-from ..sessions.log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionArchived, SessionError,
-                            fsync_paths, new_record_id, record_text)
+from ..sessions.log import (FORMAT_VERSION, LogView, Session, SessionArchived, SessionError, fsync_paths,
+                            new_record_id, record_text)
+from ..sessions.records import TURN_CLASSES, Assistant, Compact, Covers, Record, from_dict, reason
 from ..store.broker import Database, readonly
 from . import FORMATS, ImportProblem, parse
 from .base import Conversation, Draft, Usage, record_id
@@ -270,23 +273,30 @@ class Importer:
         slug = conversation.slug
         result = SessionResult(slug)
 
-        def make(view: LogView) -> list[dict]:
-            known: dict[str, dict] = {}
+        def make(view: LogView) -> list[Record]:
+            known: dict[str, Record] = {}
             for record in view.records:
-                source = record.get("source")
-                if isinstance(source, dict) and isinstance(source.get("id"), str):
-                    known[source["id"]] = record
-                    for sid in source.get("merged") or ():
+                source = record.source
+                if source is not None:
+                    known[source.id] = record
+                    for sid in source.merged or ():
                         if isinstance(sid, str):
                             known[sid] = record
-            records = self._materialize(conversation, fmt, file, known)
+            drafts = self._materialize(conversation, fmt, file, known)
             # new records in whose strings the linear-time prefilter sees a possible key format are
             # masked whole (scrub.mask_data); scanning what is written, not the source, skips what is
             # never imported (Codex's encrypted reasoning: base64 runs that slow RE2 down ~10x)
-            if records and scrub.data_may_hold_key(records):
-                records = [scrub.mask_data(record) for record in records]
-            elif records and self._secrets:
-                records = _masked(records, self._secrets)
+            if drafts and scrub.data_may_hold_key(drafts):
+                drafts = [scrub.mask_data(data) for data in drafts]
+            elif drafts and self._secrets:
+                drafts = _masked(drafts, self._secrets)
+            records = []
+            for data in drafts:  # checked as a reader checks a line: what it would refuse is not written
+                try:
+                    records.append(from_dict(data))
+                except msgspec.ValidationError as err:
+                    problems.append(f"{file}: {data.get('type')} record {data.get('id')} not imported: "
+                                    f"{reason(err)}")
             if records:
                 self._finish(records, view)
             return records
@@ -305,18 +315,18 @@ class Importer:
         if records:
             self._batch.files.append(session.path)
             for record in records:
-                result.added[record["type"]] = result.added.get(record["type"], 0) + 1
+                result.added[record.kind] = result.added.get(record.kind, 0) + 1
             if self.derived:
                 self._index(session, view, records, before, after)
         if self.derived:
             # a file with no stored state may have been imported by a process killed before its
             # flush: its records' events are sent again (the owner skips those it has)
-            again = [r for r in view.records if (r.get("source") or {}).get("file") == file] if resend else []
+            again = [r for r in view.records if r.source is not None and r.source.file == file] if resend else []
             if again or records:
                 self._events(slug, fmt, view, again, records)
         return result
 
-    def _index(self, session: Session, view: LogView, records: list[dict], before: int, after: int) -> None:
+    def _index(self, session: Session, view: LogView, records: list[Record], before: int, after: int) -> None:
         """Index rows of a session this import created (made from the records, not re-read from
         the file); other sessions are brought up to date from their logs after the flush."""
         if before != 0 or view.records:
@@ -328,12 +338,14 @@ class Importer:
             return
         piece = textindex.make_piece(records)
         state = ["live", f"{st.st_dev}:{st.st_ino}", after, len(records), piece.last_turn, len(records),
-                 records[0]["id"], 0, None]
+                 records[0].id, 0, None]
         self._batch.index[session.slug] = (state, piece)
 
     # ------------------------------------------------------------------ drafts -> records
-    def _materialize(self, conversation: Conversation, fmt: str, file: str, known: dict[str, dict]) -> list[dict]:
-        ids = {sid: record["id"] for sid, record in known.items()}
+    def _materialize(self, conversation: Conversation, fmt: str, file: str, known: dict[str, Record]
+                     ) -> list[dict]:
+        """The new records of a conversation as JSON objects (masked, checked and counted after)."""
+        ids = {sid: record.id for sid, record in known.items()}
         records: list[dict] = []
         for draft in conversation.drafts:
             record = self._record(draft, fmt, conversation.key, file, known, ids)
@@ -344,7 +356,7 @@ class Importer:
                 ids.setdefault(sid, record["id"])
         return records
 
-    def _record(self, draft: Draft, fmt: str, key: str, file: str, known: dict[str, dict],
+    def _record(self, draft: Draft, fmt: str, key: str, file: str, known: dict[str, Record],
                 ids: dict[str, str]) -> dict | None:
         sids = draft.sids()
         new = [sid for sid in sids if sid not in known]
@@ -353,7 +365,7 @@ class Importer:
         parts, usage, ts, continues = draft.parts, draft.usage, draft.ts, None
         if len(new) < len(sids):  # some parts were imported before: continue that record
             earlier = known[next(sid for sid in sids if sid in known)]
-            continues = earlier["id"]
+            continues = earlier.id
             parts = [p for p in draft.parts or () if p.sid in new]
             if not parts:
                 return None
@@ -396,31 +408,31 @@ class Importer:
         record["source"] = source
         return record
 
-    def _finish(self, records: list[dict], view: LogView) -> None:
+    def _finish(self, records: list[Record], view: LogView) -> None:
         """Compact records' `covers` (every turn before them) and every record's `tokens`."""
         turns = list(view.turns)
         numbered = number_turns([*view.records, *records])  # turns as sessions.turns counts them
         previous = view.last_compact()
         for record in records:
-            if record["type"] in TURN_TYPES:
+            if isinstance(record, TURN_CLASSES):
                 turns.append(record)
-            elif record["type"] == "compact":
+            elif isinstance(record, Compact):
                 done = covered_count(turns, previous)
                 first_new = min(done, len(turns) - 1)
-                record["covers"] = {"first_id": turns[0]["id"], "last_id": turns[-1]["id"], "first_turn": 1,
-                                    "last_turn": numbered.of(turns[-1]),
-                                    "new_first_turn": max(1, numbered.of(turns[first_new])),
-                                    "new_first_id": turns[first_new]["id"]} if turns else {}
-                record["files"] = list(dict.fromkeys((previous or {}).get("files", []) +
-                                                     touched_paths(turns[done:])))
+                record.covers = Covers(first_id=turns[0].id, last_id=turns[-1].id, first_turn=1,
+                                       last_turn=numbered.of(turns[-1]),
+                                       new_first_turn=max(1, numbered.of(turns[first_new])),
+                                       new_first_id=turns[first_new].id) if turns else Covers()
+                record.files = list(dict.fromkeys(((previous.files if previous else None) or [])
+                                                  + touched_paths(turns[done:])))
                 if previous is not None:
-                    record["folds"] = previous["id"]
+                    record.folds = previous.id
                 previous = record
         counts = self._count([record_text(r) for r in records])
         for record, tokens in zip(records, counts):
-            record["tokens"] = tokens
+            record.tokens = tokens
             if self.counter is None:
-                record["tokens_estimated"] = True
+                record.tokens_estimated = True
 
     def _count(self, texts: list[str]) -> list[int]:
         if self.counter is not None:
@@ -428,9 +440,8 @@ class Importer:
         return [estimate_tokens(t) for t in texts]
 
     # ------------------------------------------------------------------ events
-    def _events(self, slug: str, fmt: str, view: LogView, again: list[dict], records: list[dict]) -> None:
-        calls = {c.get("id"): c for r in view.records + records if r["type"] == "assistant"
-                 for c in r.get("tool_calls") or ()}
+    def _events(self, slug: str, fmt: str, view: LogView, again: list[Record], records: list[Record]) -> None:
+        calls = {c.id: c for r in view.records + records if isinstance(r, Assistant) for c in r.tool_calls or ()}
         flow = f"import:{fmt}"
         for record in again + records:
             self._batch.events.extend(event_lines(record, slug, fmt, calls, flow))
@@ -465,15 +476,17 @@ def estimate_tokens(text: str) -> int:
     return (len(text.encode("utf-8", "surrogatepass")) + 2) // 3 if text else 0
 
 
-def _grown(usage: Usage | None, earlier: dict) -> Usage | None:
+def _grown(usage: Usage | None, earlier: Record) -> Usage | None:
     """What a response's usage grew by since an earlier import recorded part of it."""
     if usage is None:
         return None
-    grown = Usage(tokens_in=max(0, usage.tokens_in - int(earlier.get("tokens_in") or 0)),
-                  tokens_out=max(0, usage.tokens_out - int(earlier.get("tokens_out") or 0)),
-                  cache_read=max(0, usage.cache_read - int(earlier.get("cache_read_tokens") or 0)),
-                  cache_creation=max(0, usage.cache_creation - int(earlier.get("cache_creation_tokens") or 0)),
-                  cache_creation_1h=max(0, usage.cache_creation_1h - int(earlier.get("cache_creation_1h_tokens") or 0)))
+    if not isinstance(earlier, Assistant):
+        earlier = Assistant()  # another record type holds no usage
+    grown = Usage(tokens_in=max(0, usage.tokens_in - int(earlier.tokens_in or 0)),
+                  tokens_out=max(0, usage.tokens_out - int(earlier.tokens_out or 0)),
+                  cache_read=max(0, usage.cache_read - int(earlier.cache_read_tokens or 0)),
+                  cache_creation=max(0, usage.cache_creation - int(earlier.cache_creation_tokens or 0)),
+                  cache_creation_1h=max(0, usage.cache_creation_1h - int(earlier.cache_creation_1h_tokens or 0)))
     return grown if (grown.tokens_in or grown.tokens_out) else None
 
 

@@ -13,18 +13,18 @@ from typing import Any
 from .. import scrub
 from ..sessions.derive import events, foreign_meaning
 from ..sessions.log import json_line, tool_call_arguments
+from ..sessions.records import Assistant, Compact, Record, System, Tool, ToolCall, User
 
 _ARG_CLIP = 300  # characters of a string argument kept in an episodic tool_call event
 _CLIP_DEPTH = 8  # levels of nested arguments kept in it
 
 
-def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> list[bytes]:
+def event_lines(record: Record, slug: str, fmt: str, calls: dict[str, ToolCall], flow: str) -> list[bytes]:
     """The episodic events of one imported record, encoded for import_flush (episodic.append_events'
     shape plus the session and flow). Ids are the record id and a number: the same every time."""
     out: list[bytes] = []
-    t = _micros(record["ts"])
-    rid = record["id"]
-    kind = record["type"]
+    t = _micros(record.ts)
+    rid = record.id
 
     def add(type_: str, name: str, data: dict, **columns: Any) -> None:
         line: dict[str, Any] = {"ss": slug, "fl": flow, "i": f"{rid}:{len(out)}", "t": t, "y": type_, "n": name}
@@ -38,38 +38,38 @@ def event_lines(record: dict, slug: str, fmt: str, calls: dict, flow: str) -> li
             line["x"] = scrub.redact_fields(data)
         out.append(json_line(line))
 
-    if kind == "user":
-        add("turn", "user", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})
-    elif kind == "assistant":
-        model = str(record.get("model") or "")
+    if isinstance(record, User):
+        add("turn", "user", {"chars": len(record.content), "turn_id": rid, "source": fmt})
+    elif isinstance(record, Assistant):
+        model = record.model or ""
         add("model_call", model, {"model": model or None, "turn_id": rid, "source": fmt,
-                                  "cache_read_tokens": record.get("cache_read_tokens"),
-                                  "cache_creation_tokens": record.get("cache_creation_tokens"),
-                                  "cache_creation_1h_tokens": record.get("cache_creation_1h_tokens"),
-                                  "tokens_out_first": record.get("tokens_out_first"),
-                                  "usage_scope": record.get("usage_scope"), "calls": record.get("calls"),
-                                  "continues": record.get("continues")},
-            ti=_int32(record.get("tokens_in")), to=_int32(record.get("tokens_out")), c=record.get("cost_usd"),
-            o=True)
-        add("turn", "assistant", {"chars": len(str(record.get("content") or "")), "turn_id": rid, "source": fmt})
-    elif kind == "tool":
-        name = str(record.get("name") or "tool")
-        call = calls.get(record.get("tool_call_id"))
+                                  "cache_read_tokens": record.cache_read_tokens,
+                                  "cache_creation_tokens": record.cache_creation_tokens,
+                                  "cache_creation_1h_tokens": record.cache_creation_1h_tokens,
+                                  "tokens_out_first": record.tokens_out_first,
+                                  "usage_scope": record.usage_scope, "calls": record.calls,
+                                  "continues": record.continues},
+            ti=_int32(record.tokens_in), to=_int32(record.tokens_out), c=record.cost_usd, o=True)
+        add("turn", "assistant", {"chars": len(record.content), "turn_id": rid, "source": fmt})
+    elif isinstance(record, Tool):
+        name = record.name or "tool"
+        call = calls.get(record.tool_call_id)
         args = tool_call_arguments(call) if call else {}
-        ok = bool(record.get("ok", True))
+        ok = record.ok
         add("tool_call", name, {"tool": name, "args": _clip(args) or None, "turn_id": rid, "source": fmt,
-                                "result_chars": len(str(record.get("content") or "")),
-                                "outcome": "ok" if ok else "error"}, d=record.get("duration_ms"), o=ok)
+                                "result_chars": len(record.content),
+                                "outcome": "ok" if ok else "error"}, d=record.duration_ms, o=ok)
         # what the call did, as a live call's events are derived (sessions.derive.events)
         for type_, what, fields in events(foreign_meaning(name, args, record, call), live=False):
             add(type_, what, {**fields, "turn_id": rid, "source": fmt})
-    elif kind == "compact":
-        covers = record.get("covers") or {}
-        add("compaction", slug, {"first_turn": covers.get("new_first_turn"), "last_turn": covers.get("last_turn"),
-                                 "model": record.get("model"), "reason": record.get("reason"), "record_id": rid,
+    elif isinstance(record, Compact):
+        covers = record.covers
+        add("compaction", slug, {"first_turn": covers.new_first_turn if covers else None,
+                                 "last_turn": covers.last_turn if covers else None,
+                                 "model": record.model, "reason": record.reason, "record_id": rid,
                                  "source": fmt}, o=True)
-    elif kind == "system" and record.get("notice") == "error":
-        add("error", fmt, {"error": str(record.get("content") or "")[:500], "turn_id": rid, "source": fmt})
+    elif isinstance(record, System) and record.notice == "error":
+        add("error", fmt, {"error": record.content[:500], "turn_id": rid, "source": fmt})
     return out
 
 

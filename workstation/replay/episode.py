@@ -23,6 +23,8 @@ from ..paths import Paths
 from ..sessions.catalog import load as load_session, rewind_line, summary_span
 from ..sessions.modelview import ContextView, Redaction, assemble, update_line
 from ..sessions.log import LogProblem, LogView, default_counter, parse_lines, tool_call_arguments
+from ..sessions.records import (Assistant, Command, Compact, Covers, Record, Redaction as RedactionRecord, Rewind,
+                                System, Tool, ToolCall, User, to_builtins)
 from ..sessions.transcript import log_groups
 from ..sessions.turns import Coverage, TakenBack, hit_turn, number as number_turns, of_log, starts_turn, taken_back
 
@@ -35,11 +37,10 @@ class ReplayError(WorkstationError):
 
 
 # --------------------------------------------------------------------------- steps
-def timed(record: dict) -> bool:
+def timed(record: Record) -> bool:
     """Does the record carry the time it happened? An importer says when it does not (`source.time`:
     SWE-agent logs no times, so its records all get the file's modification time)."""
-    source = record.get("source")
-    return _epoch(record.get("ts")) is not None and not (isinstance(source, dict) and source.get("time"))
+    return _epoch(record.ts) is not None and not (record.source is not None and record.source.time)
 
 
 def _epoch(ts: Any) -> float | None:
@@ -61,13 +62,13 @@ class Step:
     """One record of the episode, in log order."""
 
     index: int  # 0-based position in the episode
-    record: dict  # the log record, verbatim
+    record: Record  # the log record, verbatim
     ts: float  # epoch seconds (a record without a readable ts takes its predecessor's)
     offset_s: float  # seconds from the first step on the replay clock (pauses capped at MAX_PAUSE_S, a record
     # without a recorded time UNTIMED_STEP_S after its predecessor)
     turn: int | None  # the turn (sessions.turns) of a user/assistant/tool/system record; None before the first
     # user message and for the other records (as search hits say it: sessions.turns.hit_turn)
-    call: dict | None = None  # for a tool result: the call that asked for it ({id, name, arguments})
+    call: ToolCall | None = None  # for a tool result: the call that asked for it
     args: dict = field(default_factory=dict)  # that call's arguments ({} when unreadable)
     span: str = ""  # for a compact record: the turns it summarizes (`1–7`)
     taken: TakenBack | None = None  # what took this record back later in the log (sessions.turns.taken_back)
@@ -78,73 +79,72 @@ class Step:
 
     def meaning(self) -> tools.Meaning:
         """What this step's tool call did, as its tool declares (nothing for other records)."""
-        if self.kind != "tool":
+        if not isinstance(self.record, Tool):
             return tools.Meaning()
-        return tools.meaning_of(str(self.record.get("name") or ""), self.args, self.record, self.call)
+        # the tools read a record through Fields' mapping access until their own reads are typed (issue 32, 2)
+        return tools.meaning_of(self.record.name, self.args, self.record, self.call)  # type: ignore[arg-type]
 
     @property
     def kind(self) -> str:
-        return self.record["type"]
+        return self.record.kind
 
     @property
     def id(self) -> str:
-        return self.record["id"]
+        return self.record.id
 
     def label(self) -> str:
         """What happened at this step, in one line; a sub-agent's step (`sidechain`) behind its flow's name,
         what took it back after it."""
-        flow = self.record.get("sidechain")
+        flow = self.record.sidechain
         taken = f" [{self.taken.describe()}]" if self.taken is not None else ""
         return (f"[{flow}] " if flow else "") + self._label() + taken
 
     def _label(self) -> str:
         r = self.record
-        kind = self.kind
-        if kind == "user":
+        if isinstance(r, User):
             turn = f" (turn {self.turn})" if starts_turn(r) and self.turn else ""
-            return f"user{turn}: {clip(r.get('content') or '', 100)}"
-        if kind == "assistant":
-            facts = [r.get("model") or ""]
-            if r.get("latency_ms") is not None:
-                facts.append(f"{float(r['latency_ms']):.0f} ms")
-            if r.get("context_tokens") is not None:
-                facts.append(f"{int(r['context_tokens']):,} tokens in context")
+            return f"user{turn}: {clip(r.content, 100)}"
+        if isinstance(r, Assistant):
+            facts = [r.model or ""]
+            if r.latency_ms is not None:
+                facts.append(f"{float(r.latency_ms):.0f} ms")
+            if r.context_tokens is not None:
+                facts.append(f"{int(r.context_tokens):,} tokens in context")
             head = f"assistant ({', '.join(f for f in facts if f)})" if any(facts) else "assistant"
-            calls = [call_label(c.get("name", "?"), tool_call_arguments(c)) for c in r.get("tool_calls") or ()]
-            text = clip(r.get("content") or "", 100)
+            calls = [call_label(c.name, tool_call_arguments(c)) for c in r.tool_calls or ()]
+            text = clip(r.content, 100)
             return head + (f": {text}" if text else "") + (f" → {', '.join(calls)}" if calls else "")
-        if kind == "tool":
-            name = r.get("name") or "tool"
-            outcome = "ok" if r.get("ok", True) else "failed"
-            extra = [outcome]
-            if r.get("duration_ms") is not None:
-                extra.append(f"{float(r['duration_ms']):.0f} ms")
-            extra.append(f"{len(str(r.get('content') or '')):,} chars")
-            if r.get("served_from"):
-                extra.append(f"from {r['served_from']}")
+        if isinstance(r, Tool):
+            name = r.name or "tool"
+            extra = ["ok" if r.ok else "failed"]
+            if r.duration_ms is not None:
+                extra.append(f"{float(r.duration_ms):.0f} ms")
+            extra.append(f"{len(r.content):,} chars")
+            if r.served_from:
+                extra.append(f"from {r.served_from}")
             return f"  ↳ {call_label(name, self.args)}: {', '.join(extra)}"
-        if kind == "system":
-            if r.get("pin"):
-                return f"pinned: {clip(r.get('content') or '', 100)}"
-            if r.get("update") is not None:
-                return update_line(str(r.get("content") or ""))
-            if r.get("notice"):
-                return f"notice ({r['notice']}): {clip(r.get('content') or '', 100)}"
-            return f"system: {clip(r.get('content') or '', 100)}"
-        if kind == "compact":
+        if isinstance(r, System):
+            if r.pin:
+                return f"pinned: {clip(r.content, 100)}"
+            if r.update is not None:
+                return update_line(r.content)
+            if r.notice:
+                return f"notice ({r.notice}): {clip(r.content, 100)}"
+            return f"system: {clip(r.content, 100)}"
+        if isinstance(r, Compact):
             return (f"== compaction: turns {self.span} summarized by "
-                    f"{r.get('model', '?')} ({r.get('reason', '?')}) ==")
-        if kind == "redaction":
-            targets = r.get("targets") or ()
+                    f"{r.model or '?'} ({r.reason or '?'}) ==")
+        if isinstance(r, RedactionRecord):
+            targets = r.targets or ()
             return f"-- redaction: {len(targets)} tool output(s) hidden from the model from here on --"
-        if kind == "rewind":
+        if isinstance(r, Rewind):
             return f"<< {rewind_line(r)} >>"
-        if kind == "command":
-            return f"command: {clip(r.get('line') or '', 100)} ({'ok' if r.get('ok', True) else 'failed'})"
-        return kind
+        if isinstance(r, Command):
+            return f"command: {clip(r.line, 100)} ({'ok' if r.ok else 'failed'})"
+        return r.kind
 
     def to_dict(self) -> dict:
-        return {"step": self.number, "id": self.id, "ts": self.record.get("ts"), "type": self.kind,
+        return {"step": self.number, "id": self.id, "ts": self.record.ts or None, "type": self.kind,
                 "turn": self.turn, "offset_s": round(self.offset_s, 3), "label": self.label(),
                 "taken_back": self.taken.to_dict() if self.taken is not None else None}
 
@@ -174,7 +174,7 @@ class ReplayState:
     transcript: list[dict]  # chat turns so far, shaped as tui.viewdata.Turn (role, text, id, ts, ...)
     context: ContextView  # the conversation the next model call starts from (compaction, redaction applied)
     request: ContextView | None  # on a model reply: the conversation that model call was sent
-    compaction: dict | None  # the compact record in effect (it stands in for turns 1..covered)
+    compaction: Compact | None  # the compact record in effect (it stands in for turns 1..covered)
     timeline: list[dict]  # episodic events so far, shaped as tui.viewdata.TimelineEvent
     memory: MemoryView
     turns: int = 0  # turns so far (sessions.turns)
@@ -197,7 +197,8 @@ class ReplayState:
                         "redactions": [dataclasses.asdict(r) | {"marker": r.marker} for r in ctx.redactions]},
             "request_tokens": self.request.tokens if self.request else None,
             "compaction": None if self.compaction is None else {
-                k: self.compaction.get(k) for k in ("id", "model", "reason", "covers")},
+                "id": self.compaction.id, "model": self.compaction.model, "reason": self.compaction.reason,
+                "covers": to_builtins(self.compaction.covers)},
             "transcript_turns": len(self.transcript),
             "timeline_events": len(self.timeline),
             "memory": self.memory.to_dict(),
@@ -217,11 +218,11 @@ class Episode:
         self.name = name
         self.source = source or name
         self.config = config
-        self.records: list[dict] = list(view.records)
+        self.records: list[Record] = list(view.records)
         self.problems: list[LogProblem] = list(view.problems)
         self.steps: list[Step] = _make_steps(self.records, max_pause_s)
         # each step's chat turns
-        self._turns = log_groups(self.records, tools=tools, ts=lambda record: _epoch(record.get("ts")))
+        self._turns = log_groups(self.records, tools=tools, ts=lambda record: _epoch(record.ts))
         self._events = [_timeline_events(s, name) for s in self.steps]
         self._counter: Callable[[str], int] | None = None
         self._token_cache: dict[str, int] = {}
@@ -306,8 +307,7 @@ class Episode:
         prompt, notices are for the user)."""
         prefix = self.records[:upto]
         view = assemble(LogView(prefix), self.config, counter=self._count)
-        hidden = {str(r.get("content") or ""): int(r.get("tokens") or 0) for r in prefix
-                  if r["type"] == "system" and (r.get("pin") or r.get("notice"))}
+        hidden = {r.content: int(r.tokens or 0) for r in prefix if isinstance(r, System) and (r.pin or r.notice)}
         if not hidden:
             return view
         kept, dropped = [], 0
@@ -326,8 +326,8 @@ class Episode:
         request = self.context_at(i) if step.kind == "assistant" else None
         compaction = None
         for record in reversed(self.records[: i + 1]):
-            if record["type"] == "compact":
-                compaction = record if context.summary_id == record["id"] else None
+            if isinstance(record, Compact):
+                compaction = record if context.summary_id == record.id else None
                 break
         numbered, covered = of_log(LogView(self.records[: i + 1]))
         return ReplayState(step=step, transcript=[t for turns in self._turns[: i + 1] for t in turns],
@@ -343,30 +343,28 @@ class Episode:
         return list(self._events[self.check_index(index)])
 
 
-def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
-    calls: dict[str, dict] = {}
+def _make_steps(records: list[Record], max_pause_s: float) -> list[Step]:
+    calls: dict[str, ToolCall] = {}
     steps: list[Step] = []
     turns = number_turns(records)
     marks = taken_back(records)
     offset = 0.0
     last_ts: float | None = None
     for index, record in enumerate(records):
-        ts = _epoch(record.get("ts"))
+        ts = _epoch(record.ts)
         if ts is None:
             ts = last_ts if last_ts is not None else 0.0
         if last_ts is not None:
             offset += min(max(ts - last_ts, 0.0), max_pause_s) if timed(record) else min(UNTIMED_STEP_S,
                                                                                           max_pause_s)
         last_ts = ts
-        if record["type"] == "assistant":
-            for call in record.get("tool_calls") or ():
-                if isinstance(call, dict) and call.get("id"):
-                    calls[call["id"]] = call
-        call = calls.get(record.get("tool_call_id", "")) if record["type"] == "tool" else None
+        if isinstance(record, Assistant):
+            calls.update((made.id, made) for made in record.tool_calls or () if made.id)
+        call = calls.get(record.tool_call_id) if isinstance(record, Tool) else None
         steps.append(Step(index, record, ts, offset, hit_turn(record, turns.of(record)), call,
                           tool_call_arguments(call) if call else {},
-                          summary_span(turns, record) if record["type"] == "compact" else "",
-                          marks.get(record["id"])))
+                          summary_span(turns, record) if isinstance(record, Compact) else "",
+                          marks.get(record.id)))
     return steps
 
 
@@ -374,53 +372,51 @@ def _make_steps(records: list[dict], max_pause_s: float) -> list[Step]:
 def _timeline_events(step: Step, session: str) -> list[dict]:
     """The episodic events of one step, derived from its record (types as in memory.episodic)."""
     r = step.record
-    kind = step.kind
     events: list[dict] = []
 
     taken = step.taken.describe() if step.taken is not None else None
 
     def add(type_: str, name: str, duration_ms: Any = None, tokens: Any = None, **details: Any) -> None:
         events.append({"ts": step.ts, "type": type_, "name": name, "id": f"{step.id}:{len(events)}",
-                       "turn_id": step.id, "session": session, "flow": str(r.get("sidechain") or ""),
+                       "turn_id": step.id, "session": session, "flow": r.sidechain or "",
                        "duration_ms": float(duration_ms) if duration_ms is not None else None,
                        "tokens": int(tokens) if tokens is not None else None,
                        "details": {k: v for k, v in {**details, "taken_back": taken}.items() if v is not None}})
 
-    if kind == "user":
-        memory = r.get("memory") or {}
-        add("turn", "user", tokens=r.get("tokens"), chars=len(str(r.get("content") or "")),
+    if isinstance(r, User):
+        memory = r.memory or {}
+        add("turn", "user", tokens=r.tokens, chars=len(r.content),
             lookups=memory.get("lookups"), hits=memory.get("hits"))
         for key in memory.get("misses") or ():
             add("memory_miss", str(key), tier="kmap")
-    elif kind == "assistant":
-        tokens_in, tokens_out = r.get("tokens_in"), r.get("tokens_out")
+    elif isinstance(r, Assistant):
+        tokens_in, tokens_out = r.tokens_in, r.tokens_out
         total = (tokens_in or 0) + (tokens_out or 0) if tokens_in is not None or tokens_out is not None else None
-        add("model_call", str(r.get("model") or "model"), r.get("latency_ms"), total, tokens_in=tokens_in,
-            tokens_out=tokens_out, context_tokens=r.get("context_tokens"), cost_usd=r.get("cost_usd"),
-            finish_reason=r.get("finish_reason"), tool_calls=len(r.get("tool_calls") or ()) or None)
-        add("turn", "assistant", tokens=r.get("tokens"), chars=len(str(r.get("content") or "")))
-        for decision_id in r.get("reused") or ():
+        add("model_call", r.model or "model", r.latency_ms, total, tokens_in=tokens_in,
+            tokens_out=tokens_out, context_tokens=r.context_tokens, cost_usd=r.cost_usd,
+            finish_reason=r.finish_reason, tool_calls=len(r.tool_calls or ()) or None)
+        add("turn", "assistant", tokens=r.tokens, chars=len(r.content))
+        for decision_id in r.reused or ():
             add("decision_reused", str(decision_id))
-    elif kind == "tool":
-        name = str(r.get("name") or "tool")
+    elif isinstance(r, Tool):
+        name = r.name or "tool"
         args = step.args
-        add("tool_call", name, r.get("duration_ms"), r.get("tokens"), ok=bool(r.get("ok", True)), args=args or None,
-            result_chars=len(str(r.get("content") or "")), path=r.get("path") or args.get("path"),
-            lines=r.get("lines"), served_from=r.get("served_from"), memory=r.get("memory"))
+        add("tool_call", name, r.duration_ms, r.tokens, ok=r.ok, args=args or None,
+            result_chars=len(r.content), path=r.path or args.get("path"),
+            lines=r.lines, served_from=r.served_from, memory=r.memory)
         for type_, subject, fields in tools.events(step.meaning(), live=False):
             add(type_, str(subject), **fields)
-    elif kind == "system" and r.get("notice") == "error":
-        add("error", "agent", error=str(r.get("content") or ""))
-    elif kind == "compact":
-        tokens_in, tokens_out = r.get("tokens_in"), r.get("tokens_out")
+    elif isinstance(r, System) and r.notice == "error":
+        add("error", "agent", error=r.content)
+    elif isinstance(r, Compact):
+        tokens_in, tokens_out = r.tokens_in, r.tokens_out
         total = (tokens_in or 0) + (tokens_out or 0) if tokens_in is not None or tokens_out is not None else None
-        covers = r.get("covers") or {}
-        add("compaction", session, r.get("duration_ms"), total, model=r.get("model"), reason=r.get("reason"),
-            first_turn=covers.get("new_first_turn"), last_turn=covers.get("last_turn"), record_id=r["id"])
-    elif kind == "redaction":
-        for target in r.get("targets") or ():
-            add("redaction", str(target.get("name") or "tool"), record_id=target.get("id"),
-                chars_before=target.get("chars"), turn=r.get("at_turn"))
+        covers = r.covers or Covers()
+        add("compaction", session, r.duration_ms, total, model=r.model, reason=r.reason,
+            first_turn=covers.new_first_turn, last_turn=covers.last_turn, record_id=r.id)
+    elif isinstance(r, RedactionRecord):
+        for target in r.targets or ():
+            add("redaction", target.name or "tool", record_id=target.id, chars_before=target.chars, turn=r.at_turn)
     return events
 
 
@@ -440,10 +436,10 @@ def memory_at(steps: list[Step]) -> MemoryView:
     ltm: dict[str, dict] = {}
     for step in steps:
         r = step.record
-        if step.kind == "system" and r.get("pin"):
-            view.pins.append(str(r.get("content") or ""))
-        elif step.kind == "assistant":
-            for decision_id in r.get("reused") or ():
+        if isinstance(r, System) and r.pin:
+            view.pins.append(r.content)
+        elif isinstance(r, Assistant):
+            for decision_id in r.reused or ():
                 if decision_id in decisions:
                     decisions[decision_id]["reused"] += 1
         elif step.kind == "tool":
@@ -460,7 +456,7 @@ def memory_at(steps: list[Step]) -> MemoryView:
                 view.plan = [dataclasses.asdict(t) for t in meaning.plan]
             if meaning.memory_write:
                 tier, key, value = meaning.memory_write
-                entry = {"key": key, "value": value, "namespace": "", "updated": str(r.get("ts") or "")}
+                entry = {"key": key, "value": value, "namespace": "", "updated": r.ts}
                 (stm if tier == "stm" else ltm)[key] = entry
     view.decisions = list(decisions.values())
     view.stm = sorted(stm.values(), key=lambda e: e["key"])

@@ -24,12 +24,12 @@ def render_state(episode: Episode, state: ReplayState) -> str:
     ctx = state.context
     mem = state.memory
     lines = [f"state at step {state.step.number} of {len(episode.steps)} ({state.step.kind}, {state.step.id}, "
-             f"{state.step.record.get('ts', '?')})"]
+             f"{state.step.record.ts or '?'})"]
     if state.request is not None:
         lines.append(f"  this model call was sent {len(state.request.messages)} messages, "
                      f"{state.request.tokens:,} tokens of conversation"
-                     + (f" ({state.step.record['context_tokens']:,} tokens in all, as recorded)"
-                        if isinstance(state.step.record.get("context_tokens"), int) else ""))
+                     + (f" ({recorded:,} tokens in all, as recorded)"
+                        if isinstance(recorded := getattr(state.step.record, "context_tokens", None), int) else ""))
     summary = (f"; turns {state.covered.describe()} summarized by compact record {ctx.summary_id}"
                if ctx.summary_id else "; no compaction in effect")
     lines.append(f"  model context: {len(ctx.messages)} messages, {ctx.tokens:,} tokens, {state.turns} turns"

@@ -31,6 +31,7 @@ from ..index.ignore import IgnoreRules
 from ..index.map import KnowledgeMap
 from ..paths import STATE_DIRNAME, Paths
 from ..sandbox import Policy
+from ..sessions.records import Tool, ToolCall
 from ..store import Database
 from .episode import Episode, Step, call_label
 
@@ -160,12 +161,9 @@ def _short_diff(then: str, now: str) -> str:
     return "\n".join(lines)
 
 
-def _arguments_ok(call: dict) -> bool:
-    raw = call.get("arguments")
-    if isinstance(raw, dict):
-        return True
+def _arguments_ok(call: ToolCall) -> bool:
     try:
-        return isinstance(json.loads(raw or "{}"), dict)
+        return isinstance(json.loads(call.arguments or "{}"), dict)
     except (TypeError, ValueError, RecursionError):
         return False
 
@@ -176,9 +174,14 @@ def _skip_reason(step: Step, tool: tools.Tool) -> str | None:
         return "its call is not in the log"
     if not _arguments_ok(step.call):
         return "its arguments were not a JSON object"
-    if not r.get("ok", True) and str(r.get("content") or "").startswith("[not run"):
+    if isinstance(r, Tool) and not r.ok and r.content.startswith("[not run"):
         return "never ran"
-    return tool.verify_skip(tools.Call.from_record(r, step.args))
+    # the tools read a record through Fields' mapping access until their reads are typed (issue 32, 2)
+    return tool.verify_skip(tools.Call.from_record(r, step.args))  # type: ignore[arg-type]
+
+
+def _tool_name(step: Step) -> str:
+    return step.record.name if isinstance(step.record, Tool) else ""
 
 
 def _edits_before_reads(episode: Episode) -> bool:
@@ -187,7 +190,7 @@ def _edits_before_reads(episode: Episode) -> bool:
     for step in episode.steps:
         if step.kind != "tool":
             continue
-        tool = tools.get(str(step.record.get("name") or ""))
+        tool = tools.get(_tool_name(step))
         if step.meaning().edits:
             edited = True
         elif edited and tool is not None and tool.verify == tools.RECOMPUTE:
@@ -227,7 +230,7 @@ def verify(episode: Episode, workspace: "Workspace", *, scratch: bool | None = N
         work = [s for s in episode.steps if s.kind == "tool"]
         unknown: dict[str, list[int]] = {}  # tool name -> steps: one note per name, not one per step
         for done, step in enumerate(work, start=1):
-            name = str(step.record.get("name") or "")
+            name = _tool_name(step)
             tool = tools.get(name)
             if tool is None:
                 unknown.setdefault(name or "an unnamed tool", []).append(step.number)
@@ -252,22 +255,23 @@ _REFUSED = ("error: you refused", "error: not approved", "error: command not app
 def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: bool,
                 report: VerifyReport) -> None:
     r = step.record
-    name = str(r.get("name") or "")
+    assert isinstance(r, Tool)  # only tool steps are checked
+    name = r.name
     args = step.args
-    then = str(r.get("content") or "")
+    then = r.content
     if tool.verify == tools.RECOMPUTE:
         reason = _skip_reason(step, tool)
         if reason is not None:
             report.checks.append(Check(step.index, step.id, name, args, "skipped", reason))
             return
         result = _rerun(ctx, step, name, args)
-        was_ok = bool(r.get("ok", True))
+        was_ok = r.ok
         same = result.ok == was_ok and tool.comparable(result.text) == tool.comparable(then)
         reason = "" if result.ok == was_ok else (
             "failed then, succeeds now" if result.ok else "succeeded then, fails now")
         report.checks.append(Check(step.index, step.id, name, args, "same" if same else "differ", reason,
                                    "" if same else _short_diff(then, result.text)))
-    elif tool.verify == tools.REAPPLY and r.get("ok", True):
+    elif tool.verify == tools.REAPPLY and r.ok:
         if not scratch:
             report.notes.append(f"step {step.number} edited {tool.label(name, args)}; not replayed "
                                 "(read-only check)")
@@ -284,7 +288,7 @@ def _check_step(step: Step, tool: tools.Tool, ctx: tools.ToolContext, scratch: b
         report.notes.append(f"step {step.number} ran a sub-agent ({tool.label(name, args)}): its own calls are "
                             "checked as the steps they are")
     elif tool.effect == tools.COMMAND:
-        if r.get("outcome") == "denied" or then.startswith(_REFUSED):
+        if r.outcome == "denied" or then.startswith(_REFUSED):
             report.notes.append(f"step {step.number}: the command {tool.label(name, args)} was refused and "
                                 "never ran")
         else:
@@ -297,7 +301,7 @@ def _rerun(ctx: tools.ToolContext, step: Step, name: str, args: dict) -> tools.T
     what it may write, never `.git` or a state folder; the result masked as the log's was); nothing is
     recorded."""
     result, _meaning = toolcall.execute(ctx, name, args, available=tools.TOOLS, memory=None,
-                                        call_id=str((step.call or {}).get("id") or ""), record_id=step.id)
+                                        call_id=step.call.id if step.call else "", record_id=step.id)
     return result
 
 

@@ -30,6 +30,7 @@ from ..paths import Paths
 from .log import (CLAIM_WAIT_S, SUFFIX, Claim, LogView, Session, SessionError, fields_problem,
                   check_slug, now_iso, parse_lines)
 from .logview import changed_files
+from .records import User
 from .turns import of_log
 
 if TYPE_CHECKING:
@@ -113,12 +114,12 @@ def meta_for(slug: str, view: LogView, size: int) -> dict:
     every user, assistant, tool and system record; read_meta recounts those from the log)."""
     compact = view.last_compact()
     turns, covered = of_log(view)
-    first_user = next((str(t.get("content") or "") for t in view.turns if t["type"] == "user"), "")
+    first_user = next((t.content for t in view.turns if isinstance(t, User)), "")
     return {"format": META_FORMAT, "slug": slug, "archived_at": now_iso(), "turns": turns.count,
             "records": len(view.records), "covered_turns": covered.last_turn, "partial": covered.partial,
             "size": size,
             "last_activity": view.last_activity, "title": " ".join(first_user.split())[:80],
-            "problems": [str(p) for p in view.problems], "compact": compact,
+            "problems": [str(p) for p in view.problems], "compact": compact.as_dict() if compact else None,
             "changed": changed_files(view.records)}
 
 

@@ -14,9 +14,10 @@ from .. import scrub
 from ..fsutil import atomic_write, open_state
 from ..paths import Paths, PlantedLink
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
-from .log import (FORMAT_VERSION, TURN_TYPES, LogView, Session, SessionError, check_slug, live_slugs, record_text,
+from .log import (FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text,
                   slug_of)
 from .logview import changed_files
+from .records import TURN_CLASSES, Assistant, Compact, Covers, Redaction, Rewind, Tool, Uncompact, User
 from .turns import (Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn,
                     taken_back)
 
@@ -45,9 +46,9 @@ class SessionInfo:
 
 def _title(view: LogView) -> str:
     """The first user message, skipping what an imported agent injected itself (`source.meta`)."""
-    users = [t for t in view.turns if t["type"] == "user"]
-    typed = [t for t in users if not (t.get("source") or {}).get("meta")] or users
-    first = str(typed[0].get("content") or "") if typed else ""
+    users = [t for t in view.turns if isinstance(t, User)]
+    typed = [t for t in users if not (t.source and t.source.meta)] or users
+    first = typed[0].content if typed else ""
     return " ".join(first.split())[:80]
 
 
@@ -92,7 +93,7 @@ def live_info(slug: str, view: LogView) -> SessionInfo:
     """What the sessions list says of a live log."""
     turns, covered = of_log(view)
     marks = taken_back(view.records)
-    rewound = sum(1 for r in view.records if starts_turn(r) and r["id"] in marks)
+    rewound = sum(1 for r in view.records if starts_turn(r) and r.id in marks)
     return SessionInfo(slug, "live", turns.count, covered.last_turn, view.size, view.last_activity,
                        _title(view), len(view.problems), tuple(changed_files(view.records)),
                        covered.partial, rewound)
@@ -284,9 +285,9 @@ def search(paths: Paths, text: str, *, limit: int = 200, warn: Callable[[str], N
             at = body.casefold().find(needle)
             if at < 0:
                 continue
-            mark = marks.get(record["id"])
-            hits.append(SearchHit(slug, state, record["id"], record["type"], hit_turn(record, turn),
-                                  record.get("ts", ""), _snippet(body, at, len(needle)),
+            mark = marks.get(record.id)
+            hits.append(SearchHit(slug, state, record.id, record.kind, hit_turn(record, turn),
+                                  record.ts, _snippet(body, at, len(needle)),
                                   mark.describe() if mark is not None else ""))
             if len(hits) >= limit:
                 return hits
@@ -347,7 +348,7 @@ def _snippet(body: str, at: int, length: int, margin: int = _MARGIN) -> str:
 # --------------------------------------------------------------------------- export
 def export_json(slug: str, view: LogView, state: str) -> str:
     return json.dumps({"format": "workstation-session", "version": FORMAT_VERSION, "slug": slug,
-                       "state": state, "records": view.records,
+                       "state": state, "records": [r.as_dict() for r in view.records],
                        "problems": [{"line": p.line, "reason": p.reason} for p in view.problems]},
                       ensure_ascii=False, indent=1)
 
@@ -359,54 +360,55 @@ def export_markdown(slug: str, view: LogView, state: str) -> str:
     for problem in view.problems:
         out.append(f"> unreadable {problem}")
     for record in view.records:
-        kind = record["type"]
-        if kind in TURN_TYPES:
-            mark = marks.get(record["id"])
+        kind = record.kind
+        if isinstance(record, TURN_CLASSES):
+            mark = marks.get(record.id)
             if starts_turn(record):
                 out += [f"## Turn {turns.of(record)}" + (f" · ↶ {mark.describe()}" if mark else ""), ""]
-            out += [f"### {kind}" + (f" · {record.get('name')}" if kind == "tool" else "")
-                    + f" · {record.get('ts', '')} · `{record['id']}`"
+            out += [f"### {kind}" + (f" · {record.name}" if isinstance(record, Tool) else "")
+                    + f" · {record.ts} · `{record.id}`"
                     + (f" · ↶ {mark.describe()}" if mark and not starts_turn(record) else ""), ""]
-            content = str(record.get("content") or "")
-            if kind == "tool":
+            content = record.content
+            if isinstance(record, Tool):
                 out += [_fence(content), ""]
             elif content:
                 out += [content, ""]
-            for call in record.get("tool_calls") or ():
-                out += [f"→ `{call.get('name')}`", "", _fence(str(call.get("arguments", "")), "json"), ""]
-        elif kind == "compact":
-            out += [f"### Summary of turns {summary_span(turns, record)} · {record.get('model', '')} · "
-                    f"`{record['id']}`", ""]
-            out += ["> " + line if line else ">" for line in str(record.get("summary", "")).splitlines()]
+            for call in record.tool_calls or () if isinstance(record, Assistant) else ():
+                out += [f"→ `{call.name}`", "", _fence(call.arguments, "json"), ""]
+        elif isinstance(record, Compact):
+            out += [f"### Summary of turns {summary_span(turns, record)} · {record.model or ''} · "
+                    f"`{record.id}`", ""]
+            out += ["> " + line if line else ">" for line in record.summary.splitlines()]
             out.append("")
-        elif kind == "uncompact":
-            span = "–".join(str(n) for n in (record.get("turns") or ["?"])[:2])
-            out += [f"*/uncompact: the summary `{record.get('compact')}` of turns {span} undone; the model "
+        elif isinstance(record, Uncompact):
+            span = "–".join(str(n) for n in (record.turns or ["?"])[:2])
+            out += [f"*/uncompact: the summary `{record.compact}` of turns {span} undone; the model "
                     "sees those turns again*", ""]
-        elif kind == "redaction":
-            ids = ", ".join(f"`{t.get('id')}`" for t in record.get("targets") or ())
+        elif isinstance(record, Redaction):
+            ids = ", ".join(f"`{t.id}`" for t in record.targets or ())
             out += [f"*Redacted from the model's context from here on: {ids}*", ""]
-        elif kind == "rewind":
+        elif isinstance(record, Rewind):
             out += [f"*{rewind_line(record)}*", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
-def rewind_line(record: dict) -> str:
+def rewind_line(record: Rewind) -> str:
     """A `rewind` record in one line: what /undo or /rewind N took back."""
-    files = record.get("files") or []
-    what = [f"{len(files)} file{'s' if len(files) != 1 else ''} restored"] if record.get("files") is not None else []
-    if record.get("conversation"):
+    files = record.files or []
+    what = [f"{len(files)} file{'s' if len(files) != 1 else ''} restored"] if record.files is not None else []
+    if record.conversation:
         what.append("the conversation")
-    command = "/undo" if record.get("how") == "undo" else f"/rewind {record.get('turn', '?')}"
-    return f"{command}: took back turn {record.get('turn', '?')} on ({', '.join(what) or 'nothing'})"
+    turn = "?" if record.turn is None else record.turn
+    command = "/undo" if record.how == "undo" else f"/rewind {turn}"
+    return f"{command}: took back turn {turn} on ({', '.join(what) or 'nothing'})"
 
 
-def summary_span(turns: Turns, compact: dict) -> str:
+def summary_span(turns: Turns, compact: Compact) -> str:
     """`1–7` for a compact record: the turn of the last record it covers (found by id, as the model's
     context finds it), else the number it was written with."""
-    covers = compact.get("covers") or {}
-    last = turns.numbers.get(covers.get("last_id", ""))
-    return f"1–{last if last is not None else covers.get('last_turn', '?')}"
+    covers = compact.covers or Covers()
+    last = turns.numbers.get(covers.last_id or "")
+    return f"1–{last if last is not None else ('?' if covers.last_turn is None else covers.last_turn)}"
 
 
 def _fence(text: str, lang: str = "") -> str:

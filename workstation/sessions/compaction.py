@@ -32,6 +32,7 @@ from ..llm import LLMCancelled, LLMError, ModelSpec
 from ..providers import spec_for
 from .modelview import assemble, covered_count, memory_of, seen, uncompact_held, update_text
 from .log import CLAIM_WAIT_S, Claim, LogView, Session, SessionError, TokenCounter, tool_call_arguments
+from .records import Assistant, Compact, Covers, Epoch, Record, System, Tool, Uncompact
 from .frontier import frontier_budget
 from .requestsize import budget, limit, request_size
 from .plan import current as current_plan, render as render_plan
@@ -88,10 +89,10 @@ class SummaryFormatError(Exception):
 
 @dataclass
 class CompactPlan:
-    turns: list[dict]  # the records to fold in (not yet covered): whole turns, or up to a step boundary
+    turns: list[Record]  # the records to fold in (not yet covered): whole turns, or up to a step boundary
     first_turn: int  # the turn (sessions.turns) turns[0] belongs to
     last_turn: int  # the turn the last record folded in belongs to: the summary reaches that far
-    previous: dict | None  # the compact record being folded in
+    previous: Compact | None  # the compact record being folded in
     reason: str  # threshold | tokens | manual
     todo: list[dict] | None = None  # the agent's plan in force at the cut (sessions.plan); None: none written
     focus: str = ""  # what the user asked the summary to focus on (/compact FOCUS)
@@ -105,7 +106,7 @@ class CompactResult:
     status: str  # compacted | failed | busy (another process is compacting) | nothing (compact_now: none due)
     slug: str
     reason: str = ""  # why it failed, is busy or had nothing to do, or why it ran (threshold | tokens | manual)
-    record: dict | None = None
+    record: Record | None = None
     first_turn: int = 0  # range newly folded in, in turns (sessions.turns)
     last_turn: int = 0
     model: str = ""
@@ -185,13 +186,13 @@ def plan_compaction(view: LogView, config: Config, *, force: bool = False, keep:
     last = numbered.of(folded[-1])
     partial = cut < len(live) and not starts_turn(live[cut])
     return CompactPlan(folded, max(1, numbered.of(folded[0])), last, previous if start else None, reason,
-                       todo=_plan_at(view, folded[-1]["id"]), partial=partial,
+                       todo=_plan_at(view, folded[-1].id), partial=partial,
                        numbers=[numbered.of(r) for r in folded])
 
 
 def _plan_at(view: LogView, last_id: str) -> list[dict] | None:
     """The agent's plan in force after record `last_id` (sessions.plan)."""
-    upto = next((i for i, r in enumerate(view.records) if r.get("id") == last_id), len(view.records) - 1)
+    upto = next((i for i, r in enumerate(view.records) if r.id == last_id), len(view.records) - 1)
     return current_plan(view.records[: upto + 1])
 
 
@@ -212,16 +213,15 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:limit]}… [{len(text) - limit:,} more chars]"
 
 
-def render_turn(number: int, record: dict) -> str:
-    kind = record["type"]
-    text = _clip(str(record.get("content") or ""), _CAPS.get(kind, 2000))
-    if kind == "assistant":
-        calls = "".join(f"\n  -> {c.get('name')}({_clip(str(c.get('arguments', '')), 400)})"
-                        for c in record.get("tool_calls") or ())
+def render_turn(number: int, record: Record) -> str:
+    kind = record.kind
+    text = _clip(str(getattr(record, "content", "") or ""), _CAPS.get(kind, 2000))
+    if isinstance(record, Assistant):
+        calls = "".join(f"\n  -> {c.name}({_clip(c.arguments, 400)})" for c in record.tool_calls or ())
         return f"[turn {number}] assistant: {text}{calls}"
-    if kind == "tool":
-        status = "" if record.get("ok", True) else " FAILED"
-        return f"[turn {number}] tool {record.get('name', '')}{status}: {text}"
+    if isinstance(record, Tool):
+        status = "" if record.ok else " FAILED"
+        return f"[turn {number}] tool {record.name}{status}: {text}"
     return f"[turn {number}] {kind}: {text}"
 
 
@@ -316,11 +316,11 @@ def render_summary(sections: dict[str, str]) -> str:
     return "\n\n".join(parts)
 
 
-def touched_paths(turns: list[dict]) -> list[str]:
+def touched_paths(turns: list[Record]) -> list[str]:
     """File paths named in tool-call arguments, in first-seen order."""
     seen: dict[str, None] = {}
     for record in turns:
-        for call in record.get("tool_calls") or ():
+        for call in record.tool_calls or () if isinstance(record, Assistant) else ():
             args = tool_call_arguments(call)
             for name in _PATH_ARGS:
                 value = args.get(name)
@@ -330,12 +330,12 @@ def touched_paths(turns: list[dict]) -> list[str]:
     return list(seen)
 
 
-def errors_seen(turns: list[dict]) -> list[str]:
+def errors_seen(turns: list[Record]) -> list[str]:
     found = []
     for record in turns:
-        if record["type"] == "tool" and record.get("ok") is False:
-            first = next((line.strip() for line in str(record.get("content") or "").splitlines() if line.strip()), "")
-            found.append(f"{record.get('name', 'tool')}: {_clip(first, 160)}")
+        if isinstance(record, Tool) and not record.ok:
+            first = next((line.strip() for line in record.content.splitlines() if line.strip()), "")
+            found.append(f"{record.name}: {_clip(first, 160)}")
     return found[-MAX_LISTED_ERRORS:]
 
 
@@ -376,36 +376,38 @@ class Conversation:
     cut_short: bool = False  # its newest messages were left out to fit the window (see `shows`)
 
 
-def kept_from(view: LogView, plan: CompactPlan) -> dict | None:
+def kept_from(view: LogView, plan: CompactPlan) -> Record | None:
     """The first record the compaction keeps verbatim (None: it folds in everything)."""
     turns = seen(view).turns
-    ids = [t["id"] for t in turns]
-    last = plan.turns[-1]["id"]
+    ids = [t.id for t in turns]
+    last = plan.turns[-1].id
     at = ids.index(last) + 1 if last in ids else len(turns)
     return turns[at] if at < len(turns) else None
 
 
-def _start_of(record: dict) -> str:
+def _start_of(record: Record) -> str:
     """The first words of a record as the conversation shows it, to name it in the instruction."""
-    is_update = record["type"] == "system" and record.get("update") is not None
-    text = update_text(record) if is_update else str(record.get("content") or "")
+    if isinstance(record, System) and record.update is not None:
+        text = update_text(record)
+    else:
+        text = str(getattr(record, "content", "") or "")
     return " ".join(text.split())[:160]
 
 
-def shows(conversation: Conversation, record: dict) -> bool:
+def shows(conversation: Conversation, record: Record) -> bool:
     """Whether the conversation still shows `record` (an agent may send it cut short at its end, so that its
     prefix stays what the provider cached): a compaction over it must see where its summary stops."""
     start = _start_of(record)
     return not start or any(start in " ".join(str(m.get("content") or "").split()) for m in conversation.messages)
 
 
-def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: dict | None) -> list[dict]:
+def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: Record | None) -> list[dict]:
     """The conversation, then one user message asking for the summary of all of it but its newest part."""
     parts = [PROMPT]
     if keep_first is not None:
-        is_update = keep_first["type"] == "system" and keep_first.get("update") is not None
-        role = ("your message" if keep_first["type"] == "assistant" else
-                "the user message" if is_update else f"the {keep_first['type']} message")
+        is_update = isinstance(keep_first, System) and keep_first.update is not None
+        role = ("your message" if isinstance(keep_first, Assistant) else
+                "the user message" if is_update else f"the {keep_first.kind} message")
         start = _start_of(keep_first)
         parts.append(f"Summarize the conversation above up to, not including, {role} that begins: «{start}»; "
                      "that message and everything after it stay verbatim, so leave them out. The previous "
@@ -422,7 +424,7 @@ def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: d
     return [*conversation.messages, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def _cached_summary(plan: CompactPlan, config: Config, conversation: Conversation, keep_first: dict | None,
+def _cached_summary(plan: CompactPlan, config: Config, conversation: Conversation, keep_first: Record | None,
                     cancel: threading.Event | None) -> tuple[dict, dict]:
     spec = _spec(config, conversation.model)
     answer = llm.complete(spec, cached_messages(conversation, plan, keep_first), tools=conversation.tools,
@@ -456,7 +458,7 @@ def summarize(plan: CompactPlan, config: Config, model: str, counter: TokenCount
     Returns (sections, usage); raises LLMError or SummaryFormatError.
     """
     spec = _spec(config, model)
-    running = plan.previous.get("summary") if plan.previous else None
+    running = plan.previous.summary if plan.previous else None
     # the previous summary reached into plan.first_turn when its first record is not the turn's user message
     covered_before = plan.first_turn - (1 if plan.turns and starts_turn(plan.turns[0]) else 0)
     numbers = plan.numbers or [plan.first_turn] * len(plan.turns)
@@ -633,9 +635,9 @@ def fit_sections(sections: dict[str, str], budget: int, counter: TokenCounter) -
 
 
 def _append_compact(session: Session, plan: CompactPlan, model: str, sections: dict, usage: dict,
-                    elapsed: float) -> dict | None:
+                    elapsed: float) -> Record | None:
     previous = plan.previous
-    files = list(dict.fromkeys((previous or {}).get("files", []) + touched_paths(plan.turns)))
+    files = list(dict.fromkeys(((previous.files if previous else None) or []) + touched_paths(plan.turns)))
     sections = dict(sections)
     sections["files"] = _ensure_listed(sections["files"], files, "from tool calls", MAX_LISTED_FILES)
     sections["errors"] = _ensure_listed(sections["errors"], errors_seen(plan.turns), "from tool results",
@@ -644,17 +646,16 @@ def _append_compact(session: Session, plan: CompactPlan, model: str, sections: d
     sections = fit_sections(sections, plan.summary_budget, session.counter)
     summary = render_summary(sections)
     first, last = plan.turns[0], plan.turns[-1]
-    covers = {"first_id": (previous or {}).get("covers", {}).get("first_id", first["id"]),
-              "last_id": last["id"], "first_turn": 1, "last_turn": plan.last_turn,
-              "new_first_turn": plan.first_turn, "new_first_id": first["id"]}
-    expected_previous = previous["id"] if previous else None
+    first_id = previous.covers.first_id if previous and previous.covers else None
+    covers = Covers(first_id=first.id if first_id is None else first_id, last_id=last.id, first_turn=1,
+                    last_turn=plan.last_turn, new_first_turn=plan.first_turn, new_first_id=first.id)
+    expected_previous = previous.id if previous else None
 
     def still_uncovered(view: LogView) -> bool:
         view = seen(view)  # and no rewind took back a turn of the plan meanwhile
         newest = view.last_compact()
-        live = {t["id"] for t in view.turns}
-        return (newest["id"] if newest else None) == expected_previous and first["id"] in live \
-            and last["id"] in live
+        live = {t.id for t in view.turns}
+        return (newest.id if newest else None) == expected_previous and first.id in live and last.id in live
 
     return session.append_if(
         still_uncovered, "compact", replaced=replaced_by(plan), summary=summary, sections=sections, files=files,
@@ -677,20 +678,20 @@ def replaced_by(plan: CompactPlan) -> dict:
     `recall` with a turn number (or an output's record id) returns any of it whole from the log."""
     calls: dict[str, int] = {}
     read: dict[str, None] = {}
-    outputs = []
+    outputs: list[dict[str, Any]] = []
     by_call = {}
     for number, record in zip(plan.numbers or [plan.first_turn] * len(plan.turns), plan.turns):
-        for call in record.get("tool_calls") or ():
-            calls[str(call.get("name"))] = calls.get(str(call.get("name")), 0) + 1
-            by_call[call.get("id")] = call
-            if call.get("name") in READING_TOOLS:
+        for call in record.tool_calls or () if isinstance(record, Assistant) else ():
+            calls[call.name] = calls.get(call.name, 0) + 1
+            by_call[call.id] = call
+            if call.name in READING_TOOLS:
                 args = tool_call_arguments(call)
                 path = next((args[k] for k in ("path", "file_path") if isinstance(args.get(k), str)), None)
                 if path:
                     read.setdefault(path, None)
-        if record["type"] == "tool":
-            outputs.append({"id": record["id"], "turn": number, "name": record.get("name") or "tool",
-                            "chars": len(str(record.get("content") or ""))})
+        if isinstance(record, Tool):
+            outputs.append({"id": record.id, "turn": number, "name": record.name or "tool",
+                            "chars": len(record.content)})
     largest = sorted(outputs, key=lambda o: -o["chars"])[:MAX_LISTED_OUTPUTS]
     return {"turns": [plan.first_turn, plan.last_turn], "partial": plan.partial, "records": len(plan.turns),
             "tool_calls": dict(sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -715,45 +716,45 @@ def describe_replaced(replaced: dict) -> str:
     return text
 
 
-def compaction_marks(records: list[dict]) -> dict[str, dict]:
+def compaction_marks(records: list[Record]) -> dict[str, dict]:
     """compact record id -> how the timeline marks it: `span` (the turns it newly folded in), `replaced`
     (describe_replaced), `undone` (what undid it: an uncompact record) when one did."""
-    undone = {r.get("compact"): r for r in records if r["type"] == "uncompact"}
+    undone = {r.compact: r for r in records if isinstance(r, Uncompact)}
     marks = {}
     for record in records:
-        if record["type"] != "compact":
+        if not isinstance(record, Compact):
             continue
-        replaced = record.get("replaced") or {}
-        covers = record.get("covers") or {}
-        turns = replaced.get("turns") or [covers.get("new_first_turn") or 1, covers.get("last_turn") or 0]
-        marks[record["id"]] = {
+        replaced = record.replaced or {}
+        covers = record.covers or Covers()
+        turns = replaced.get("turns") or [covers.new_first_turn or 1, covers.last_turn or 0]
+        marks[record.id] = {
             "span": f"turn {turns[0]}" if turns[0] == turns[-1] else f"turns {turns[0]}–{turns[-1]}",
             "replaced": describe_replaced(replaced) if replaced else "(logged before compactions listed it)",
-            "undone": "undone by /uncompact" if record["id"] in undone else ""}
+            "undone": "undone by /uncompact" if record.id in undone else ""}
     return marks
 
 
-def uncompact(session: Session) -> dict:
+def uncompact(session: Session) -> Uncompact:
     """Undo the compaction in force (`/uncompact`, `session uncompact`): an `uncompact` record naming it puts
     the epoch before it back (sessions.modelview.seen), and holds compaction nobody asked for until the request
     would no longer fit the window. Raises SessionError when no compaction is in force."""
     problem: list[str] = []
 
-    def make(view: LogView) -> list[dict]:
+    def make(view: LogView) -> list[Record]:
         model_view = seen(view)
         compact = model_view.last_compact()
         if compact is None:
             problem.append(f"nothing to uncompact: no compaction of {session.slug} is in force")
             return []
-        covers = compact.get("covers") or {}
-        epochs = [r["id"] for r in model_view.records if r["type"] == "epoch" and r.get("summary") == compact["id"]]
-        turns = [int(covers.get("new_first_turn") or covers.get("first_turn") or 1), int(covers.get("last_turn") or 0)]
-        return [session._make("uncompact", {
-            "compact": compact["id"], "epochs": epochs, "turns": turns, "tokens": 0,
-            "held": "automatic compaction waits until the request would no longer fit the window"})]
+        covers = compact.covers or Covers()
+        epochs = [r.id for r in model_view.records if isinstance(r, Epoch) and r.summary == compact.id]
+        turns = [int(covers.new_first_turn or covers.first_turn or 1), int(covers.last_turn or 0)]
+        return [session._make(Uncompact(
+            compact=compact.id, epochs=epochs, turns=turns, tokens=0,
+            held="automatic compaction waits until the request would no longer fit the window"), {})]
 
     written = session.append_from(make)[1]
-    if not written:
+    if not written or not isinstance(written[0], Uncompact):
         raise SessionError(problem[0] if problem else f"nothing to uncompact in {session.slug}")
     return written[0]
 
@@ -765,7 +766,7 @@ def _record_event(episodic: Episodic, result: CompactResult, usage: dict | None,
         assert usage is not None and result.record is not None  # a compaction that landed: _run passes both
         episodic.record("compaction", result.slug, duration_ms=int(result.duration_s * 1000),
                         tokens_in=usage["tokens_in"], tokens_out=usage["tokens_out"], cost_usd=usage["cost_usd"],
-                        ok=True, model=result.model, record_id=result.record["id"],
+                        ok=True, model=result.model, record_id=result.record.id,
                         cache_read_tokens=usage.get("cache_read_tokens") or None,
                         cache_creation_tokens=usage.get("cache_creation_tokens") or None,
                         cache_creation_1h_tokens=usage.get("cache_creation_1h_tokens") or None, **data)

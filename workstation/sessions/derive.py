@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .records import Tool, ToolCall
+
 FILE_READ, FILE_EDIT = "file_read", "file_edit"
 
 
@@ -127,14 +129,18 @@ def events(meaning: Meaning, *, live: bool) -> list[tuple[str, str, dict]]:
     return out
 
 
-def foreign_meaning(name: str, args: Mapping[str, Any], record: Mapping[str, Any],
-                    call: Mapping[str, Any] | None = None) -> Meaning:
+def foreign_meaning(name: str, args: Mapping[str, Any], record: Tool | Mapping[str, Any],
+                    call: ToolCall | Mapping[str, Any] | None = None) -> Meaning:
     """What a recorded call of another agent's tool `name` did (`foreign_files`); a failed call, or a tool
-    not in the table (Bash), meant nothing we can tell."""
-    if not record.get("ok", True):
+    not in the table (Bash), meant nothing we can tell. (A record still a dict: the importers' own.)"""
+    if isinstance(record, Tool):
+        ok, content = record.ok, record.content
+    else:
+        ok, content = record.get("ok", True), str(record.get("content") or "")
+    if not ok:
         return NOTHING
     files = foreign_files(name, args, call)
-    chars = len(str(record.get("content") or ""))
+    chars = len(content)
     return Meaning(reads=tuple(Read(path, None, "disk", chars=chars) for kind, path in files if kind == FILE_READ),
                    edits=tuple(Edit(path) for kind, path in files if kind == FILE_EDIT))
 
@@ -148,7 +154,8 @@ EDIT_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add) File: (.+)$", re.MULTILINE)
 
 
-def foreign_files(name: str, args: Mapping[str, Any], call: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def foreign_files(name: str, args: Mapping[str, Any], call: ToolCall | Mapping[str, Any] | None
+                  ) -> list[tuple[str, str]]:
     """(FILE_READ | FILE_EDIT, path) for each file the call of another agent's tool `name` read or changed,
     from its parsed `args` (and, for apply_patch, the call's raw `arguments`: Codex sends the patch itself)."""
     command = args.get("command") if isinstance(args.get("command"), str) else ""
@@ -159,7 +166,8 @@ def foreign_files(name: str, args: Mapping[str, Any], call: Mapping[str, Any] | 
     if name in EDIT_TOOLS and isinstance(args.get(EDIT_TOOLS[name]), str):
         return [(FILE_EDIT, args[EDIT_TOOLS[name]])]
     if name == "apply_patch" and call is not None:
-        patch = call.get("arguments") if isinstance(call.get("arguments"), str) else ""
+        raw = call.arguments if isinstance(call, ToolCall) else call.get("arguments")
+        patch = raw if isinstance(raw, str) else ""
         patch = args.get("input", patch) if isinstance(args.get("input"), str) else patch
         return [(FILE_EDIT, p.strip()) for p in _PATCH_FILE.findall(patch or "")]
     return []

@@ -32,9 +32,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .modelview import seen
-from .log import TURN_TYPES, LogView, TokenCounter, conversation_turns, default_counter, tool_call_arguments
+from .log import LogView, TokenCounter, conversation_turns, default_counter, tool_call_arguments
 from .plan import current as current_plan, progress, render as render_plan
-from .turns import number as number_turns, starts_turn
+from .records import TURN_CLASSES, Assistant, Epoch, Record, Rewind, System, Tool, ToolCall, User
+from .turns import Turns, number as number_turns, starts_turn
 
 USER_BUDGET = 2000  # tokens of user messages, unless the caller gives another
 FLOOR_TOKENS = 40  # a cut message keeps at least this much of its opening
@@ -165,8 +166,8 @@ def frontier(view: LogView, *, budget: int = USER_BUDGET, counter: TokenCounter 
     counter = counter or default_counter()
     numbers = number_turns(view.records)
     model_view = seen(view)
-    said = {r["id"] for r in conversation_turns(model_view.turns)}  # not an imported session's abandoned branch
-    records = [r for r in model_view.records if r["id"] in said or r["type"] not in TURN_TYPES]
+    said = {r.id for r in conversation_turns(model_view.turns)}  # not an imported session's abandoned branch
+    records = [r for r in model_view.records if r.id in said or not isinstance(r, TURN_CLASSES)]
     out = Frontier(turn=numbers.count)
     out.messages, out.left_out = _user_words(records, numbers, budget, counter)
     out.plan = current_plan(records)
@@ -181,13 +182,12 @@ def frontier(view: LogView, *, budget: int = USER_BUDGET, counter: TokenCounter 
 
 
 # --------------------------------------------------------------------------- the user's words
-def _user_words(records: list[dict], numbers, budget: int, counter: TokenCounter
+def _user_words(records: list[Record], numbers: Turns, budget: int, counter: TokenCounter
                 ) -> tuple[list[UserWords], list[int]]:
-    users = [r for r in records if starts_turn(r) and not (r.get("source") or {}).get("meta")]
+    users = [r for r in records if isinstance(r, User) and starts_turn(r) and not (r.source and r.source.meta)]
     if not users:
         return [], []
-    sizes = [int(r["tokens"]) if isinstance(r.get("tokens"), int) else counter(str(r.get("content") or ""))
-             for r in users]
+    sizes = [r.tokens if isinstance(r.tokens, int) else counter(r.content) for r in users]
     share = budget // 2  # neither the first nor the newest takes the whole budget
     whole = {len(users) - 1, 0}  # the newest message, and the first: it states the goal
     left = budget - sum(min(sizes[i], share) for i in whole)
@@ -202,14 +202,14 @@ def _user_words(records: list[dict], numbers, budget: int, counter: TokenCounter
     words: dict[int, UserWords] = {}
     left_out: list[int] = []
     for index in sorted(whole):
-        text = str(users[index].get("content") or "")
+        text = users[index].content
         words[index] = _cut(numbers.of(users[index]), text, share, sizes[index], counter) \
             if sizes[index] > share else UserWords(numbers.of(users[index]), text)
     rest = [i for i in range(1, len(users) - 1) if i not in whole]
     for index in reversed(rest):  # newest of the rest first: the oldest are cut (then left out) first
         if left >= FLOOR_TOKENS:
             keep = min(left, max(FLOOR_TOKENS, left // max(1, len(rest))))
-            words[index] = _cut(numbers.of(users[index]), str(users[index].get("content") or ""), keep,
+            words[index] = _cut(numbers.of(users[index]), users[index].content, keep,
                                 sizes[index], counter)
             left -= keep
         else:
@@ -230,55 +230,55 @@ def _cut(turn: int, text: str, keep: int, size: int, counter: TokenCounter) -> U
 
 
 # --------------------------------------------------------------------------- what the model was told
-def _told(records: list[dict]) -> tuple[dict[str, str], list[str], list[str]]:
+def _told(records: list[Record]) -> tuple[dict[str, str], list[str], list[str]]:
     """Decisions, pins and project instructions in force: the newest epoch's state and the updates after it,
     the agent's own decisions logged since, and every pin of the log."""
     decisions: dict[str, str] = {}
     instructions: dict[str, str] = {}
     start = 0
     for index in range(len(records) - 1, -1, -1):
-        if records[index]["type"] == "epoch":
-            found = records[index].get("state")
-            state: dict = found if isinstance(found, dict) else {}
+        epoch = records[index]
+        if isinstance(epoch, Epoch):
+            state: dict = epoch.state or {}
             decisions.update({str(k): str(v) for k, v in (state.get("decisions") or {}).items()})
             instructions.update({str(k): str(v) for k, v in (state.get("instructions") or {}).items()})
             start = index + 1
             break
-    calls: dict[str, dict] = {}
+    calls: dict[str, ToolCall] = {}
     for record in records[start:]:
-        if record["type"] == "system" and isinstance(record.get("update"), dict):
-            told = record["update"]
+        if isinstance(record, System) and record.update is not None:
+            told = record.update
             decisions.update({str(k): str(v) for k, v in (told.get("decisions") or {}).items()})
             for path, value in (told.get("instructions") or {}).items():
                 if value:
                     instructions[str(path)] = str(value)
                 else:
                     instructions.pop(str(path), None)
-        elif record["type"] == "assistant":
-            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
-        elif record["type"] == "tool" and record.get("name") == "log_decision" and record.get("ok", True):
-            found = _DECISION_ID.search(str(record.get("content") or ""))
+        elif isinstance(record, Assistant):
+            calls.update({c.id: c for c in record.tool_calls or ()})
+        elif isinstance(record, Tool) and record.name == "log_decision" and record.ok:
+            found = _DECISION_ID.search(record.content)
             if found and found.group(1) not in decisions:
-                args = tool_call_arguments(calls.get(record.get("tool_call_id", ""), {}))
+                args = tool_call_arguments(calls.get(record.tool_call_id, {}))
                 why = str(args.get("reasoning") or "")
                 decisions[found.group(1)] = (f"- [D:{found.group(1)}] {args.get('decision', '')}"
                                              + (f" (why: {why})" if why else ""))
-    pins = [str(r.get("content") or "") for r in records if r["type"] == "system" and r.get("pin")]
+    pins = [r.content for r in records if isinstance(r, System) and r.pin]
     return decisions, pins, sorted(instructions)
 
 
 # --------------------------------------------------------------------------- files
-def _files(records: list[dict], numbers) -> list[FileState]:
+def _files(records: list[Record], numbers: Turns) -> list[FileState]:
     """Each changed file's net state: its edits (tool records' `edits`) that no rewind of files took back."""
     entries: list[tuple[int, dict]] = []  # (turn, edit entry), in order
     for record in records:
-        if record["type"] == "tool" and record.get("ok", True):
+        if isinstance(record, Tool) and record.ok:
             turn = numbers.of(record)
-            entries += [(turn, e) for e in record.get("edits") or ()
+            entries += [(turn, e) for e in record.edits or ()
                         if isinstance(e, dict) and isinstance(e.get("path"), str)]
-        elif record["type"] == "rewind" and record.get("files") is not None:
+        elif isinstance(record, Rewind) and record.files is not None:
             back = _turn_number(numbers, record)
-            restored = set(record.get("files") or ())
+            restored = set(record.files)
             entries = [(t, e) for t, e in entries if t < back or e["path"] not in restored]
     origin: dict[str, str] = {}  # path -> the path its content had when the session first changed it
     first: dict[str, tuple[str | None, int]] = {}  # origin path -> (sha before the session's change, order)
@@ -326,11 +326,11 @@ def _files(records: list[dict], numbers) -> list[FileState]:
     return sorted((s for s in out if s.state != "unchanged"), key=lambda s: order[s.path])
 
 
-def _turn_number(numbers, record: dict) -> int:
-    value = record.get("turn")
+def _turn_number(numbers: Turns, record: Rewind) -> int:
+    value = record.turn
     if isinstance(value, int) and value > 0:
         return value
-    to = record.get("to")
+    to = record.to
     return numbers.starts.index(to) + 1 if to in numbers.starts else numbers.count
 
 
@@ -353,55 +353,55 @@ def command_key(command: str) -> str:
     return " ".join(key)
 
 
-def _command_of(record: dict, calls: dict[str, dict]) -> str:
-    args = tool_call_arguments(calls.get(record.get("tool_call_id", ""), {}))
+def _command_of(record: Tool, calls: dict[str, ToolCall]) -> str:
+    args = tool_call_arguments(calls.get(record.tool_call_id, {}))
     for name in ("cmd", "command"):
         value = args.get(name)
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
         if isinstance(value, str) and value.strip():
             return " ".join(value.split())
-    first = str(record.get("content") or "").split("\n", 1)[0]
+    first = record.content.split("\n", 1)[0]
     return first[2:] if first.startswith("$ ") else first
 
 
-def _failure(records: list[dict], numbers) -> Failure | None:
-    calls: dict[str, dict] = {}
+def _failure(records: list[Record], numbers: Turns) -> Failure | None:
+    calls: dict[str, ToolCall] = {}
     failure: Failure | None = None
     for record in records:
-        if record["type"] == "assistant":
-            calls.update({c["id"]: c for c in record.get("tool_calls") or ()})
-        if record["type"] != "tool" or record.get("name") not in COMMAND_TOOLS:
+        if isinstance(record, Assistant):
+            calls.update({c.id: c for c in record.tool_calls or ()})
+        if not isinstance(record, Tool) or record.name not in COMMAND_TOOLS:
             continue
-        if record.get("outcome") in ("denied", "cancelled"):
+        if record.outcome in ("denied", "cancelled"):
             continue  # never ran: says nothing of whether it passes
         command = _command_of(record, calls)
-        if record.get("ok", True):
+        if record.ok:
             if failure is not None and (command == failure.command
                                         or command_key(command) == command_key(failure.command)):
                 failure = None
         else:
-            output = str(record.get("content") or "")
+            output = record.content
             if output.startswith("$ "):
                 output = output.split("\n", 1)[1] if "\n" in output else ""
             tail = output[-FAILURE_CHARS:]
             if len(output) > FAILURE_CHARS:
                 tail = "…" + tail.split("\n", 1)[-1]
-            failure = Failure(numbers.of(record), command, tail.strip(), record["id"])
+            failure = Failure(numbers.of(record), command, tail.strip(), record.id)
     return failure
 
 
 # --------------------------------------------------------------------------- open questions
-def _questions(records: list[dict], numbers) -> list[Question]:
+def _questions(records: list[Record], numbers: Turns) -> list[Question]:
     """The questions of the reply that ended the newest turn, when it ends with one; a user message since
     answers them (there is none: it would be the newest turn)."""
     last_user = max((i for i, r in enumerate(records) if starts_turn(r)), default=None)
     if last_user is None:
         return []
-    reply = next((r for r in reversed(records[last_user:]) if r["type"] == "assistant"), None)
-    if reply is None or reply.get("tool_calls"):
+    reply = next((r for r in reversed(records[last_user:]) if isinstance(r, Assistant)), None)
+    if reply is None or reply.tool_calls:
         return []
-    text = str(reply.get("content") or "").strip()
+    text = reply.content.strip()
     if not re.search(r"\?[\s*_`)\"'»]*$", text):
         return []
     found = []

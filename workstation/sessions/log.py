@@ -22,8 +22,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
+import msgspec
 import orjson
 
 from .. import scrub
@@ -33,6 +34,7 @@ from ..paths import Paths
 from ..tokens import count  # builds no encoding until a first count
 from .logview import (FORMAT_VERSION, RECORD_TYPES, TURN_TYPES, LogProblem, LogView,  # noqa: F401 (the format's
                       fields_problem, parse_line, parse_lines)  # reader, re-exported: one import for both)
+from .records import Assistant, Compact, Record, ToolCall, User, from_dict, reason, to_builtins
 
 SUFFIX = ".jsonl"
 _SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")  # no dots: file suffixes stay unambiguous
@@ -103,19 +105,18 @@ def json_line(value: Any) -> bytes:
             return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
 
-def record_text(record: dict) -> str:
+def record_text(record: Record) -> str:
     """The text a record contributes to a model context (for token counts and search)."""
-    kind = record.get("type")
-    if kind == "compact":
-        return str(record.get("summary") or "")
-    text = str(record.get("content") or "")
-    if kind == "assistant":
-        for call in record.get("tool_calls") or ():
-            text += f"\n{call.get('name', '')}({call.get('arguments', '')})"
+    if isinstance(record, Compact):
+        return record.summary
+    text = str(getattr(record, "content", "") or "")
+    if isinstance(record, Assistant):
+        for call in record.tool_calls or ():
+            text += f"\n{call.name}({call.arguments})"
     return text
 
 
-def conversation_turns(turns: list[dict]) -> list[dict]:
+def conversation_turns(turns: Sequence[Record]) -> list[Record]:
     """The turns that make up the conversation the model continues, in file order.
 
     Every turn, except a subagent's (`sidechain`) and those a later turn rewound past: a turn with
@@ -124,25 +125,26 @@ def conversation_turns(turns: list[dict]) -> list[dict]:
     `rewind_to` or else to the turn before it. A walk that reaches a record not among `turns`
     (a compact record, or a turn compacted away) stops there.
     """
-    main = [t for t in turns if not t.get("sidechain")]
-    if not any("rewind_to" in t for t in main):
+    main: list[Record] = [t for t in turns if not t.sidechain]
+    if not any(isinstance(t, User) and t.rewind_to is not None for t in main):
         return main
     parent: dict[str, str | None] = {}
     previous = None
     for turn in main:
-        parent[turn["id"]] = turn.get("rewind_to", previous)
-        previous = turn["id"]
+        rewind_to = turn.rewind_to if isinstance(turn, User) else None
+        parent[turn.id] = previous if rewind_to is None else rewind_to
+        previous = turn.id
     keep: set[str] = set()
     node = previous
     while node is not None and node in parent and node not in keep:
         keep.add(node)
         node = parent[node]
-    return [t for t in main if t["id"] in keep]
+    return [t for t in main if t.id in keep]
 
 
-def tool_call_arguments(call: dict) -> dict:
+def tool_call_arguments(call: ToolCall | dict) -> dict:
     """Arguments of a stored tool call as a dict ({} when not a JSON object)."""
-    raw = call.get("arguments")
+    raw = call.arguments if isinstance(call, ToolCall) else call.get("arguments")
     if isinstance(raw, dict):
         return raw
     try:
@@ -205,7 +207,7 @@ class Session:
         """Delete the file of a session in which nothing was said (a new chat left at once, a headless
         slash command, whose `command` records alone say nothing): an empty session is not worth a row in
         the sessions list. True if removed."""
-        if self.path.exists() and all(r["type"] == "command" for r in self.read().records):
+        if self.path.exists() and all(r.kind == "command" for r in self.read().records):
             self.path.unlink(missing_ok=True)
             return True
         return False
@@ -227,35 +229,47 @@ class Session:
         return self._counter
 
     # -- appending --------------------------------------------------------------
-    def append(self, type: str, *, sync: bool = True, **fields: Any) -> dict:
-        """Append one record; returns it as written (with id, ts, v and tokens). sync=False: no fsync of
-        its own (the next synced append makes it durable; a killed process loses nothing either way)."""
-        record = self._make(type, fields)
-        self.append_records([record], sync=sync)
-        return record
+    def append(self, record: Record | str, *, sync: bool = True, **fields: Any) -> Record:
+        """Append one record (a Record; or its type and fields, for the writers not yet converted);
+        returns it as written (with id, ts, v and tokens). sync=False: no fsync of its own (the next
+        synced append makes it durable; a killed process loses nothing either way)."""
+        made = self._make(record, fields)
+        self.append_records([made], sync=sync)
+        return made
 
-    def _make(self, type: str, fields: dict) -> dict:
-        if type not in RECORD_TYPES:
-            raise SessionError(f"unknown record type {type!r}")
-        record = {"v": FORMAT_VERSION, "id": fields.pop("id", None) or new_record_id(),
-                  "ts": now_iso(), "type": type}
+    def _make(self, record: Record | str, fields: dict) -> Record:
+        """The record as it will be written: stamped (v, id, ts), scrubbed, counted, checked."""
+        if isinstance(record, str):
+            if record not in RECORD_TYPES:
+                raise SessionError(f"unknown record type {record!r}")
+            data: dict[str, Any] = to_builtins({"type": record, **fields})
+            counted = fields.get("tokens") is not None
+        else:
+            data = record.as_dict()
+            counted = record.tokens is not None
+        data["v"], data["ts"] = FORMAT_VERSION, data.get("ts") or now_iso()
+        data["id"] = data.get("id") or new_record_id()
         # the disk boundary: whatever a caller passes, no known secret or key format is written
-        record.update({k: scrub.mask_data(v) for k, v in fields.items() if v is not None})
-        if "tokens" not in record:
-            record["tokens"] = self.counter(record_text(record))
-        return record
+        masked = {k: scrub.mask_data(v) for k, v in data.items() if v is not None}
+        try:
+            made = from_dict(masked)
+        except msgspec.ValidationError as err:
+            raise SessionError(f"cannot write a {data['type']} record: {reason(err)}") from None
+        if not counted:
+            made.tokens = self.counter(record_text(made))
+        return made
 
-    def append_if(self, check: Callable[[LogView], bool], type: str, **fields: Any) -> dict | None:
+    def append_if(self, check: Callable[[LogView], bool], record: Record | str, **fields: Any) -> Record | None:
         """Append only if check(view) holds, the view read under the append lock (None if not)."""
-        record = self._make(type, fields)
+        made = self._make(record, fields)
         with self.locked() as fd:
             if not check(self.read()):
                 return None
-            _write_records(fd, [record])
-        return record
+            _write_records(fd, [made])
+        return made
 
-    def append_from(self, make: Callable[[LogView], list[dict]], *, sync: bool = True
-                    ) -> tuple[LogView, list[dict], int, int]:
+    def append_from(self, make: Callable[[LogView], list[Record]], *, sync: bool = True
+                    ) -> tuple[LogView, list[Record], int, int]:
         """Append what `make` derives from the log as read under the append lock, so two writers
         deriving from the same log (two importers of one source) cannot both add the same records.
         Returns (the view make saw, the records written, size before, size after)."""
@@ -267,19 +281,20 @@ class Session:
             before, after = _write_records(fd, records, sync)
         return view, records, before, after
 
-    def append_records(self, records: Iterable[dict], *, sync: bool = True) -> tuple[int, int]:
+    def append_records(self, records: Iterable[Record | dict], *, sync: bool = True) -> tuple[int, int]:
         """Write complete records as one locked, fsynced write (sync=False: the caller fsyncs later).
-        Returns the log's size before and after: the records' lines are what lies between."""
+        Returns the log's size before and after: the records' lines are what lies between. A dict
+        (a writer not yet converted) is checked as a line is read."""
         with self.locked() as fd:
-            return _write_records(fd, list(records), sync)
+            return _write_records(fd, list(records), sync)  # type: ignore[arg-type]
 
-    def user(self, content: str, **extra: Any) -> dict:
+    def user(self, content: str, **extra: Any) -> Record:
         return self.append("user", content=content, **extra)
 
-    def system(self, content: str, **extra: Any) -> dict:
+    def system(self, content: str, **extra: Any) -> Record:
         return self.append("system", content=content, **extra)
 
-    def assistant(self, content: str = "", tool_calls: Iterable[dict] = (), **extra: Any) -> dict:
+    def assistant(self, content: str = "", tool_calls: Iterable[dict] = (), **extra: Any) -> Record:
         """tool_calls: dicts with id, name and arguments (a JSON string or a dict)."""
         calls = []
         for call in tool_calls:
@@ -288,7 +303,7 @@ class Session:
                           "arguments": args if isinstance(args, str) else json.dumps(args)})
         return self.append("assistant", content=content, tool_calls=calls or None, **extra)
 
-    def tool(self, tool_call_id: str, name: str, content: str, *, ok: bool = True, **extra: Any) -> dict:
+    def tool(self, tool_call_id: str, name: str, content: str, *, ok: bool = True, **extra: Any) -> Record:
         return self.append("tool", tool_call_id=tool_call_id, name=name, content=content, ok=ok, **extra)
 
     def locked(self) -> "_AppendLock":
@@ -399,10 +414,11 @@ def wrote_here(record_id: str) -> bool:
     return _own is not None and record_id in _own
 
 
-def _write_records(fd: int, records: list[dict], sync: bool = True) -> tuple[int, int]:
+def _write_records(fd: int, records: list[Record], sync: bool = True) -> tuple[int, int]:
+    records = [r if isinstance(r, Record) else from_dict(r) for r in records]  # dicts: writers not yet converted
     if _own is not None:  # before the write: a reader in another thread may see the line at once
-        _own.update(str(r.get("id")) for r in records)
-    payload = b"".join([json_line(r) for r in records])
+        _own.update(r.id for r in records)
+    payload = b"".join([json_line(r.as_dict()) for r in records])
     size = os.fstat(fd).st_size
     # after a torn last line (a writer killed mid-write) start a fresh line, or this record is lost too
     if size and os.pread(fd, 1, size - 1) != b"\n":

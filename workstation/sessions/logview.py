@@ -8,20 +8,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-FORMAT_VERSION = 1
-TURN_TYPES = frozenset({"user", "assistant", "tool", "system"})
-RECORD_TYPES = TURN_TYPES | {"compact", "redaction", "checkpoint", "intent", "rewind", "epoch", "command",
-                             "uncompact"}
+import msgspec
+
+from .records import (FORMAT_VERSION, RECORD_TYPES, TURN_CLASSES, TURN_TYPES, Compact, Record, Tool,  # noqa: F401
+                      decode_line, decode_lines, from_dict, problem, reason)
 
 
 # --------------------------------------------------------------------------- reading
-def changed_files(records: Iterable[dict]) -> list[str]:
+def changed_files(records: Iterable[Record]) -> list[str]:
     """The files a session's tool calls changed (the `edits` of their records), first change first;
     a moved file under both its names."""
     seen: dict[str, None] = {}
     for record in records:
-        if record.get("type") == "tool" and record.get("ok", True):
-            for entry in record.get("edits") or ():
+        if isinstance(record, Tool) and record.ok:
+            for entry in record.edits or ():
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
                     seen.setdefault(entry["path"], None)
     return list(seen)
@@ -40,73 +40,36 @@ class LogProblem:
 class LogView:
     """Everything readable in one log: valid records in file order, and the problems met."""
 
-    records: list[dict] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     problems: list[LogProblem] = field(default_factory=list)
     size: int = 0
 
     @property
-    def turns(self) -> list[dict]:
-        return [r for r in self.records if r["type"] in TURN_TYPES]
+    def turns(self) -> list[Record]:
+        return [r for r in self.records if isinstance(r, TURN_CLASSES)]
 
-    def compacts(self) -> list[dict]:
-        return [r for r in self.records if r["type"] == "compact"]
+    def compacts(self) -> list[Compact]:
+        return [r for r in self.records if isinstance(r, Compact)]
 
-    def last_compact(self) -> dict | None:
+    def last_compact(self) -> Compact | None:
         for record in reversed(self.records):
-            if record["type"] == "compact":
+            if isinstance(record, Compact):
                 return record
         return None
 
-    def get(self, record_id: str) -> dict | None:
+    def get(self, record_id: str) -> Record | None:
         for record in self.records:
-            if record.get("id") == record_id:
+            if record.id == record_id:
                 return record
         return None
 
     @property
     def last_activity(self) -> str | None:
-        return self.records[-1].get("ts") if self.records else None
+        return (self.records[-1].ts or None) if self.records else None
 
 
-# The documented fields of each record type and the JSON types readers rely on (sessions/README.md).
-# A known field of another type makes the line unreadable like broken JSON: code downstream indexes
-# into these, and one bad field must not crash every command that lists or shows the session.
+# A JSON value's type in the words of the reasons (archive metadata is checked with fields_problem).
 _NUMBER = "number"  # int or float; a bool is neither here
-_COMMON_FIELDS: dict[str, Any] = {"ts": str, "tokens": _NUMBER,
-                                  # imported records (sessions/README.md, "Imported sessions")
-                                  "source": dict, "tokens_estimated": bool, "cwd": str, "git_branch": str,
-                                  "sidechain": str}
-_RECORD_FIELDS: dict[str, dict[str, Any]] = {
-    "user": {"content": str, "rewind_to": str},
-    "system": {"content": str, "notice": str, "update": dict},
-    "assistant": {"content": str, "tool_calls": list, "model": str, "finish_reason": str,
-                  "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
-                  "cache_read_tokens": _NUMBER, "cache_creation_tokens": _NUMBER,
-                  "cache_creation_1h_tokens": _NUMBER, "cache_break": str, "tokens_out_first": _NUMBER,
-                  "reasoning_tokens": _NUMBER, "reasoning": str, "continues": str, "usage_scope": str,
-                  "calls": _NUMBER},
-    "tool": {"tool_call_id": str, "name": str, "content": str, "ok": bool, "exit_code": _NUMBER,
-             "duration_ms": _NUMBER},
-    "compact": {"summary": str, "sections": dict, "files": list, "covers": dict, "folds": str, "model": str,
-                "reason": str, "tokens_in": _NUMBER, "tokens_out": _NUMBER, "cost_usd": _NUMBER,
-                "calls": _NUMBER, "duration_ms": _NUMBER, "cache_read_tokens": _NUMBER,
-                "cache_creation_tokens": _NUMBER, "cache_creation_1h_tokens": _NUMBER, "cached_history": bool,
-                "replaced": dict},
-    "uncompact": {"compact": str, "epochs": list, "turns": list, "held": str},
-    "redaction": {"targets": list, "at_turn": int, "epoch": str},
-    "checkpoint": {"turn": str, "path": str, "existed": bool, "before": str, "mode": int},
-    "intent": {"turn": str, "path": str, "exists": bool, "after": str},
-    "rewind": {"to": str, "turn": int, "files": list, "conversation": bool, "how": str},
-    "command": {"line": str, "content": str, "ok": bool, "wrote_from": str},
-    "epoch": {"system": str, "excerpt": str, "state": dict, "tools": str, "summary": str, "model": str},
-}
-# (fields, required) of the objects inside a record's lists and objects
-_TOOL_CALL = ({"id": str, "name": str, "arguments": str, "freeform": bool}, ("id", "name", "arguments"))
-_TARGET = ({"id": str, "name": str, "chars": int, "key": str}, ("id",))
-# provenance of an imported record (sessions/README.md, "Imported sessions")
-_SOURCE = ({"format": str, "file": str, "id": str, "merged": list}, ("format", "id"))
-_COVERS = ({"first_id": str, "last_id": str, "new_first_id": str, "first_turn": int, "last_turn": int,
-            "new_first_turn": int}, ())
 _TYPE_NAMES = {str: "a string", int: "an integer", _NUMBER: "a number", bool: "a boolean",
                list: "a list", dict: "an object"}
 
@@ -135,76 +98,71 @@ def fields_problem(obj: dict, fields: dict[str, Any], required: Iterable[str], w
     return None
 
 
-def _items_problem(items: list, shape: tuple[dict[str, Any], tuple[str, ...]], where: str) -> str | None:
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            return f"{where}[{index}] is {_json_type(item)}, not an object"
-        problem = fields_problem(item, *shape, where=f"{where}[{index}] ")
-        if problem:
-            return problem
-    return None
-
-
-def _field_problem(record: dict) -> str | None:
-    """Why a record's documented fields cannot be used as documented (None when they can)."""
-    kind = record["type"]
-    problem = fields_problem(record, {**_COMMON_FIELDS, **_RECORD_FIELDS[kind]}, (), "")
-    if problem is None and kind == "assistant":
-        problem = _items_problem(record.get("tool_calls", []), _TOOL_CALL, "tool_calls")
-    elif problem is None and kind == "redaction":
-        problem = _items_problem(record.get("targets", []), _TARGET, "targets")
-    if problem is None and "source" in record:
-        problem = fields_problem(record["source"], *_SOURCE, where="source ")
-    elif problem is None and kind == "compact":
-        problem = fields_problem(record.get("covers", {}), *_COVERS, where="covers ")
-        named = [(f"files[{i}]", v) for i, v in enumerate(record.get("files", []))]
-        named += [(f"sections {k!r}", v) for k, v in record.get("sections", {}).items()]
-        problem = problem or next((f"{name} is {_json_type(v)}, not a string"
-                                   for name, v in named if not isinstance(v, str)), None)
-    return f"bad field: {problem}" if problem else None
-
-
-def parse_line(raw: bytes) -> tuple[dict, None] | tuple[None, str]:
+def parse_line(raw: bytes) -> tuple[Record, None] | tuple[None, str]:
     """One line to a record, or (None, reason) saying why it is not one."""
+    try:
+        record = decode_line(raw)
+    except msgspec.DecodeError:  # a ValidationError too
+        return _slow_parse(raw)
+    trouble = problem(record)
+    return (None, trouble) if trouble else (record, None)
+
+
+def _slow_parse(raw: bytes) -> tuple[Record, None] | tuple[None, str]:
+    """A line msgspec refused, read with the json module: why it is not a record, in the order a reader
+    checks (JSON, object, version, type, id, then the first field of another type); or the record, when
+    only msgspec minded it (a lone surrogate's escape: legal JSON, which msgspec does not decode)."""
     if not raw.strip():
         return None, "empty line"
     try:
-        record = json.loads(raw)
+        value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         return None, f"not valid JSON ({str(err).split(':')[0]})"
     except RecursionError:
         return None, "not valid JSON (nested too deeply)"
-    if not isinstance(record, dict):
+    if not isinstance(value, dict):
         return None, "not a JSON object"
-    version = record.get("v")
+    version = value.get("v")
     if version != FORMAT_VERSION:
         return None, f"unsupported format version {version!r} (this reader knows {FORMAT_VERSION})"
-    kind = record.get("type")
+    kind = value.get("type")
     if kind not in RECORD_TYPES:
         return None, f"unknown record type {kind!r}"
-    if not isinstance(record.get("id"), str) or not record["id"]:
+    if not isinstance(value.get("id"), str) or not value["id"]:
         return None, "record without an id"
-    problem = _field_problem(record)
-    if problem:
-        return None, problem
-    return record, None
+    try:
+        return from_dict(value), None
+    except msgspec.ValidationError as err:
+        return None, f"bad field: {reason(err)}"
 
 
 def parse_lines(data: bytes, *, first_line: int = 1) -> LogView:
-    """Parse a whole log held in memory (archived logs are read this way)."""
+    """Parse a whole log held in memory (archived logs are read this way). The lines are decoded at
+    once, straight from the bytes; only a chunk holding a bad line is read again line by line."""
     view = LogView(size=len(data))
-    lines = data.split(b"\n")
-    tail = lines.pop()  # after the last newline: b"" for a well-formed file
-    for number, raw in enumerate(lines, start=first_line):
-        parsed = parse_line(raw)
-        if parsed[0] is None:
-            view.problems.append(LogProblem(number, parsed[1]))
+    end = data.rfind(b"\n") + 1
+    body, tail = data[:end], data[end:]
+    if body:
+        try:
+            records = decode_lines(body)
+        except msgspec.DecodeError:
+            records = None
+        if (records is not None and len(records) == body.count(b"\n")
+                and not any(problem(r) for r in records)):
+            view.records = records
         else:
-            view.records.append(parsed[0])
+            lines = body.split(b"\n")
+            lines.pop()
+            for number, raw in enumerate(lines, start=first_line):
+                parsed = parse_line(raw)
+                if parsed[0] is None:
+                    view.problems.append(LogProblem(number, parsed[1]))
+                else:
+                    view.records.append(parsed[0])
     if tail:
-        record, reason = parse_line(tail)
+        record, why = parse_line(tail)
         if record is None:
-            view.problems.append(LogProblem(first_line + len(lines), f"torn last line ({reason})"))
+            view.problems.append(LogProblem(first_line + body.count(b"\n"), f"torn last line ({why})"))
         else:
             view.records.append(record)  # complete JSON, only its newline was lost
     return view

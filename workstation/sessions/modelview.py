@@ -13,8 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .log import (TURN_TYPES, LogProblem, LogView, Session, SessionError, TokenCounter, conversation_turns,
-                  default_counter, record_text, tool_call_arguments)
+from .log import (LogProblem, LogView, Session, SessionError, TokenCounter, conversation_turns, default_counter,
+                  record_text, tool_call_arguments)
+from .records import TURN_CLASSES, Assistant, Compact, Epoch, Record, Redaction as RedactionRecord, Rewind, \
+    System, Target, Tool, ToolCall, Uncompact, User
 
 if TYPE_CHECKING:
     from ..config import Config, MemoryConfig
@@ -57,23 +59,22 @@ def memory_of(config: Config) -> MemoryConfig:
     return config.memory
 
 
-def covered_count(turns: list[dict], compact: dict | None) -> int:
+def covered_count(turns: list[Record], compact: Compact | None) -> int:
     """How many leading turn records (`turns`: the log's records of TURN_TYPES) a compact record covers:
     found by id, or, if that line is lost, every record before the turn after its `last_turn`
     (sessions.turns: the N-th user message opens turn N)."""
     if compact is None:
         return 0
-    covers = compact.get("covers") or {}
-    last_id = covers.get("last_id")
+    last_id = compact.covers.last_id if compact.covers else None
     for index in range(len(turns) - 1, -1, -1):
-        if turns[index]["id"] == last_id:
+        if turns[index].id == last_id:
             return index + 1
-    opens = [i for i, t in enumerate(turns) if t["type"] == "user" and not t.get("sidechain")]
-    last_turn = max(0, int(covers.get("last_turn") or 0))
+    opens = [i for i, t in enumerate(turns) if isinstance(t, User) and not t.sidechain]
+    last_turn = max(0, int(compact.covers.last_turn or 0) if compact.covers else 0)
     return opens[last_turn] if last_turn < len(opens) else len(turns)
 
 
-def key_context(call: dict | None, output: str) -> str:
+def key_context(call: ToolCall | dict | None, output: str) -> str:
     if call is not None:
         args = tool_call_arguments(call)
         for name in _KEY_ARGS:
@@ -104,26 +105,34 @@ def redaction_start(turn_count: int, redact_every: int) -> int:
     return max(0, step - redact_every)
 
 
-def planned_redactions(turns: list[dict], start: int, memory: MemoryConfig, calls: dict[str, dict]) -> list[Redaction]:
+def planned_redactions(turns: list[Record], start: int, memory: MemoryConfig,
+                       calls: dict[str, ToolCall]) -> list[Redaction]:
     """Rolling redaction over turns[start:]: large tool outputs old enough to go."""
     limit = redaction_start(len(turns), memory.redact_every)
     found = []
     for record in turns[start:limit]:
-        if record["type"] != "tool" or record.get("sidechain"):  # a subagent's output is in no context here
+        if not isinstance(record, Tool) or record.sidechain:  # a subagent's output is in no context here
             continue
-        content = str(record.get("content") or "")
-        if len(content) > memory.redact_min_chars:
-            call = calls.get(record.get("tool_call_id", ""))
-            found.append(Redaction(record["id"], record.get("name") or "tool", len(content),
-                                   key_context(call, content)))
+        if len(record.content) > memory.redact_min_chars:
+            found.append(_redaction(record, calls))
     return found
+
+
+def _redaction(record: Tool, calls: dict[str, ToolCall]) -> Redaction:
+    return Redaction(record.id, record.name or "tool", len(record.content),
+                     key_context(calls.get(record.tool_call_id), record.content))
+
+
+def _calls(records: list[Record]) -> dict[str, ToolCall]:
+    """The tool calls of these records' assistant messages, by call id."""
+    return {c.id: c for r in records if isinstance(r, Assistant) for c in r.tool_calls or ()}
 
 
 def _persisted_redactions(view: LogView) -> set[str]:
     ids: set[str] = set()
     for record in view.records:
-        if record["type"] == "redaction":
-            ids.update(t.get("id") for t in record.get("targets") or () if t.get("id"))
+        if isinstance(record, RedactionRecord):
+            ids.update(t.id for t in record.targets or () if t.id)
     return ids
 
 
@@ -135,33 +144,33 @@ def seen(view: LogView) -> LogView:
     summary and the redactions made within them: the epoch before the compaction is in force again, so
     the next request continues the one sent before the compaction byte for byte. Compaction plans over
     this view too, so a later summary never brings them back."""
-    if not any((r["type"] == "rewind" and r.get("conversation")) or r["type"] == "uncompact" for r in view.records):
+    if not any((isinstance(r, Rewind) and r.conversation) or isinstance(r, Uncompact) for r in view.records):
         return view
-    kept: list[dict] = []
+    kept: list[Record] = []
     for record in view.records:
-        if record["type"] == "rewind" and record.get("conversation"):
-            at = next((i for i, k in enumerate(kept) if k["id"] == record.get("to")), None)
+        if isinstance(record, Rewind) and record.conversation:
+            at = next((i for i, k in enumerate(kept) if k.id == record.to), None)
             if at is not None:
-                gone = {k["id"] for k in kept[at:] if k["type"] in TURN_TYPES}
-                kept = kept[:at] + [k for k in kept[at:] if k["type"] not in TURN_TYPES]
-                kept = [k for k in kept if k["type"] != "compact"
-                        or (k.get("covers") or {}).get("last_id") not in gone]
-        elif record["type"] == "uncompact":
-            undone = record.get("compact")
-            epochs = {k["id"] for k in kept if k["type"] == "epoch" and k.get("summary") == undone}
-            kept = [k for k in kept if k["id"] != undone and k["id"] not in epochs
-                    and not (k["type"] == "redaction" and k.get("epoch") in epochs)]
+                gone = {k.id for k in kept[at:] if isinstance(k, TURN_CLASSES)}
+                kept = kept[:at] + [k for k in kept[at:] if not isinstance(k, TURN_CLASSES)]
+                kept = [k for k in kept if not isinstance(k, Compact)
+                        or (k.covers.last_id if k.covers else None) not in gone]
+        elif isinstance(record, Uncompact):
+            undone = record.compact
+            epochs = {k.id for k in kept if isinstance(k, Epoch) and k.summary == undone}
+            kept = [k for k in kept if k.id != undone and k.id not in epochs
+                    and not (isinstance(k, RedactionRecord) and k.epoch in epochs)]
         kept.append(record)
     return LogView(kept, list(view.problems), view.size)
 
 
-def uncompact_held(view: LogView) -> dict | None:
+def uncompact_held(view: LogView) -> Uncompact | None:
     """The `uncompact` record that holds automatic compaction (`view`: the model's view): the newest, when no
     compaction came after it. Compaction nobody asked for waits until the request would not fit the window."""
     for record in reversed(view.records):
-        if record["type"] == "compact":
+        if isinstance(record, Compact):
             return None
-        if record["type"] == "uncompact":
+        if isinstance(record, Uncompact):
             return record
     return None
 
@@ -172,39 +181,38 @@ def due_redactions(view: LogView, config: Config) -> list[str]:
     view = seen(view)
     turns = view.turns
     start = covered_count(turns, view.last_compact())
-    calls = {c["id"]: c for r in turns[start:] if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
-    live = {t["id"] for t in turns[start:] if t["type"] == "tool"}
+    calls = _calls(turns[start:])
+    live = {t.id for t in turns[start:] if isinstance(t, Tool)}
     due = [r.record_id for r in planned_redactions(turns, start, memory_of(config), calls)]
     return [*due, *sorted((_persisted_redactions(view) & live) - set(due))]
 
 
-def redaction_targets(view: LogView, ids: list[str]) -> list[dict]:
+def redaction_targets(view: LogView, ids: list[str]) -> list[Target]:
     """The `targets` of a `redaction` record hiding these tool outputs: id, tool name, chars, key context."""
-    calls = {c["id"]: c for r in view.records if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
-    by_id = {r["id"]: r for r in view.records if r["type"] == "tool"}
+    calls = _calls(view.records)
+    by_id = {r.id: r for r in view.records if isinstance(r, Tool)}
     targets = []
     for record_id in ids:
         record = by_id.get(record_id)
         if record is not None:
-            content = str(record.get("content") or "")
-            targets.append({"id": record_id, "name": record.get("name") or "tool", "chars": len(content),
-                            "key": key_context(calls.get(record.get("tool_call_id", "")), content)})
+            hidden = _redaction(record, calls)
+            targets.append(Target(id=record_id, name=hidden.name, chars=hidden.chars, key=hidden.key))
     return targets
 
 
-def epoch_redactions(view: LogView, epoch: dict) -> set[str]:
+def epoch_redactions(view: LogView, epoch: Epoch) -> set[str]:
     """What an epoch hides: what was due when it began, and what the agent redacted within it since
     (`redaction` records naming the epoch: worth more than re-caching what follows them)."""
-    hidden = set((epoch.get("state") or {}).get("redacted") or ())
+    hidden = set((epoch.state or {}).get("redacted") or ())
     for record in view.records:
-        if record["type"] == "redaction" and record.get("epoch") == epoch.get("id"):
-            hidden.update(t.get("id") for t in record.get("targets") or () if t.get("id"))
+        if isinstance(record, RedactionRecord) and record.epoch == epoch.id:
+            hidden.update(t.id for t in record.targets or () if t.id)
     return hidden
 
 
-def update_text(record: dict) -> str:
+def update_text(record: System) -> str:
     """How a context update (a `system` record with `update`) reads to the model."""
-    return UPDATE_PREFIX + str(record.get("content") or "")
+    return UPDATE_PREFIX + record.content
 
 
 UPDATE_PREFIX = "[workstation] "
@@ -218,7 +226,7 @@ def update_line(content: str) -> str:
 
 
 def assemble(view: LogView, config: Config, *, system_prompt: str | None = None,
-             counter: TokenCounter | None = None, epoch: dict | None = None) -> ContextView:
+             counter: TokenCounter | None = None, epoch: Epoch | None = None) -> ContextView:
     """The messages a model sees for this log (pure: no I/O); turns a rewind took back are not among
     them (`seen`).
 
@@ -234,12 +242,12 @@ def assemble(view: LogView, config: Config, *, system_prompt: str | None = None,
     compact = view.last_compact()
     start = covered_count(turns, compact)
     live = conversation_turns(turns[start:])  # without abandoned branches and subagents (imported sessions)
-    if start and live and (live[0]["type"] != "user" or live[0].get("sidechain")):
+    if start and live and (not isinstance(live[0], User) or live[0].sidechain):
         # the summary stops inside a turn (the token guard's cut before one of its steps): the turn's own
         # user message comes first still, in the user's words (a request opens with one; the model works on it)
-        opener = next((r for r in reversed(turns[:start]) if r["type"] == "user" and not r.get("sidechain")), None)
+        opener = next((r for r in reversed(turns[:start]) if isinstance(r, User) and not r.sidechain), None)
         live = [opener, *live] if opener is not None else live
-    calls = {c["id"]: c for r in live if r["type"] == "assistant" for c in r.get("tool_calls") or ()}
+    calls = _calls(live)
 
     if epoch is None:
         redactions = {r.record_id: r for r in planned_redactions(turns, start, memory, calls)}
@@ -247,17 +255,12 @@ def assemble(view: LogView, config: Config, *, system_prompt: str | None = None,
         frozen = epoch_redactions(view, epoch)
         redactions = {}
         for record in live:
-            if record["id"] in frozen and record["type"] == "tool":
-                content = str(record.get("content") or "")
-                redactions[record["id"]] = Redaction(
-                    record["id"], record.get("name") or "tool", len(content),
-                    key_context(calls.get(record.get("tool_call_id", "")), content))
+            if record.id in frozen and isinstance(record, Tool):
+                redactions[record.id] = _redaction(record, calls)
     for record_id in _persisted_redactions(view) - set(redactions):
-        found: dict | None = next((t for t in live if t["id"] == record_id and t["type"] == "tool"), None)
-        if found is not None:
-            content = str(found.get("content") or "")
-            redactions[record_id] = Redaction(record_id, found.get("name") or "tool", len(content),
-                                              key_context(calls.get(found.get("tool_call_id", "")), content))
+        found = next((t for t in live if t.id == record_id and isinstance(t, Tool)), None)
+        if isinstance(found, Tool):
+            redactions[record_id] = _redaction(found, calls)
 
     messages: list[dict] = []
     tokens = 0
@@ -271,64 +274,61 @@ def assemble(view: LogView, config: Config, *, system_prompt: str | None = None,
 
     pending: list[str] = []  # tool calls of the latest assistant turn still without a result
     for record in live:
-        kind = record["type"]
-        if kind != "tool" and pending:
+        if not isinstance(record, Tool) and pending:
             # an interrupted tool call: the API needs a result for every call
             messages.extend({"role": "tool", "tool_call_id": cid, "content": "[no result recorded]"}
                             for cid in pending)
             pending = []
-        if kind == "tool":
-            call_id = record.get("tool_call_id", "")
+        if isinstance(record, Tool):
+            call_id = record.tool_call_id
             if call_id not in calls:
                 continue  # its call was compacted away; an orphan result would be rejected
             if call_id in pending:
                 pending.remove(call_id)
-            redaction = redactions.get(record["id"])
-            content = redaction.marker if redaction else str(record.get("content") or "")
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": record.get("name", ""),
-                             "content": content})
+            redaction = redactions.get(record.id)
+            content = redaction.marker if redaction else record.content
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": record.name, "content": content})
             tokens += counter(content) if redaction else _tokens(record, counter)
             continue
-        if kind == "system" and record.get("update") is not None:
+        if isinstance(record, System) and record.update is not None:
             text = update_text(record)
             messages.append({"role": "user", "content": text})
             tokens += counter(text)
             continue
-        message: dict[str, Any] = {"role": kind, "content": str(record.get("content") or "")}
-        if kind == "assistant" and record.get("tool_calls"):
+        message: dict[str, Any] = {"role": record.kind, "content": str(getattr(record, "content", "") or "")}
+        if isinstance(record, Assistant) and record.tool_calls:
             message["content"] = message["content"] or None
             message["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                for c in record["tool_calls"]]
-            pending = [c["id"] for c in record["tool_calls"]]
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in record.tool_calls]
+            pending = [c.id for c in record.tool_calls]
         messages.append(message)
         tokens += _tokens(record, counter)
 
-    return ContextView(messages, tokens, len(turns), start, compact["id"] if compact and start else None,
+    return ContextView(messages, tokens, len(turns), start, compact.id if compact and start else None,
                        sorted(redactions.values(), key=lambda r: r.record_id), list(view.problems))
 
 
-def current_epoch(view: LogView) -> dict | None:
+def current_epoch(view: LogView) -> Epoch | None:
     """The epoch the next request belongs to: the newest `epoch` record, if it was written for the
     summary now in force (a compaction since starts a new epoch). `view` is the model's view (`seen`)."""
     compact = view.last_compact()
-    summary = compact["id"] if compact else None
+    summary = compact.id if compact else None
     for record in reversed(view.records):
-        if record["type"] == "epoch":
-            return record if record.get("summary") == summary else None
+        if isinstance(record, Epoch):
+            return record if record.summary == summary else None
     return None
 
 
-def as_sent(view: LogView, config: Config, *, epoch: dict, counter: TokenCounter | None = None
+def as_sent(view: LogView, config: Config, *, epoch: Epoch, counter: TokenCounter | None = None
             ) -> tuple[ContextView, list[dict], list[dict]]:
     """The messages of a request in `epoch` as the agent sends them before it trims any to fit the window:
     the head (the epoch's system message, then the summary in force), then the body (the turns, without
     the pins and notices, which are the head's and the user's, and with tool-call arguments the model
     mangled sent as {}). Any process rebuilds the same bytes from the log (sidecar compaction reads them
     from the provider's cache)."""
-    ctxview = assemble(view, config, system_prompt=str(epoch.get("system") or ""), counter=counter, epoch=epoch)
-    hidden = {str(r.get("content") or "") for r in view.records
-              if r.get("type") == "system" and (r.get("pin") or r.get("notice"))}
+    ctxview = assemble(view, config, system_prompt=epoch.system, counter=counter, epoch=epoch)
+    hidden = {r.content for r in view.records if isinstance(r, System) and (r.pin or r.notice)}
     head_len = 2 if ctxview.summary_id else 1
     body = [_sanitized(m) for m in ctxview.messages[head_len:]
             if not (m["role"] == "system" and m["content"] in hidden)]
@@ -351,18 +351,17 @@ def _sanitized(message: dict) -> dict:
     return {**message, "tool_calls": fixed}
 
 
-def _tokens(record: dict, counter: TokenCounter) -> int:
-    value = record.get("tokens")
-    if isinstance(value, int):
-        return value
+def _tokens(record: Record, counter: TokenCounter) -> int:
+    if isinstance(record.tokens, int):
+        return record.tokens
     return counter(record_text(record))
 
 
-def summary_turn_text(compact: dict) -> str:
+def summary_turn_text(compact: Compact) -> str:
     """The summary as the model reads it (part of the requests' head until the next compaction)."""
-    covers = compact.get("covers") or {}
-    return (f"Summary of the earlier conversation (turns 1–{covers.get('last_turn', '?')}, compacted by "
-            f"{compact.get('model', '?')}; the raw turns stay on disk):\n\n{compact.get('summary', '')}")
+    last_turn = compact.covers.last_turn if compact.covers else None
+    return (f"Summary of the earlier conversation (turns 1–{'?' if last_turn is None else last_turn}, compacted by "
+            f"{compact.model or '?'}; the raw turns stay on disk):\n\n{compact.summary}")
 
 
 class SessionContext:
@@ -373,7 +372,7 @@ class SessionContext:
         return assemble(session.read(), config, system_prompt=system_prompt, counter=session.counter)
 
 
-def fetch_original(session: Session, record_id: str) -> dict:
+def fetch_original(session: Session, record_id: str) -> Record:
     """The record a redaction marker (or anything else) names, verbatim from disk."""
     record = session.read().get(record_id)
     if record is None:

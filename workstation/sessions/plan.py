@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from .records import Record, Tool
+
 STATUSES = ("pending", "in_progress", "done")
 MARKS = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]"}
 
@@ -25,11 +27,11 @@ def items_of(value: Any) -> list[dict] | None:
     return items
 
 
-def current(records: Iterable[dict]) -> list[dict] | None:
+def current(records: Iterable[Record]) -> list[dict] | None:
     """The plan in force after these records; None when none was written ([] when it was cleared)."""
     for record in reversed(list(records)):
-        if record.get("type") == "tool" and record.get("ok", True) and "plan" in record and not record.get("sidechain"):
-            items = items_of(record.get("plan"))
+        if isinstance(record, Tool) and record.ok and record.plan is not None and not record.sidechain:
+            items = items_of(record.plan)
             if items is not None:
                 return items
     return None

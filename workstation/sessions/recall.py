@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..errors import WorkstationError
 from .modelview import fetch_original
 from .log import LogView, Session
+from .records import TURN_CLASSES, Assistant, System, Tool
 from .turns import number as number_turns
 
 MAX_TURN_CHARS = 200_000  # a turn longer than this is cut at its end (recall its records by id for the rest)
@@ -20,18 +21,19 @@ def turn_text(view: LogView, turn: int) -> str:
         raise WorkstationError(f"no turn {turn}: this session has {numbers.count}")
     lines = [f"[turn {turn}, from the session log]"]
     for record in view.records:
-        if numbers.of(record) != turn or record["type"] not in ("user", "assistant", "tool", "system"):
+        if numbers.of(record) != turn or not isinstance(record, TURN_CLASSES):
             continue
-        if record["type"] == "system" and (record.get("notice") or record.get("update") is not None):
+        if isinstance(record, System) and (record.notice or record.update is not None):
             continue  # notices are the user's, updates the head's
-        who = f"[{record['sidechain']}] " if record.get("sidechain") else ""
-        text = str(record.get("content") or "")
-        if record["type"] == "tool":
-            failed = "" if record.get("ok", True) else " (failed)"
-            lines.append(f"{who}tool {record.get('name', '')}{failed} (record {record['id']}):\n{text}")
+        who = f"[{record.sidechain}] " if record.sidechain else ""
+        text = record.content
+        if isinstance(record, Tool):
+            failed = "" if record.ok else " (failed)"
+            lines.append(f"{who}tool {record.name}{failed} (record {record.id}):\n{text}")
             continue
-        calls = "".join(f"\n  -> {c.get('name')}({c.get('arguments')})" for c in record.get("tool_calls") or ())
-        lines.append(f"{who}{record['type']}: {text}{calls}")
+        calls = "".join(f"\n  -> {c.name}({c.arguments})"
+                        for c in (record.tool_calls or () if isinstance(record, Assistant) else ()))
+        lines.append(f"{who}{record.kind}: {text}{calls}")
     out = "\n\n".join(lines)
     if len(out) > MAX_TURN_CHARS:
         out = out[:MAX_TURN_CHARS] + f"\n[… {len(out) - MAX_TURN_CHARS:,} more chars: recall a record by its id]"
@@ -43,4 +45,4 @@ def recall(session: Session, key: str) -> str:
     key = key.strip()
     if key.isdigit():
         return turn_text(session.read(), int(key))
-    return str(fetch_original(session, key).get("content") or "")
+    return str(getattr(fetch_original(session, key), "content", "") or "")

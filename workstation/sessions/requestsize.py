@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .modelview import as_sent, assemble, current_epoch, seen
 from .log import LogView, TokenCounter, default_counter
+from .records import Epoch
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -50,13 +51,13 @@ def message_tokens(message: dict, count: Callable[[str], int]) -> int:
     return total
 
 
-def epoch_for(view: LogView) -> dict | None:
+def epoch_for(view: LogView) -> Epoch | None:
     """The epoch the next request's head comes from: the one in force, else (a compaction came since and no
     request was sent after it) the newest, whose system message the next epoch will mostly repeat."""
     model_view = seen(view)
     epoch = current_epoch(model_view)
     if epoch is None:
-        epoch = next((r for r in reversed(model_view.records) if r["type"] == "epoch"), None)
+        epoch = next((r for r in reversed(model_view.records) if isinstance(r, Epoch)), None)
     return epoch
 
 
@@ -83,7 +84,7 @@ def request_size(view: LogView, config: Config, *, counter: TokenCounter | None 
         return RequestSize(0, sum(message_tokens(m, counter) for m in ctxview.messages[:head_len]),
                            sum(message_tokens(m, counter) for m in ctxview.messages[head_len:]))
     _, head, body = as_sent(view, config, epoch=epoch, counter=counter)
-    schemas = epoch.get("tool_schemas")
+    schemas = epoch.tool_schemas
     return RequestSize(counter(json.dumps(schemas)) if schemas else 0, sum(message_tokens(m, counter) for m in head),
                        sum(message_tokens(m, counter) for m in body))
 

@@ -49,6 +49,7 @@ from ..paths import Paths, PlantedLink
 from ..store.broker import Database, readonly
 from .archive import UnreadableArchive, gunzip, no_warning, archived_slugs, gz_path, read_meta
 from .log import LogView, SessionError, json_line, live_slugs, parse_lines, record_text
+from .records import Record
 from .turns import hit_turn, starts_turn
 
 # the shape of a search_records row as a piece gives it (offsets relative to the piece's start)
@@ -87,7 +88,7 @@ class Piece:
         return rows, (slug, self.first_seq, at, at + self.split, at + len(self.data))
 
 
-def make_piece(records: list[dict], *, first_seq: int = 0, first_turn: int = 0) -> Piece:
+def make_piece(records: list[Record], *, first_seq: int = 0, first_turn: int = 0) -> Piece:
     """The rows and heap bytes of `records`, the first being record `first_seq` of its log, after
     `first_turn` turns."""
     folded: list[bytes] = []
@@ -98,8 +99,8 @@ def make_piece(records: list[dict], *, first_seq: int = 0, first_turn: int = 0) 
         turn += starts_turn(record)
         texts.append(record_text(record).encode("utf-8", "surrogatepass"))
         folded.append(fold_utf8(texts[-1]))
-        rows.append({"q": seq, "i": record["id"], "y": record["type"], "u": hit_turn(record, turn),
-                     "t": record.get("ts"), "a": at, "n": len(texts[-1])})
+        rows.append({"q": seq, "i": record.id, "y": record.kind, "u": hit_turn(record, turn),
+                     "t": record.ts or None, "a": at, "n": len(texts[-1])})
         at += len(folded[-1]) + 1
     split = at
     for row, text in zip(rows, texts):
@@ -229,7 +230,7 @@ def _sync_live(writes: _Writes, slug: str, row: tuple | None, path: str) -> None
                     start = row
                 elif row[7]:  # another file under the same name: the same log if it starts alike
                     first = parse_lines(fh.readline()).records
-                    start = row if first and first[0]["id"] == row[7] else None
+                    start = row if first and first[0].id == row[7] else None
             fh.seek(start[3] if start else 0)
             data = fh.read()
     except FileNotFoundError:
@@ -289,7 +290,7 @@ def _store_piece(writes: _Writes, slug: str, state: str, identity: str, data: by
     piece = make_piece(view.records, first_seq=records0, first_turn=turns0)
     problems = [str(p) for p in view.problems]
     first_problem = (start[9] if start and start[9] else None) or (problems[0] if problems else None)
-    first_id = (start[7] if start else None) or (view.records[0]["id"] if view.records else None)
+    first_id = (start[7] if start else None) or (view.records[0].id if view.records else None)
     new_state = [state, identity, size0 + len(data), lines0 + data.count(b"\n"), piece.last_turn,
                  records0 + len(view.records), first_id, (start[8] if start else 0) + len(problems), first_problem]
     writes.add(slug, start[3] if start else None, new_state, piece)

@@ -12,6 +12,8 @@ from typing import Any, Callable, Mapping, Protocol
 from ..sessions.catalog import summary_span
 from ..sessions.modelview import Redaction, summary_turn_text, update_line
 from ..sessions.log import tool_call_arguments
+from ..sessions.records import Assistant, Command, Compact, Record, Redaction as RedactionRecord, System, Tool, \
+    ToolCall, User
 from ..sessions.turns import hit_turn, number, starts_turn, taken_back
 from ..textdiff import record_diff
 
@@ -25,19 +27,20 @@ class ToolShow(Protocol):
     def outcome_of(self, name: str, args: Mapping[str, Any], record: Mapping[str, Any]) -> str: ...
 
 
-def tool_turn(record: dict, args: dict, base: dict, tools: ToolShow) -> dict:
+def tool_turn(record: Tool, args: dict, base: dict, tools: ToolShow) -> dict:
     """A tool record as a chat turn: the call in one line as its tool labels it, what it came to
     (`agent.tools.outcome_of`), its result and its diff."""
-    name = str(record.get("name") or "tool")
+    name = record.name or "tool"
+    # the tools and textdiff read a record through Fields' mapping access until their reads are typed
     return {**base, "role": "tool", "text": tools.call_label(name, args), "tool": name, "args": args,
-            "result": str(record.get("content") or ""), "ok": bool(record.get("ok", True)),
-            "diff": record_diff(record), "outcome": tools.outcome_of(name, args, record)}
+            "result": record.content, "ok": record.ok, "diff": record_diff(record),  # type: ignore[arg-type]
+            "outcome": tools.outcome_of(name, args, record)}  # type: ignore[arg-type]
 
 
-def assistant_text(record: dict) -> str:
+def assistant_text(record: Assistant) -> str:
     """What an assistant message shows: its text, or the tools it calls when it says nothing."""
-    text = str(record.get("content") or "")
-    names = [c.get("name", "?") for c in record.get("tool_calls") or ()]
+    text = record.content
+    names = [c.name for c in record.tool_calls or ()]
     return text or (f"*calls {', '.join(names)}*" if names else "")
 
 
@@ -51,93 +54,89 @@ def command_said(text: str, ok: bool, **base: Any) -> dict:
     return {**base, "role": "command" if ok else "error", "text": text}
 
 
-def record_turns(record: dict, *, tools: ToolShow, ts: float, args: dict | None = None, number: int | None = None,
-                 span: str = "", taken: str = "", earlier: dict[str, dict] | None = None) -> list[dict]:
+def record_turns(record: Record, *, tools: ToolShow, ts: float, args: dict | None = None, number: int | None = None,
+                 span: str = "", taken: str = "", earlier: dict[str, Tool] | None = None) -> list[dict]:
     """The chat turns of one record. `args`: a tool record's call arguments; `number`: a turn-opening user
     message's turn (sessions.turns); `span`: a compact record's turns; `taken`: what took it back
     (sessions.turns.TakenBack.describe); `earlier`: the tool records before a redaction, by id. A
     sub-agent's records (`sidechain`) are none: the chat shows its task call and summary."""
-    kind = record["type"]
-    if record.get("sidechain"):
+    if record.sidechain:
         return []
-    base: dict[str, Any] = {"id": record["id"], "ts": ts, "tokens": record.get("tokens")}
+    base: dict[str, Any] = {"id": record.id, "ts": ts, "tokens": record.tokens}
     if taken:
         base["taken_back"] = taken
-    text = str(record.get("content") or "")
-    if kind == "user":
-        return [{**base, "role": "user", "text": text,
+    if isinstance(record, User):
+        return [{**base, "role": "user", "text": record.content,
                  **({"number": number} if number and starts_turn(record) else {})}]
-    if kind == "assistant":
+    if isinstance(record, Assistant):
         return [{**base, "role": "assistant", "text": assistant_text(record)}]
-    if kind == "tool":
+    if isinstance(record, Tool):
         return [tool_turn(record, args or {}, base, tools)]
-    if kind == "system":
-        if record.get("pin"):
+    if isinstance(record, System):
+        text = record.content
+        if record.pin:
             return [{**base, "role": "system", "text": f"Pinned: {text}"}]
-        if record.get("update") is not None:  # what the model was told (agent.updates), in one line
+        if record.update is not None:  # what the model was told (agent.updates), in one line
             return [{**base, "role": "notice", "text": update_line(text)}]
-        if record.get("notice"):
-            return [{**base, "role": "error" if record["notice"] == "error" else "notice", "text": text}]
+        if record.notice:
+            return [{**base, "role": "error" if record.notice == "error" else "notice", "text": text}]
         return [{**base, "role": "system", "text": text}]
-    if kind == "command":  # the user's and the app's lines, no turn of the conversation (no id, as live)
-        return [command_asked(str(record.get("line") or ""), ts=ts),
-                command_said(text, bool(record.get("ok", True)), ts=ts)]
-    if kind == "compact":
-        said = (f"Compaction: turns {span} summarized by {record.get('model', '?')} "
-                f"({record.get('reason', '?')}); the model sees the summary instead of them from here on")
+    if isinstance(record, Command):  # the user's and the app's lines, no turn of the conversation (no id, as live)
+        return [command_asked(record.line, ts=ts), command_said(record.content, record.ok, ts=ts)]
+    if isinstance(record, Compact):
+        said = (f"Compaction: turns {span} summarized by {record.model or '?'} "
+                f"({record.reason or '?'}); the model sees the summary instead of them from here on")
         return [{**base, "role": "compaction", "text": said, "result": summary_turn_text(record)}]
-    if kind == "redaction":
+    if isinstance(record, RedactionRecord):
         out = []
-        for target in record.get("targets") or ():
-            original = (earlier or {}).get(target.get("id", ""))
-            marker = Redaction(str(target.get("id", "")), str(target.get("name") or "tool"),
-                               int(target.get("chars") or 0), str(target.get("key") or "")).marker
+        for target in record.targets or ():
+            original = (earlier or {}).get(target.id)
+            marker = Redaction(target.id, target.name or "tool", int(target.chars or 0), target.key or "").marker
             out.append({**base, "role": "redaction", "text": marker, "tokens": None,
-                        "result": str(original.get("content") or "") if original else ""})
+                        "result": original.content if original else ""})
         return out
     return []
 
 
-def log_groups(records: list[dict], start: int = 0, *, tools: ToolShow,
-               ts: Callable[[dict], float | None]) -> list[list[dict]]:
+def log_groups(records: list[Record], start: int = 0, *, tools: ToolShow,
+               ts: Callable[[Record], float | None]) -> list[list[dict]]:
     """The chat turns of each record of `records[start:]`, a whole log in file order (what went before
     gives the calls' arguments, turn numbers, compaction spans and the taken-back marks), except that a
     slash command's lines come with the first record it wrote itself (`wrote_from`: the note an `/undo`
     leaves the model follows the `/undo`), and none with its own record. `ts`: a record's epoch seconds
     (None: unreadable, then its predecessor's)."""
     turns, marks = number(records), taken_back(records)
-    where = {record["id"]: index for index, record in enumerate(records)}
-    ahead = {r["wrote_from"]: r for r in records[start:] if r["type"] == "command"
-             and start <= where.get(r.get("wrote_from"), -1) < where[r["id"]]}
-    moved = {r["id"] for r in ahead.values()}
-    calls: dict[str, dict] = {}
-    tools_by_id: dict[str, dict] = {}
+    where = {record.id: index for index, record in enumerate(records)}
+    ahead = {r.wrote_from: r for r in records[start:] if isinstance(r, Command) and r.wrote_from is not None
+             and start <= where.get(r.wrote_from, -1) < where[r.id]}
+    moved = {r.id for r in ahead.values()}
+    calls: dict[str, ToolCall] = {}
+    tools_by_id: dict[str, Tool] = {}
     groups: list[list[dict]] = []
     last = 0.0
     for index, record in enumerate(records):
         last = ts(record) or last
-        kind = record["type"]
-        if kind == "assistant":
-            calls.update((c["id"], c) for c in record.get("tool_calls") or () if isinstance(c, dict) and c.get("id"))
+        if isinstance(record, Assistant):
+            calls.update((c.id, c) for c in record.tool_calls or () if c.id)
         if index >= start:
             group = []
-            if record["id"] in ahead:  # the command that wrote it comes first
-                group += record_turns(ahead[record["id"]], tools=tools, ts=ts(ahead[record["id"]]) or last)
-            if record["id"] not in moved:
-                call = calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
-                mark = marks.get(record["id"])
+            if record.id in ahead:  # the command that wrote it comes first
+                group += record_turns(ahead[record.id], tools=tools, ts=ts(ahead[record.id]) or last)
+            if record.id not in moved:
+                call = calls.get(record.tool_call_id) if isinstance(record, Tool) else None
+                mark = marks.get(record.id)
                 group += record_turns(record, tools=tools, ts=last, args=tool_call_arguments(call) if call else {},
                                       number=hit_turn(record, turns.of(record)),
-                                      span=summary_span(turns, record) if kind == "compact" else "",
+                                      span=summary_span(turns, record) if isinstance(record, Compact) else "",
                                       taken=mark.describe() if mark is not None else "",
-                                      earlier=tools_by_id if kind == "redaction" else None)
+                                      earlier=tools_by_id if isinstance(record, RedactionRecord) else None)
             groups.append(group)
-        if kind == "tool":
-            tools_by_id[record["id"]] = record
+        if isinstance(record, Tool):
+            tools_by_id[record.id] = record
     return groups
 
 
-def log_turns(records: list[dict], start: int = 0, *, tools: ToolShow,
-              ts: Callable[[dict], float | None]) -> list[dict]:
+def log_turns(records: list[Record], start: int = 0, *, tools: ToolShow,
+              ts: Callable[[Record], float | None]) -> list[dict]:
     """The chat turns of `records[start:]` in the order a chat shows them (`log_groups`)."""
     return [turn for group in log_groups(records, start, tools=tools, ts=ts) for turn in group]

@@ -26,18 +26,19 @@ from typing import Iterable
 
 from .modelview import covered_count, seen
 from .log import conversation_turns
-from .logview import TURN_TYPES, LogView
+from .logview import LogView
+from .records import TURN_CLASSES, Assistant, Compact, Record, Rewind, Tool, User
 
 
-def starts_turn(record: dict) -> bool:
+def starts_turn(record: Record) -> bool:
     """A user message that opens a turn (not a subagent's prompt)."""
-    return record.get("type") == "user" and not record.get("sidechain")
+    return isinstance(record, User) and not record.sidechain
 
 
-def starts_step(record: dict) -> bool:
+def starts_step(record: Record) -> bool:
     """A record before which a compaction may cut inside a turn: a turn's start or the agent's own
     assistant message (a subagent's ones run while the agent's tool call waits for its result)."""
-    return starts_turn(record) or (record.get("type") == "assistant" and not record.get("sidechain"))
+    return isinstance(record, (User, Assistant)) and not record.sidechain
 
 
 @dataclass
@@ -51,27 +52,27 @@ class Turns:
     def count(self) -> int:
         return len(self.starts)
 
-    def of(self, record: dict) -> int:
+    def of(self, record: Record) -> int:
         """The turn a record belongs to (0: before the first user message, or not among these records)."""
-        return self.numbers.get(record.get("id", ""), 0)
+        return self.numbers.get(record.id, 0)
 
     def user_id(self, number: int) -> str | None:
         return self.starts[number - 1] if 1 <= number <= len(self.starts) else None
 
 
-def number(records: Iterable[dict]) -> Turns:
+def number(records: Iterable[Record]) -> Turns:
     """Number the turns of `records` (a whole log in file order)."""
     turns = Turns()
     current = 0
     for record in records:
         if starts_turn(record):
-            turns.starts.append(record["id"])
+            turns.starts.append(record.id)
             current = len(turns.starts)
-        turns.numbers[record["id"]] = current
+        turns.numbers[record.id] = current
     return turns
 
 
-def numbers_in_order(records: Iterable[dict], first: int = 0) -> list[int]:
+def numbers_in_order(records: Iterable[Record], first: int = 0) -> list[int]:
     """The turn number of each record in order, continuing after `first` turns (a log read in pieces)."""
     out = []
     for record in records:
@@ -80,18 +81,18 @@ def numbers_in_order(records: Iterable[dict], first: int = 0) -> list[int]:
     return out
 
 
-def hit_turn(record: dict, turn: int) -> int | None:
+def hit_turn(record: Record, turn: int) -> int | None:
     """The turn a search hit shows for a record in turn `turn`: none for the preamble (0), nor for the
     records that are about the log rather than said in a turn (compact, redaction, checkpoint, ...)."""
-    return turn if turn and record.get("type") in TURN_TYPES else None
+    return turn if turn and isinstance(record, TURN_CLASSES) else None
 
 
-def count(records: Iterable[dict]) -> int:
+def count(records: Iterable[Record]) -> int:
     """How many turns start among `records`."""
     return sum(1 for r in records if starts_turn(r))
 
 
-def cut_keeping(records: list[dict], keep: int) -> int:
+def cut_keeping(records: list[Record], keep: int) -> int:
     """Where to cut `records` so that the newest `keep` turns stay after the cut (an index into them):
     at the user message that starts the keep-th newest turn; 0 when they hold no more than `keep` turns
     and start with one; len(records) for keep 0. Records before the first user message among them
@@ -103,7 +104,7 @@ def cut_keeping(records: list[dict], keep: int) -> int:
     return starts[-keep] if keep <= len(starts) else 0
 
 
-def cut_fitting(records: list[dict], budget: float) -> int:
+def cut_fitting(records: list[Record], budget: float) -> int:
     """The token guard's cut: the newest records whose `tokens` fit in `budget` stay. The cut falls at the
     first user message at or after the newest record that does not fit; when none follows (the newest turn
     alone does not fit), at the first step boundary there (an assistant message); and when the newest step
@@ -111,7 +112,7 @@ def cut_fitting(records: list[dict], budget: float) -> int:
     used = 0.0
     fit = 0
     for index in range(len(records) - 1, -1, -1):
-        used += int(records[index].get("tokens") or 0)
+        used += int(records[index].tokens or 0)
         if used > budget:
             fit = index + 1
             break
@@ -138,14 +139,14 @@ class Coverage:
         return f"1–{self.last_turn}"
 
 
-def coverage(turns: Turns, live: list[dict], compact: dict | None, covered: int) -> Coverage:
+def coverage(turns: Turns, live: list[Record], compact: Compact | None, covered: int) -> Coverage:
     """The coverage of `compact`, which stands in for the first `covered` of `live` (the turn records of the
     log as the model sees it), numbered by `turns` (the whole log's)."""
     if compact is None or covered <= 0:
         return Coverage(0, False)
     last = live[covered - 1] if covered <= len(live) else None
-    if last is None or last["id"] not in turns.numbers:  # its line is lost: the number it was written with
-        return Coverage(min(int((compact.get("covers") or {}).get("last_turn") or 0), turns.count), False)
+    if last is None or last.id not in turns.numbers:  # its line is lost: the number it was written with
+        return Coverage(min(int(compact.covers.last_turn or 0) if compact.covers else 0, turns.count), False)
     partial = covered < len(live) and not starts_turn(live[covered])
     return Coverage(turns.of(last), partial and turns.of(last) > 0)
 
@@ -182,7 +183,7 @@ class TakenBack:
         return {"how": self.how, "before_turn": self.turn, "conversation": self.conversation, "by": self.describe()}
 
 
-def taken_back(records: list[dict]) -> dict[str, TakenBack]:
+def taken_back(records: list[Record]) -> dict[str, TakenBack]:
     """The records of a whole log (in file order) that a later rewind, undo or imported rewind took back,
     by id. A conversation rewind marks every turn record from its `to` up to itself that the model still
     saw; a restore of files marks the tool records in those turns whose edits it put back (an undo leaves
@@ -190,31 +191,31 @@ def taken_back(records: list[dict]) -> dict[str, TakenBack]:
     that a conversation rewind outranks an earlier restore of its files."""
     marks: dict[str, TakenBack] = {}
     turns = number(records)
-    position = {r["id"]: i for i, r in enumerate(records)}
+    position = {r.id: i for i, r in enumerate(records)}
     for i, record in enumerate(records):
-        if record["type"] != "rewind":
+        if not isinstance(record, Rewind):
             continue
-        at = position.get(str(record.get("to")))
+        at = position.get(record.to)
         if at is None or at >= i:
             continue
-        how = "undo" if record.get("how") == "undo" else "rewind"
-        mark_turn = int(record.get("turn") or turns.of(records[at]))
-        files = set(record.get("files") or ())
+        how = "undo" if record.how == "undo" else "rewind"
+        mark_turn = int(record.turn or turns.of(records[at]))
+        files = set(record.files or ())
         for r in records[at:i]:
-            if r["type"] not in TURN_TYPES:
+            if not isinstance(r, TURN_CLASSES):
                 continue
-            old = marks.get(r["id"])
-            if record.get("conversation") and (old is None or not old.conversation):
-                marks[r["id"]] = TakenBack(how, mark_turn, True)
-            elif old is None and files and r["type"] == "tool" and r.get("ok", True) and any(
-                    isinstance(e, dict) and e.get("path") in files for e in r.get("edits") or ()):
-                marks[r["id"]] = TakenBack(how, mark_turn, False)
-    main = [r for r in records if r["type"] in TURN_TYPES and not r.get("sidechain")]
-    if any("rewind_to" in r for r in main):
-        kept = {r["id"] for r in conversation_turns(main)}
+            old = marks.get(r.id)
+            if record.conversation and (old is None or not old.conversation):
+                marks[r.id] = TakenBack(how, mark_turn, True)
+            elif old is None and files and isinstance(r, Tool) and r.ok and any(
+                    isinstance(e, dict) and e.get("path") in files for e in r.edits or ()):
+                marks[r.id] = TakenBack(how, mark_turn, False)
+    main = [r for r in records if isinstance(r, TURN_CLASSES) and not r.sidechain]
+    if any(isinstance(r, User) and r.rewind_to is not None for r in main):
+        kept = {r.id for r in conversation_turns(main)}
         for r in main:
-            if r["id"] not in kept and r["id"] not in marks:
-                marks[r["id"]] = TakenBack("branch", 0, True)
+            if r.id not in kept and r.id not in marks:
+                marks[r.id] = TakenBack("branch", 0, True)
     return marks
 
 
@@ -230,21 +231,25 @@ class TurnSummary:
     undone: tuple[str, ...] = ()  # the files it changed that a later undo or rewind restored
 
 
-def restored_edits(records: list[dict]) -> set[str]:
+def restored_edits(records: list[Record]) -> set[str]:
     """Ids of the successful tool records whose every changed file a later undo or rewind restored."""
-    position = {r["id"]: i for i, r in enumerate(records)}
+    position = {r.id: i for i, r in enumerate(records)}
     out: set[str] = set()
     for i, record in enumerate(records):
-        at = position.get(str(record.get("to"))) if record["type"] == "rewind" else None
-        files = set(record.get("files") or ()) if at is not None and at < i else set()
+        if not isinstance(record, Rewind):
+            continue
+        at = position.get(record.to)
+        files = set(record.files or ()) if at is not None and at < i else set()
         for r in records[at:i] if files else ():
-            paths = {e.get("path") for e in r.get("edits") or () if isinstance(e, dict)}
-            if r["type"] == "tool" and paths and paths <= files:
-                out.add(r["id"])
+            if not isinstance(r, Tool):
+                continue
+            paths = {e.get("path") for e in r.edits or () if isinstance(e, dict)}
+            if paths and paths <= files:
+                out.add(r.id)
     return out
 
 
-def summaries(records: list[dict]) -> list[TurnSummary]:
+def summaries(records: list[Record]) -> list[TurnSummary]:
     """Every turn of a whole log, oldest first: its number, prompt, the files it changed (those still as it
     left them, and those undone since), and its mark."""
     turns = number(records)
@@ -252,19 +257,19 @@ def summaries(records: list[dict]) -> list[TurnSummary]:
     restored = restored_edits(records)
     files: dict[int, dict[str, bool]] = {}  # turn -> path -> restored since
     for record in records:
-        if record["type"] == "tool" and record.get("ok", True):
-            for entry in record.get("edits") or ():
+        if isinstance(record, Tool) and record.ok:
+            for entry in record.edits or ():
                 if isinstance(entry, dict) and isinstance(entry.get("path"), str):
                     changed = files.setdefault(turns.of(record), {})
-                    changed[entry["path"]] = changed.get(entry["path"], True) and record["id"] in restored
+                    changed[entry["path"]] = changed.get(entry["path"], True) and record.id in restored
     out = []
     for record in records:
-        if starts_turn(record):
+        if isinstance(record, User) and starts_turn(record):
             n = turns.of(record)
-            first = next((line.strip() for line in str(record.get("content") or "").splitlines() if line.strip()), "")
-            mark = marks.get(record["id"])
+            first = next((line.strip() for line in record.content.splitlines() if line.strip()), "")
+            mark = marks.get(record.id)
             changed = files.get(n, {})
-            out.append(TurnSummary(n, record["id"], first, tuple(p for p, gone in changed.items() if not gone),
+            out.append(TurnSummary(n, record.id, first, tuple(p for p, gone in changed.items() if not gone),
                                    mark.describe() if mark is not None else "",
                                    tuple(p for p, gone in changed.items() if gone)))
     return out

@@ -683,7 +683,7 @@ class LiveBackend:
             return
         if out.record is not None:  # what it wrote (its line and answer, an undo's note...) as resumed shows it
             records = self.agent.session.read().records
-            start = next(i for i, r in enumerate(records) if r["id"] == out.record["id"]) if alone else before
+            start = next(i for i, r in enumerate(records) if r.id == out.record.id) if alone else before
             shown = log_turns(records, start, tools=tools, ts=record_time)
             self.outside.shown(records[start:])
             self.ui(chat.update_turn, at, shown[0])  # the line typed, then its answer and what it wrote
@@ -701,7 +701,7 @@ class LiveBackend:
         turn = request.turn
         original = fetch_original(self.agent.session, turn.id)
         self.ui(self.app.chat.update_turn, turn.id,
-                 Turn(turn.role, turn.text, id=turn.id, ts=turn.ts, result=str(original.get("content") or "")))
+                Turn(turn.role, turn.text, id=turn.id, ts=turn.ts, result=str(getattr(original, "content", "") or "")))
 
     # ------------------------------------------------------------------ memory and timeline
     def refresh_memory(self) -> None:

@@ -14,14 +14,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..sessions.records import Record
     from .backend import LiveBackend
     from .panes.chat import ChatPane
 
 
-def record_time(record: dict) -> float:
+def record_time(record: Record) -> float:
     """A record's ISO `ts` as epoch seconds (now, if it has none readable)."""
     try:
-        return datetime.fromisoformat(str(record.get("ts")).replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(record.ts.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return time.time()
 
@@ -64,44 +65,45 @@ class LiveTurn:
         elif isinstance(event, host.Plan):
             ui(chat.set_plan, event.items)
 
-    def compacted(self, record: dict) -> None:
+    def compacted(self, record: Record) -> None:
         """A compaction's line, as `log_turns` makes it from the log (the turns it summarized, by number)."""
         from ..agent import tools  # lazy: loaded by the turn already
         from ..sessions.transcript import log_turns  # lazy: as above
 
         records = self.backend.agent.session.read().records
-        at = next((i for i, r in enumerate(records) if r["id"] == record["id"]), None)
+        at = next((i for i, r in enumerate(records) if r.id == record.id), None)
         if at is not None:
             self.backend.ui(self.chat.add_turns, log_turns(records[: at + 1], at, tools=tools, ts=record_time))
         if not self.backend.busy:  # landed after the turn: the gauge shows the smaller next request
             self.backend.refresh_context()
 
-    def recorded(self, record: dict) -> None:
+    def recorded(self, record: Record) -> None:
         """A record the turn wrote, as the chat shows it: the derivation a resumed chat uses (sessions.transcript)."""
         from ..agent import tools  # lazy: the agent's tools, +100 ms; off the first paint
         from ..sessions.transcript import record_turns  # lazy: as above
         from ..sessions.log import tool_call_arguments  # lazy: the sessions stack, +32 ms; off the first paint
+        from ..sessions.records import Assistant, Compact, Tool, User  # lazy: as above
         from ..sessions.turns import starts_turn  # lazy: as above
 
         ui, chat = self.backend.ui, self.chat
-        if record.get("sidechain"):  # a sub-agent's: its cost counts; the chat shows its task and summary only
-            if record["type"] == "assistant":
+        if record.sidechain:  # a sub-agent's: its cost counts; the chat shows its task and summary only
+            if isinstance(record, Assistant):
                 self.backend.count_call(record)
             return
-        kind, ts = record["type"], record_time(record)
-        if kind == "compact":  # the agent's compaction, from its thread: the line a resumed chat shows
+        ts = record_time(record)
+        if isinstance(record, Compact):  # the agent's compaction, from its thread: the line a resumed chat shows
             self.compacted(record)
             return
-        call = self.calls.get(record.get("tool_call_id", "")) if kind == "tool" else None
+        call = self.calls.get(record.tool_call_id) if isinstance(record, Tool) else None
         number = self.backend.turn_started() if starts_turn(record) else None
         turns = record_turns(record, tools=tools, ts=ts, args=tool_call_arguments(call) if call else {}, number=number)
-        if kind == "user":
+        if isinstance(record, User):
             self.wrote_user = True
-        elif kind == "assistant":
+        elif isinstance(record, Assistant):
             self.backend.count_call(record)
-            calls = record.get("tool_calls") or ()
-            self.calls.update((c.get("id"), c) for c in calls if isinstance(c, dict))
-            self.waiting = {c.get("id") for c in calls if isinstance(c, dict)}
+            calls = record.tool_calls or ()
+            self.calls.update((c.id, c) for c in calls)
+            self.waiting = {c.id for c in calls}
             said = turns[0]
             # the streamed reply becomes the turn, with the text as recorded (secrets masked)
             if ui(chat.end_reply, id=said["id"], tokens=said["tokens"], ts=ts, text=said["text"]) is not None \
@@ -109,7 +111,7 @@ class LiveTurn:
                 return
         for turn in turns:
             ui(chat.add_turn, turn)
-        if kind == "tool" and self.waiting:
-            self.waiting.discard(record.get("tool_call_id"))
+        if isinstance(record, Tool) and self.waiting:
+            self.waiting.discard(record.tool_call_id)
             if not self.waiting:  # the step's last result: its events and memory writes are in
                 self.step_done()

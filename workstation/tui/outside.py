@@ -40,7 +40,7 @@ class Outside:
     def shown(self, records: list[dict]) -> None:
         """A slash command showed these records with what it wrote (some another process may have written)."""
         with self._lock:
-            self._shown.update(str(record.get("id")) for record in records)
+            self._shown.update(record.id for record in records)
 
     @contextlib.contextmanager
     def command(self):

@@ -40,6 +40,7 @@ from .invocation import ToolContext
 if TYPE_CHECKING:
     from ...memory.router import Memory
     from ...sessions.log import Session
+    from ...sessions.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,8 @@ def recorded(result: ToolResult) -> dict[str, Any]:
     return {k: result.data[k] for k in tools.RECORDED_FIELDS if result.data.get(k) is not None}
 
 
-def record(session: "Session", call_id: str, name: str, result: ToolResult, record_id: str, **extra: Any) -> dict:
+def record(session: "Session", call_id: str, name: str, result: ToolResult, record_id: str, **extra: Any
+           ) -> "Record":
     """The session log's tool record of a call `execute` ran: its result and `recorded` fields."""
     return session.tool(call_id, name, result.text, id=record_id, ok=result.ok, **recorded(result), **extra)
 

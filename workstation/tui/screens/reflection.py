@@ -31,6 +31,7 @@ from textual_plotext import PlotextPlot
 
 from ...memory import reflect
 from ...sessions.catalog import list_sessions, load as load_session
+from ...sessions.records import Assistant, Compact, Record
 from ...sessions.turns import numbers_in_order
 from ..panes.bar import StatusBar
 
@@ -57,21 +58,21 @@ class ContextSeries:
         return not self.turns
 
 
-def context_series(session: str, records: list[dict]) -> ContextSeries:
+def context_series(session: str, records: list[Record]) -> ContextSeries:
     """From a session log's records in file order (turns as sessions.turns numbers them: a user message
     and all that answered it, so the model calls of one turn share its number)."""
     series = ContextSeries(session)
     numbers = numbers_in_order(records)
-    by_id = {r.get("id"): n for r, n in zip(records, numbers)}
+    by_id = {r.id: n for r, n in zip(records, numbers)}
     for record, turn in zip(records, numbers):
-        kind = record["type"]
-        if kind == "assistant" and isinstance(record.get("context_tokens"), int):
+        if isinstance(record, Assistant) and isinstance(record.context_tokens, int):
             series.turns.append(turn)
-            series.tokens.append(record["context_tokens"])
-        elif kind == "compact":
-            covers = record.get("covers") or {}
-            last = by_id.get(covers.get("last_id")) if covers.get("last_id") else None
-            series.compactions.append((turn, int(covers.get("last_turn") or 0) if last is None else last))
+            series.tokens.append(record.context_tokens)
+        elif isinstance(record, Compact):
+            last_id = record.covers.last_id if record.covers else None
+            last_turn = record.covers.last_turn if record.covers else None
+            last = by_id.get(last_id) if last_id else None
+            series.compactions.append((turn, int(last_turn or 0) if last is None else last))
     return series
 
 
