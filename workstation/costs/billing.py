@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from ..pricing import call_cost, hit_share
-from .records import Assistant, Compact, Record
+from ..sessions.records import Assistant, Compact, Record
 
 KINDS = {"assistant": "step", "compact": "compaction"}  # request kind of each billed record type
 
