@@ -36,6 +36,7 @@ N = 40
 class Work:
     listed: int = 0  # folder entries returned by listings
     opened: int = 0  # files opened
+    listings: int = 0  # folders listed
 
     @property
     def total(self) -> int:
@@ -51,11 +52,13 @@ def counting():
     def listdir(path="."):
         names = real_listdir(path)
         work.listed += len(names)
+        work.listings += 1
         return names
 
     def scandir(path="."):
         entries = list(real_scandir(path))
         work.listed += len(entries)
+        work.listings += 1
         return _Entries(entries)
 
     def opened(*args, **kwargs):
@@ -238,3 +241,23 @@ def test_a_search_after_many_appends_asks_the_store_the_same_number_of_times(siz
         monkeypatch.setattr(Database, "call", real)
         counts.append(len(calls))
     assert counts[0] == counts[1], counts
+
+
+def test_a_search_or_a_list_of_an_unchanged_history_lists_each_folder_once_and_opens_no_log(sizes):
+    """With nothing changed since the last search and list, a search that finds nothing and a list make the
+    same listings and open the same files at N and 4N sessions (the manifest, the summary: no log); only the
+    entries listed grow, once each."""
+    searches, lists = [], []
+    for paths, db in sizes:
+        search(paths, "needle-1", db=db)
+        list_sessions(paths)
+        with counting() as found_nothing:
+            assert search(paths, "nowhere at all", db=db) == []
+        with counting() as listed:
+            assert len(list_sessions(paths)) in (N, 4 * N)
+        searches.append(found_nothing)
+        lists.append(listed)
+    for small, large in (searches, lists):
+        assert (small.listings, small.opened) == (large.listings, large.opened), (small, large)
+        assert small.opened <= 3, small  # the state files, no log
+        linear(small, large)
