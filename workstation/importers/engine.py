@@ -40,6 +40,7 @@ from .. import scrub
 from ..fsutil import open_regular
 from ..paths import Paths
 from ..sessions import textindex
+from ..sessions.catalog import add_to_summary, summary_of_new_log
 from ..sessions.compaction import touched_paths
 from ..sessions.context import covered_count
 from ..sessions.turns import number as number_turns
@@ -52,6 +53,9 @@ from .events import event_lines
 from ..pricing import cost
 
 HEAD_BYTES = 4096
+# new sessions a flush adds to the sessions list's summary at least: rewriting a summary of 13,000 sessions
+# (~20 ms) costs more than the list reading a few new logs (~1 ms each), so one file's import leaves it be
+SUMMARY_MIN = 16
 
 
 @dataclass
@@ -193,6 +197,7 @@ class Importer:
         mine.resync |= batch.resync
         mine.sources += batch.sources
         mine.bytes += batch.bytes
+        mine.summaries.update(batch.summaries)
         if self._states is not None:
             for row in batch.sources:
                 self._states[row[0]] = tuple(row[1:6])
@@ -217,6 +222,8 @@ class Importer:
         source states in one transaction."""
         batch, self._batch = self._batch, _Batch()
         fsync_paths(batch.files)
+        if len(batch.summaries) >= SUMMARY_MIN:
+            add_to_summary(self.paths, batch.summaries)
         if self.db is None or batch.empty:
             return
         # the bulk goes through files DuckDB reads in parallel (4x faster than parsing one string)
@@ -304,6 +311,8 @@ class Importer:
             return result
         if records:
             self._batch.files.append(session.path)
+            if before == 0 and not view.records:
+                self._summarize(session, records, after)
             for record in records:
                 result.added[record["type"]] = result.added.get(record["type"], 0) + 1
             if self.derived:
@@ -315,6 +324,18 @@ class Importer:
             if again or records:
                 self._events(slug, fmt, view, again, records)
         return result
+
+    def _summarize(self, session: Session, records: list[dict], after: int) -> None:
+        """The sessions list's line of a log this import created, from the records it wrote (the first list
+        after a bulk import would read every log for it otherwise)."""
+        try:
+            st = os.stat(session.path)
+        except FileNotFoundError:
+            return
+        if st.st_size == after:  # nothing appended since: the log holds these records alone
+            row = summary_of_new_log(session.slug, records, st)
+            if row is not None:
+                self._batch.summaries[session.slug] = row
 
     def _index(self, session: Session, view: LogView, records: list[dict], before: int, after: int) -> None:
         """Index rows of a session this import created (made from the records, not re-read from
@@ -445,6 +466,7 @@ class _Batch:
     index: dict[str, tuple[list, textindex.Piece]] = field(default_factory=dict)  # new session -> (state, piece)
     resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
     sources: list[tuple] = field(default_factory=list)  # source file states
+    summaries: dict[str, Any] = field(default_factory=dict)  # new session -> its line in the sessions summary
     bytes: int = 0
 
     @property

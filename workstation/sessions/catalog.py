@@ -16,7 +16,7 @@ from ..paths import Paths, PlantedLink
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
 from .log import (FORMAT_VERSION, SUFFIX, TURN_TYPES, LogView, Session, SessionError, check_slug, live_slugs, record_text,
                   slug_of, valid_slug)
-from .logview import changed_files
+from .logview import _field_problem, changed_files
 from .turns import (Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn,
                     taken_back)
 
@@ -159,10 +159,7 @@ def _live_infos(paths: Paths, warn: Callable[[str], None]) -> list[SessionInfo]:
                     view = Session(paths, slug).read()
                 except SessionError:
                     continue  # archived between listing the folder and reading it
-                info = live_info(slug, view)
-                row = _Summary(identity, info.turns, info.covered_turns, info.size, info.last_activity, info.title,
-                               str(view.problems[0]) if view.problems else "", info.problems, info.changed,
-                               info.partial, info.taken_back)
+                row = _summarize(slug, view, identity)
                 stale = True
             rows[slug] = row
             if row.problems:
@@ -171,6 +168,29 @@ def _live_infos(paths: Paths, warn: Callable[[str], None]) -> list[SessionInfo]:
         _write_summary(paths, rows, warn)
     return [SessionInfo(slug, "live", row.turns, row.covered_turns, row.size, row.last_activity, row.title,
                         row.problems, row.changed, row.partial, row.taken_back) for slug, row in sorted(rows.items())]
+
+
+def _summarize(slug: str, view: LogView, identity: tuple[int, int, int, int]) -> _Summary:
+    info = live_info(slug, view)
+    return _Summary(identity, info.turns, info.covered_turns, info.size, info.last_activity, info.title,
+                    str(view.problems[0]) if view.problems else "", info.problems, info.changed,
+                    info.partial, info.taken_back)
+
+
+def summary_of_new_log(slug: str, records: list[dict], st: os.stat_result) -> _Summary | None:
+    """The summary line of a log that holds exactly `records` (written in one append to a new log, as an
+    import writes the sessions it creates) and whose stat is `st`: a list after the import then reads no
+    log. None when a record is one a reader would refuse (the list reads that log and reports it)."""
+    if any(_field_problem(record) for record in records):
+        return None
+    return _summarize(slug, LogView(records, [], st.st_size), (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+def add_to_summary(paths: Paths, rows: dict[str, _Summary], warn: Callable[[str], None] = no_warning) -> None:
+    """Add lines to the summary file (a cache: a list running meanwhile may write its own without them, and
+    then reads those logs once)."""
+    if rows:
+        _write_summary(paths, {**_read_summary(paths, warn), **rows}, warn)
 
 
 def _encodable(row: _Summary) -> bool:
