@@ -12,8 +12,8 @@ For each conversation a source holds:
    are appended in one locked write;
 4. their episodic events (turn, model_call with tokens and cost, tool_call, file_read/file_edit,
    compaction, error), at the source timestamps, in a session named by the slug; the file's state
-   (size, mtime, inode, a hash of its head: an unchanged file is skipped unread); and the search
-   index rows of new sessions wait in a batch.
+   (size, mtime, inode, a hash of its head: an unchanged file is skipped unread); the search
+   index rows of new sessions and their lines in the sessions list's summary wait in a batch.
 
 `flush` (after each file unless the caller defers it: a bulk import flushes every ~256 MB of
 sources) first fsyncs every log written since, together (concurrent fsyncs share journal
