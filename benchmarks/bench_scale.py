@@ -18,6 +18,11 @@ For each size N:
    the list's summary, is printed apart, as is the first search, which writes the search manifest) and
    one sidecar pass over every session (in this process, as `workstation sidecar --once` makes it; no model is configured, so nothing is
    compacted: the pass is the looking).
+4. `reflect usage --json` (median of --runs fresh processes) beside ccusage's `session --offline --json` over the
+   same source logs (CLAUDE_CONFIG_DIR whose projects/ is the source folder; ccusage reads the Claude Code
+   ones), run once: target <= ccusage. ccusage 17.2.1 is the one tests/integration/test_import_usage.py
+   installs into .venv/ccusage-17.2.1 (or: npm install --prefix .venv/ccusage-17.2.1 ccusage@17.2.1).
+Before the sizes: `workstation --version` beside `python -c pass` (target <= 2x).
 Then the ratio of each figure at the largest size to the smallest. --quick: 200 and 2,000 sessions.
 DIR is removed afterwards unless --keep. The figures are kept by results.py (benchmarks/results/bench_scale/).
 """
@@ -52,6 +57,8 @@ COMMON, RARE, NOWHERE = "the", "swagger", "zqxjkvbw nowhere"  # RARE: in one sam
 IMPORT_TARGET_MBS = 30.0
 LINEAR_TOLERANCE = 0.10
 LIST_TARGET_S = 0.1
+VERSION_TARGET = 2.0  # x python -c pass
+CCUSAGE = REPO / ".venv" / "ccusage-17.2.1" / "node_modules" / "ccusage" / "dist" / "index.js"
 RG_TARGETS = {"common": 2.0, "rare": 3.0, "nowhere": 1.5}
 MORE = 200  # sessions imported on top of the history
 _SESSION_ID = re.compile(r'("sessionId":\s*")([^"]+)(")')
@@ -119,6 +126,34 @@ def rg_seconds(word: str, folder: Path, runs: int) -> tuple[float, float, int]:
                             after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
         lines = done.stdout.count(b"\n")
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples), lines
+
+
+def process_seconds(argv: list[str], runs: int, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Median wall and CPU seconds of a process (after one untimed run), its output read from a pipe."""
+    samples = []
+    for attempt in range(runs + 1):
+        started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(argv, capture_output=True, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode:
+            sys.exit(f"`{' '.join(argv)}` failed: {done.stderr.decode(errors='replace').strip()[-300:]}")
+        if attempt:
+            samples.append((time.perf_counter() - started,
+                            after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
+    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def version_figures(runs: int) -> dict[str, tuple[float, str]]:
+    """`workstation --version` beside `python -c pass`, fresh processes."""
+    env = _env()
+    bare, bare_cpu = process_seconds([sys.executable, "-c", "pass"], runs, env)
+    wall, cpu = process_seconds([sys.executable, "-P", "-m", "workstation", "--version"], runs, env)
+    ratio = wall / bare
+    print(f"   workstation --version {wall * 1000:5.0f} ms (CPU {cpu * 1000:4.0f})   python -c pass {bare * 1000:4.0f} ms "
+          f"(CPU {bare_cpu * 1000:4.0f})   {ratio:.1f}x (CPU {cpu / bare_cpu if bare_cpu else float('nan'):.1f}x)   "
+          f"target <= {VERSION_TARGET:g}x   {'meets' if ratio <= VERSION_TARGET else 'MISSES'}")
+    return {"--version": (wall, "s"), "--version, CPU": (cpu, "s"), "python -c pass": (bare, "s"),
+            "--version / python -c pass": (ratio, "x")}
 
 
 def hits_of(workspace: Path, args: list[str]) -> int:
@@ -206,9 +241,41 @@ def measure(base: Path, n: int, runs: int, rg: bool) -> dict[str, tuple[float, s
     wall, cpu = timed_command(["-C", str(ws), "session", "list", "--json"], env, runs)
     figures["session list --json"] = (wall, "s")
     figures["session list --json, CPU"] = (cpu, "s")
-    print(f"   session list --json {wall * 1000:7.0f} ms ({hits_of(ws, ['session', 'list']):,} sessions)   "
-          f"target <= {LIST_TARGET_S * 1000:.0f} ms   {'meets' if wall <= LIST_TARGET_S else 'MISSES'}")
+    print(f"   session list --json {wall * 1000:7.0f} ms (CPU {cpu * 1000:5.0f}; {hits_of(ws, ['session', 'list']):,} "
+          f"sessions)   target <= {LIST_TARGET_S * 1000:.0f} ms   {'meets' if wall <= LIST_TARGET_S else 'MISSES'}")
+    figures.update(usage_figures(base, src, ws, runs))
     return figures
+
+
+def usage_figures(base: Path, src: Path, ws: Path, runs: int) -> dict[str, tuple[float, str]]:
+    """`reflect usage --json` (median of `runs`) beside one run of ccusage over the same source logs."""
+    wall, cpu = timed_command(["-C", str(ws), "reflect", "usage", "--json"], _env(), runs)
+    figures = {"reflect usage --json": (wall, "s"), "reflect usage --json, CPU": (cpu, "s")}
+    line = f"   reflect usage --json {wall * 1000:6.0f} ms (CPU {cpu * 1000:5.0f})"
+    if CCUSAGE.is_file() and shutil.which("node"):
+        home = base / "claude"
+        home.mkdir(exist_ok=True)
+        (home / "projects").symlink_to(src, target_is_directory=True)  # a folder of logs a project: ccusage's layout
+        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(home)}
+        theirs, theirs_cpu = _once(["node", str(CCUSAGE), "session", "--offline", "--json"], env)  # ~80 s at 13,000
+        figures.update({"ccusage session --json": (theirs, "s"), "ccusage session --json, CPU": (theirs_cpu, "s"),
+                        "reflect usage / ccusage": (wall / theirs, "x")})
+        line += (f"   ccusage session --json {theirs:6.2f} s (CPU {theirs_cpu:5.2f}, one run)   {wall / theirs:.2f}x   "
+                 f"target <= 1x   {'meets' if wall <= theirs else 'MISSES'}")
+    else:
+        line += f"   (ccusage not installed at {CCUSAGE}: no side-by-side figure)"
+    print(line)
+    return figures
+
+
+def _once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one run of a process."""
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(argv, capture_output=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        sys.exit(f"`{' '.join(argv)}` failed: {done.stderr.decode(errors='replace').strip()[-300:]}")
+    return time.perf_counter() - started, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def main() -> None:
@@ -233,6 +300,8 @@ def main() -> None:
     home = base / "home"
     home.mkdir(parents=True, exist_ok=True)
     os.environ["WORKSTATION_HOME"] = str(home)  # no user configuration steers the figures
+    for label, (value, unit) in version_figures(args.runs).items():
+        run.add(label, value, unit)
     try:
         at = {}
         for n in (small, large):

@@ -1,3 +1,3 @@
-from .cli import entry
+from .entry import entry  # the console script's entry: --version and the app without click
 
 entry()

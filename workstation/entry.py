@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from . import __version__
 from .errors import ConfigError, WorkstationError
-from .process import exit_on_sigterm, finish
 
 # Names the click group knows; tests/integration/test_launch.py checks this against workstation.cli.main.
 COMMANDS = frozenset({"acp", "chat", "exec", "find", "impact", "import", "index", "map", "mcp", "memory", "reflect",
@@ -39,6 +39,11 @@ def app_arguments(argv: list[str]) -> dict | None:
 
 
 def entry() -> None:
+    if sys.argv[1:] == ["--version"]:  # what click's version option prints, without click (issue 31: <= 2x python)
+        print(f"workstation, version {__version__}")
+        return
+    from .process import exit_on_sigterm, finish  # lazy: signal, threading and typing, not needed above
+
     exit_on_sigterm()
     try:
         _open_app_or_command_line()

@@ -175,3 +175,16 @@ def test_the_command_line_reference_is_what_help_says():
     from workstation.cli import helpdoc
 
     assert helpdoc.DOC_FILE.read_text() == helpdoc.markdown(), "run: python -m workstation.cli.helpdoc"
+
+
+def test_version_loads_nothing_but_the_package():
+    """`workstation --version` (the console script and `python -m workstation`) prints click's line without
+    importing click or the command line (issue 31: within 2x a bare `python -c pass`)."""
+    probe = ("import sys\nsys.argv = ['workstation', '--version']\nfrom workstation.entry import entry\nentry()\n"
+             "print(sorted(m for m in sys.modules if m == 'click' or m.startswith('workstation.')), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "workstation, version 0.1.0\n"
+    assert done.stderr.strip() == "['workstation.errors', 'workstation.entry']", done.stderr
+    module = subprocess.run([sys.executable, "-m", "workstation", "--version"], capture_output=True, text=True,
+                            timeout=60)
+    assert module.stdout == "workstation, version 0.1.0\n" and module.returncode == 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,9 +20,10 @@ import pytest
 from workstation.agent.checkpoints import Checkpoints
 from workstation.config import Config
 from workstation.fsutil import sha256_bytes
-from workstation.importers.engine import Importer
+from workstation.importers.bulk import import_many
+from workstation.importers.engine import SUMMARY_MIN, Importer
 from workstation.paths import Paths
-from workstation.sessions.catalog import list_sessions, load, search
+from workstation.sessions.catalog import info_dict, list_sessions, load, search
 from workstation.sessions.log import Session
 from workstation.sidecar import Sidecar
 from workstation.store import Database
@@ -36,6 +37,8 @@ N = 40
 class Work:
     listed: int = 0  # folder entries returned by listings
     opened: int = 0  # files opened
+    listings: int = 0  # folders listed
+    files: list = field(default_factory=list)  # the files opened
 
     @property
     def total(self) -> int:
@@ -51,19 +54,23 @@ def counting():
     def listdir(path="."):
         names = real_listdir(path)
         work.listed += len(names)
+        work.listings += 1
         return names
 
     def scandir(path="."):
         entries = list(real_scandir(path))
         work.listed += len(entries)
+        work.listings += 1
         return _Entries(entries)
 
     def opened(*args, **kwargs):
         work.opened += 1
+        work.files.append(str(args[0]))
         return real_open(*args, **kwargs)
 
     def os_open(*args, **kwargs):
         work.opened += 1
+        work.files.append(str(args[0]))
         return real_os_open(*args, **kwargs)
 
     os.listdir, os.scandir, builtins.open, os.open = listdir, scandir, opened, os_open
@@ -238,3 +245,39 @@ def test_a_search_after_many_appends_asks_the_store_the_same_number_of_times(siz
         monkeypatch.setattr(Database, "call", real)
         counts.append(len(calls))
     assert counts[0] == counts[1], counts
+
+
+def test_a_search_or_a_list_of_an_unchanged_history_lists_each_folder_once_and_opens_no_log(sizes):
+    """With nothing changed since the last search and list, a search that finds nothing and a list make the
+    same listings and open the same files at N and 4N sessions (the manifest, the summary: no log); only the
+    entries listed grow, once each."""
+    searches, lists = [], []
+    for paths, db in sizes:
+        search(paths, "needle-1", db=db)
+        list_sessions(paths)
+        with counting() as found_nothing:
+            assert search(paths, "nowhere at all", db=db) == []
+        with counting() as listed:
+            assert len(list_sessions(paths)) in (N, 4 * N)
+        searches.append(found_nothing)
+        lists.append(listed)
+    for small, large in (searches, lists):
+        assert (small.listings, small.opened) == (large.listings, large.opened), (small, large)
+        assert small.opened <= 3, small  # the state files, no log
+        linear(small, large)
+
+
+def test_a_list_right_after_an_import_reads_no_log_and_says_what_the_logs_say(sizes, tmp_path):
+    """An import writes the list's summary lines of the sessions it creates (sessions.catalog): the first list
+    after it opens no log, new or old, and says what a list rebuilt from the logs says."""
+    paths, db = sizes[0]
+    list_sessions(paths)  # the history's summary made
+    sources = [_source(tmp_path / "src", i) for i in range(SUMMARY_MIN + 4)]
+    import_many(Importer(paths, db), [(s, None) for s in sources], workers=1)
+    with counting() as work:
+        after_import = [info_dict(i) for i in list_sessions(paths)]
+    logs = [f for f in work.files if f.endswith(".jsonl")]
+    assert logs == [] and work.opened <= 3, work
+    assert len(after_import) == N + len(sources)
+    paths.sessions_summary.unlink()
+    assert after_import == [info_dict(i) for i in list_sessions(paths)]  # rebuilt from every log

@@ -51,6 +51,9 @@ def test_an_unchanged_history_is_searched_without_a_sync(paths, db, store_calls)
     store_calls.clear()
     assert _hits(paths, "nowhere to be found", db) == []
     assert store_calls == []  # no hits: the store is not asked anything
+    (paths.sessions / "Not.A-Session.jsonl").write_text("{}\n")  # no session's name: no log, nothing to sync
+    assert _hits(paths, "nowhere to be found", db) == [] and store_calls == []
+    assert _hits(paths, "loader", db) == first
 
 
 def test_every_change_is_searched_as_the_logs_say(paths, db, store_calls):

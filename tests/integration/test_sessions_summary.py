@@ -5,6 +5,7 @@ say."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict
 
@@ -96,6 +97,17 @@ def test_a_torn_foreign_or_planted_summary_is_rebuilt_from_the_logs(paths, tmp_p
     text = paths.sessions_summary.read_bytes().replace(b'"tools"', b'"plain"', 1)
     paths.sessions_summary.write_bytes(text)
     assert listed(paths) == truth
+    # a summary naming, with its very identity, a file of the folder that is no session's log
+    stray = paths.sessions / "Stray.Notes.jsonl"
+    stray.write_bytes((paths.sessions / "plain.jsonl").read_bytes())
+    st = stray.stat()
+    listed(paths)
+    summary = json.loads(paths.sessions_summary.read_bytes())
+    summary["sessions"]["Stray.Notes"] = [[st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns],
+                                          *summary["sessions"]["plain"][1:]]
+    paths.sessions_summary.write_text(json.dumps(summary))
+    assert listed(paths) == truth
+    stray.unlink()
 
     paths.sessions_summary.unlink()
     elsewhere = tmp_path / "elsewhere.json"

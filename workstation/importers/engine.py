@@ -12,8 +12,8 @@ For each conversation a source holds:
    are appended in one locked write;
 4. their episodic events (turn, model_call with tokens and cost, tool_call, file_read/file_edit,
    compaction, error), at the source timestamps, in a session named by the slug; the file's state
-   (size, mtime, inode, a hash of its head: an unchanged file is skipped unread); and the search
-   index rows of new sessions wait in a batch.
+   (size, mtime, inode, a hash of its head: an unchanged file is skipped unread); the search
+   index rows of new sessions and their lines in the sessions list's summary wait in a batch.
 
 `flush` (after each file unless the caller defers it: a bulk import flushes every ~256 MB of
 sources) first fsyncs every log written since, together (concurrent fsyncs share journal
@@ -42,6 +42,7 @@ from .. import scrub
 from ..fsutil import open_regular
 from ..paths import Paths
 from ..sessions import textindex
+from ..sessions.catalog import add_to_summary, summary_of_new_log
 from ..sessions.compaction import touched_paths
 from ..sessions.modelview import covered_count
 from ..sessions.turns import number as number_turns
@@ -55,6 +56,9 @@ from .events import event_lines
 from ..pricing import cost
 
 HEAD_BYTES = 4096
+# new sessions a flush adds to the sessions list's summary at least: rewriting a summary of 13,000 sessions
+# (~20 ms) costs more than the list reading a few new logs (~1 ms each), so one file's import leaves it be
+SUMMARY_MIN = 16
 
 
 @dataclass
@@ -196,6 +200,7 @@ class Importer:
         mine.resync |= batch.resync
         mine.sources += batch.sources
         mine.bytes += batch.bytes
+        mine.summaries.update(batch.summaries)
         if self._states is not None:
             for row in batch.sources:
                 self._states[row[0]] = tuple(row[1:6])
@@ -220,6 +225,8 @@ class Importer:
         source states in one transaction."""
         batch, self._batch = self._batch, _Batch()
         fsync_paths(batch.files)
+        if len(batch.summaries) >= SUMMARY_MIN:
+            add_to_summary(self.paths, batch.summaries)
         if self.db is None or batch.empty:
             return
         # the bulk goes through files DuckDB reads in parallel (4x faster than parsing one string)
@@ -314,6 +321,8 @@ class Importer:
             return result
         if records:
             self._batch.files.append(session.path)
+            if before == 0 and not view.records:
+                self._summarize(session, records, after)
             for record in records:
                 result.added[record.kind] = result.added.get(record.kind, 0) + 1
             if self.derived:
@@ -325,6 +334,16 @@ class Importer:
             if again or records:
                 self._events(slug, fmt, view, again, records)
         return result
+
+    def _summarize(self, session: Session, records: list[Record], after: int) -> None:
+        """The sessions list's line of a log this import created, from the records it wrote (the first list
+        after a bulk import would read every log for it otherwise)."""
+        try:
+            st = os.stat(session.path)
+        except FileNotFoundError:
+            return
+        if st.st_size == after:  # nothing appended since: the log holds these records alone
+            self._batch.summaries[session.slug] = summary_of_new_log(session.slug, records, st)
 
     def _index(self, session: Session, view: LogView, records: list[Record], before: int, after: int) -> None:
         """Index rows of a session this import created (made from the records, not re-read from
@@ -456,6 +475,7 @@ class _Batch:
     index: dict[str, tuple[list, textindex.Piece]] = field(default_factory=dict)  # new session -> (state, piece)
     resync: set[str] = field(default_factory=set)  # sessions whose index is read from their logs
     sources: list[tuple] = field(default_factory=list)  # source file states
+    summaries: dict[str, Any] = field(default_factory=dict)  # new session -> its line in the sessions summary
     bytes: int = 0
 
     @property

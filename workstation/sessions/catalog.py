@@ -14,10 +14,10 @@ from .. import scrub
 from ..fsutil import atomic_write, open_state
 from ..paths import Paths, PlantedLink
 from .archive import UnreadableArchive, no_warning, archived_slugs, gz_path, read_archived, read_meta, recover
-from .log import (FORMAT_VERSION, LogView, Session, SessionError, check_slug, live_slugs, record_text,
-                  slug_of)
+from .log import (FORMAT_VERSION, SUFFIX, LogView, Session, SessionError, check_slug, live_slugs, record_text,
+                  slug_of, valid_slug)
 from .logview import changed_files
-from .records import TURN_CLASSES, Assistant, Compact, Covers, Redaction, Rewind, Tool, Uncompact, User
+from .records import TURN_CLASSES, Assistant, Compact, Covers, Redaction, Rewind, Record, Tool, Uncompact, User
 from .turns import (Coverage, Turns, hit_turn, number as number_turns, numbers_in_order, of_log, starts_turn,
                     taken_back)
 
@@ -142,25 +142,25 @@ def _live_infos(paths: Paths, warn: Callable[[str], None]) -> list[SessionInfo]:
     except FileNotFoundError:
         return []
     with entries:
-        for entry in entries:  # one pass, no call per log that is not needed: 13,000 logs cost ~25 ms
-            slug = slug_of(entry.name)
-            if slug is None:
+        for entry in entries:  # one pass, no call per log that is not needed: 13,000 logs cost ~60 ms
+            name = entry.name
+            if not name.endswith(SUFFIX) or name.startswith("."):
+                continue
+            slug = name[: -len(SUFFIX)]
+            row = cached.get(slug)  # the summary names sessions only: the slug check is for the others
+            if row is None and slug_of(name) is None:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # archived since the listing
             identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            row = cached.get(slug)
             if row is None or row.identity != identity:
                 try:
                     view = Session(paths, slug).read()
                 except SessionError:
                     continue  # archived between listing the folder and reading it
-                info = live_info(slug, view)
-                row = _Summary(identity, info.turns, info.covered_turns, info.size, info.last_activity, info.title,
-                               str(view.problems[0]) if view.problems else "", info.problems, info.changed,
-                               info.partial, info.taken_back)
+                row = _summarize(slug, view, identity)
                 stale = True
             rows[slug] = row
             if row.problems:
@@ -169,6 +169,27 @@ def _live_infos(paths: Paths, warn: Callable[[str], None]) -> list[SessionInfo]:
         _write_summary(paths, rows, warn)
     return [SessionInfo(slug, "live", row.turns, row.covered_turns, row.size, row.last_activity, row.title,
                         row.problems, row.changed, row.partial, row.taken_back) for slug, row in sorted(rows.items())]
+
+
+def _summarize(slug: str, view: LogView, identity: tuple[int, int, int, int]) -> _Summary:
+    info = live_info(slug, view)
+    return _Summary(identity, info.turns, info.covered_turns, info.size, info.last_activity, info.title,
+                    str(view.problems[0]) if view.problems else "", info.problems, info.changed,
+                    info.partial, info.taken_back)
+
+
+def summary_of_new_log(slug: str, records: list[Record], st: os.stat_result) -> _Summary:
+    """The summary line of a log that holds exactly `records` (written in one append to a new log, as an
+    import writes the sessions it creates) and whose stat is `st`: a list after the import then reads no
+    log. The records are typed and were checked as a reader checks them when they were appended."""
+    return _summarize(slug, LogView(records, [], st.st_size), (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+def add_to_summary(paths: Paths, rows: dict[str, _Summary], warn: Callable[[str], None] = no_warning) -> None:
+    """Add lines to the summary file (a cache: a list running meanwhile may write its own without them, and
+    then reads those logs once)."""
+    if rows:
+        _write_summary(paths, {**_read_summary(paths, warn), **rows}, warn)
 
 
 def _encodable(row: _Summary) -> bool:
@@ -188,7 +209,9 @@ def _read_summary(paths: Paths, warn: Callable[[str], None]) -> dict[str, _Summa
     except PlantedLink as err:  # never read; the logs say it all (and the summary written replaces the entry)
         warn(str(err))
         return {}
-    return found.sessions if found.version == SUMMARY_VERSION else {}
+    if found.version != SUMMARY_VERSION or not all(map(valid_slug, found.sessions)):
+        return {}  # of another version, or naming a file that is no session's log: not ours
+    return found.sessions
 
 
 def _write_summary(paths: Paths, rows: dict[str, _Summary], warn: Callable[[str], None]) -> None:

@@ -508,6 +508,11 @@ def live_slugs(paths: Paths) -> list[str]:
     return sorted(slug for name in names if (slug := slug_of(name)) is not None)
 
 
+def valid_slug(slug: str) -> bool:
+    """Is `slug` a session's name (what check_slug accepts)?"""
+    return _SLUG_RE.match(slug) is not None
+
+
 def slug_of(name: str) -> str | None:
     """The slug of a live log's file name, None for any other entry of the sessions folder."""
     if name.endswith(SUFFIX) and not name.startswith("."):
