@@ -15,6 +15,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import __version__
 from .wire import StdioTransport
 
 if TYPE_CHECKING:
@@ -29,8 +30,6 @@ STDIO_LIMIT = 50 * 1024 * 1024  # bytes of one message (the SDK's default: promp
 def initialize_result() -> dict[str, Any]:
     """Our answer to `initialize`, as the SDK writes it (camelCase, what we set): protocol version 1 whatever
     the client asked (the spec's rule), sessions loaded and listed, prompts of text and resource links."""
-    from .. import __version__
-
     return {"protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {"loadSession": True, "promptCapabilities": {"embeddedContext": True},
                                   "sessionCapabilities": {"list": {}}},

@@ -39,7 +39,7 @@ _READ_BYTES = 1 << 16
 
 def initialize_result(service: "Service", requested: str) -> dict[str, Any]:
     """What the SDK answers `initialize` with for this service."""
-    from .server import INSTRUCTIONS
+    from .server import INSTRUCTIONS  # lazy: the server module loads the agent's tools; the handshake must not wait
 
     return {"capabilities": {"resources": {"listChanged": False, "subscribe": False}, "tools": {"listChanged": False}},
             "instructions": INSTRUCTIONS,
@@ -88,8 +88,8 @@ def serve_stdio(service: "Service") -> None:
 
 
 def _load_sdk() -> None:
-    import mcp.server.lowlevel  # noqa: F401  (the SDK, loaded here for the loop's thread to find it ready)
-    import mcp.server.stdio  # noqa: F401
+    import mcp.server.lowlevel  # noqa: F401  # lazy: the SDK (~0.7 s), on a thread while the handshake is answered
+    import mcp.server.stdio  # noqa: F401  # lazy: as above
 
 
 async def _serve(service: "Service", wire_in: int, wire_out: int) -> None:
