@@ -413,7 +413,7 @@ def shown_part(conversation: Conversation, plan: CompactPlan, view: LogView) -> 
         if not starts_step(record) or not any(numbers) or not shows(conversation, record):
             continue
         return replace(plan, turns=plan.turns[:at], numbers=numbers, last_turn=numbers[-1],
-                                   partial=not starts_turn(record), todo=_plan_at(seen(view), plan.turns[at - 1]["id"]))
+                       partial=not starts_turn(record), todo=_plan_at(seen(view), plan.turns[at - 1]["id"]))
     return None
 
 

@@ -174,7 +174,8 @@ def head_frontier(view: LogView, *, budget: int, counter: TokenCounter | None = 
     lines = len(found.messages)
     found.messages, found.left_out = [], []
     files = sorted(found.files, key=lambda f: -(f.turns[-1] if f.turns else 0))
-    kept, used = set(), 0
+    kept: set[int] = set()
+    used = 0
     for f in files:
         used += counter(f.line())
         if used > budget // 3:
