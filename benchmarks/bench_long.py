@@ -70,12 +70,17 @@ class Run:
     turns: int
     window: int
     ratio: float = 0.0  # memory.compact_token_ratio
+    deadline: float | None = None  # time.monotonic() after which no turn starts (--deadline)
+    asked: int = 0  # turns asked for; `turns` is how many ran
     marks: list[int] = field(default_factory=list)  # exchanges received before each turn (and the end)
     errors: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     exchanges: list[dict] = field(default_factory=list)
     records: list[dict] = field(default_factory=list)
     script: long.Script | None = None
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
 
     @property
     def key(self) -> str:
@@ -123,6 +128,8 @@ def run_app(run: Run, root: Path, server: ScriptedLLM, pause: float) -> str:
     agent = Agent(ws, session, approve=lambda request: True, toolset=toolset)  # background compaction
     try:
         for turn in run.script.turns:
+            if run.past_deadline():
+                break
             run.marks.append(len(server.exchanges))
             result = agent.run(turn.text, AgentEvents())
             if result.error:
@@ -138,6 +145,8 @@ def run_app(run: Run, root: Path, server: ScriptedLLM, pause: float) -> str:
 def run_chat(run: Run, root: Path, server: ScriptedLLM, env: dict) -> str:
     slug = None
     for n, turn in enumerate(run.script.turns, 1):
+        if run.past_deadline():
+            break
         run.marks.append(len(server.exchanges))
         argv = [cli(), "-C", str(root), "chat", turn.text, "--yes", "--json", *(["--session", slug] if slug else [])]
         proc = subprocess.run(argv, env=env, cwd=root, capture_output=True, text=True, timeout=300)
@@ -172,6 +181,8 @@ def run_acp(run: Run, root: Path, server: ScriptedLLM, env: dict, pause: float) 
                 await conn.initialize(protocol_version=1)
                 new = await conn.new_session(cwd=str(root), mcp_servers=[])
                 for n, turn in enumerate(run.script.turns, 1):
+                    if run.past_deadline():
+                        break
                     run.marks.append(len(server.exchanges))
                     done = await conn.prompt(session_id=new.session_id, prompt=[text_block(turn.text)])
                     if done.stop_reason != "end_turn":
@@ -203,6 +214,7 @@ def execute(run: Run, base: Path, pause: float) -> None:
             slug = run_acp(run, root, server, env, pause)
         time.sleep(0.5)  # a compaction still streaming when the front end stopped is answered
         run.elapsed_s = time.perf_counter() - started
+        run.asked, run.turns = run.turns, len(run.marks)  # the figures cover the turns that ran
         run.marks.append(len(server.exchanges))
         run.exchanges = list(server.exchanges)
     from workstation.paths import Paths
@@ -230,7 +242,7 @@ def figures(run: Run) -> dict:
     assistants = [r for r in records if r.get("type") == "assistant"]
     compacts = [r for r in records if r.get("type") == "compact"]
     unanswered = [i for i, e in enumerate(ex) if e["usage"] is None]
-    out: dict = {"unanswered": len(unanswered), "turns": run.turns, "window": run.window, "compact_token_ratio": run.ratio,
+    out: dict = {"unanswered": len(unanswered), "turns": run.turns, "turns_asked": run.asked or run.turns, "window": run.window, "compact_token_ratio": run.ratio,
                  "elapsed_s": round(run.elapsed_s, 1), "errors": len(run.errors),
                  "requests": len(ex), "agent_requests": len(steps), "rank_requests": kinds.count("rank"), "compaction_requests": len(compaction),
                  "compaction_requests_answered": sum(1 for i in compaction if ex[i]["usage"] is not None),
@@ -383,6 +395,9 @@ def pct(value) -> str:
 def show(run: Run, f: dict) -> None:
     print(f"=== {run.key}: {run.turns} turns, model.context_window = {run.window:,} "
           f"(memory.compact_token_ratio {run.ratio}), {f['elapsed_s']:.0f}s")
+    if run.turns < run.asked:
+        print(f"  stopped at the deadline (--deadline) after {run.turns} of the {run.asked} turns asked for: "
+              "the figures cover the turns that ran")
     if run.errors:
         print(f"  {len(run.errors)} turns ended in an error: the figures cover what ran")
     for line in run.errors[:5]:
@@ -454,6 +469,9 @@ def main() -> None:
     parser.add_argument("--dump", type=Path, default=None,
                         help="write every request and its usage here as JSON (one file per combination)")
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds from the start after which no run starts a new turn (the figures cover the "
+                             "turns that ran; a run not started by then is skipped)")
     args = parser.parse_args()
     if args.turns < 2:
         parser.error("--turns must be at least 2")
@@ -473,7 +491,12 @@ def main() -> None:
         base = Path(tmp.name)
     results: dict[str, dict] = {}
     try:
+        deadline = None if args.deadline is None else time.monotonic() + args.deadline
         for run in runs:
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"=== {run.key}: not run, the deadline (--deadline) had passed")
+                continue
+            run.deadline = deadline
             execute(run, base, args.pause)
             results[run.key] = figures(run)
             show(run, results[run.key])

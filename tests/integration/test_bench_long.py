@@ -99,3 +99,18 @@ def test_the_probes_are_computed_from_the_log(short_run):
     # after the fix: the test passes, so no failure is open; the plan moved on
     end = long.facts(run.records)
     assert end.failure == {} and list(end.plan_step) == [long.HEADER]
+
+
+def test_a_deadline_stops_the_run_and_the_figures_cover_the_turns_that_ran(tmp_path, monkeypatch):
+    """--deadline: no turn starts past it; the figures are those of the turns that ran, and say how many of the
+    turns asked for that was."""
+    monkeypatch.setenv("WORKSTATION_HOME", str(tmp_path / "unused"))
+    monkeypatch.setenv(bench_long.KEY_ENV, "unused")
+    run = bench_long.Run("app", "anthropic", "nothing", TURNS, WINDOW)
+    checks = iter(range(10 ** 6))
+    monkeypatch.setattr(bench_long.Run, "past_deadline", lambda self: next(checks) >= 3)  # after the third turn
+    bench_long.execute(run, tmp_path, pause=0.0)
+    f = bench_long.figures(run)
+    assert (run.turns, run.asked, f["turns"], f["turns_asked"]) == (3, TURNS, 3, TURNS)
+    assert len(run.marks) == 4 and sum(r.get("type") == "user" for r in run.records) == 3
+    assert len(f["cost_per_turn_by_segment"]) == 1 and f["cost_ratio_last_vs_after_first"] is None

@@ -273,3 +273,36 @@ def test_the_conversation_a_compaction_reads_keeps_the_epochs_prefix(tmp_path, s
     assert a.context_sync.cut is None  # the epoch's requests are not cut because a compaction looked
     a.close()
     ws.close()
+
+
+def test_a_conversation_cut_short_past_the_cut_folds_in_what_it_shows(tmp_path, server):
+    """The turn grew past the window before the guard compacted: the conversation the compaction reads is cut
+    short from its end, past the first record the plan keeps verbatim. The compaction then folds in only what
+    the conversation shows, up to a step it shows, and reads it from the provider's cache (its prefix is the
+    epoch's last request), instead of a transcript sent cold; the request after it is not trimmed."""
+    ws = workspace(tmp_path, server.url, files=files(6), model={"context_window": WINDOW},
+                   memory={"compact_token_ratio": RATIO})
+    a = agent(ws, compaction="off")
+    server.dispatch.fn = browsing
+    for n in range(4):
+        assert a.run(f"please read module {n} and tell me what it does").error is None
+    sent = [content(m) for m in server.requests[-1]["messages"]]
+    for n in range(8):  # the turn's newest steps: more than the budget holds
+        a.session.assistant(f"thinking aloud, step {n}: " + "so on and so forth " * 300)
+    assert request_size(a.session.read(), ws.config, counter=a.session.counter).total > budget(WINDOW)
+    a.compaction = "sync"
+    mark = len(server.requests)
+    assert a._guard(WINDOW, AgentEvents())
+    compact = records(a.session, "compact")[-1]
+    assert compact["cached_history"] is True
+    body = next(b for b in server.requests[mark:] if is_compaction(b))
+    assert [content(m) for m in body["messages"][:len(sent)]] == sent
+    named = content(body["messages"][-1]).split("that begins: «")[1].split("»")[0]
+    assert named.startswith("thinking aloud, step")
+    assert any(named in " ".join(content(m).split()) for m in body["messages"][:-1])
+    kept = next(r for r in a.session.read().turns if " ".join(str(r.get("content")).split()).startswith(named))
+    assert compact["covers"]["last_id"] != kept["id"] and compact["replaced"]["partial"] is True
+    result = a.run("please read module 5 and tell me what it does")
+    assert result.error is None and result.trimmed == 0
+    a.close()
+    ws.close()

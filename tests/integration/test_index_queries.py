@@ -125,7 +125,7 @@ def test_find_tier_two_asks_the_model(repo: Path, monkeypatch):
     monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
 
     def pick_retry(body):
-        prompt = body["messages"][-1]["content"]
+        prompt = "\n".join(m["content"] for m in body["messages"])  # the candidates, then the query
         numbers = re.findall(r"^(\d+)\. .*http_retry", prompt, flags=re.M)
         return Reply(text="\n".join(numbers))
 
@@ -142,6 +142,27 @@ def test_find_tier_two_asks_the_model(repo: Path, monkeypatch):
         assert {h.match for h in result.hits} == {"semantic"}
         assert "backoff_schedule" in {h.name for h in result.hits}
         assert "Query: how do we wait between network attempts" in llm.requests[0]["messages"][-1]["content"]
+
+
+def test_find_tier_two_lists_the_same_candidates_first_for_every_query(repo: Path, monkeypatch):
+    """The candidates every query gets come first, in the system message (a prefix the provider caches), and
+    the query last: two finds differ only at the end of their prompts. What the query's words pick is listed."""
+    monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
+    with ScriptedLLM(lambda body: Reply(text="NONE")) as llm:
+        from workstation import config as config_mod
+        from workstation.index.map import KnowledgeMap
+        from workstation.store import Database
+
+        cfg, paths = config_mod.load(repo, {"model": _model(llm)})
+        with Database(paths) as db:
+            km = KnowledgeMap(db, paths, cfg)
+            km.find("how do we wait between network attempts")
+            km.find("where are the rows kept")
+        first, second = (body["messages"] for body in llm.requests[:2])
+    assert first[0] == second[0] and "Candidates:\n1. " in first[0]["content"]
+    assert first[-1]["content"].endswith("Query: how do we wait between network attempts")
+    assert second[-1]["content"].endswith("Query: where are the rows kept")
+    assert "backoff_schedule" in "\n".join(m["content"] for m in first)
 
 
 def test_find_tier_two_failure_is_reported(repo: Path, monkeypatch):
@@ -242,7 +263,7 @@ def test_find_sentence_goes_on_to_the_model(short_names: Path, monkeypatch):
     monkeypatch.setenv("WS_TEST_KEY", "sk-test-0123456789")
 
     def pick_find(body):
-        prompt = body["messages"][-1]["content"]
+        prompt = "\n".join(m["content"] for m in body["messages"])  # the candidates, then the query
         return Reply(text="\n".join(re.findall(r"^(\d+)\. \w+ KnowledgeMap ", prompt, flags=re.M)))
 
     with ScriptedLLM(pick_find) as llm:

@@ -274,7 +274,7 @@ def kind_of(body: dict) -> str:
 
 def rank(messages: list[dict]) -> str:
     """find's ranking: the candidates whose name is the query, best first, or NONE."""
-    asked = content(messages[-1])
+    asked = "\n".join(content(m) for m in messages)  # the candidates (a stable list, then the query's own)
     query = re.search(r"^Query: (.*)$", asked, re.M)
     numbers = [m.group(1) for m in re.finditer(r"^(\d+)\. .*$", asked, re.M)
                if query and re.search(rf"\b{re.escape(query.group(1).strip())}\b", m.group(0))]

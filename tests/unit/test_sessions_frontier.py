@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from workstation.sessions.frontier import command_key, frontier
+from workstation.sessions.frontier import command_key, frontier, frontier_budget, head_frontier
 from workstation.sessions.logview import LogView
 from workstation.sessions.records import from_dict
 
@@ -141,6 +141,30 @@ def test_user_words_fit_the_budget_newest_and_first_whole_oldest_cut_first():
     assert all(any(text.startswith(m.text) for text in said) for m in front.messages)  # the user's own words
     assert f"{len(front.left_out)} older messages left out" in front.render()
     assert front.cut == len(cut) + len(front.left_out)
+
+
+def test_the_heads_frontier_keeps_within_its_budget_whatever_the_session_holds():
+    """Every section counts (the user's words get what the files and the failure leave), so the head after
+    each compaction does not grow with the session; the goal, the newest message, the files and the failure
+    are all still there."""
+    from workstation.tokens import count
+
+    log = Log()
+    goal = "GOAL: make the parser stream its input"
+    log.add("user", content=goal)
+    for n in range(2, 60):
+        log.add("user", content=f"message {n}: " + "please look at the next module and keep going with it " * 6)
+        log.call("write_file", "created", path=f"src/mod_{n}.py",
+                 _edits=[log.edit(f"src/mod_{n}.py", "create", None, f"m{n}", added=3)])
+    log.call("run_command", "FAILED test_stream\n" + "E   assert 1 == 2\n" * 40, ok=False, command="pytest -q")
+    log.add("user", content="newest: now write the tests")
+    budget = 1000
+    assert count(frontier(log.view(), budget=budget).render(told=False)) > budget * 1.2  # the words alone fill it
+    text = head_frontier(log.view(), budget=budget)
+    assert count(text) <= budget
+    assert goal in text and "newest: now write the tests" in text and "src/mod_59.py" in text
+    assert "$ pytest -q" in text and "older messages left out" in text
+    assert frontier_budget(19_904) == 1658 and frontier_budget(200_000 - 4096) == 4000
 
 
 def test_open_question_until_the_user_answers_and_rewound_turns_are_not_in_it():

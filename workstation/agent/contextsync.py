@@ -17,7 +17,7 @@ from .. import scrub
 from ..errors import WorkstationError
 from ..sessions.modelview import seen
 from ..sessions.records import Assistant, Record
-from ..sessions.frontier import frontier, frontier_budget
+from ..sessions.frontier import frontier_budget, head_frontier
 from ..tokens import count
 from . import memoryfirst, prompt, tools, updates
 from .prompt import Cut, Request
@@ -112,7 +112,7 @@ class ContextSync:
         Decisions and pins are the head's own sections. Fixed for the epoch, like the rest of the head."""
         if seen(view).last_compact() is None:
             return ""
-        return frontier(view, budget=frontier_budget(budget), counter=self.count).render(told=False)
+        return head_frontier(view, budget=frontier_budget(budget), counter=self.count)
 
     def state(self, view, budget: int) -> tuple[updates.State, dict[str, str]]:
         """What the model should know now (agent.updates.State), and the instruction blocks in effect."""

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 FUZZY_CUTOFF = 86  # rapidfuzz WRatio; lower lets near-everything in for short queries
 MIN_COVER = 0.6  # a fuzzy match is at least this share of the query's length (see _fuzzy)
 SEMANTIC_CANDIDATES = 120
+STABLE_CANDIDATES = 80  # of them the same for every query, listed first (_tier_two)
+MATCHING_BUDGET = 2000  # tokens of the 6,000 kept for the candidates the query's words pick
 _MATCH_ORDER = {"exact": 0, "prefix": 1, "fuzzy": 2, "semantic": 3}
 
 
@@ -225,33 +227,45 @@ def _tier_two(km: KnowledgeMap, q: str, limit: int, spec: ModelSpec) -> list[Fin
     def overlap(row: tuple) -> int:
         return len(qwords & _words(" ".join(str(x) for x in (row[1], row[2], row[6]) if x)))
 
-    ranked = sorted(rows, key=lambda r: (-overlap(r), r[1]))[:SEMANTIC_CANDIDATES]
-    lines, budget = [], 6000
-    for i, (kind, path, name, skind, start, end, detail) in enumerate(ranked, start=1):
-        if kind == "file":
-            line = f"{i}. file {path} — {detail}" if detail else f"{i}. file {path}"
-        else:
-            line = f"{i}. {skind} {name} in {path}:{start} — {detail}"
-        budget -= tok.count(line) + 1
-        if budget < 0:
-            break
-        lines.append(line)
-    if not lines:
+    # the same candidates first for every query (the prompt's prefix a provider caches), then those whose
+    # words the query shares, best first, then the query: only the end of the prompt differs between finds
+    stable = sorted(rows, key=lambda r: (r[0] != "file", r[1], r[4] or 0, r[2]))[:STABLE_CANDIDATES]
+    chosen = {id(r) for r in stable}
+    matching = sorted((r for r in rows if id(r) not in chosen and overlap(r)), key=lambda r: (-overlap(r), r[1]))
+    ranked: list[tuple] = []
+    blocks: tuple[list[str], list[str]] = ([], [])
+    budget = 6000
+    for block, part, floor in ((blocks[0], stable, MATCHING_BUDGET), (blocks[1], matching, 0)):
+        for row in part:
+            kind, path, name, skind, start, end, detail = row
+            i = len(ranked) + 1
+            if kind == "file":
+                line = f"{i}. file {path} — {detail}" if detail else f"{i}. file {path}"
+            else:
+                line = f"{i}. {skind} {name} in {path}:{start} — {detail}"
+            size = tok.count(line) + 1
+            if budget - size < floor or len(ranked) >= SEMANTIC_CANDIDATES:
+                break
+            budget -= size
+            block.append(line)
+            ranked.append(row)
+    if not ranked:
         return []
     messages = [
         {"role": "system", "content": (
-            "You rank code search results. Given a query and numbered candidates (files and "
-            "symbols of one repository), reply with the numbers of the candidates that match the "
-            f"query's meaning, best first, one number per line, at most {limit}. "
-            "Reply NONE if nothing matches. Reply with nothing else.")},
-        {"role": "user", "content": f"Query: {q}\n\nCandidates:\n" + "\n".join(lines)},
+            "You rank code search results. Given numbered candidates (files and symbols of one repository) "
+            "and a query, reply with the numbers of the candidates that match the query's meaning, best "
+            f"first, one number per line, at most {limit}. Reply NONE if nothing matches. Reply with nothing "
+            "else.\n\nCandidates:\n" + "\n".join(blocks[0]))},
+        {"role": "user", "content": ("More candidates, for this query:\n" + "\n".join(blocks[1]) + "\n\n"
+                                     if blocks[1] else "") + f"Query: {q}"},
     ]
     answer = complete(spec, messages, stream=False).text
     hits: list[FindHit] = []
     seen: set[int] = set()
     for number in re.findall(r"\b(\d+)\b", answer):
         i = int(number)
-        if not 1 <= i <= len(lines) or i in seen:
+        if not 1 <= i <= len(ranked) or i in seen:
             continue
         seen.add(i)
         kind, path, name, skind, start, end, detail = ranked[i - 1]

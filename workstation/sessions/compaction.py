@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import llm
@@ -36,7 +36,7 @@ from .records import Assistant, Compact, Covers, Epoch, Record, System, Tool, Un
 from .frontier import frontier_budget
 from .requestsize import budget, limit, request_size
 from .plan import current as current_plan, render as render_plan
-from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_turn
+from .turns import count as count_turns, cut_fitting, cut_keeping, number as turns_of, starts_step, starts_turn
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -396,9 +396,27 @@ def _start_of(record: Record) -> str:
 
 def shows(conversation: Conversation, record: Record) -> bool:
     """Whether the conversation still shows `record` (an agent may send it cut short at its end, so that its
-    prefix stays what the provider cached): a compaction over it must see where its summary stops."""
+    prefix stays what the provider cached): a compaction over it must see where its summary stops. A message
+    that calls tools is found by its first call's id (its text may be empty)."""
+    call_ids = [c.id for c in record.tool_calls or () if c.id] if isinstance(record, Assistant) else []
+    if call_ids:
+        return any(call.get("id") == call_ids[0] for m in conversation.messages for call in m.get("tool_calls") or ())
     start = _start_of(record)
     return not start or any(start in " ".join(str(m.get("content") or "").split()) for m in conversation.messages)
+
+
+def shown_part(conversation: Conversation, plan: CompactPlan, view: LogView) -> CompactPlan | None:
+    """`plan` folding in only what a conversation cut short still shows: up to the newest cut boundary (a
+    turn's or a step's start) the conversation shows, which the summary then stops at. None when it shows
+    no such boundary past a turn worth folding."""
+    for at in range(len(plan.turns) - 1, 0, -1):
+        record = plan.turns[at]
+        numbers = (plan.numbers or [plan.first_turn] * len(plan.turns))[:at]
+        if not starts_step(record) or not any(numbers) or not shows(conversation, record):
+            continue
+        return replace(plan, turns=plan.turns[:at], numbers=numbers, last_turn=numbers[-1],
+                       partial=not starts_turn(record), todo=_plan_at(seen(view), plan.turns[at - 1].id))
+    return None
 
 
 def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: Record | None) -> list[dict]:
@@ -409,7 +427,10 @@ def cached_messages(conversation: Conversation, plan: CompactPlan, keep_first: R
         role = ("your message" if isinstance(keep_first, Assistant) else
                 "the user message" if is_update else f"the {keep_first.kind} message")
         start = _start_of(keep_first)
-        parts.append(f"Summarize the conversation above up to, not including, {role} that begins: «{start}»; "
+        calls = (keep_first.tool_calls or []) if isinstance(keep_first, Assistant) else []
+        named = f"that begins: «{start}»" if start or not calls else \
+            f"that calls {calls[0].name} (call id {calls[0].id})"
+        parts.append(f"Summarize the conversation above up to, not including, {role} {named}; "
                      "that message and everything after it stay verbatim, so leave them out. The previous "
                      "summary above (if any) is yours to fold in.")
     else:
@@ -573,10 +594,18 @@ def _run(session: Session, config: Config, plan: CompactPlan, episodic: Episodic
          cancel: threading.Event | None = None, conversation: Conversation | None = None) -> CompactResult | None:
     started = time.monotonic()
     before = _context_tokens(session, config) if episodic is not None else 0
-    keep_first = kept_from(session.read(), plan) if conversation is not None else None
-    if conversation is not None and conversation.cut_short and keep_first is not None \
-            and not shows(conversation, keep_first):
-        conversation = None  # cut short past where the summary stops: a transcript of what it folds in
+    keep_first = None
+    if conversation is not None:
+        view = session.read()
+        keep_first = kept_from(view, plan)
+        if conversation.cut_short and keep_first is not None and not shows(conversation, keep_first):
+            # cut short past where the summary stops: fold in only what it shows (its prefix is the epoch's
+            # requests, in the provider's cache), else a transcript of what the plan folds in, sent cold
+            shorter = shown_part(conversation, plan, view)
+            if shorter is None:
+                conversation = None
+            else:
+                plan, keep_first = shorter, kept_from(view, shorter)
     models = compact_models(config)
     if conversation is not None and conversation.model not in models[:1]:
         # a separate compaction model: whichever costs less, its transcript cold or the chat model's cache

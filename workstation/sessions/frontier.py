@@ -156,9 +156,43 @@ class Frontier:
 
 
 def frontier_budget(budget: int) -> int:
-    """Tokens of user messages the frontier keeps in a request of `budget` tokens: an eighth, at most
-    USER_BUDGET * 2, at least 256."""
-    return max(256, min(USER_BUDGET * 2, budget // 8))
+    """Tokens the frontier takes in the head of a request of `budget` tokens, every section of it
+    (head_frontier): a twelfth, at most USER_BUDGET * 2, at least 256. Every request of an epoch reads it and
+    every compaction writes it anew, so a frontier that grew with the session would make each turn dearer."""
+    return max(256, min(USER_BUDGET * 2, budget // 12))
+
+
+def head_frontier(view: LogView, *, budget: int, counter: TokenCounter | None = None) -> str:
+    """The frontier as an epoch's head carries it (render(told=False)), within about `budget` tokens whatever
+    the session holds: the files at most a third of it (the most recently changed kept, the rest counted),
+    the failure's output a sixth (its tail), and the user's words what is left, never less than a third (the
+    first message, which states the goal, and the newest stay whole)."""
+    counter = counter or default_counter()
+    found = frontier(view, budget=budget, counter=counter)
+    text = found.render(told=False)
+    if counter(text) <= budget:
+        return text
+    lines = len(found.messages)
+    found.messages, found.left_out = [], []
+    files = sorted(found.files, key=lambda f: -(f.turns[-1] if f.turns else 0))
+    kept: set[int] = set()
+    used = 0
+    for f in files:
+        used += counter(f.line())
+        if used > budget // 3:
+            break
+        kept.add(id(f))
+    found.more_files += len(found.files) - len(kept)
+    found.files = [f for f in found.files if id(f) in kept]
+    if found.failure is not None and counter(found.failure.output) > budget // 6:
+        tail = found.failure.output.splitlines()
+        while len(tail) > 1 and counter("\n".join(tail)) > budget // 6:
+            tail = tail[len(tail) // 4 or 1:]
+        found.failure.output = "\n".join(tail)
+    rest = counter(found.render(told=False)) + 16 + 6 * lines  # and the words' heading, each one's "- turn N: "
+    words = frontier(view, budget=max(budget // 3, budget - rest), counter=counter)
+    found.messages, found.left_out = words.messages, words.left_out
+    return found.render(told=False)
 
 
 def frontier(view: LogView, *, budget: int = USER_BUDGET, counter: TokenCounter | None = None) -> Frontier:
