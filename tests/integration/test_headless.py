@@ -384,3 +384,25 @@ def test_a_smaller_configured_budget_still_holds(tmp_path, server):
     end = json.loads(proc.stdout)
     assert end["num_turns"] == 0 and "agent.max_budget_usd" in end["errors"][0]
     assert len(server.requests) == server.mark
+
+
+def test_a_custom_commands_allowed_tools_run_where_nobody_is_asked(tmp_path, server):
+    """Headless, nobody can be asked: a command the custom command lists runs, one outside its list is
+    refused and listed in the result's permission denials (as Claude Code's -p with allowed tools)."""
+    from workstation import sandbox
+    from workstation.sandbox import Policy
+
+    if not sandbox.status(Policy(".")).full:
+        pytest.skip(sandbox.status(Policy(".")).line)
+    root = _setup(tmp_path, server.url)
+    commands = tmp_path / "home" / "commands"
+    commands.mkdir()
+    (commands / "mark.md").write_text("---\nallowed-tools: Bash(touch granted-*)\n---\nMark $ARGUMENTS.\n")
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch granted-1"}),
+                                  ("run_command", {"cmd": "touch outside"})]), Reply(text="marked"))
+    proc = run(root, "-p", "/mark it", "--output-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    end = json.loads(proc.stdout)
+    assert (root / "granted-1").exists() and not (root / "outside").exists()
+    assert [d["tool_input"] for d in end["permission_denials"]] == [{"cmd": "touch outside"}]
+    assert "Mark it." in [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]

@@ -65,6 +65,7 @@ from .commit import auto_commit
 from .context import ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .filetools import ReadLedger
+from .grants import Grant
 from .instructions import ProjectInstructions
 from .modes import Permissions, briefing, from_claude, last_noted, noted
 from .tools import ToolContext, ToolResult
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from ..memory import Memory
     from ..runtime import Workspace
     from ..sessions.log import Session
+    from ..skills import Command
 
 SYSTEM_PROMPT = """You are a careful coding agent working in the repository at {root}.
 Keep your context small and your edits surgical:
@@ -154,7 +156,8 @@ class Agent:
         self._stop_continued = False  # a Stop hook asked for more in this turn already
         self._last_request_tokens = 0  # the previous request's size: its prefix is in the provider's cache
         self.lifecycle_hooks = True  # SessionStart, UserPromptSubmit and Stop fire (not in a sub-agent)
-        if approve is not None and self.hooks:
+        self.grant: Grant | None = None  # what the running turn's custom command lets run unasked (grants.py)
+        if approve is not None:
             approve = self._approver(approve)
         # what the agent may do without asking (agent.modes); a sub-agent shares its parent's
         self.permissions = Permissions(agent_cfg.permission_mode)
@@ -247,10 +250,14 @@ class Agent:
     def expand_command(self, line: str) -> str | None:
         """The message a custom slash command line (workstation.skills: `/NAME ARGS`) sends; None when the
         line is no custom command (a built-in one goes to agent.slash)."""
+        found = self._custom_command(line)
+        return found[0].expand(found[1]) if found is not None else None
+
+    def _custom_command(self, line: str) -> "tuple[Command, str] | None":
         name, _, rest = line.strip().partition(" ")
         catalog = self.ctx.skills
         command = catalog.commands.get(name[1:]) if catalog is not None and name.startswith("/") else None
-        return command.expand(rest) if command is not None else None
+        return (command, rest) if command is not None else None
 
     def pins(self) -> list[str]:
         return [str(r.get("content") or "") for r in self.session.read().records
@@ -268,7 +275,11 @@ class Agent:
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
-        text = self.expand_command(text) or text  # a custom command (/NAME ARGS) sends its body
+        grant = None
+        if (custom := self._custom_command(text)) is not None:  # /NAME ARGS sends its body
+            command, arguments = custom
+            text = command.expand(arguments)
+            grant = Grant(f"/{command.name}", command.allowed_tools) if command.allowed_tools else None
         text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
         self.ctx.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
         events = events or AgentEvents()
@@ -300,6 +311,7 @@ class Agent:
         self.ctx.cancel = cancel  # a command the model runs is killed when the user stops the turn
         self._stop_continued = False  # a Stop hook asked for more in this turn already
         self._running = True
+        self.grant = grant
         try:
             for _ in range(self.config.agent.max_steps):
                 if cancel is not None and cancel.is_set():
@@ -319,6 +331,7 @@ class Agent:
                 self._auto_commit(user["id"], text, events, cancel)
         finally:
             self._running = False
+            self.grant = None
             self.ctx.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
             if events.on_activity:
@@ -664,11 +677,14 @@ class Agent:
             result.text = "\n\n".join([result.text, *said])
 
     def _approver(self, ask: Approver) -> Approver:
-        """The approver with the hooks before it: a call a PreToolUse hook allowed runs without asking, and
-        PermissionRequest hooks may answer for the user."""
+        """The approver with the hooks and the running custom command's allowed-tools before it: a call a
+        PreToolUse hook allowed or the command covers runs without asking, and PermissionRequest hooks may
+        answer for the user."""
         def approve(request: ApprovalRequest) -> bool:
             if self._hook_allowed and self._hook_allowed == self.ctx.call_id:
                 return True
+            if self.grant is not None and self.grant.covers(request, self.ctx.policy):
+                return True  # the running custom command's allowed-tools
             name = request.tool_name
             outcome = self._hook("PermissionRequest", self._events, match=hook_names(name),
                                  tool_name=hook_names(name)[0], workstation_tool=name,

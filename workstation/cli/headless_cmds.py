@@ -247,8 +247,9 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
         out(line(message))
 
     def sink(event) -> None:
+        messages = stream.event(event)  # in every format: the result's permission denials name the calls' input
         if fmt == "stream-json":
-            for message in stream.event(event):
+            for message in messages:
                 emit(message)
         elif fmt == "text" and isinstance(event, host_mod.TextFragment):
             out(safe(event.text), nl=False)
