@@ -13,8 +13,9 @@ the same (the `claude-agent-sdk` package parses them: tests/integration/test_hea
   "error_during_execution", ...}` last: usage, the cost as billed (sessions.billing: sub-agents' and
   compactions' calls included), the model calls (`num_turns`), the duration, the session id.
 
-A sub-agent's own messages are not streamed (their cost is in the result). `--output-format json` writes
-the result alone; `text` the reply. The exit codes are the command's (workstation.cli.headless_cmds).
+A sub-agent's own messages (its task, its answers, its tool results) are streamed as Claude Code streams
+them, each with `parent_tool_use_id` naming the task call that started it (None: the session's own).
+`--output-format json` writes the result alone; `text` the reply. The exit codes are the command's (workstation.cli.headless_cmds).
 """
 
 from __future__ import annotations
@@ -109,27 +110,32 @@ class Stream:
         return []
 
     def _record(self, record: Mapping[str, Any]) -> list[dict]:
-        if record.get("sidechain"):  # a sub-agent's: its task call's result says what it found
-            return []
         kind = record.get("type")
+        # a sub-agent's record: as Claude Code streams one, its task call's id in parent_tool_use_id
+        parent = str(record.get("parent_call_id") or "") or None if record.get("sidechain") else None
+        if record.get("sidechain") and kind == "user":  # the sub-agent's task, its first message
+            return [{"type": "user", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
+                     "parent_tool_use_id": parent,
+                     "message": {"role": "user", "content": [{"type": "text", "text": str(record.get("content")
+                                                                                         or "")}]}}]
         if kind == "assistant":
-            return [self._assistant(record)]
+            return [self._assistant(record, parent)]
         if kind == "tool":
             call_id = str(record.get("tool_call_id") or "")
             content = str(record.get("content") or "")
             return [{"type": "user", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
-                     "parent_tool_use_id": None,
+                     "parent_tool_use_id": parent,
                      "message": {"role": "user", "content": [
                          {"type": "tool_result", "tool_use_id": call_id, "content": content,
                           "is_error": not record.get("ok", True)}]},
                      "tool_use_result": {"tool": record.get("name"), "ok": bool(record.get("ok", True)),
                                          **({"outcome": record["outcome"]} if record.get("outcome") else {})}}]
-        if kind == "compact":
+        if kind == "compact" and not record.get("sidechain"):
             return [{"type": "system", "subtype": "compact_boundary", "uuid": _uuid(), "session_id": self.session_id,
                      "compact_metadata": {"trigger": "manual" if record.get("focus") else "auto"}}]
         return []
 
-    def _assistant(self, record: Mapping[str, Any]) -> dict:
+    def _assistant(self, record: Mapping[str, Any], parent: str | None = None) -> dict:
         content: list[dict] = []
         if record.get("content"):
             content.append({"type": "text", "text": str(record["content"])})
@@ -142,7 +148,7 @@ class Stream:
             self._calls[str(call["id"])] = {"name": call["name"], "input": args}
             content.append({"type": "tool_use", "id": str(call["id"]), "name": str(call["name"]), "input": args})
         return {"type": "assistant", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
-                "parent_tool_use_id": None,
+                "parent_tool_use_id": parent,
                 "message": {"id": str(record.get("id") or ""), "type": "message", "role": "assistant",
                             "model": str(record.get("model") or self.model), "content": content,
                             "stop_reason": "tool_use" if record.get("tool_calls") else "end_turn",

@@ -406,3 +406,45 @@ def test_a_custom_commands_allowed_tools_run_where_nobody_is_asked(tmp_path, ser
     assert (root / "granted-1").exists() and not (root / "outside").exists()
     assert [d["tool_input"] for d in end["permission_denials"]] == [{"cmd": "touch outside"}]
     assert "Mark it." in [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+
+
+def test_sub_agents_messages_stream_with_their_task_calls_id(tmp_path, server):
+    """Two task calls run at once; each sub-agent's own messages (its task, its tool call and result, its
+    answer) are streamed with parent_tool_use_id naming its own task call, and parse with the SDK's types."""
+    sdk = pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    def respond(body: dict) -> Reply:
+        text = json.dumps(body["messages"])
+        last = body["messages"][-1]
+        if "You are a sub-agent" not in text:  # the parent
+            if last["role"] == "tool":
+                return Reply(text="both found")
+            return Reply(tool_calls=[("task", {"prompt": "Find alpha in pkg/"}),
+                                     ("task", {"prompt": "Find beta in pkg/"})])
+        which = "alpha" if "Find alpha" in text else "beta"
+        if last["role"] == "tool":
+            return Reply(text=f"no {which} in pkg/")
+        return Reply(tool_calls=[("grep", {"pattern": which})])
+
+    server.dispatch.fn = respond
+    root = _setup(tmp_path, server.url)
+    proc = run(root, "-p", "find alpha and beta", "--output-format", "stream-json")
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc)
+    for data in out:
+        message = parse_message(data)
+        conforms(message, type(message))
+    tasks = {b["input"]["prompt"].split()[1]: b["id"] for m in out if m["type"] == "assistant"
+             and m["parent_tool_use_id"] is None for b in m["message"]["content"] if b["type"] == "tool_use"}
+    assert set(tasks) == {"alpha", "beta"}
+    for which, task_id in tasks.items():
+        own = [m for m in out if m.get("parent_tool_use_id") == task_id]
+        assert [m["type"] for m in own] == ["user", "assistant", "user", "assistant"], own
+        assert own[0]["message"]["content"][0]["text"] == f"Find {which} in pkg/"
+        assert own[1]["message"]["content"][0] == {"type": "tool_use", "id": own[1]["message"]["content"][0]["id"],
+                                                   "name": "grep", "input": {"pattern": which}}
+        assert own[2]["message"]["content"][0]["type"] == "tool_result"
+        assert own[3]["message"]["content"] == [{"type": "text", "text": f"no {which} in pkg/"}]
+        assert isinstance(parse_message(own[1]), sdk.AssistantMessage) and parse_message(own[1]).parent_tool_use_id == task_id
+    assert out[-1]["num_turns"] == 2 and out[-1]["result"] == "both found"  # the session's own model calls

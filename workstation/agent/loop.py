@@ -35,6 +35,7 @@ masked in every record the loop writes.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import functools
@@ -78,6 +79,16 @@ if TYPE_CHECKING:
     from ..runtime import Workspace
     from ..sessions.log import Session
     from ..skills import Command
+
+# the id of the tool call whose work runs in this context (each call of a step's, in its own thread): a
+# sub-agent names the task call that started it (subagent.delegate)
+_RUNNING_CALL: contextvars.ContextVar[str] = contextvars.ContextVar("ws_running_call", default="")
+
+
+def running_call() -> str:
+    """The id of the tool call this code runs for ("" outside one)."""
+    return _RUNNING_CALL.get()
+
 
 SYSTEM_PROMPT = """You are a careful coding agent working in the repository at {root}.
 Keep your context small and your edits surgical:
@@ -615,8 +626,12 @@ class Agent:
         started = time.perf_counter()
         record_id = new_record_id()  # the tool_call event names the record its result becomes
         before = (lambda name, args: self._pre_tool(call_id, name, args, events)) if self.hooks else None
-        args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, call, record_id,
-                                             events.on_activity, before=before)
+        running = _RUNNING_CALL.set(call_id)
+        try:
+            args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, call, record_id,
+                                                 events.on_activity, before=before)
+        finally:
+            _RUNNING_CALL.reset(running)
         if self.hooks and args is not None and not result.data.get("hook_refused"):
             self._post_tool(call_id, call.name, args, result, events)
         return call_id, call, args, result, meaning, record_id, started

@@ -43,7 +43,7 @@ from ..sessions.context import seen, summary_turn_text
 from ..sessions.log import LogView, Session
 from . import context, tools, updates
 from .approval import ApprovalRequest
-from .loop import Agent, AgentEvents, TurnResult
+from .loop import Agent, AgentEvents, TurnResult, running_call
 from .tools import DELEGATE, QUERY, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -302,9 +302,12 @@ def delegate(parent: Agent, prompt: str, write: bool) -> ToolResult:
         if shown is not None and kind != "idle":
             shown(kind, f"{name}: {what}")
 
+    # ... and which task call each record is of (Claude Code's stream names it: parent_tool_use_id)
+    task_call = running_call()
+    heard = (lambda record: recorded({**record, "parent_call_id": task_call})) if recorded is not None else None
     child = SubAgent(parent, flow, write=write, head=head)
     try:
-        return child.work(prompt, cancel, AgentEvents(on_activity=activity, on_record=recorded))
+        return child.work(prompt, cancel, AgentEvents(on_activity=activity, on_record=heard))
     except WorkstationError as err:
         return ToolResult(f"error: the sub-agent could not run: {err}", ok=False)
     finally:
