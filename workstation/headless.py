@@ -31,7 +31,7 @@ from .agent.modes import CLAUDE_NAMES
 from .agent.tools import Tool, ToolContext, ToolResult, Toolset
 from .errors import WorkstationError
 from .hooks import tool_names
-from .host import Event, Notice, RecordWritten, TurnFinished
+from .host import Event, Notice, RecordWritten, Retry, Step, TextFragment, TurnFinished
 from .sessions.billing import bill
 
 FORMATS = ("text", "json", "stream-json")
@@ -87,8 +87,11 @@ class Stream:
     slash_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     api_key_source: str = "none"
+    partial: bool = False  # --include-partial-messages: stream_event lines as the model's answer streams
     started: float = field(default_factory=time.monotonic)
     _calls: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {name, input}
+    _answer: "_Answer | None" = None  # the model call streaming now (partial)
+    _message_ids: dict[str, str] = field(default_factory=dict)  # record id -> its message_start's id (partial)
 
     def init(self) -> dict:
         return {"type": "system", "subtype": "init", "uuid": _uuid(), "session_id": self.session_id,
@@ -102,7 +105,11 @@ class Stream:
 
     def event(self, event: Event) -> list[dict]:
         """The messages one host event becomes (most become none)."""
+        if self.partial and isinstance(event, (Step, Retry, TextFragment)):
+            return self._partial(event)
         if isinstance(event, RecordWritten):
+            if self.partial and event.record.get("type") == "assistant" and not event.record.get("sidechain"):
+                return [*self._answered(event.record), *self._record(event.record)]
             return self._record(event.record)
         if isinstance(event, Notice):
             return [{"type": "system", "subtype": "notice", "uuid": _uuid(), "session_id": self.session_id,
@@ -135,6 +142,59 @@ class Stream:
                      "compact_metadata": {"trigger": "manual" if record.get("focus") else "auto"}}]
         return []
 
+    # ----------------------------------------------------------------- --include-partial-messages
+    def _partial(self, event: Step | Retry | TextFragment) -> list[dict]:
+        """Anthropic's stream events of the model call running now: message_start when it is sent (again
+        after a retry, whose text is void), a text block's start and deltas as the text streams."""
+        if isinstance(event, (Step, Retry)):
+            self._answer = _Answer(f"msg_{uuid.uuid4().hex[:24]}")
+            return [self._stream_event({"type": "message_start", "message": {
+                "id": self._answer.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}})]
+        if self._answer is None or not event.text:
+            return []
+        out = []
+        if self._answer.text is None:
+            self._answer.text = self._answer.blocks
+            self._answer.blocks += 1
+            out.append(self._stream_event({"type": "content_block_start", "index": self._answer.text,
+                                           "content_block": {"type": "text", "text": ""}}))
+        out.append(self._stream_event({"type": "content_block_delta", "index": self._answer.text,
+                                       "delta": {"type": "text_delta", "text": event.text}}))
+        return out
+
+    def _answered(self, record: Mapping[str, Any]) -> list[dict]:
+        """The rest of the model call's stream events once its answer is in: the text not streamed, each
+        tool call's block (its input as one JSON delta), the stop reason and the output tokens."""
+        answer, self._answer = self._answer or _Answer(f"msg_{uuid.uuid4().hex[:24]}"), None
+        out: list[dict] = []
+        text = str(record.get("content") or "")
+        if answer.text is None and text:  # not streamed (a reply masked whole, or no fragments heard)
+            answer.text, answer.blocks = answer.blocks, answer.blocks + 1
+            out.append(self._stream_event({"type": "content_block_start", "index": answer.text,
+                                           "content_block": {"type": "text", "text": ""}}))
+            out.append(self._stream_event({"type": "content_block_delta", "index": answer.text,
+                                           "delta": {"type": "text_delta", "text": text}}))
+        if answer.text is not None:
+            out.append(self._stream_event({"type": "content_block_stop", "index": answer.text}))
+        for call in record.get("tool_calls") or ():
+            index, answer.blocks = answer.blocks, answer.blocks + 1
+            out += [self._stream_event({"type": "content_block_start", "index": index, "content_block": {
+                        "type": "tool_use", "id": str(call["id"]), "name": str(call["name"]), "input": {}}}),
+                    self._stream_event({"type": "content_block_delta", "index": index, "delta": {
+                        "type": "input_json_delta", "partial_json": str(call.get("arguments") or "{}")}}),
+                    self._stream_event({"type": "content_block_stop", "index": index})]
+        out += [self._stream_event({"type": "message_delta", "delta": {
+                    "stop_reason": "tool_use" if record.get("tool_calls") else "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": int(record.get("tokens_out") or 0)}}),
+                self._stream_event({"type": "message_stop"})]
+        self._message_ids[str(record.get("id") or "")] = answer.id
+        return out
+
+    def _stream_event(self, event: dict) -> dict:
+        return {"type": "stream_event", "uuid": _uuid(), "session_id": self.session_id, "event": event,
+                "parent_tool_use_id": None}
+
     def _assistant(self, record: Mapping[str, Any], parent: str | None = None) -> dict:
         content: list[dict] = []
         if record.get("content"):
@@ -149,7 +209,8 @@ class Stream:
             content.append({"type": "tool_use", "id": str(call["id"]), "name": str(call["name"]), "input": args})
         return {"type": "assistant", "uuid": str(record.get("id") or _uuid()), "session_id": self.session_id,
                 "parent_tool_use_id": parent,
-                "message": {"id": str(record.get("id") or ""), "type": "message", "role": "assistant",
+                "message": {"id": self._message_ids.get(str(record.get("id") or ""), str(record.get("id") or "")),
+                            "type": "message", "role": "assistant",
                             "model": str(record.get("model") or self.model), "content": content,
                             "stop_reason": "tool_use" if record.get("tool_calls") else "end_turn",
                             "stop_sequence": None, "usage": usage([dict(record)])}}
@@ -183,6 +244,15 @@ class Stream:
                  "tool_input": self._calls.get(str(r.get("tool_call_id")), {}).get("input", {})}
                 for r in records if r.get("type") == "tool" and r.get("outcome") == "denied"
                 and not r.get("sidechain")]
+
+
+@dataclass
+class _Answer:
+    """One model call's stream (partial messages): its message id, the blocks started, the text block's."""
+
+    id: str
+    blocks: int = 0
+    text: int | None = None  # the index of its text block, once started
 
 
 STOPPED = {"max_steps": "error_max_turns", "budget": "error_max_budget_usd"}  # TurnResult.stopped -> subtype

@@ -448,3 +448,53 @@ def test_sub_agents_messages_stream_with_their_task_calls_id(tmp_path, server):
         assert own[3]["message"]["content"] == [{"type": "text", "text": f"no {which} in pkg/"}]
         assert isinstance(parse_message(own[1]), sdk.AssistantMessage) and parse_message(own[1]).parent_tool_use_id == task_id
     assert out[-1]["num_turns"] == 2 and out[-1]["result"] == "both found"  # the session's own model calls
+
+
+def test_include_partial_messages_streams_anthropics_events(tmp_path, server):
+    """--include-partial-messages: stream_event lines, each parsed by the SDK as its StreamEvent, whose events
+    are Anthropic's stream: message_start, the text as deltas that add up to the answer, each tool_use block
+    with its input as JSON, message_delta with the stop reason, message_stop; then the assistant message."""
+    sdk = pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    root = _setup(tmp_path, server.url)
+    server.push(Reply(text="Looking for it now.", tool_calls=[("grep", {"pattern": "def fetch"})]),
+                Reply(text="fetch is in pkg/core.py."))
+    proc = run(root, "-p", "where is fetch?", "--output-format", "stream-json", "--include-partial-messages")
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc)
+    for data in out:
+        message = parse_message(data)
+        conforms(message, type(message))
+    calls: list[list[dict]] = [[]]
+    for m in out[1:]:
+        if m["type"] == "stream_event":
+            assert isinstance(parse_message(m), sdk.StreamEvent) and m["parent_tool_use_id"] is None
+            calls[-1].append(m["event"])
+        elif m["type"] == "assistant":
+            events = calls[-1]
+            assert [e["type"] for e in events][0] == "message_start" and events[-1]["type"] == "message_stop"
+            assert m["message"]["id"] == events[0]["message"]["id"]
+            text = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta"
+                           and e["delta"]["type"] == "text_delta")
+            assert text == "".join(b["text"] for b in m["message"]["content"] if b["type"] == "text")
+            uses = [e["content_block"] for e in events if e["type"] == "content_block_start"
+                    and e["content_block"]["type"] == "tool_use"]
+            inputs = [json.loads(e["delta"]["partial_json"]) for e in events if e["type"] == "content_block_delta"
+                      and e["delta"]["type"] == "input_json_delta"]
+            assert [(u["id"], u["name"], i) for u, i in zip(uses, inputs)] == \
+                [(b["id"], b["name"], b["input"]) for b in m["message"]["content"] if b["type"] == "tool_use"]
+            stop = next(e for e in events if e["type"] == "message_delta")
+            assert stop["delta"]["stop_reason"] == m["message"]["stop_reason"]
+            starts = [e["index"] for e in events if e["type"] == "content_block_start"]
+            assert starts == list(range(len(starts))) == sorted(
+                e["index"] for e in events if e["type"] == "content_block_stop")
+            calls.append([])
+    # the first answer's text came as it streamed, in several deltas, before its tool call's block
+    assert [e["type"] for e in calls[0]] == ["message_start", "content_block_start", *["content_block_delta"] * (
+        len(calls[0]) - 8), "content_block_stop", "content_block_start", "content_block_delta", "content_block_stop",
+        "message_delta", "message_stop"] and len(calls[0]) - 8 > 1
+    assert len(calls) == 3 and calls[-1] == []  # two model calls, each streamed then its message
+    assert sum(1 for m in out if m["type"] == "stream_event") >= 2 * 5
+    refused = run(root, "-p", "hi", "--include-partial-messages")
+    assert refused.returncode == 2 and "stream-json" in refused.stderr and refused.stdout == ""
