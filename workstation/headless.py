@@ -13,8 +13,9 @@ the same (the `claude-agent-sdk` package parses them: tests/integration/test_hea
   "error_during_execution", ...}` last: usage, the cost as billed (costs.billing: sub-agents' and
   compactions' calls included), the model calls (`num_turns`), the duration, the session id.
 
-A sub-agent's own messages are not streamed (their cost is in the result). `--output-format json` writes
-the result alone; `text` the reply. The exit codes are the command's (workstation.cli.headless_cmds).
+A sub-agent's own messages (its task, its answers, its tool results) are streamed as Claude Code streams
+them, each with `parent_tool_use_id` naming the task call that started it (None: the session's own).
+`--output-format json` writes the result alone; `text` the reply. The exit codes are the command's (workstation.cli.headless_cmds).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from .agent.modes import CLAUDE_NAMES
 from .agent.tools import Tool, ToolContext, ToolResult, Toolset
 from .errors import WorkstationError
 from .hooks import tool_names
-from .host import Event, Notice, RecordWritten, TurnFinished
+from .host import Event, Notice, RecordWritten, Retry, Step, TextFragment, TurnFinished
 from .costs.billing import bill
-from .sessions.records import Assistant, Compact, Record, Tool as ToolRecord
+from .sessions.records import Assistant, Compact, Record, Tool as ToolRecord, User
 
 FORMATS = ("text", "json", "stream-json")
 
@@ -87,8 +88,11 @@ class Stream:
     slash_commands: list[str] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     api_key_source: str = "none"
+    partial: bool = False  # --include-partial-messages: stream_event lines as the model's answer streams
     started: float = field(default_factory=time.monotonic)
     _calls: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {name, input}
+    _answer: "_Answer | None" = None  # the model call streaming now (partial)
+    _message_ids: dict[str, str] = field(default_factory=dict)  # record id -> its message_start's id (partial)
 
     def init(self) -> dict:
         return {"type": "system", "subtype": "init", "uuid": _uuid(), "session_id": self.session_id,
@@ -102,32 +106,93 @@ class Stream:
 
     def event(self, event: Event) -> list[dict]:
         """The messages one host event becomes (most become none)."""
+        if self.partial and isinstance(event, (Step, Retry, TextFragment)):
+            return self._partial(event)
         if isinstance(event, RecordWritten):
-            return self._record(event.record)
+            record = event.record
+            if self.partial and isinstance(record, Assistant) and not record.sidechain:
+                return [*self._answered(record), *self._record(record)]
+            return self._record(record, event.parent_call)
         if isinstance(event, Notice):
             return [{"type": "system", "subtype": "notice", "uuid": _uuid(), "session_id": self.session_id,
                      "text": event.line}]
         return []
 
-    def _record(self, record: Record) -> list[dict]:
-        if record.sidechain:  # a sub-agent's: its task call's result says what it found
-            return []
+    def _record(self, record: Record, parent: str | None = None) -> list[dict]:
+        """`parent`: the task call a sub-agent's record is of (Claude Code's parent_tool_use_id)."""
+        if record.sidechain and isinstance(record, User):  # the sub-agent's task, its first message
+            return [{"type": "user", "uuid": record.id or _uuid(), "session_id": self.session_id,
+                     "parent_tool_use_id": parent,
+                     "message": {"role": "user", "content": [{"type": "text", "text": record.content}]}}]
         if isinstance(record, Assistant):
-            return [self._assistant(record)]
+            return [self._assistant(record, parent)]
         if isinstance(record, ToolRecord):
             return [{"type": "user", "uuid": record.id or _uuid(), "session_id": self.session_id,
-                     "parent_tool_use_id": None,
+                     "parent_tool_use_id": parent,
                      "message": {"role": "user", "content": [
                          {"type": "tool_result", "tool_use_id": record.tool_call_id, "content": record.content,
                           "is_error": not record.ok}]},
                      "tool_use_result": {"tool": record.name, "ok": record.ok,
                                          **({"outcome": record.outcome} if record.outcome else {})}}]
-        if isinstance(record, Compact):
+        if isinstance(record, Compact) and not record.sidechain:
             return [{"type": "system", "subtype": "compact_boundary", "uuid": _uuid(), "session_id": self.session_id,
                      "compact_metadata": {"trigger": "manual" if record.focus else "auto"}}]
         return []
 
-    def _assistant(self, record: Assistant) -> dict:
+    # ----------------------------------------------------------------- --include-partial-messages
+    def _partial(self, event: Step | Retry | TextFragment) -> list[dict]:
+        """Anthropic's stream events of the model call running now: message_start when it is sent (again
+        after a retry, whose text is void), a text block's start and deltas as the text streams."""
+        if isinstance(event, (Step, Retry)):
+            self._answer = _Answer(f"msg_{uuid.uuid4().hex[:24]}")
+            return [self._stream_event({"type": "message_start", "message": {
+                "id": self._answer.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}})]
+        if self._answer is None or not event.text:
+            return []
+        out = []
+        if self._answer.text is None:
+            self._answer.text = self._answer.blocks
+            self._answer.blocks += 1
+            out.append(self._stream_event({"type": "content_block_start", "index": self._answer.text,
+                                           "content_block": {"type": "text", "text": ""}}))
+        out.append(self._stream_event({"type": "content_block_delta", "index": self._answer.text,
+                                       "delta": {"type": "text_delta", "text": event.text}}))
+        return out
+
+    def _answered(self, record: Assistant) -> list[dict]:
+        """The rest of the model call's stream events once its answer is in: the text not streamed, each
+        tool call's block (its input as one JSON delta), the stop reason and the output tokens."""
+        answer, self._answer = self._answer or _Answer(f"msg_{uuid.uuid4().hex[:24]}"), None
+        out: list[dict] = []
+        text = record.content or ""
+        if answer.text is None and text:  # not streamed (a reply masked whole, or no fragments heard)
+            answer.text, answer.blocks = answer.blocks, answer.blocks + 1
+            out.append(self._stream_event({"type": "content_block_start", "index": answer.text,
+                                           "content_block": {"type": "text", "text": ""}}))
+            out.append(self._stream_event({"type": "content_block_delta", "index": answer.text,
+                                           "delta": {"type": "text_delta", "text": text}}))
+        if answer.text is not None:
+            out.append(self._stream_event({"type": "content_block_stop", "index": answer.text}))
+        for call in record.tool_calls or ():
+            index, answer.blocks = answer.blocks, answer.blocks + 1
+            out += [self._stream_event({"type": "content_block_start", "index": index, "content_block": {
+                        "type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
+                    self._stream_event({"type": "content_block_delta", "index": index, "delta": {
+                        "type": "input_json_delta", "partial_json": call.arguments or "{}"}}),
+                    self._stream_event({"type": "content_block_stop", "index": index})]
+        out += [self._stream_event({"type": "message_delta", "delta": {
+                    "stop_reason": "tool_use" if record.tool_calls else "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": int(record.tokens_out or 0)}}),
+                self._stream_event({"type": "message_stop"})]
+        self._message_ids[record.id] = answer.id
+        return out
+
+    def _stream_event(self, event: dict) -> dict:
+        return {"type": "stream_event", "uuid": _uuid(), "session_id": self.session_id, "event": event,
+                "parent_tool_use_id": None}
+
+    def _assistant(self, record: Assistant, parent: str | None = None) -> dict:
         content: list[dict] = []
         if record.content:
             content.append({"type": "text", "text": record.content})
@@ -140,9 +205,9 @@ class Stream:
             self._calls[call.id] = {"name": call.name, "input": args}
             content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": args})
         return {"type": "assistant", "uuid": record.id or _uuid(), "session_id": self.session_id,
-                "parent_tool_use_id": None,
-                "message": {"id": record.id, "type": "message", "role": "assistant",
-                            "model": record.model or self.model, "content": content,
+                "parent_tool_use_id": parent,
+                "message": {"id": self._message_ids.get(record.id, record.id), "type": "message",
+                            "role": "assistant", "model": record.model or self.model, "content": content,
                             "stop_reason": "tool_use" if record.tool_calls else "end_turn",
                             "stop_sequence": None, "usage": usage([record])}}
 
@@ -174,6 +239,15 @@ class Stream:
         return [{"tool_name": r.name, "tool_use_id": r.tool_call_id,
                  "tool_input": self._calls.get(r.tool_call_id, {}).get("input", {})}
                 for r in records if isinstance(r, ToolRecord) and r.outcome == "denied" and not r.sidechain]
+
+
+@dataclass
+class _Answer:
+    """One model call's stream (partial messages): its message id, the blocks started, the text block's."""
+
+    id: str
+    blocks: int = 0
+    text: int | None = None  # the index of its text block, once started
 
 
 STOPPED = {"max_steps": "error_max_turns", "budget": "error_max_budget_usd"}  # TurnResult.stopped -> subtype

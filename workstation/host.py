@@ -75,6 +75,7 @@ class RecordWritten:
     """A record the turn (or its compaction) wrote to the session log, as written."""
 
     record: "Record"
+    parent_call: str | None = None  # a sub-agent's record: the task call it is of
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ def agent_events(sink: Sink, *, stream: bool = True) -> AgentEvents:
         on_tool=lambda name, args, result: sink(ToolFinished(name, args, result)),
         on_step=lambda step, tokens, window: sink(Step(step, tokens, window)),
         on_notice=lambda line: sink(Notice(line)),
-        on_record=lambda record: sink(RecordWritten(record)),
+        on_record=lambda record, parent_call=None: sink(RecordWritten(record, parent_call)),
         on_activity=activity,
         on_plan=lambda items: sink(Plan(items)))
 

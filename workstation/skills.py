@@ -4,8 +4,8 @@ A skill is a folder holding a `SKILL.md` (the agentskills format: YAML front mat
 `description`, then the instructions). Only its name and description are in the model's head; the `skill`
 tool loads its body, and any file of its folder, when the model decides the description fits the task.
 A custom command is a markdown file `NAME.md` (Claude Code's format: optional front matter with
-`description`, `argument-hint` and `allowed-tools`); `/NAME ARGS` sends its body as the user's message,
-`$ARGUMENTS` replaced by ARGS and `$1`, `$2`... by its words.
+`description`, `argument-hint` and `allowed-tools`: what its turn runs without asking, agent.grants); `/NAME
+ARGS` sends its body as the user's message, `$ARGUMENTS` replaced by ARGS and `$1`, `$2`... by its words.
 
 Where they come from, in order (a later one of the same name is left out, named once): the user's config
 home (`skills/`, `commands/` in paths.user_dir()); the workspace's `.workstation/skills/` and
@@ -65,7 +65,7 @@ class Command:
     name: str
     description: str
     argument_hint: str
-    allowed_tools: tuple[str, ...]
+    allowed_tools: tuple[str, ...]  # the rules of its `allowed-tools`: what its turn runs without asking
     template: str
     source: str
 
@@ -192,12 +192,19 @@ def _add_command(catalog: Catalog, file: Path, source: str) -> None:
     if name in catalog.commands:
         catalog.problems.append(f"command {file} left out: /{name} is defined already")
         return
-    tools = meta.get("allowed-tools") or ()
-    if isinstance(tools, str):
-        tools = [t.strip() for t in tools.split(",") if t.strip()]
+    tools = tool_rules(meta.get("allowed-tools"))
     description = meta.get("description")
     first = next((line.strip() for line in body.splitlines() if line.strip()), "")
     catalog.commands[name] = Command(
         name, " ".join(str(description).split()) if description else first[:80],
-        str(meta.get("argument-hint") or ""), tuple(str(t) for t in tools if isinstance(t, str)), body.strip(),
-        source)
+        str(meta.get("argument-hint") or ""), tools, body.strip(), source)
+
+
+def tool_rules(value: object) -> tuple[str, ...]:
+    """The rules of an `allowed-tools` field, as Claude Code reads it: a YAML list, or one string of rules
+    separated by commas or spaces, where a rule's parentheses may hold spaces (`Read, Bash(git add *)`)."""
+    if isinstance(value, str):
+        return tuple(r.strip() for r in re.findall(r"[^\s,(]+(?:\([^)]*\))?", value) if r.strip())
+    if isinstance(value, list):
+        return tuple(str(v).strip() for v in value if isinstance(v, str) and v.strip())
+    return ()

@@ -83,12 +83,12 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 120))
 
 
-def connect(editor: Editor, repo: Path, home: Path, stderr):
+def connect(editor: Editor, repo: Path, home: Path, stderr, **connection):
     env = {**os.environ, "WORKSTATION_HOME": str(home), TEST_KEY_ENV: FAKE_API_KEY,
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("WORKSTATION_MODEL", None)
     return spawn_agent_process(editor, sys.executable, "-m", "workstation", "-C", str(repo), "acp", env=env,
-                               cwd=str(repo), transport_kwargs={"stderr": stderr})
+                               cwd=str(repo), transport_kwargs={"stderr": stderr}, **connection)
 
 
 def test_round_trip_streams_edits_plans_and_asks(repo, home, server, tmp_path):
@@ -599,3 +599,68 @@ def test_a_new_session_outlives_the_agent_process_until_it_expires(repo, home, s
     assert run(load_and_prompt(unused)) == (-32002, f"no session named {unused} in {repo.resolve()}")
     assert not (paths.sessions / f"{unused}.jsonl").exists()  # expired when the folder was opened
     assert (paths.sessions / f"{used}.jsonl").exists()  # a session with a conversation never expires
+
+
+class FormEditor(Editor):
+    """An editor that renders form elicitations (ACP's unstable elicitation/create): it sends `edit(default)`."""
+
+    def __init__(self, answers, edit):
+        super().__init__(answers)
+        self.edit, self.forms = edit, []
+
+    async def create_elicitation(self, message, mode, **kwargs):
+        from acp.schema import AcceptElicitationResponse
+
+        self.forms.append((message, mode))
+        (name, field), = mode.requested_schema.properties.items()
+        return AcceptElicitationResponse(action="accept", content={name: self.edit(field.default)})
+
+
+def test_a_plan_is_edited_in_the_editors_form_then_carried_out(repo, home, server, tmp_path):
+    """In plan mode, an editor with form elicitation is offered a third option, to edit the plan: the form
+    holds the plan, and the turn carries out the text the editor sent back (and writes nothing before). An
+    editor without forms is offered approve and reject only (acpx's command line: its tests' flow)."""
+    from acp.schema import ClientCapabilities, ElicitationCapabilities, ElicitationFormCapabilities
+
+    plan = "1. Lowercase the result of clean.\n2. Add a test."
+    server.push(Reply(tool_calls=[("write_file", {"path": "early.py", "content": "x = 1\n"})]), Reply(text=plan),
+                Reply(tool_calls=[("write_file", {"path": "done.py", "content": "y = 2\n"})]), Reply(text="done"))
+    editor = FormEditor(["edit-plan"], lambda text: text.replace("2. Add a test.", "2. No test, please."))
+
+    async def session():
+        with open(tmp_path / "stderr", "w") as err:
+            async with connect(editor, repo, home, err, use_unstable_protocol=True) as (conn, _proc):
+                await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(
+                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())))
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                await conn.set_session_mode(session_id=new.session_id, mode_id="plan")
+                return await conn.prompt(session_id=new.session_id, prompt=[text_block("improve clean")])
+
+    done = run(session())
+    assert done.stop_reason == "end_turn"
+    (call, options), = editor.asked
+    assert options == ["approve-plan", "keep-planning", "edit-plan"]
+    (message, form), = editor.forms
+    assert form.session_id and form.requested_schema.properties["plan"].default == plan
+    assert not (repo / "early.py").exists() and (repo / "done.py").read_text() == "y = 2\n"
+    carried = next(str(m["content"]) for r in server.requests for m in r["messages"] if m["role"] == "user"
+                   and "approved this plan" in str(m["content"]))
+    assert "as they edited it" in carried and "2. No test, please." in carried and "Add a test" not in carried
+
+    # the same editor, declining the form: the plan is rejected, nothing runs, the mode stays plan
+    server.push(Reply(text=plan))
+    declined = FormEditor(["edit-plan"], lambda text: "   ")
+
+    async def again():
+        with open(tmp_path / "stderr2", "w") as err:
+            async with connect(declined, repo, home, err, use_unstable_protocol=True) as (conn, _proc):
+                await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(
+                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())))
+                new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+                await conn.set_session_mode(session_id=new.session_id, mode_id="plan")
+                await conn.prompt(session_id=new.session_id, prompt=[text_block("improve clean")])
+                return new.session_id
+
+    slug = run(again())
+    log = Session.open(Paths.for_root(repo), slug).read().records
+    assert any(r.get("update") == {"plan": "rejected"} for r in log)

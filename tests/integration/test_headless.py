@@ -384,3 +384,117 @@ def test_a_smaller_configured_budget_still_holds(tmp_path, server):
     end = json.loads(proc.stdout)
     assert end["num_turns"] == 0 and "agent.max_budget_usd" in end["errors"][0]
     assert len(server.requests) == server.mark
+
+
+def test_a_custom_commands_allowed_tools_run_where_nobody_is_asked(tmp_path, server):
+    """Headless, nobody can be asked: a command the custom command lists runs, one outside its list is
+    refused and listed in the result's permission denials (as Claude Code's -p with allowed tools)."""
+    from workstation import sandbox
+    from workstation.sandbox import Policy
+
+    if not sandbox.status(Policy(".")).full:
+        pytest.skip(sandbox.status(Policy(".")).line)
+    root = _setup(tmp_path, server.url)
+    commands = tmp_path / "home" / "commands"
+    commands.mkdir()
+    (commands / "mark.md").write_text("---\nallowed-tools: Bash(touch granted-*)\n---\nMark $ARGUMENTS.\n")
+    server.push(Reply(tool_calls=[("run_command", {"cmd": "touch granted-1"}),
+                                  ("run_command", {"cmd": "touch outside"})]), Reply(text="marked"))
+    proc = run(root, "-p", "/mark it", "--output-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    end = json.loads(proc.stdout)
+    assert (root / "granted-1").exists() and not (root / "outside").exists()
+    assert [d["tool_input"] for d in end["permission_denials"]] == [{"cmd": "touch outside"}]
+    assert "Mark it." in [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+
+
+def test_sub_agents_messages_stream_with_their_task_calls_id(tmp_path, server):
+    """Two task calls run at once; each sub-agent's own messages (its task, its tool call and result, its
+    answer) are streamed with parent_tool_use_id naming its own task call, and parse with the SDK's types."""
+    sdk = pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    def respond(body: dict) -> Reply:
+        text = json.dumps(body["messages"])
+        last = body["messages"][-1]
+        if "You are a sub-agent" not in text:  # the parent
+            if last["role"] == "tool":
+                return Reply(text="both found")
+            return Reply(tool_calls=[("task", {"prompt": "Find alpha in pkg/"}),
+                                     ("task", {"prompt": "Find beta in pkg/"})])
+        which = "alpha" if "Find alpha" in text else "beta"
+        if last["role"] == "tool":
+            return Reply(text=f"no {which} in pkg/")
+        return Reply(tool_calls=[("grep", {"pattern": which})])
+
+    server.dispatch.fn = respond
+    root = _setup(tmp_path, server.url)
+    proc = run(root, "-p", "find alpha and beta", "--output-format", "stream-json")
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc)
+    for data in out:
+        message = parse_message(data)
+        conforms(message, type(message))
+    tasks = {b["input"]["prompt"].split()[1]: b["id"] for m in out if m["type"] == "assistant"
+             and m["parent_tool_use_id"] is None for b in m["message"]["content"] if b["type"] == "tool_use"}
+    assert set(tasks) == {"alpha", "beta"}
+    for which, task_id in tasks.items():
+        own = [m for m in out if m.get("parent_tool_use_id") == task_id]
+        assert [m["type"] for m in own] == ["user", "assistant", "user", "assistant"], own
+        assert own[0]["message"]["content"][0]["text"] == f"Find {which} in pkg/"
+        assert own[1]["message"]["content"][0] == {"type": "tool_use", "id": own[1]["message"]["content"][0]["id"],
+                                                   "name": "grep", "input": {"pattern": which}}
+        assert own[2]["message"]["content"][0]["type"] == "tool_result"
+        assert own[3]["message"]["content"] == [{"type": "text", "text": f"no {which} in pkg/"}]
+        assert isinstance(parse_message(own[1]), sdk.AssistantMessage) and parse_message(own[1]).parent_tool_use_id == task_id
+    assert out[-1]["num_turns"] == 2 and out[-1]["result"] == "both found"  # the session's own model calls
+
+
+def test_include_partial_messages_streams_anthropics_events(tmp_path, server):
+    """--include-partial-messages: stream_event lines, each parsed by the SDK as its StreamEvent, whose events
+    are Anthropic's stream: message_start, the text as deltas that add up to the answer, each tool_use block
+    with its input as JSON, message_delta with the stop reason, message_stop; then the assistant message."""
+    sdk = pytest.importorskip("claude_agent_sdk")
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    root = _setup(tmp_path, server.url)
+    server.push(Reply(text="Looking for it now.", tool_calls=[("grep", {"pattern": "def fetch"})]),
+                Reply(text="fetch is in pkg/core.py."))
+    proc = run(root, "-p", "where is fetch?", "--output-format", "stream-json", "--include-partial-messages")
+    assert proc.returncode == 0, proc.stderr
+    out = lines(proc)
+    for data in out:
+        message = parse_message(data)
+        conforms(message, type(message))
+    calls: list[list[dict]] = [[]]
+    for m in out[1:]:
+        if m["type"] == "stream_event":
+            assert isinstance(parse_message(m), sdk.StreamEvent) and m["parent_tool_use_id"] is None
+            calls[-1].append(m["event"])
+        elif m["type"] == "assistant":
+            events = calls[-1]
+            assert [e["type"] for e in events][0] == "message_start" and events[-1]["type"] == "message_stop"
+            assert m["message"]["id"] == events[0]["message"]["id"]
+            text = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta"
+                           and e["delta"]["type"] == "text_delta")
+            assert text == "".join(b["text"] for b in m["message"]["content"] if b["type"] == "text")
+            uses = [e["content_block"] for e in events if e["type"] == "content_block_start"
+                    and e["content_block"]["type"] == "tool_use"]
+            inputs = [json.loads(e["delta"]["partial_json"]) for e in events if e["type"] == "content_block_delta"
+                      and e["delta"]["type"] == "input_json_delta"]
+            assert [(u["id"], u["name"], i) for u, i in zip(uses, inputs)] == \
+                [(b["id"], b["name"], b["input"]) for b in m["message"]["content"] if b["type"] == "tool_use"]
+            stop = next(e for e in events if e["type"] == "message_delta")
+            assert stop["delta"]["stop_reason"] == m["message"]["stop_reason"]
+            starts = [e["index"] for e in events if e["type"] == "content_block_start"]
+            assert starts == list(range(len(starts))) == sorted(
+                e["index"] for e in events if e["type"] == "content_block_stop")
+            calls.append([])
+    # the first answer's text came as it streamed, in several deltas, before its tool call's block
+    assert [e["type"] for e in calls[0]] == ["message_start", "content_block_start", *["content_block_delta"] * (
+        len(calls[0]) - 8), "content_block_stop", "content_block_start", "content_block_delta", "content_block_stop",
+        "message_delta", "message_stop"] and len(calls[0]) - 8 > 1
+    assert len(calls) == 3 and calls[-1] == []  # two model calls, each streamed then its message
+    assert sum(1 for m in out if m["type"] == "stream_event") >= 2 * 5
+    refused = run(root, "-p", "hi", "--include-partial-messages")
+    assert refused.returncode == 2 and "stream-json" in refused.stderr and refused.stdout == ""

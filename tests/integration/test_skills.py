@@ -162,3 +162,81 @@ def test_a_changed_or_new_skill_asks_for_trust_again(tmp_path, server):
     finally:
         again.close()
         ws.close()
+
+
+def test_a_commands_allowed_tools_run_unasked_in_its_turn_and_the_rest_still_asks(tmp_path, server):
+    """`allowed-tools` pre-approves, as Claude Code's does: in `ask` mode the command's turn writes and runs its
+    listed commands without a question; a tool outside the list (another command, an Edit) asks as always,
+    and so does the listed tool once the command's turn is over. What plan mode refuses stays refused."""
+    from workstation import sandbox
+    from workstation.sandbox import Policy
+
+    commands = user_dir() / "commands"
+    commands.mkdir(parents=True)
+    (commands / "scaffold.md").write_text(textwrap.dedent("""\
+        ---
+        description: Scaffold a module
+        allowed-tools: Write Bash(echo granted) Bash(git log:*)
+        ---
+        Scaffold $1.
+        """))
+    ws = workspace(tmp_path, server.url)
+    full = sandbox.status(Policy(ws.root)).full
+    asked: list = []
+    a = agent(ws, approve=lambda request: asked.append(request) or False)
+    made = ws.root / "new.py"
+    edit = ("replace_lines", {"path": "pkg/util.py", "start": 1, "end": 1, "content": "# gone\n"})
+    before = (ws.root / "pkg" / "util.py").read_text()
+    try:
+        a.set_mode("ask")
+        server.push(Reply(tool_calls=[("write_file", {"path": "new.py", "content": "x = 1\n"}),
+                                      ("run_command", {"cmd": "echo granted"}),
+                                      ("run_command", {"cmd": "git log -n 1 --oneline"}),
+                                      ("run_command", {"cmd": "touch not-granted"}), edit]),
+                    Reply("done"))
+        a.run("/scaffold new.py")
+        results = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+        assert made.read_text() == "x = 1\n"  # Write: listed, so it ran without a question
+        assert not (ws.root / "not-granted").exists() and (ws.root / "pkg" / "util.py").read_text() == before
+        subjects = {r.subject for r in asked}
+        assert "touch not-granted" in subjects and any("replace_lines" in s for s in subjects)
+        assert not any("write_file" in s for s in subjects)
+        if full:  # a listed command runs unasked only where a full sandbox holds (as the allow-list)
+            assert not {"echo granted", "git log -n 1 --oneline"} & subjects
+            assert any(text.startswith("$ echo granted\ngranted") for text in results)
+        # the next turn is no command's: the same write asks again
+        asked.clear()
+        server.push(Reply(tool_calls=[("write_file", {"path": "new.py", "content": "x = 2\n"})]), Reply("asked"))
+        a.run("scaffold new.py once more")
+        assert [r.action for r in asked] == ["edit"] and made.read_text() == "x = 1\n"
+        # plan mode refuses the command's listed write all the same (a grant answers questions only)
+        asked.clear()
+        a.set_mode("plan")
+        server.push(Reply(tool_calls=[("write_file", {"path": "new.py", "content": "x = 3\n"})]),
+                    Reply("Plan: nothing"))
+        a.run("/scaffold new.py")
+        assert not asked and made.read_text() == "x = 1\n"
+    finally:
+        a.close()
+
+
+def test_allowed_tools_rules_read_as_claude_codes():
+    from workstation.agent.approval import ApprovalRequest
+    from workstation.agent.grants import Grant
+    from workstation.sandbox import Policy
+    from workstation.skills import tool_rules
+
+    assert tool_rules("Read, Grep, Bash(git diff *), Bash(git add:*)") == ("Read", "Grep", "Bash(git diff *)",
+                                                                         "Bash(git add:*)")
+    assert tool_rules("Bash(git add *) Bash(git commit *) Read") == ("Bash(git add *)", "Bash(git commit *)", "Read")
+    assert tool_rules(["Edit", "mcp__github"]) == ("Edit", "mcp__github") and tool_rules(None) == ()
+    grant = Grant("/x", ("MultiEdit", "mcp__github", "mcp__docs__search"))
+    policy = Policy(".")
+    edit = ApprovalRequest("edit", "replace_lines(a.py)", "ask", tool="replace_lines")
+    assert grant.covers(edit, policy)
+    assert not grant.covers(ApprovalRequest("edit", "write_file(a.py)", "ask", tool="write_file"), policy)
+    assert grant.covers(ApprovalRequest("tool", 'github__create_issue {"t": 1}', "untrusted"), policy)
+    assert grant.covers(ApprovalRequest("tool", "docs__search {}", "untrusted"), policy)
+    assert not grant.covers(ApprovalRequest("tool", "docs__delete {}", "untrusted"), policy)
+    assert not grant.covers(ApprovalRequest("command", "ls", "asks"), policy)  # no Bash rule
+    assert not Grant("/x", ("Edit(src/**)",)).covers(edit, policy)  # a pattern on another tool: nothing

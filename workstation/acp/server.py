@@ -25,7 +25,10 @@ What each request does:
                      command off agent.command_allow ask the editor), edits (edits apply; such commands ask),
                      plan (read-only; the turn ends with a plan the editor approves or rejects through
                      session/request_permission: approval goes back to the mode before plan, sends
-                     current_mode_update, and carries the plan out in the same prompt), auto (nothing asks:
+                     current_mode_update, and carries the plan out in the same prompt; an editor that
+                     offers form elicitation (ACP's unstable elicitation/create) gets a third option, to
+                     edit the plan in a form whose one text field holds it, then carry out what it sent
+                     back; one without it rejects and says what to change in its next prompt), auto (nothing asks:
                      commands run in the sandbox with no network, what cannot is refused)
     session/list     the folder's live sessions, newest first
 
@@ -48,16 +51,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlparse
 
 from acp import RequestError, helpers, run_agent
-from acp.schema import (AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock, InitializeResponse,
-                        ListSessionsResponse, LoadSessionResponse, McpServerStdio, NewSessionResponse,
-                        PermissionOption, PromptResponse, ResourceContentBlock, SessionInfo, SessionMode,
+from acp.schema import (AvailableCommand, AvailableCommandInput, ElicitationFormSessionMode,
+                        ElicitationSchema, ElicitationStringPropertySchema, EmbeddedResourceContentBlock,
+                        InitializeResponse, ListSessionsResponse, LoadSessionResponse,
+                        McpServerStdio, NewSessionResponse, PermissionOption, PromptResponse,
+                        ResourceContentBlock, SessionInfo, SessionMode,
                         SessionModeState, SetSessionModeResponse, TextContentBlock, TextResourceContents,
                         StopReason, ToolCallUpdate, UnstructuredCommandInput)
 
 from ..errors import ConfigError, WorkstationError
 from ..sessions.records import Assistant, Record, Tool
 from .records import Mapper
-from .start import STDIO_LIMIT, initialize_result  # noqa: F401  (STDIO_LIMIT: tests)
+from .start import STDIO_LIMIT, initialize_result, renders_forms  # noqa: F401  (STDIO_LIMIT: tests)
 
 if TYPE_CHECKING:
     from ..agent.approval import ApprovalRequest
@@ -72,7 +77,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODE_NAMES = {"ask": "Ask", "edits": "Accept edits", "plan": "Plan", "auto": "Auto (sandboxed)"}
-APPROVE_PLAN, KEEP_PLANNING = "approve-plan", "keep-planning"
+APPROVE_PLAN, EDIT_PLAN, KEEP_PLANNING = "approve-plan", "edit-plan", "keep-planning"
 # slash commands that move the chat to another session: an editor starts a new thread for that
 ELSEWHERE = {"/new": "start a new thread in your editor", "/clear": "start a new thread in your editor",
              "/archive": "archive it with `workstation session archive`",
@@ -225,12 +230,20 @@ class Live:
                               status="pending", content=[helpers.tool_content(helpers.text_block(plan))])
         options = [PermissionOption(option_id=APPROVE_PLAN, name="Approve: carry it out", kind="allow_once"),
                    PermissionOption(option_id=KEEP_PLANNING, name="Reject: keep planning", kind="reject_once")]
-        if self.server.ask(self.slug, call, options, self.cancel) != APPROVE_PLAN:
-            if not self.cancel.is_set():
+        if self.server.forms:  # last: a client choosing the first "allow" option still approves as it is
+            options.append(PermissionOption(option_id=EDIT_PLAN, name="Edit it, then carry it out",
+                                            kind="allow_once"))
+        picked = self.server.ask(self.slug, call, options, self.cancel)
+        edited = self.server.edit_text(self.slug, "Edit the plan; the agent carries out what you send back.",
+                                       "plan", plan, self.cancel) if picked == EDIT_PLAN else None
+        if picked not in (APPROVE_PLAN, EDIT_PLAN) or (picked == EDIT_PLAN and not (edited or "").strip()):
+            if not self.cancel.is_set():  # rejected, or the form declined, cancelled or sent back empty
                 self.hosted.reject_plan(locked=True)
             return None
         self.agent.permissions.leave_plan()
         self.send(helpers.update_current_mode(self.mode))
+        if edited is not None and edited.strip() != plan.strip():
+            return self.hosted.approve_plan(edited, heard, edited=True, locked=True)
         return self.hosted.approve_plan(plan, heard, locked=True)
 
     def _custom(self, text: str) -> bool:
@@ -265,6 +278,7 @@ class Server:
         self.lives: dict[str, Live] = {}
         self.conn: Any = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.forms = False  # the client renders form elicitations (a plan is edited in one)
         self._opening = threading.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._warming = False
@@ -312,6 +326,33 @@ class Server:
                 return None
         outcome = response.outcome
         return getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
+
+    def edit_text(self, slug: str, message: str, name: str, text: str, cancel: threading.Event) -> str | None:
+        """`text` edited by the user in the client's form (elicitation/create, one string field `name`);
+        None when they declined or cancelled, the turn was cancelled, or the client failed."""
+        form = ElicitationFormSessionMode(session_id=slug, requested_schema=ElicitationSchema(
+            properties={name: ElicitationStringPropertySchema(type="string", title=name.capitalize(), default=text)},
+            required=[name]))
+        try:
+            loop = self.loop
+            if loop is None:
+                raise RuntimeError("no editor connected")
+            future = asyncio.run_coroutine_threadsafe(self.conn.create_elicitation(message=message, mode=form), loop)
+        except RuntimeError:
+            return None
+        while True:
+            try:
+                response = future.result(timeout=0.05)
+                break
+            except TimeoutError:
+                if cancel.is_set():
+                    future.cancel()
+                    return None
+            except Exception as err:  # the editor is gone or refused the request
+                log.warning("session %s: the form request failed (%s)", slug, err or type(err).__name__)
+                return None
+        value = (getattr(response, "content", None) or {}).get(name) if response.action == "accept" else None
+        return value if isinstance(value, str) else None
 
     # ------------------------------------------------------------------ folders and sessions
     def _place(self, cwd: str) -> Place:
@@ -416,7 +457,10 @@ class Server:
     # ------------------------------------------------------------------ the protocol
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> InitializeResponse:
-        return InitializeResponse.model_validate(initialize_result())  # acp.start answers the first one early
+        # acp.start answers the first one early, and notes there whether the client renders forms
+        if client_capabilities is not None:
+            self.forms = renders_forms(client_capabilities.model_dump(by_alias=True))
+        return InitializeResponse.model_validate(initialize_result())
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         place = await asyncio.to_thread(self._place, cwd)
@@ -618,6 +662,7 @@ async def serve(ws: "Workspace", transport: Any) -> None:
     """Serve ACP over `transport` (acp.start's, which may have answered `initialize` already) until the editor
     closes it."""
     server = Server(ws)
+    server.forms = getattr(transport, "forms", False)  # from an `initialize` acp.start answered
     try:
         # the SDK's Agent protocol lists every method of the protocol; its router looks each up with getattr
         # and answers "method not found" for those a Server leaves out (fork, resume, config options)

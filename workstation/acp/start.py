@@ -36,6 +36,13 @@ def initialize_result() -> dict[str, Any]:
             "agentInfo": {"name": "workstation", "title": "workstation", "version": __version__}}
 
 
+def renders_forms(capabilities: Any) -> bool:
+    """Whether a client's `clientCapabilities` (as JSON) say it renders form elicitations (a plan is edited
+    in one; the protocol marks elicitation unstable)."""
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return isinstance(elicitation, dict) and elicitation.get("form") is not None
+
+
 def ordinary_initialize(message: dict[str, Any]) -> bool:
     """Whether `message` is an `initialize` request the SDK would accept as it is: only such are answered
     early (anything odd waits for the SDK and gets its answer, errors included)."""
@@ -59,6 +66,7 @@ class EarlyTransport:
         self.transport = transport
         self.held: list[dict[str, Any] | None] = []  # read while the SDK loaded, not answered here
         self.pending: asyncio.Task | None = None  # a receive begun while the SDK loaded
+        self.forms = False  # the `initialize` answered here: the client renders form elicitations
 
     async def handshake(self, loading: asyncio.Future) -> None:
         """Until `loading` is done: answer an ordinary first `initialize`; stop at anything else."""
@@ -72,6 +80,7 @@ class EarlyTransport:
             message, self.pending = self.pending.result(), None
             if message is not None and not answered and ordinary_initialize(message):
                 await self.transport.send({"jsonrpc": "2.0", "id": message["id"], "result": initialize_result()})
+                self.forms = renders_forms((message.get("params") or {}).get("clientCapabilities"))
                 answered = True
                 continue
             self.held.append(message)

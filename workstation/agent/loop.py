@@ -35,6 +35,7 @@ masked in every record the loop writes.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import dataclasses
 import functools
@@ -44,7 +45,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from .. import llm, scrub
 from ..errors import WorkstationError
@@ -69,6 +70,7 @@ from .prompt import MESSAGE_OVERHEAD, ContextOverflow, Request
 from .contextsync import ContextSync, NoEpoch
 from .tools import toolcall
 from .tools.fileio import ReadLedger
+from .grants import Grant
 from .instructions import ProjectInstructions
 from .modes import Permissions, briefing, from_claude, last_noted, noted
 from .tools import ToolResult
@@ -82,6 +84,17 @@ if TYPE_CHECKING:
     from ..memory import Memory
     from ..runtime import Workspace
     from ..sessions.log import Session
+    from ..skills import Command
+
+# the id of the tool call whose work runs in this context (each call of a step's, in its own thread): a
+# sub-agent names the task call that started it (subagent.delegate)
+_RUNNING_CALL: contextvars.ContextVar[str] = contextvars.ContextVar("ws_running_call", default="")
+
+
+def running_call() -> str:
+    """The id of the tool call this code runs for ("" outside one)."""
+    return _RUNNING_CALL.get()
+
 
 SYSTEM_PROMPT = """You are a careful coding agent working in the repository at {root}.
 Keep your context small and your edits surgical:
@@ -126,6 +139,12 @@ class TurnResult:
     plan: str | None = None  # the plan a turn in plan mode ended with, for the user to approve (agent.modes)
 
 
+class RecordSink(Protocol):
+    """Hears a record as written; `parent_call` is the task call a sub-agent's record is of (its innermost)."""
+
+    def __call__(self, record: Record, parent_call: str | None = None) -> None: ...
+
+
 @dataclass
 class AgentEvents:
     """Callbacks for a UI; each runs on the agent's thread (post to the UI from there)."""
@@ -135,7 +154,7 @@ class AgentEvents:
     on_tool: Callable[[str, dict, ToolResult], None] | None = None
     on_step: Callable[[int, int, int], None] | None = None  # (step, context tokens, window)
     on_notice: Callable[[str], None] | None = None  # one line for the user (trimmed context, compaction), logged too
-    on_record: Callable[[Record], None] | None = None  # every record the turn (or its compaction) wrote, as written
+    on_record: "RecordSink | None" = None  # every record the turn (or its compaction) wrote, as written
     # what the agent is doing now, for a status line: ("model", model name) while waiting for a reply,
     # ("tool", "read_lines(a.py 1-40)") while a tool or command runs, ("idle", "") when the turn is over
     on_activity: Callable[[str, str], None] | None = None
@@ -166,7 +185,8 @@ class Agent:
         self._stop_continued = False  # a Stop hook asked for more in this turn already
         self._last_request_tokens = 0  # the previous request's size: its prefix is in the provider's cache
         self.lifecycle_hooks = True  # SessionStart, UserPromptSubmit and Stop fire (not in a sub-agent)
-        if approve is not None and self.hooks:
+        self.grant: Grant | None = None  # what the running turn's custom command lets run unasked (grants.py)
+        if approve is not None:
             approve = self._approver(approve)
         # what the agent may do without asking (agent.modes); a sub-agent shares its parent's
         self.permissions = Permissions(agent_cfg.permission_mode)
@@ -257,10 +277,14 @@ class Agent:
     def expand_command(self, line: str) -> str | None:
         """The message a custom slash command line (workstation.skills: `/NAME ARGS`) sends; None when the
         line is no custom command (a built-in one goes to commands.slash)."""
+        found = self._custom_command(line)
+        return found[0].expand(found[1]) if found is not None else None
+
+    def _custom_command(self, line: str) -> "tuple[Command, str] | None":
         name, _, rest = line.strip().partition(" ")
         catalog = self.ctx.services.skills
         command = catalog.commands.get(name[1:]) if catalog is not None and name.startswith("/") else None
-        return command.expand(rest) if command is not None else None
+        return (command, rest) if command is not None else None
 
     def pins(self) -> list[str]:
         return [r.content for r in self.session.read().records if isinstance(r, System) and r.pin]
@@ -277,7 +301,11 @@ class Agent:
         if not text or not text.strip():
             raise WorkstationError("empty message")
         spec = self.model_spec()
-        text = self.expand_command(text) or text  # a custom command (/NAME ARGS) sends its body
+        grant = None
+        if (custom := self._custom_command(text)) is not None:  # /NAME ARGS sends its body
+            command, arguments = custom
+            text = command.expand(arguments)
+            grant = Grant(f"/{command.name}", command.allowed_tools) if command.allowed_tools else None
         text = scrub.mask(text)  # before memory-first: its lookups of the words in it are logged too
         self.ctx.turn.env_files = scrub.env_files_named(text)  # the .env files the model may open this turn
         events = events or AgentEvents()
@@ -309,6 +337,7 @@ class Agent:
         self.ctx.turn.cancel = cancel  # a command the model runs is killed when the user stops the turn
         self._stop_continued = False  # a Stop hook asked for more in this turn already
         self._running = True
+        self.grant = grant
         try:
             for _ in range(self.config.agent.max_steps):
                 if cancel is not None and cancel.is_set():
@@ -328,6 +357,7 @@ class Agent:
                 self._auto_commit(user.id, text, events, cancel)
         finally:
             self._running = False
+            self.grant = None
             self.ctx.turn.cancel = None
             self.memory.episodic.fence()  # the turn's events are visible to the TUI and reflection
             if events.on_activity:
@@ -625,8 +655,12 @@ class Agent:
         started = time.perf_counter()
         record_id = new_record_id()  # the tool_call event names the record its result becomes
         before = (lambda name, args: self._pre_tool(call_id, name, args, events)) if self.hooks else None
-        args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, asked, record_id,
-                                             events.on_activity, before=before)
+        running = _RUNNING_CALL.set(call_id)
+        try:
+            args, result, meaning = toolcall.run(self.toolset, self.ctx, self.memory, call_id, asked, record_id,
+                                                 events.on_activity, before=before)
+        finally:
+            _RUNNING_CALL.reset(running)
         if self.hooks and args is not None and not result.data.get("hook_refused"):
             self._post_tool(call_id, asked.name, args, result, events)
         return call_id, asked.call, args, result, meaning, record_id, started
@@ -687,11 +721,14 @@ class Agent:
             result.text = "\n\n".join([result.text, *said])
 
     def _approver(self, ask: Approver) -> Approver:
-        """The approver with the hooks before it: a call a PreToolUse hook allowed runs without asking, and
-        PermissionRequest hooks may answer for the user."""
+        """The approver with the hooks and the running custom command's allowed-tools before it: a call a
+        PreToolUse hook allowed or the command covers runs without asking, and PermissionRequest hooks may
+        answer for the user."""
         def approve(request: ApprovalRequest) -> bool:
             if self._hook_allowed and self._hook_allowed == self.ctx.turn.call_id:
                 return True
+            if self.grant is not None and self.grant.covers(request, self.ctx.services.policy):
+                return True  # the running custom command's allowed-tools
             name = request.tool_name
             outcome = self._hook("PermissionRequest", self._events, match=hook_names(name),
                                  tool_name=hook_names(name)[0], workstation_tool=name,

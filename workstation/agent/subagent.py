@@ -46,7 +46,7 @@ from ..sessions.log import LogView, Session
 from ..sessions.records import Assistant, Epoch, Record, System
 from . import prompt, tools, updates
 from .approval import ApprovalRequest
-from .loop import Agent, AgentEvents, TurnResult
+from .loop import Agent, AgentEvents, TurnResult, running_call
 from .tools import DELEGATE, QUERY, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -304,9 +304,15 @@ def delegate(parent: Agent, prompt: str, write: bool) -> ToolResult:
         if shown is not None and kind != "idle":
             shown(kind, f"{name}: {what}")
 
+    # ... and which task call each record is of (Claude Code's stream names it: parent_tool_use_id)
+    task_call = running_call()
+    def heard(record: Record, parent_call: str | None = None) -> None:
+        if recorded is not None:
+            recorded(record, parent_call=parent_call or task_call)
+
     child = SubAgent(parent, flow, write=write, head=head)
     try:
-        return child.work(prompt, cancel, AgentEvents(on_activity=activity, on_record=recorded))
+        return child.work(prompt, cancel, AgentEvents(on_activity=activity, on_record=heard if recorded is not None else None))
     except WorkstationError as err:
         return ToolResult(f"error: the sub-agent could not run: {err}", ok=False)
     finally:

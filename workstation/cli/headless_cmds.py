@@ -48,15 +48,20 @@ STATES = {"ready": "connected", "starting": "pending", "failed": "failed", "stop
               help="ask, edits, plan or auto (or Claude Code's names for them: default, acceptEdits, "
                    "bypassPermissions) for this run (agent.permission_mode). Nobody is asked: what would ask "
                    "is refused.")
+@click.option("--include-partial-messages", "partial", is_flag=True,
+              help="With stream-json: also stream_event lines (Anthropic's stream events: message_start, text "
+                   "deltas, tool_use blocks, message_stop) as each answer of the model streams.")
 @click.option("--model", "model", default=None, help="litellm model string for this run (as `workstation --model`).")
 @click.option("--verbose", is_flag=True, help="Accepted for Claude Code's command lines (which need it with "
               "stream-json); every message is written anyway.")
 @pass_workspace
 def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, max_turns: int | None,
                  max_budget_usd: float | None, allowed: tuple[str, ...], disallowed: tuple[str, ...],
-                 mode: str | None, model: str | None, verbose: bool) -> None:
+                 mode: str | None, partial: bool, model: str | None, verbose: bool) -> None:
     """Run the agent on TEXT headlessly (TEXT `-` or none: standard input) and print what it did."""
 
+    if partial and fmt != "stream-json":
+        raise click.UsageError("--include-partial-messages needs --output-format stream-json")
     text = _prompt(text)
     if max_budget_usd is not None and not 0 < max_budget_usd < float("inf"):
         raise click.BadParameter("a positive number of dollars", param_hint="--max-budget-usd")
@@ -86,7 +91,7 @@ def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, m
         run_ws = run_ws.with_overrides(overrides)
     try:
         code = _hosted(run_ws, session, text, fmt, allowed_names, disallowed_names, keep=cont or bool(slug),
-                       restricted=Restricted, budget=flag_budget)
+                       restricted=Restricted, budget=flag_budget, partial=partial)
     finally:
         if run_ws is not ws:
             run_ws.close()
@@ -94,7 +99,7 @@ def exec_command(ws, text: str | None, fmt: str, cont: bool, slug: str | None, m
 
 
 def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: list[str], *, keep: bool,
-            restricted, budget: float | None) -> int:
+            restricted, budget: float | None, partial: bool = False) -> int:
     """The run under a host of its own (its MCP servers stop with it); the exit code."""
     from .. import host as host_mod  # lazy: the agent stack and the MCP SDK, ~300 ms
     from ..agent.loop import NO_MODEL  # lazy: the agent stack, loaded by the host above
@@ -123,7 +128,7 @@ def _hosted(ws, session, text: str, fmt: str, allowed: list[str], disallowed: li
                 slash = not slash_mod.is_custom(hosted.agent, text)
             if not slash and ws.model_spec() is None:
                 raise click.UsageError(NO_MODEL)
-            return _run(ws, hosted, text, fmt, slash=slash, budget=budget)
+            return _run(ws, hosted, text, fmt, slash=slash, budget=budget, partial=partial)
         finally:
             hosted.close(remove_if_empty=not keep)  # a slash command that said nothing leaves no session
     finally:
@@ -212,8 +217,10 @@ def _turn(hosted, text: str, sink, *, stream: bool):
     return box.get("finished"), box.get("refused", ""), interrupted
 
 
-def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float | None = None) -> int:
-    """The run (`slash`: a built-in slash command, /compact, /undo...), its output in `fmt`; the exit code."""
+def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float | None = None,
+         partial: bool = False) -> int:
+    """The run (`slash`: a built-in slash command, /compact, /undo...), its output in `fmt` (`partial`: with
+    stream events); the exit code."""
     from .. import host as host_mod  # lazy: loaded by the host already
     from ..headless import Stream, line  # lazy: the output's shapes, only once a run starts
     from ..mcp.client import servers_of  # lazy: the MCP SDK, loaded by the host already
@@ -228,7 +235,7 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
                     mcp_servers=[{"name": s.name, "status": STATES.get(s.state, s.state)} for s in servers],
                     slash_commands=sorted(catalog.commands) if catalog is not None else [],
                     skills=sorted(catalog.skills) if catalog is not None else [],
-                    api_key_source=ws.config.model.api_key_env or "none")
+                    api_key_source=ws.config.model.api_key_env or "none", partial=partial)
 
     gone = threading.Event()  # the reader closed our standard output
 
@@ -247,8 +254,9 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
         out(line(message))
 
     def sink(event) -> None:
+        messages = stream.event(event)  # in every format: the result's permission denials name the calls' input
         if fmt == "stream-json":
-            for message in stream.event(event):
+            for message in messages:
                 emit(message)
         elif fmt == "text" and isinstance(event, host_mod.TextFragment):
             out(safe(event.text), nl=False)
@@ -267,7 +275,7 @@ def _run(ws, hosted, text: str, fmt: str, *, slash: bool = False, budget: float 
         if fmt == "text":
             out(safe(said.text))
     else:
-        finished, refused, interrupted = _turn(hosted, text, sink, stream=fmt == "text")
+        finished, refused, interrupted = _turn(hosted, text, sink, stream=fmt == "text" or partial)
         result = stream.result(finished, session.read().records[before:], error=refused)
         if result["subtype"] == "error_max_budget_usd" and budget is not None:  # the loop names the config key
             result["errors"] = [f"stopped: the next request would take this run past --max-budget-usd "
