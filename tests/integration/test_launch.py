@@ -184,7 +184,7 @@ def test_version_loads_nothing_but_the_package():
              "print(sorted(m for m in sys.modules if m == 'click' or m.startswith('workstation.')), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.stdout == "workstation, version 0.1.0\n"
-    assert done.stderr.strip() == "['workstation.errors', 'workstation.entry']", done.stderr
+    assert done.stderr.strip() == "['workstation.entry', 'workstation.errors']", done.stderr
     module = subprocess.run([sys.executable, "-m", "workstation", "--version"], capture_output=True, text=True,
                             timeout=60)
     assert module.stdout == "workstation, version 0.1.0\n" and module.returncode == 0

@@ -184,7 +184,9 @@ async def test_the_loops_notices_and_an_automatic_compaction_come_back_on_resume
     for start in ("[retrying: ", "[auto-committed 1 file to main as ",
                   "[model switch: this request starts without the provider's prompt cache]"):
         assert sum(text.startswith(start) for text in said) == 1, (start, said)
-    assert [role for role, _ in live].count("compaction") == 1  # as resumed shows it: the turns it summarized
+    # the first folds what the cut-short conversation shows (cached), the next the rest, both before the request
+    # (never a trim); as resumed shows them: the turns each summarized
+    assert [role for role, _ in live].count("compaction") == 2
     assert resumed == live
     assert [line[9:] for line in resumed_shown] == [line[9:] for line in shown]  # the clock aside
     await asyncio.sleep(0)

@@ -116,19 +116,20 @@ async def test_an_edit_with_new_errors_is_marked():
 
 async def test_a_compaction_is_marked_with_what_it_replaced_and_an_uncompact_takes_it_back():
     from workstation.sessions.compaction import compaction_marks
+    from workstation.sessions.records import from_dict
     from workstation.tui.backend import timeline_row
     from workstation.tui.panes.timeline import details_text
 
-    records = [{"type": "compact", "id": "c1", "covers": {"last_turn": 12, "new_first_turn": 1},
-                "replaced": {"turns": [1, 12], "tool_calls": {"read_lines": 20, "grep": 9}, "files_read": ["a.py"],
-                             "outputs": 29, "output_chars": 210400,
-                             "largest": [{"id": "r9", "turn": 7, "name": "read_lines", "chars": 40210}]}}]
+    records = [from_dict({"type": "compact", "id": "c1", "covers": {"last_turn": 12, "new_first_turn": 1},
+                          "replaced": {"turns": [1, 12], "tool_calls": {"read_lines": 20, "grep": 9},
+                                       "files_read": ["a.py"], "outputs": 29, "output_chars": 210400,
+                                       "largest": [{"id": "r9", "turn": 7, "name": "read_lines", "chars": 40210}]}})]
     event = {"id": "e1", "ts": tui_sample.T0 + 1, "type": "compaction", "name": "s", "data": {"record_id": "c1"}}
     row = timeline_row(event, {}, compaction_marks(records))
     assert row["name"] == "⊟ turns 1–12"
     assert row["details"]["replaced"] == ("turns 1–12: 29 tool calls (read_lines ×20, grep ×9), 1 files read, "
                                           "29 outputs of 210,400 chars (largest: read_lines 40,210 chars, turn 7)")
-    undone = timeline_row(event, {}, compaction_marks([*records, {"type": "uncompact", "id": "u1", "compact": "c1"}]))
+    undone = timeline_row(event, {}, compaction_marks([*records, from_dict({"type": "uncompact", "id": "u1", "compact": "c1"})]))
     assert undone["details"]["taken_back"] == "undone by /uncompact"
     app = WorkstationApp()
     async with started(app) as pilot:

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
 
 # the id of the tool call whose work runs in this context (each call of a step's, in its own thread): a
 # sub-agent names the task call that started it (subagent.delegate)
+MAX_GUARD_COMPACTIONS = 3  # compactions in a row before one request, while each lands and it still does not fit
 _RUNNING_CALL: contextvars.ContextVar[str] = contextvars.ContextVar("ws_running_call", default="")
 
 
@@ -562,7 +563,16 @@ class Agent:
         if not self._auto.due(self.session, cfg, window):
             return waited
         if self.compaction == "sync" or not fits:
-            self._compact(cfg, window, events)
+            for _ in range(MAX_GUARD_COMPACTIONS):
+                last = self.session.read().last_compact()
+                self._compact(cfg, window, events)
+                # a compaction that folded only what a cut-short conversation showed (sessions.compaction,
+                # shown_part) may leave the request too big: the next folds the rest, before any trim
+                landed = self.session.read().last_compact()
+                if landed is None or landed is last or (last is not None and landed.id == last.id):
+                    break
+                if self._fits(window) or not self._auto.due(self.session, cfg, window):
+                    break
             return True
         with self._lifecycle:
             if not self._closed:
